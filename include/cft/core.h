@@ -1,0 +1,85 @@
+/* cft/core.h: dtypes, array handles, errors and library set-up.
+ *
+ * Every array-returning call in cft returns a non-NULL cft_array. When a call
+ * fails it returns an *error array* instead: it carries a code and a message
+ * naming the call and the shapes involved. Error arrays are absorbing: an op
+ * given one returns it unchanged, so a nested expression needs one check:
+ *
+ *     cft_array *y = cft_sum(cft_matmul(x, w), NULL, 0, false);
+ *     if (cft_failed(y)) fprintf(stderr, "%s\n", cft_error_message(y));
+ *
+ * All memory is garbage collected (Boehm GC): nothing is ever freed by hand.
+ */
+#ifndef CFT_CORE_H
+#define CFT_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Largest number of dimensions an array may have. */
+#define CFT_MAX_NDIM 8
+
+/** Element types. Type promotion (cft_promote) follows JAX on this set:
+ *  bool < i32 < i64 < f32 < f64, i.e. the result is the later of the two in
+ *  this order (so i64 with f32 gives f32, as in JAX, not f64 as in NumPy). */
+typedef enum cft_dtype { CFT_BOOL = 0, CFT_I32, CFT_I64, CFT_F32, CFT_F64, CFT_NDTYPES } cft_dtype;
+
+/** Error codes carried by error arrays and cft_last_error(). */
+typedef enum cft_status {
+    CFT_OK = 0,
+    CFT_E_ARG,   /* a bad argument: NULL, out-of-range axis, bad count */
+    CFT_E_SHAPE, /* shapes that do not fit the operation */
+    CFT_E_DTYPE, /* a dtype the operation does not accept */
+    CFT_E_NOMEM, /* out of memory */
+    CFT_E_TRACE, /* misuse of tracing: a leaked tracer, a missing rule */
+    CFT_E_IO,    /* a file could not be read or written */
+    CFT_E_FOREIGN /* a failure reported by a foreign library */
+} cft_status;
+
+/** An immutable n-d array, a tracer inside a transform, or an error. Opaque;
+ *  GC-managed. */
+typedef struct cft_array cft_array;
+
+/** The abstract value of an array: its dtype and shape. */
+typedef struct cft_aval {
+    cft_dtype dtype;
+    int ndim;
+    int64_t shape[CFT_MAX_NDIM];
+} cft_aval;
+
+/** Initialise the library (the GC). Called implicitly by every constructor;
+ *  calling it first from main() is recommended. */
+void cft_init(void);
+
+/** Name of a dtype ("f32", ...). */
+const char *cft_dtype_name(cft_dtype dt);
+/** Size in bytes of one element of `dt`. */
+size_t cft_dtype_size(cft_dtype dt);
+/** True for f32 and f64. */
+bool cft_dtype_is_float(cft_dtype dt);
+/** The promoted dtype of a and b (see cft_dtype). */
+cft_dtype cft_promote(cft_dtype a, cft_dtype b);
+
+/** True if `x` is an error array (or NULL). */
+bool cft_failed(const cft_array *x);
+/** Error code of `x`, CFT_OK for a good array. */
+cft_status cft_error_code(const cft_array *x);
+/** Message of an error array ("cft_matmul: ..."), "" for a good array. */
+const char *cft_error_message(const cft_array *x);
+/** Code of the last error raised on this thread by a call that returns no
+ *  array (or by any call); CFT_OK after cft_clear_error(). */
+cft_status cft_last_error(void);
+/** Message of the last error raised on this thread. */
+const char *cft_last_error_message(void);
+/** Reset the thread's last error. */
+void cft_clear_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,89 @@
+/* cft/fn.h: functions as values, and the transforms over them.
+ *
+ * A cft_fn is a pure C function over arrays: a callback plus an environment
+ * pointer, with a fixed number of inputs and outputs. Transforms take cft_fn
+ * and return cft_fn, so they compose by application:
+ *
+ *     cft_fn *loss = cft_fn_new(mlp_loss, NULL, 8, 1);   // w1 b1 w2 b2 w3 b3 x y
+ *     cft_fn *g    = cft_grad(loss, (int[]){0,1,2,3,4,5}, 6);
+ *     int in_axes[8] = {CFT_NOT_BATCHED, ..., 0, 0};
+ *     cft_fn *psg  = cft_vmap(g, in_axes, NULL);         // per-sample gradients
+ *     cft_fn_call(psg, inputs, grads);
+ *
+ * The callback must compute its outputs with cft ops only (it is traced): no
+ * reading of array values, no side effects that matter. On the first call
+ * with new input shapes a function is traced once into the IR (ir.h) and
+ * later calls with the same shapes and dtypes run that IR, never re-tracing.
+ */
+#ifndef CFT_FN_H
+#define CFT_FN_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The callback of a cft_fn: read in[0..nin), write out[0..nout). Return
+ *  CFT_OK, or an error status (an error array in an output also counts). */
+typedef cft_status (*cft_fn_cb)(void *env, int nin, cft_array *const *in, int nout,
+                                cft_array **out);
+
+/** A function over arrays (opaque, GC-managed). */
+typedef struct cft_fn cft_fn;
+
+/** Marks an input or output as not batched in cft_vmap. */
+#define CFT_NOT_BATCHED (-1000)
+
+/** Wrap a C callback as a function with nin inputs and nout outputs. `env` is
+ *  passed back to every call (it must stay valid; GC memory or static). */
+cft_fn *cft_fn_new(cft_fn_cb cb, void *env, int nin, int nout);
+/** Give a function a name (used in the IR printer and errors). Returns f. */
+cft_fn *cft_fn_named(cft_fn *f, const char *name);
+/** Number of inputs / outputs. */
+int cft_fn_nin(const cft_fn *f);
+int cft_fn_nout(const cft_fn *f);
+/** Call f: in[nin] -> out[nout]. Outputs are always set (error arrays on
+ *  failure); returns CFT_OK or the first error code (also cft_last_error). */
+cft_status cft_fn_call(cft_fn *f, cft_array *const *in, cft_array **out);
+/** Call a function with one output and return it (an error array on failure). */
+cft_array *cft_fn_call1(cft_fn *f, cft_array *const *in);
+
+/** Forward mode: a function of (primals[nin], tangents[nin]) returning
+ *  (outputs[nout], output tangents[nout]). Tangents have the primals' avals. */
+cft_fn *cft_jvp(cft_fn *f);
+
+/** Reverse mode: evaluate f at `primals`, store its outputs in outs[nout],
+ *  and return in *pullback a function from output cotangents [nout] to input
+ *  cotangents [nin], reusable any number of times (and itself transformable).
+ *  Built by linearizing (jvp + partial evaluation) and transposing. */
+cft_status cft_vjp(cft_fn *f, cft_array *const *primals, cft_array **outs, cft_fn **pullback);
+
+/** Gradient of f's single scalar float output with respect to the inputs
+ *  listed in argnums (NULL, 0: input 0). Outputs: one gradient per argnum. */
+cft_fn *cft_grad(cft_fn *f, const int *argnums, int nargnums);
+/** Like cft_grad but also returns the value: outputs (value, aux..., grads...).
+ *  With has_aux, f returns (loss, aux...) and only loss is differentiated. */
+cft_fn *cft_value_and_grad(cft_fn *f, const int *argnums, int nargnums, bool has_aux);
+
+/** Vectorizing map. in_axes[i] is the batched axis of input i (negative
+ *  counts from the end) or CFT_NOT_BATCHED; NULL: axis 0 for all. out_axes[j]
+ *  is where the batch axis goes in output j (NULL: 0); CFT_NOT_BATCHED there
+ *  requires that output not to depend on the batch. Every primitive has a
+ *  batching rule; there is no silent per-example loop. */
+cft_fn *cft_vmap(cft_fn *f, const int *in_axes, const int *out_axes);
+
+/** Jacobians of a function with respect to the inputs in argnums (NULL, 0:
+ *  input 0). Output k*nargnums+j is d out[k] / d in[argnums[j]], of shape
+ *  out_shape + in_shape. jacrev: vmap of vjp over basis cotangents; jacfwd:
+ *  vmap of jvp over basis tangents. */
+cft_fn *cft_jacrev(cft_fn *f, const int *argnums, int nargnums);
+cft_fn *cft_jacfwd(cft_fn *f, const int *argnums, int nargnums);
+/** Hessian of f's scalar output with respect to input `argnum`:
+ *  jacfwd(jacrev(f)), shape in_shape + in_shape. */
+cft_fn *cft_hessian(cft_fn *f, int argnum);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,59 @@
+/* cft/ir.h: the closure IR, jaxpr-like and public.
+ *
+ * cft_make_ir traces a function at given input avals into an IR: typed
+ * variables and a flat list of equations `outs = prim[params](ins)`. Values
+ * captured from outside the function become constants (the part before `;`
+ * in the printed form); tracers of an enclosing transform captured by the
+ * function become such constants too, so the IR is closed. Example:
+ *
+ *   { lambda a:f32[64,10] ; b:f32[8,64] .
+ *     let c:f32[8,10] = dot_general[lc=(1) rc=(0) lb=() rb=()] b a
+ *         d:f32[] = reduce_sum[axes=(0,1)] c
+ *     in (d) }
+ */
+#ifndef CFT_IR_H
+#define CFT_IR_H
+
+#include <stdio.h>
+
+#include "core.h"
+#include "fn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A closed IR (opaque, GC-managed, immutable). */
+typedef struct cft_ir cft_ir;
+
+/** Trace f at the given input avals (nin of them). On a trace-time error
+ *  returns NULL and sets cft_last_error(). */
+cft_ir *cft_make_ir(cft_fn *f, const cft_aval *in_avals);
+/** Print the IR in its stable text form. */
+void cft_ir_print(const cft_ir *ir, FILE *f);
+/** The printed form as a GC string. */
+const char *cft_ir_str(const cft_ir *ir);
+/** Re-run every equation's shape rule and check the declared avals. */
+cft_status cft_ir_typecheck(const cft_ir *ir);
+/** Evaluate the IR on inputs (concrete arrays or tracers): in[nin] -> out[nout]. */
+cft_status cft_ir_eval(const cft_ir *ir, cft_array *const *in, cft_array **out);
+/** A copy without equations whose outputs are unused. */
+cft_ir *cft_ir_dce(const cft_ir *ir);
+/** A copy in which equal equations (same primitive, params and inputs) are
+ *  computed once. */
+cft_ir *cft_ir_cse(const cft_ir *ir);
+/** The IR as a function (evaluates it). */
+cft_fn *cft_ir_fn(cft_ir *ir);
+/** Counts, and the primitive name of equation i. */
+int cft_ir_num_inputs(const cft_ir *ir);
+int cft_ir_num_outputs(const cft_ir *ir);
+int cft_ir_num_consts(const cft_ir *ir);
+int cft_ir_num_eqns(const cft_ir *ir);
+const char *cft_ir_eqn_prim(const cft_ir *ir, int i);
+/** Print the IR that f has for the given input avals (convenience). */
+cft_status cft_fn_print_ir(cft_fn *f, const cft_aval *in_avals, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,62 @@
+/* Internal: the array record and the helpers the layers above use to make
+ * and read concrete arrays. A cft_array is a tagged value: a concrete array
+ * (GC buffer + offset + element strides), a tracer owned by a trace of the
+ * interpreter stack (src/trace), or an error. */
+#ifndef CFT_ARRAY_IMPL_H
+#define CFT_ARRAY_IMPL_H
+
+#include "cft/array.h"
+#include "cft/core.h"
+
+enum { CFT_K_CONCRETE = 0, CFT_K_TRACER = 1, CFT_K_ERROR = 2 };
+
+struct cft_trace;
+struct cft_irvar;
+
+struct cft_array {
+    int kind;
+    cft_aval aval;
+    /* concrete */
+    char *data;      /* start of the GC block: keeps it alive */
+    int64_t offset;  /* in elements */
+    int64_t strides[CFT_MAX_NDIM]; /* in elements; 0 for broadcast dims */
+    /* tracer: its trace and the trace's payload */
+    struct cft_trace *trace;
+    union {
+        struct { cft_array *primal, *tangent; } jvp; /* tangent NULL: symbolic zero */
+        struct { cft_array *val; int bdim; } batch;  /* bdim < 0: not batched */
+        struct { struct cft_irvar *var; } stage;
+    } u;
+    /* error */
+    cft_status err_code;
+    const char *err_msg;
+};
+
+/* numel of an aval / shape */
+int64_t cft__numel(const int64_t *shape, int ndim);
+/* aval equality */
+bool cft__aval_eq(const cft_aval *a, const cft_aval *b);
+/* build an aval */
+cft_aval cft__aval(cft_dtype dt, const int64_t *shape, int ndim);
+/* a fresh contiguous concrete array (payload uninitialised) */
+cft_array *cft__alloc(cft_dtype dt, const int64_t *shape, int ndim);
+/* a view of x's buffer */
+cft_array *cft__view(const cft_array *x, const int64_t *shape, int ndim, const int64_t *strides,
+                     int64_t offset);
+/* true when x's elements are row-major contiguous from its offset */
+bool cft__is_contig(const cft_array *x);
+/* x if contiguous, else a contiguous copy */
+cft_array *cft__contig(cft_array *x);
+/* pointer to element 0 */
+static inline void *cft__ptr(const cft_array *x) {
+    return x->data + (size_t)x->offset * cft_dtype_size(x->aval.dtype);
+}
+/* row-major strides for a shape */
+void cft__row_major(const int64_t *shape, int ndim, int64_t *strides);
+/* convert n elements between dtypes (contiguous buffers) */
+void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t n);
+/* read element i (contiguous buffer) as double / write from double */
+double cft__get(const void *p, cft_dtype dt, int64_t i);
+void cft__set(void *p, cft_dtype dt, int64_t i, double v);
+
+#endif

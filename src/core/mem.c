@@ -1,0 +1,85 @@
+/* mem.c: the allocator. All of cft's allocation goes through here and
+ * nothing else includes gc.h. Payloads are atomic (never scanned) and, when
+ * large, ignore-off-page, so stray integers do not retain big buffers; see
+ * DESIGN.md "Memory". With CFT_GC_OFF (sanitizer builds) everything is
+ * malloc and is never freed. */
+#include "core/mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cft/core.h"
+
+#ifndef CFT_GC_OFF
+#include <gc.h>
+#endif
+
+#ifndef CFT_GC_OFF
+static int gc_ready;
+#endif
+
+void cft_init(void) {
+#ifndef CFT_GC_OFF
+    if (!gc_ready) {
+        GC_INIT();
+        gc_ready = 1;
+    }
+#endif
+}
+
+static void *oom(void) {
+    return NULL; /* callers map NULL to the static out-of-memory error */
+}
+
+void *cft__new(size_t size) {
+#ifdef CFT_GC_OFF
+    void *p = calloc(1, size ? size : 1);
+#else
+    cft_init();
+    void *p = GC_MALLOC(size ? size : 1);
+#endif
+    return p ? p : oom();
+}
+
+void *cft__new_data(size_t nbytes) {
+    if (nbytes == 0) nbytes = 1;
+#ifdef CFT_GC_OFF
+    void *p = malloc(nbytes);
+#else
+    cft_init();
+    void *p = nbytes >= 65536 ? GC_MALLOC_ATOMIC_IGNORE_OFF_PAGE(nbytes) : GC_MALLOC_ATOMIC(nbytes);
+#endif
+    return p ? p : oom();
+}
+
+void *cft__realloc(void *p, size_t size) {
+#ifdef CFT_GC_OFF
+    return realloc(p, size);
+#else
+    cft_init();
+    return GC_REALLOC(p, size);
+#endif
+}
+
+char *cft__strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = cft__new(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+void cft__keep(const void *p) {
+#ifndef CFT_GC_OFF
+    GC_reachable_here(p);
+#else
+    (void)p;
+#endif
+}
+
+size_t cft__gc_count(void) {
+#ifndef CFT_GC_OFF
+    return (size_t)GC_get_gc_no();
+#else
+    return 0;
+#endif
+}

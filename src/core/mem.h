@@ -1,0 +1,26 @@
+/* Internal allocation API: the only way cft allocates. Everything is GC
+ * memory (Boehm GC) unless built with CFT_GC_OFF, where it maps to malloc
+ * and leaks by design (sanitizer builds). */
+#ifndef CFT_MEM_H
+#define CFT_MEM_H
+
+#include <stddef.h>
+
+/* Scanned, zeroed memory: headers, IR, closures. */
+void *cft__new(size_t size);
+/* Unscanned, uninitialised memory for array payloads. */
+void *cft__new_data(size_t nbytes);
+/* A GC copy of a string. */
+char *cft__strdup(const char *s);
+/* Grow a scanned array (realloc semantics). */
+void *cft__realloc(void *p, size_t size);
+/* Keep `p` reachable up to this point (after handing raw pointers into its
+ * payload to foreign code). */
+void cft__keep(const void *p);
+/* Number of collections so far (for tests). */
+size_t cft__gc_count(void);
+
+#define CFT_NEW(T) ((T *)cft__new(sizeof(T)))
+#define CFT_NEWN(T, n) ((T *)cft__new(sizeof(T) * (size_t)(n)))
+
+#endif

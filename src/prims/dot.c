@@ -1,0 +1,307 @@
+/* dot.c: dot_general[lc, rc, lb, rb], the one contraction primitive
+ * (jax.lax.dot_general): contract lhs dims lc with rhs dims rc, batch over
+ * lb/rb. Output dims: batch, lhs free, rhs free. The eager kernel views each
+ * operand as [batch, rows, contract] or [batch, contract, cols], passes a
+ * transposed layout to OpenBLAS as a transpose flag instead of copying, and
+ * loops GEMM over the batch. Then matmul, the NumPy-style public op. */
+#include <cblas.h>
+#include <string.h>
+
+#include "prims/rules.h"
+
+enum { LC, RC, LB, RB };
+
+static void free_dims(int nd, const cft_params *p, int ck, int bk, int *out, int *n) {
+    bool used[CFT_MAX_NDIM] = {0};
+    for (int i = 0; i < p->n[ck]; i++) used[p->v[ck][i]] = true;
+    for (int i = 0; i < p->n[bk]; i++) used[p->v[bk][i]] = true;
+    *n = 0;
+    for (int i = 0; i < nd; i++)
+        if (!used[i]) out[(*n)++] = i;
+}
+
+static cft_array *dot_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    (void)nin;
+    const cft_aval *a = &in[0], *b = &in[1];
+    if (a->dtype != b->dtype)
+        return cft__fail(CFT_E_DTYPE, "dot_general: dtypes differ: %s . %s", cft__av(a), cft__av(b));
+    if (a->dtype == CFT_BOOL)
+        return cft__fail(CFT_E_DTYPE, "dot_general: bool operands %s . %s", cft__av(a), cft__av(b));
+    if (p->n[LC] != p->n[RC] || p->n[LB] != p->n[RB])
+        return cft__fail(CFT_E_ARG, "dot_general: contracting/batch dim lists differ in length: %s . %s",
+                         cft__av(a), cft__av(b));
+    bool ua[CFT_MAX_NDIM] = {0}, ub[CFT_MAX_NDIM] = {0};
+    for (int k = 0; k < 4; k++) {
+        const cft_aval *s = k % 2 ? b : a;
+        bool *u = k % 2 ? ub : ua;
+        for (int i = 0; i < p->n[k]; i++) {
+            int64_t d = p->v[k][i];
+            if (d < 0 || d >= s->ndim || u[d])
+                return cft__fail(CFT_E_ARG, "dot_general: bad or repeated dim %lld for %s", (long long)d, cft__av(s));
+            u[d] = true;
+        }
+    }
+    for (int i = 0; i < p->n[LC]; i++)
+        if (a->shape[p->v[LC][i]] != b->shape[p->v[RC][i]])
+            return cft__fail(CFT_E_SHAPE, "dot_general: contracting dims differ: %s . %s (%lld != %lld)",
+                             cft__av(a), cft__av(b), (long long)a->shape[p->v[LC][i]],
+                             (long long)b->shape[p->v[RC][i]]);
+    for (int i = 0; i < p->n[LB]; i++)
+        if (a->shape[p->v[LB][i]] != b->shape[p->v[RB][i]])
+            return cft__fail(CFT_E_SHAPE, "dot_general: batch dims differ: %s . %s", cft__av(a), cft__av(b));
+    int fa[CFT_MAX_NDIM], fb[CFT_MAX_NDIM], na, nb;
+    free_dims(a->ndim, p, LC, LB, fa, &na);
+    free_dims(b->ndim, p, RC, RB, fb, &nb);
+    int nd = p->n[LB] + na + nb;
+    if (nd > CFT_MAX_NDIM) return cft__fail(CFT_E_SHAPE, "dot_general: result rank %d too large", nd);
+    *out = cft__aval(a->dtype, NULL, 0);
+    for (int i = 0; i < p->n[LB]; i++) out->shape[out->ndim++] = a->shape[p->v[LB][i]];
+    for (int i = 0; i < na; i++) out->shape[out->ndim++] = a->shape[fa[i]];
+    for (int i = 0; i < nb; i++) out->shape[out->ndim++] = b->shape[fb[i]];
+    return NULL;
+}
+
+/* View x with its dims in the order g0 ++ g1 ++ g2 (batch, then two groups). */
+static cft_array *grouped(const cft_array *x, const int64_t *g0, int n0, const int *g1, int n1,
+                          const int64_t *g2, int n2) {
+    int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
+    int k = 0;
+    for (int i = 0; i < n0; i++, k++) shape[k] = x->aval.shape[g0[i]], st[k] = x->strides[g0[i]];
+    for (int i = 0; i < n1; i++, k++) shape[k] = x->aval.shape[g1[i]], st[k] = x->strides[g1[i]];
+    for (int i = 0; i < n2; i++, k++) shape[k] = x->aval.shape[g2[i]], st[k] = x->strides[g2[i]];
+    return cft__view(x, shape, k, st, x->offset);
+}
+static cft_array *grouped2(const cft_array *x, const int64_t *g0, int n0, const int64_t *g1, int n1,
+                           const int *g2, int n2) {
+    int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
+    int k = 0;
+    for (int i = 0; i < n0; i++, k++) shape[k] = x->aval.shape[g0[i]], st[k] = x->strides[g0[i]];
+    for (int i = 0; i < n1; i++, k++) shape[k] = x->aval.shape[g1[i]], st[k] = x->strides[g1[i]];
+    for (int i = 0; i < n2; i++, k++) shape[k] = x->aval.shape[g2[i]], st[k] = x->strides[g2[i]];
+    return cft__view(x, shape, k, st, x->offset);
+}
+
+/* A GEMM operand: contiguous per batch as rows x cols, or as its transpose. */
+typedef struct {
+    cft_array *arr;
+    bool trans; /* stored as [cols, rows] */
+} operand;
+
+static operand as_matrix(const cft_array *x, const int64_t *bd, int nbd, const int *fr, int nfr,
+                         const int64_t *cd, int ncd, bool contract_last) {
+    /* preferred layout: [batch, free, contract] for lhs, [batch, contract, free] for rhs */
+    cft_array *pref = contract_last ? grouped(x, bd, nbd, fr, nfr, cd, ncd)
+                                    : grouped2(x, bd, nbd, cd, ncd, fr, nfr);
+    if (cft__is_contig(pref)) return (operand){pref, false};
+    cft_array *alt = contract_last ? grouped2(x, bd, nbd, cd, ncd, fr, nfr)
+                                   : grouped(x, bd, nbd, fr, nfr, cd, ncd);
+    if (cft__is_contig(alt)) return (operand){alt, true};
+    return (operand){cft__contig(pref), false};
+}
+
+static void gemm_int(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A, const void *B,
+                     void *C, cft_dtype dt) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            int64_t acc = 0;
+            for (int64_t k = 0; k < K; k++) {
+                int64_t ia = ta ? k * M + i : i * K + k, ib = tb ? j * K + k : k * N + j;
+                acc += (int64_t)cft__get(A, dt, ia) * (int64_t)cft__get(B, dt, ib);
+            }
+            cft__set(C, dt, i * N + j, (double)acc);
+        }
+}
+
+static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    cft_aval o;
+    cft_array *e = dot_shape((cft_aval[]){in[0]->aval, in[1]->aval}, nin, p, &o);
+    if (e) return e;
+    const cft_array *a = in[0], *b = in[1];
+    int fa[CFT_MAX_NDIM], fb[CFT_MAX_NDIM], na, nb, nbt = p->n[LB], nc = p->n[LC];
+    free_dims(a->aval.ndim, p, LC, LB, fa, &na);
+    free_dims(b->aval.ndim, p, RC, RB, fb, &nb);
+    int64_t Bt = 1, M = 1, N = 1, K = 1;
+    for (int i = 0; i < nbt; i++) Bt *= a->aval.shape[p->v[LB][i]];
+    for (int i = 0; i < na; i++) M *= a->aval.shape[fa[i]];
+    for (int i = 0; i < nb; i++) N *= b->aval.shape[fb[i]];
+    for (int i = 0; i < nc; i++) K *= a->aval.shape[p->v[LC][i]];
+    operand A = as_matrix(a, p->v[LB], nbt, fa, na, p->v[LC], nc, true);
+    operand B = as_matrix(b, p->v[RB], nbt, fb, nb, p->v[RC], nc, false);
+    cft_array *c = cft__alloc(o.dtype, o.shape, o.ndim);
+    if (cft_failed(A.arr)) return A.arr;
+    if (cft_failed(B.arr)) return B.arr;
+    if (cft_failed(c)) return c;
+    size_t es = cft_dtype_size(o.dtype);
+    const char *pa = cft__ptr(A.arr), *pb = cft__ptr(B.arr);
+    for (int64_t t = 0; t < Bt; t++) {
+        const void *Ap = pa + (size_t)(t * M * K) * es, *Bp = pb + (size_t)(t * K * N) * es;
+        void *Cp = c->data + (size_t)(t * M * N) * es;
+        if (K == 0) {
+            memset(Cp, 0, (size_t)(M * N) * es);
+            continue;
+        }
+        CBLAS_TRANSPOSE ta = A.trans ? CblasTrans : CblasNoTrans, tb = B.trans ? CblasTrans : CblasNoTrans;
+        int lda = (int)(A.trans ? M : K), ldb = (int)(B.trans ? K : N);
+        if (o.dtype == CFT_F32)
+            cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, Ap, lda, Bp, ldb, 0.0f,
+                        Cp, (int)N);
+        else if (o.dtype == CFT_F64)
+            cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, Ap, lda, Bp, ldb, 0.0,
+                        Cp, (int)N);
+        else
+            gemm_int(A.trans, B.trans, M, N, K, Ap, Bp, Cp, o.dtype);
+    }
+    cft__keep(A.arr);
+    cft__keep(B.arr);
+    out[0] = c;
+    return NULL;
+}
+
+static cft_array *dot_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                          const cft_params *p, cft_array **ty) {
+    (void)y, (void)nin;
+    cft_array *r = NULL;
+    if (t[0]) r = cft__bind1(&cft_p_dot_general, p, 2, (cft_array *[]){t[0], x[1]});
+    if (t[1]) r = cft__tadd(r, cft__bind1(&cft_p_dot_general, p, 2, (cft_array *[]){x[0], t[1]}));
+    ty[0] = r;
+    return NULL;
+}
+
+/* The cotangent of one operand: contract ct with the other operand over the
+ * other's free dims, batch over the batch dims, then permute the result
+ * (batch, own free, own contracting dims in the other's order) back into the
+ * operand's dim order. `side` 0: lhs, 1: rhs. */
+static cft_array *dot_ct(cft_array *ct, cft_array *other, const cft_aval *self_av,
+                         const cft_aval *other_av, const cft_params *p, int side) {
+    int sc = side ? RC : LC, oc = side ? LC : RC, sb = side ? RB : LB, ob = side ? LB : RB;
+    int fs[CFT_MAX_NDIM], fo[CFT_MAX_NDIM], ns, no, nbt = p->n[LB];
+    free_dims(self_av->ndim, p, sc, sb, fs, &ns);
+    free_dims(other_av->ndim, p, oc, ob, fo, &no);
+    /* ct dims: [batch (nbt), lhs free, rhs free] */
+    int64_t cc[CFT_MAX_NDIM], co[CFT_MAX_NDIM], bc[CFT_MAX_NDIM], bo[CFT_MAX_NDIM];
+    int ct_other0 = side ? nbt : nbt + ns; /* where the other operand's free dims sit in ct */
+    for (int i = 0; i < no; i++) cc[i] = ct_other0 + i, co[i] = fo[i];
+    for (int i = 0; i < nbt; i++) bc[i] = i, bo[i] = p->v[ob][i];
+    /* result: [batch, ct's remaining (self free), other's remaining (its contracting dims, ascending)] */
+    cft_params q = {0};
+    cft__param_set(&q, LC, cc, no);
+    cft__param_set(&q, RC, co, no);
+    cft__param_set(&q, LB, bc, nbt);
+    cft__param_set(&q, RB, bo, nbt);
+    cft_array *r = cft__bind1(&cft_p_dot_general, &q, 2, (cft_array *[]){ct, other});
+    if (cft_failed(r)) return r;
+    /* src[j]: the self dim that result dim j corresponds to */
+    int src[CFT_MAX_NDIM], k = 0;
+    for (int i = 0; i < nbt; i++) src[k++] = (int)p->v[sb][i];
+    for (int i = 0; i < ns; i++) src[k++] = fs[i];
+    for (int d = 0; d < other_av->ndim; d++) /* other's contracting dims in ascending order */
+        for (int i = 0; i < p->n[oc]; i++)
+            if (p->v[oc][i] == d) src[k++] = (int)p->v[sc][i];
+    int perm[CFT_MAX_NDIM];
+    for (int j = 0; j < k; j++) perm[src[j]] = j;
+    return cft_transpose(r, perm);
+}
+
+static cft_array *dot_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
+                                int nin, const cft_params *p, cft_array **ct_in) {
+    (void)nin;
+    if (!x[0] && !x[1]) return cft__fail(CFT_E_TRACE, "dot_general: transpose of a product of two linear values");
+    ct_in[0] = x[0] ? NULL : dot_ct(ct[0], x[1], &in[0], &in[1], p, 0);
+    ct_in[1] = x[1] ? NULL : dot_ct(ct[0], x[0], &in[1], &in[0], p, 1);
+    return NULL;
+}
+
+/* Move batched axes to the front. Both batched: a new batch dim, out axis 0.
+ * One batched: it becomes that operand's first free dim. */
+static cft_array *dot_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                           const cft_params *p, cft_array **y, int *ybdim) {
+    (void)size, (void)nin;
+    cft_params q = *p;
+    cft_array *a = x[0], *b = x[1];
+    for (int s = 0; s < 2; s++) {
+        if (bdim[s] < 0) continue;
+        if (s == 0) a = cft__moveaxis_b(a, bdim[0], 0);
+        else b = cft__moveaxis_b(b, bdim[1], 0);
+        int kc = s ? RC : LC, kb = s ? RB : LB;
+        for (int i = 0; i < q.n[kc]; i++) q.v[kc][i]++;
+        for (int i = 0; i < q.n[kb]; i++) q.v[kb][i]++;
+    }
+    int nbt = p->n[LB];
+    if (bdim[0] >= 0 && bdim[1] >= 0) {
+        for (int k = LB; k <= RB; k++) {
+            memmove(&q.v[k][1], &q.v[k][0], sizeof(int64_t) * (size_t)q.n[k]);
+            q.v[k][0] = 0;
+            q.n[k]++;
+        }
+        ybdim[0] = 0;
+    } else if (bdim[0] >= 0) {
+        ybdim[0] = nbt;
+    } else {
+        int fa[CFT_MAX_NDIM], na;
+        free_dims(a->aval.ndim, p, LC, LB, fa, &na);
+        ybdim[0] = nbt + na;
+    }
+    y[0] = cft__bind1(&cft_p_dot_general, &q, 2, (cft_array *[]){a, b});
+    return NULL;
+}
+
+const cft_prim cft_p_dot_general = {
+    .name = "dot_general", .nin = 2, .nout = 1, .flags = CFT_PRIM_LINEAR,
+    .pnames = {"lc", "rc", "lb", "rb"}, .shape = dot_shape, .impl = dot_impl, .jvp = dot_jvp,
+    .transpose = dot_transpose, .vmap = dot_vmap,
+};
+
+cft_array *cft_dot_general(cft_array *a, cft_array *b, const int *lc, const int *rc, int nc,
+                           const int *lb, const int *rb, int nb) {
+    CFT_PROPAGATE("cft_dot_general", a, b);
+    if (nc < 0 || nb < 0 || nc > CFT_PARAM_LEN || nb > CFT_PARAM_LEN || (nc && (!lc || !rc)) || (nb && (!lb || !rb)))
+        return cft__fail(CFT_E_ARG, "cft_dot_general: bad dim lists for %s . %s", cft__av(&a->aval), cft__av(&b->aval));
+    cft_dtype dt = cft_promote(a->aval.dtype, b->aval.dtype);
+    cft_params p = {0};
+    cft__param_set_int(&p, LC, lc, nc);
+    cft__param_set_int(&p, RC, rc, nc);
+    cft__param_set_int(&p, LB, lb, nb);
+    cft__param_set_int(&p, RB, rb, nb);
+    return cft__bind1(&cft_p_dot_general, &p, 2, (cft_array *[]){cft__convert(a, dt), cft__convert(b, dt)});
+}
+
+/* NumPy matmul: promote 1-d operands, broadcast batch dims, one dot_general */
+cft_array *cft_matmul(cft_array *a, cft_array *b) {
+    CFT_PROPAGATE("cft_matmul", a, b);
+    int ra = a->aval.ndim, rb = b->aval.ndim;
+    if (ra == 0 || rb == 0)
+        return cft__fail(CFT_E_SHAPE, "cft_matmul: scalar operand: %s @ %s", cft__av(&a->aval), cft__av(&b->aval));
+    cft_array *A = ra == 1 ? cft_expand_dims(a, 0) : a, *B = rb == 1 ? cft_expand_dims(b, 1) : b;
+    int na = A->aval.ndim, nb = B->aval.ndim, nbt = (na > nb ? na : nb) - 2;
+    if (A->aval.shape[na - 1] != B->aval.shape[nb - 2])
+        return cft__fail(CFT_E_SHAPE, "cft_matmul: contracting dims differ: %s @ %s (%lld != %lld)",
+                         cft__av(&a->aval), cft__av(&b->aval), (long long)A->aval.shape[na - 1],
+                         (long long)B->aval.shape[nb - 2]);
+    int64_t bs[CFT_MAX_NDIM];
+    for (int i = 0; i < nbt; i++) {
+        int ia = i - (nbt - (na - 2)), ib = i - (nbt - (nb - 2));
+        int64_t da = ia >= 0 ? A->aval.shape[ia] : 1, db = ib >= 0 ? B->aval.shape[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return cft__fail(CFT_E_SHAPE, "cft_matmul: batch dims do not broadcast: %s @ %s",
+                             cft__av(&a->aval), cft__av(&b->aval));
+        bs[i] = da > db ? da : db;
+    }
+    cft_array *y;
+    if (nb == 2) { /* [..., M, K] @ [K, N]: contract directly, no broadcast of B */
+        y = cft_dot_general(A, B, (int[]){na - 1}, (int[]){0}, 1, NULL, NULL, 0);
+    } else {
+        int64_t sa[CFT_MAX_NDIM], sb[CFT_MAX_NDIM];
+        memcpy(sa, bs, sizeof(int64_t) * (size_t)nbt);
+        memcpy(sb, bs, sizeof(int64_t) * (size_t)nbt);
+        sa[nbt] = A->aval.shape[na - 2], sa[nbt + 1] = A->aval.shape[na - 1];
+        sb[nbt] = B->aval.shape[nb - 2], sb[nbt + 1] = B->aval.shape[nb - 1];
+        A = cft_broadcast_to(A, sa, nbt + 2);
+        B = cft_broadcast_to(B, sb, nbt + 2);
+        int bd[CFT_MAX_NDIM];
+        for (int i = 0; i < nbt; i++) bd[i] = i;
+        y = cft_dot_general(A, B, (int[]){nbt + 1}, (int[]){nbt}, 1, bd, bd, nbt);
+    }
+    if (ra == 1) y = cft_squeeze(y, (int[]){-2}, 1);
+    if (rb == 1) y = cft_squeeze(y, (int[]){-1}, 1);
+    return y;
+}

@@ -1,0 +1,376 @@
+/* reduce.c: reductions over axes (reduce_sum, reduce_max, reduce_min,
+ * reduce_prod) and argmax/argmin along one axis, each one record with all
+ * its rules, then the public ops (sum, max, min, prod, mean, var, argmax,
+ * argmin). Kernels lay the reduced axes last and contiguous, then reduce
+ * rows; float sums accumulate in double. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "prims/rules.h"
+
+/* ---- shared ---- */
+
+static cft_array *axes_shape(const char *name, const cft_aval *in, const cft_params *p, cft_aval *out) {
+    bool drop[CFT_MAX_NDIM] = {0};
+    for (int i = 0; i < p->n[0]; i++) {
+        int64_t a = p->v[0][i];
+        if (a < 0 || a >= in[0].ndim || drop[a])
+            return cft__fail(CFT_E_ARG, "%s: bad axis %lld for %s", name, (long long)a, cft__av(&in[0]));
+        drop[a] = true;
+    }
+    *out = cft__aval(in[0].dtype, NULL, 0);
+    for (int i = 0; i < in[0].ndim; i++)
+        if (!drop[i]) out->shape[out->ndim++] = in[0].shape[i];
+    return NULL;
+}
+
+/* x laid out as [kept..., reduced...] and contiguous: M rows of K */
+static cft_array *rows(cft_array *x, const cft_params *p, int64_t *M, int64_t *K) {
+    bool red[CFT_MAX_NDIM] = {0};
+    int perm[CFT_MAX_NDIM], k = 0, nd = x->aval.ndim;
+    for (int i = 0; i < p->n[0]; i++) red[p->v[0][i]] = true;
+    *M = *K = 1;
+    for (int i = 0; i < nd; i++)
+        if (!red[i]) perm[k++] = i, *M *= x->aval.shape[i];
+    for (int i = 0; i < nd; i++)
+        if (red[i]) perm[k++] = i, *K *= x->aval.shape[i];
+    int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
+    for (int i = 0; i < nd; i++) shape[i] = x->aval.shape[perm[i]], st[i] = x->strides[perm[i]];
+    return cft__contig(cft__view(x, shape, nd, st, x->offset));
+}
+
+enum { R_SUM, R_MAX, R_MIN, R_PROD };
+
+#define RED_LOOP(T, ACC, INIT, STEP)                                                               \
+    {                                                                                              \
+        const T *xs = cft__ptr(r);                                                                 \
+        T *ys = (T *)y->data;                                                                      \
+        for (int64_t m = 0; m < M; m++) {                                                          \
+            ACC acc = INIT;                                                                        \
+            const T *row = xs + m * K;                                                             \
+            for (int64_t k = 0; k < K; k++) {                                                      \
+                T v = row[k];                                                                      \
+                STEP;                                                                              \
+            }                                                                                      \
+            ys[m] = (T)acc;                                                                        \
+        }                                                                                          \
+    }                                                                                              \
+    break
+
+#define FMAX_STEP if (v > acc || v != v) acc = v
+#define FMIN_STEP if (v < acc || v != v) acc = v
+#define IMAX_STEP if (v > acc) acc = v
+#define IMIN_STEP if (v < acc) acc = v
+
+static cft_array *reduce_run(int op, cft_array *const *in, const cft_params *p, const char *name,
+                             cft_array **out) {
+    cft_aval o;
+    cft_array *e = axes_shape(name, &in[0]->aval, p, &o);
+    if (e) return e;
+    int64_t M, K;
+    cft_array *r = rows(in[0], p, &M, &K);
+    cft_array *y = cft__alloc(o.dtype, o.shape, o.ndim);
+    if (cft_failed(r)) return r;
+    if (cft_failed(y)) return y;
+    switch (op * 8 + (int)o.dtype) {
+    case R_SUM * 8 + CFT_F32: RED_LOOP(float, double, 0, acc += v);
+    case R_SUM * 8 + CFT_F64: RED_LOOP(double, double, 0, acc += v);
+    case R_SUM * 8 + CFT_I32: RED_LOOP(int32_t, int64_t, 0, acc += v);
+    case R_SUM * 8 + CFT_I64: RED_LOOP(int64_t, int64_t, 0, acc += v);
+    case R_SUM * 8 + CFT_BOOL: RED_LOOP(uint8_t, int, 0, acc |= v);
+    case R_PROD * 8 + CFT_F32: RED_LOOP(float, double, 1, acc *= v);
+    case R_PROD * 8 + CFT_F64: RED_LOOP(double, double, 1, acc *= v);
+    case R_PROD * 8 + CFT_I32: RED_LOOP(int32_t, int64_t, 1, acc *= v);
+    case R_PROD * 8 + CFT_I64: RED_LOOP(int64_t, int64_t, 1, acc *= v);
+    case R_PROD * 8 + CFT_BOOL: RED_LOOP(uint8_t, int, 1, acc &= v);
+    case R_MAX * 8 + CFT_F32: RED_LOOP(float, float, -INFINITY, FMAX_STEP);
+    case R_MAX * 8 + CFT_F64: RED_LOOP(double, double, -INFINITY, FMAX_STEP);
+    case R_MAX * 8 + CFT_I32: RED_LOOP(int32_t, int32_t, INT32_MIN, IMAX_STEP);
+    case R_MAX * 8 + CFT_I64: RED_LOOP(int64_t, int64_t, INT64_MIN, IMAX_STEP);
+    case R_MAX * 8 + CFT_BOOL: RED_LOOP(uint8_t, uint8_t, 0, IMAX_STEP);
+    case R_MIN * 8 + CFT_F32: RED_LOOP(float, float, INFINITY, FMIN_STEP);
+    case R_MIN * 8 + CFT_F64: RED_LOOP(double, double, INFINITY, FMIN_STEP);
+    case R_MIN * 8 + CFT_I32: RED_LOOP(int32_t, int32_t, INT32_MAX, IMIN_STEP);
+    case R_MIN * 8 + CFT_I64: RED_LOOP(int64_t, int64_t, INT64_MAX, IMIN_STEP);
+    case R_MIN * 8 + CFT_BOOL: RED_LOOP(uint8_t, uint8_t, 1, IMIN_STEP);
+    default: break;
+    }
+    cft__keep(r);
+    out[0] = y;
+    return NULL;
+}
+
+/* dims of x kept by the reduction, as broadcast_in_dim dims */
+static int kept_dims(const cft_aval *in, const cft_params *p, int *dims) {
+    bool red[CFT_MAX_NDIM] = {0};
+    int k = 0;
+    for (int i = 0; i < p->n[0]; i++) red[p->v[0][i]] = true;
+    for (int i = 0; i < in->ndim; i++)
+        if (!red[i]) dims[k++] = i;
+    return k;
+}
+static cft_array *bcast_back(cft_array *y, const cft_aval *in, const cft_params *p) {
+    int dims[CFT_MAX_NDIM];
+    kept_dims(in, p, dims);
+    return cft_broadcast_in_dim(y, in->shape, in->ndim, dims);
+}
+
+/* axes move past the batch axis, which stays where it is */
+static cft_array *reduce_vmap(const cft_prim *prim, cft_array *const *x, const int *bdim,
+                              const cft_params *p, cft_array **y, int *ybdim) {
+    cft_params q = *p;
+    int b = bdim[0], before = 0;
+    for (int i = 0; i < q.n[0]; i++) {
+        if (q.v[0][i] >= b)
+            q.v[0][i]++;
+        else
+            before++;
+    }
+    y[0] = cft__bind1(prim, &q, 1, x);
+    ybdim[0] = b - before;
+    return NULL;
+}
+
+#define REDUCE_COMMON(NAME, OP)                                                                    \
+    static cft_array *NAME##_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) { \
+        (void)nin;                                                                                 \
+        return axes_shape(#NAME, in, p, out);                                                      \
+    }                                                                                              \
+    static cft_array *NAME##_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) { \
+        (void)nin;                                                                                 \
+        return reduce_run(OP, in, p, #NAME, out);                                                  \
+    }                                                                                              \
+    static cft_array *NAME##_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,     \
+                                  const cft_params *p, cft_array **y, int *ybdim) {                \
+        (void)size, (void)nin;                                                                     \
+        return reduce_vmap(&cft_p_##NAME, x, bdim, p, y, ybdim);                                   \
+    }
+
+REDUCE_COMMON(reduce_sum, R_SUM)
+REDUCE_COMMON(reduce_max, R_MAX)
+REDUCE_COMMON(reduce_min, R_MIN)
+REDUCE_COMMON(reduce_prod, R_PROD)
+
+static cft_array *sum_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                          const cft_params *p, cft_array **ty) {
+    (void)x, (void)y, (void)nin;
+    ty[0] = t[0] ? cft__bind1(&cft_p_reduce_sum, p, 1, t) : NULL;
+    return NULL;
+}
+/* sum^T: broadcast the cotangent back over the reduced axes */
+static cft_array *sum_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
+                                int nin, const cft_params *p, cft_array **ct_in) {
+    (void)x, (void)nin;
+    ct_in[0] = bcast_back(ct[0], &in[0], p);
+    return NULL;
+}
+/* max/min: the tangent at the extreme positions, averaged over ties */
+static cft_array *extreme_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t,
+                              int nin, const cft_params *p, cft_array **ty) {
+    (void)nin;
+    if (!t[0]) {
+        ty[0] = NULL;
+        return NULL;
+    }
+    cft_array *loc = cft_astype(cft_eq(x[0], bcast_back(y[0], &x[0]->aval, p)), x[0]->aval.dtype);
+    cft_array *cnt = cft__bind1(&cft_p_reduce_sum, p, 1, &loc);
+    cft_array *tl = cft_mul(t[0], loc);
+    ty[0] = cft_div(cft__bind1(&cft_p_reduce_sum, p, 1, &tl), cnt);
+    return NULL;
+}
+/* prod: d/dx_i = product of the others, exact when x has zeros */
+static cft_array *prod_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                           const cft_params *p, cft_array **ty) {
+    (void)y, (void)nin;
+    if (!t[0]) {
+        ty[0] = NULL;
+        return NULL;
+    }
+    cft_array *X = x[0];
+    const cft_aval *a = &X->aval;
+    cft_array *zero = cft_eq(X, cft_zeros_like(X));
+    cft_array *zf = cft_astype(zero, a->dtype);
+    cft_array *nz = bcast_back(cft__bind1(&cft_p_reduce_sum, p, 1, &zf), a, p);
+    cft_array *safe = cft_where(zero, cft_ones_like(X), X);
+    cft_array *pnz = bcast_back(cft__bind1(&cft_p_reduce_prod, p, 1, &safe), a, p);
+    cft_array *zeros = cft_zeros_like(X);
+    cft_array *g = cft_where(zero, cft_where(cft_eq(nz, cft_ones_like(nz)), pnz, zeros),
+                             cft_where(cft_eq(nz, zeros), cft_div(pnz, safe), zeros));
+    cft_array *tg = cft_mul(t[0], g);
+    ty[0] = cft__bind1(&cft_p_reduce_sum, p, 1, &tg);
+    return NULL;
+}
+
+const cft_prim cft_p_reduce_sum = {
+    .name = "reduce_sum", .nin = 1, .nout = 1, .flags = CFT_PRIM_LINEAR, .pnames = {"axes"},
+    .shape = reduce_sum_shape, .impl = reduce_sum_impl, .jvp = sum_jvp,
+    .transpose = sum_transpose, .vmap = reduce_sum_vmap,
+};
+const cft_prim cft_p_reduce_max = {
+    .name = "reduce_max", .nin = 1, .nout = 1, .pnames = {"axes"}, .shape = reduce_max_shape,
+    .impl = reduce_max_impl, .jvp = extreme_jvp, .vmap = reduce_max_vmap,
+};
+const cft_prim cft_p_reduce_min = {
+    .name = "reduce_min", .nin = 1, .nout = 1, .pnames = {"axes"}, .shape = reduce_min_shape,
+    .impl = reduce_min_impl, .jvp = extreme_jvp, .vmap = reduce_min_vmap,
+};
+const cft_prim cft_p_reduce_prod = {
+    .name = "reduce_prod", .nin = 1, .nout = 1, .pnames = {"axes"}, .shape = reduce_prod_shape,
+    .impl = reduce_prod_impl, .jvp = prod_jvp, .vmap = reduce_prod_vmap,
+};
+
+/* ---- argmax / argmin[#axis] -> i32 ---- */
+
+static cft_array *arg_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    (void)nin;
+    cft_array *e = axes_shape("argmax", in, p, out);
+    if (e) return e;
+    if (in[0].shape[p->v[0][0]] == 0)
+        return cft__fail(CFT_E_SHAPE, "argmax: empty axis %lld of %s", (long long)p->v[0][0], cft__av(&in[0]));
+    out->dtype = CFT_I32;
+    return NULL;
+}
+static cft_array *arg_run(cft_array *const *in, const cft_params *p, bool is_max, cft_array **out) {
+    cft_aval o;
+    cft_array *e = arg_shape(&in[0]->aval, 1, p, &o);
+    if (e) return e;
+    int64_t M, K;
+    cft_array *r = rows(in[0], p, &M, &K), *y = cft__alloc(CFT_I32, o.shape, o.ndim);
+    if (cft_failed(r)) return r;
+    if (cft_failed(y)) return y;
+    const char *base = cft__ptr(r);
+    cft_dtype dt = r->aval.dtype;
+    for (int64_t m = 0; m < M; m++) {
+        int64_t best = 0;
+        double bv = cft__get(base, dt, m * K);
+        for (int64_t k = 1; k < K && !isnan(bv); k++) {
+            double v = cft__get(base, dt, m * K + k);
+            if (isnan(v) || (is_max ? v > bv : v < bv)) best = k, bv = v;
+        }
+        ((int32_t *)y->data)[m] = (int32_t)best;
+    }
+    cft__keep(r);
+    out[0] = y;
+    return NULL;
+}
+static cft_array *argmax_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    (void)nin;
+    return arg_run(in, p, true, out);
+}
+static cft_array *argmin_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    (void)nin;
+    return arg_run(in, p, false, out);
+}
+static cft_array *argmax_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                              const cft_params *p, cft_array **y, int *ybdim) {
+    (void)size, (void)nin;
+    return reduce_vmap(&cft_p_argmax, x, bdim, p, y, ybdim);
+}
+static cft_array *argmin_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                              const cft_params *p, cft_array **y, int *ybdim) {
+    (void)size, (void)nin;
+    return reduce_vmap(&cft_p_argmin, x, bdim, p, y, ybdim);
+}
+const cft_prim cft_p_argmax = {
+    .name = "argmax", .nin = 1, .nout = 1, .flags = CFT_PRIM_NONDIFF, .pnames = {"axes"},
+    .shape = arg_shape, .impl = argmax_impl, .vmap = argmax_vmap,
+};
+const cft_prim cft_p_argmin = {
+    .name = "argmin", .nin = 1, .nout = 1, .flags = CFT_PRIM_NONDIFF, .pnames = {"axes"},
+    .shape = arg_shape, .impl = argmin_impl, .vmap = argmin_vmap,
+};
+
+/* ---- public ops ---- */
+
+static int norm_axes(const char *op, const cft_array *x, const int *axes, int naxes, int64_t *out) {
+    int nd = x->aval.ndim;
+    bool mark[CFT_MAX_NDIM] = {0};
+    if (!axes || naxes == 0) {
+        for (int i = 0; i < nd; i++) out[i] = i;
+        return nd;
+    }
+    for (int i = 0; i < naxes; i++) {
+        int a = axes[i] < 0 ? axes[i] + nd : axes[i];
+        if (a < 0 || a >= nd) {
+            cft__fail(CFT_E_ARG, "%s: axis %d out of range for %s", op, axes[i], cft__av(&x->aval));
+            return -1;
+        }
+        mark[a] = true;
+    }
+    int k = 0;
+    for (int i = 0; i < nd; i++)
+        if (mark[i]) out[k++] = i;
+    return k;
+}
+
+static cft_array *reduce_op(const char *op, const cft_prim *prim, cft_array *x, const int *axes,
+                            int naxes, bool keepdims) {
+    CFT_PROPAGATE(op, x);
+    int64_t ax[CFT_MAX_NDIM];
+    int n = norm_axes(op, x, axes, naxes, ax);
+    if (n < 0) return cft__fail(CFT_E_ARG, "%s", cft_last_error_message());
+    cft_params p = {0};
+    cft__param_set(&p, 0, ax, n);
+    cft_array *y = cft__bind1(prim, &p, 1, &x);
+    if (!keepdims || cft_failed(y)) return y;
+    int64_t shape[CFT_MAX_NDIM];
+    for (int i = 0; i < x->aval.ndim; i++) shape[i] = x->aval.shape[i];
+    for (int i = 0; i < n; i++) shape[ax[i]] = 1;
+    return cft__reshape(y, shape, x->aval.ndim);
+}
+
+cft_array *cft__reduce_sum(cft_array *x, const int *axes, int naxes) {
+    int64_t ax[CFT_MAX_NDIM];
+    for (int i = 0; i < naxes; i++) ax[i] = axes[i];
+    cft_params p = {0};
+    cft__param_set(&p, 0, ax, naxes);
+    return cft__bind1(&cft_p_reduce_sum, &p, 1, &x);
+}
+cft_array *cft__reduce_max(cft_array *x, const int *axes, int naxes) {
+    return reduce_op("reduce_max", &cft_p_reduce_max, x, axes, naxes, false);
+}
+
+cft_array *cft_sum(cft_array *x, const int *axes, int naxes, bool keepdims) {
+    return reduce_op("cft_sum", &cft_p_reduce_sum, x, axes, naxes, keepdims);
+}
+cft_array *cft_prod(cft_array *x, const int *axes, int naxes, bool keepdims) {
+    return reduce_op("cft_prod", &cft_p_reduce_prod, x, axes, naxes, keepdims);
+}
+cft_array *cft_max(cft_array *x, const int *axes, int naxes, bool keepdims) {
+    return reduce_op("cft_max", &cft_p_reduce_max, x, axes, naxes, keepdims);
+}
+cft_array *cft_min(cft_array *x, const int *axes, int naxes, bool keepdims) {
+    return reduce_op("cft_min", &cft_p_reduce_min, x, axes, naxes, keepdims);
+}
+cft_array *cft_mean(cft_array *x, const int *axes, int naxes, bool keepdims) {
+    CFT_PROPAGATE("cft_mean", x);
+    if (!cft_dtype_is_float(x->aval.dtype)) x = cft_astype(x, CFT_F32);
+    int64_t ax[CFT_MAX_NDIM];
+    int n = norm_axes("cft_mean", x, axes, naxes, ax);
+    if (n < 0) return cft__fail(CFT_E_ARG, "%s", cft_last_error_message());
+    int64_t cnt = 1;
+    for (int i = 0; i < n; i++) cnt *= x->aval.shape[ax[i]];
+    return cft_mul_s(cft_sum(x, axes, naxes, keepdims), 1.0 / (double)(cnt ? cnt : 1));
+}
+cft_array *cft_var(cft_array *x, const int *axes, int naxes, int ddof, bool keepdims) {
+    CFT_PROPAGATE("cft_var", x);
+    if (!cft_dtype_is_float(x->aval.dtype)) x = cft_astype(x, CFT_F32);
+    int64_t ax[CFT_MAX_NDIM];
+    int n = norm_axes("cft_var", x, axes, naxes, ax);
+    if (n < 0) return cft__fail(CFT_E_ARG, "%s", cft_last_error_message());
+    int64_t cnt = 1;
+    for (int i = 0; i < n; i++) cnt *= x->aval.shape[ax[i]];
+    cft_array *d = cft_sub(x, cft_mean(x, axes, naxes, true));
+    return cft_mul_s(cft_sum(cft_square(d), axes, naxes, keepdims), 1.0 / (double)(cnt - ddof));
+}
+static cft_array *arg_op(const char *op, const cft_prim *prim, cft_array *x, int axis, bool keepdims) {
+    CFT_PROPAGATE(op, x);
+    return reduce_op(op, prim, x, &axis, 1, keepdims);
+}
+cft_array *cft_argmax(cft_array *x, int axis, bool keepdims) {
+    return arg_op("cft_argmax", &cft_p_argmax, x, axis, keepdims);
+}
+cft_array *cft_argmin(cft_array *x, int axis, bool keepdims) {
+    return arg_op("cft_argmin", &cft_p_argmin, x, axis, keepdims);
+}

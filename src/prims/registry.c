@@ -1,0 +1,24 @@
+/* registry.c: the list of every primitive, for the registry test and for
+ * tools that walk all rules. Adding a primitive adds one line here. */
+#include "prims/rules.h"
+
+#define CFT_UNARY(NAME, ...) extern const cft_prim cft_p_##NAME;
+#include "prims/unary.def"
+#undef CFT_UNARY
+#define CFT_BINARY(NAME, ...) extern const cft_prim cft_p_##NAME;
+#include "prims/binary.def"
+#undef CFT_BINARY
+
+const cft_prim *const cft__prims[] = {
+#define CFT_UNARY(NAME, ...) &cft_p_##NAME,
+#include "prims/unary.def"
+#undef CFT_UNARY
+#define CFT_BINARY(NAME, ...) &cft_p_##NAME,
+#include "prims/binary.def"
+#undef CFT_BINARY
+    &cft_p_select, &cft_p_convert_element_type, &cft_p_broadcast_in_dim, &cft_p_reshape,
+    &cft_p_transpose, &cft_p_squeeze, &cft_p_expand_dims, &cft_p_slice, &cft_p_pad,
+    &cft_p_concatenate, &cft_p_iota, &cft_p_stop_gradient, &cft_p_reduce_sum, &cft_p_reduce_max,
+    &cft_p_reduce_min, &cft_p_reduce_prod, &cft_p_argmax, &cft_p_argmin, &cft_p_dot_general,
+    &cft_p_random_uniform, &cft_p_random_split, &cft_p_random_fold_in, NULL,
+};

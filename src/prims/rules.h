@@ -1,0 +1,56 @@
+/* Internal helpers shared by the primitive files: NULL-aware tangent
+ * arithmetic (NULL is a symbolic zero), batching helpers, axis checks, the
+ * elementwise family's generic shape/vmap rules, and the internal binders of
+ * primitives that have no public op of the same form. */
+#ifndef CFT_RULES_H
+#define CFT_RULES_H
+
+#include "cft/cft.h"
+#include "core/error.h"
+#include "core/mem.h"
+#include "trace/trace.h"
+
+/* tangents: NULL = zero */
+cft_array *cft__tadd(cft_array *a, cft_array *b);
+cft_array *cft__tsub(cft_array *a, cft_array *b);
+cft_array *cft__tneg(cft_array *a);
+cft_array *cft__tmul(cft_array *t, cft_array *y); /* t*y, NULL if t is */
+cft_array *cft__tdiv(cft_array *t, cft_array *y); /* t/y, NULL if t is */
+cft_array *cft__zeros_aval(const cft_aval *a);
+cft_array *cft__inst(cft_array *t, const cft_aval *a); /* zeros if NULL */
+
+/* batching */
+cft_array *cft__moveaxis_b(cft_array *x, int from, int to); /* x if from == to */
+/* make x batched at position `to`: move its bdim there, or broadcast a
+ * new axis of `size` there if not batched */
+cft_array *cft__batch_at(cft_array *x, int bdim, int64_t size, int to);
+/* aval with one axis removed / inserted */
+cft_aval cft__aval_drop(const cft_aval *a, int axis);
+
+/* elementwise family */
+cft_array *cft__ew_shape(const char *name, const cft_aval *in, int nin, cft_aval *out);
+cft_array *cft__ew_vmap(const cft_prim *p, int64_t size, cft_array *const *x, const int *bdim,
+                        int nin, const cft_params *par, cft_array **y, int *ybdim);
+/* the dtype classes an elementwise op accepts */
+enum { CFT_DT_FLOAT = 1, CFT_DT_INT = 2, CFT_DT_BOOL = 4, CFT_DT_NUM = 3, CFT_DT_ANY = 7 };
+bool cft__dtype_in(cft_dtype dt, int cls);
+
+/* internal binders (strict: no broadcasting or promotion) */
+cft_array *cft__reduce_sum(cft_array *x, const int *axes, int naxes);
+cft_array *cft__reduce_max(cft_array *x, const int *axes, int naxes);
+cft_array *cft__select(cft_array *c, cft_array *a, cft_array *b);
+cft_array *cft__convert(cft_array *x, cft_dtype dt);
+cft_array *cft__reshape(cft_array *x, const int64_t *shape, int ndim);
+
+/* primitive records used by other prim files */
+extern const cft_prim cft_p_select, cft_p_convert_element_type, cft_p_reduce_sum,
+    cft_p_reduce_max, cft_p_reshape, cft_p_broadcast_in_dim, cft_p_transpose, cft_p_pad,
+    cft_p_slice, cft_p_dot_general, cft_p_squeeze, cft_p_expand_dims, cft_p_concatenate,
+    cft_p_iota, cft_p_stop_gradient, cft_p_reduce_min, cft_p_reduce_prod, cft_p_argmax,
+    cft_p_argmin, cft_p_mul, cft_p_add, cft_p_random_uniform, cft_p_random_split,
+    cft_p_random_fold_in;
+
+/* format an aval into a static per-call buffer slot (up to 4 per message) */
+const char *cft__av(const cft_aval *a);
+
+#endif

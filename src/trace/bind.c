@@ -1,0 +1,135 @@
+/* bind.c: the interpreter stack and cft__bind, the one path every op takes
+ * (see trace.h). Errors are absorbing: bind returns its first errored input
+ * unchanged. A tracer used after its transform returned is reported, not
+ * dereferenced. Shape errors raised under transforms name the stack. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/mem.h"
+#include "trace/trace.h"
+
+#define MAX_DEPTH 64
+
+static _Thread_local cft_trace *stack[MAX_DEPTH];
+static _Thread_local int depth;
+
+cft_trace *cft__trace_push(const cft_trace_vt *vt, void *state) {
+    if (depth >= MAX_DEPTH) return NULL;
+    cft_trace *t = CFT_NEW(cft_trace);
+    if (!t) return NULL;
+    t->vt = vt;
+    t->level = depth + 1;
+    t->active = true;
+    t->state = state;
+    stack[depth++] = t;
+    return t;
+}
+
+void cft__trace_pop(cft_trace *t) {
+    if (depth > 0 && stack[depth - 1] == t) {
+        t->active = false;
+        stack[--depth] = NULL;
+    }
+}
+
+int cft__trace_depth(void) { return depth; }
+
+cft_array *cft__tracer(cft_trace *t, const cft_aval *aval) {
+    cft_array *x = CFT_NEW(cft_array);
+    if (!x) return cft__oom();
+    x->kind = CFT_K_TRACER;
+    x->trace = t;
+    x->aval = *aval;
+    return x;
+}
+
+void cft__param_set(cft_params *p, int k, const int64_t *v, int n) {
+    p->n[k] = (int8_t)n;
+    for (int i = 0; i < n && i < CFT_PARAM_LEN; i++) p->v[k][i] = v[i];
+}
+void cft__param_set_int(cft_params *p, int k, const int *v, int n) {
+    p->n[k] = (int8_t)n;
+    for (int i = 0; i < n && i < CFT_PARAM_LEN; i++) p->v[k][i] = v[i];
+}
+void cft__param_set1(cft_params *p, int k, int64_t v) {
+    p->n[k] = 1;
+    p->v[k][0] = v;
+}
+
+/* Append the names of the active transforms to an error made under them. */
+static cft_array *annotate(cft_array *e) {
+    if (depth == 0 || e->err_code == CFT_E_NOMEM || strstr(e->err_msg, " [under "))
+        return e;
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, " [under ");
+    for (int i = 0; i < depth && n < 400; i++)
+        n += snprintf(buf + n, sizeof buf - n, i ? " > %s" : "%s", stack[i]->vt->name);
+    snprintf(buf + n, sizeof buf - n, "]");
+    return cft__fail(e->err_code, "%s%s", e->err_msg, buf);
+}
+
+cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin,
+                              const cft_aval *in, cft_aval *out) {
+    if (p->nin >= 0 && nin != p->nin)
+        return cft__fail(CFT_E_ARG, "%s: expected %d inputs, got %d", p->name, p->nin, nin);
+    memset(out, 0, sizeof(cft_aval) * (size_t)p->nout);
+    return p->shape(in, nin, par, out);
+}
+
+static cft_array *fail_all(cft_array *e, int nout, cft_array **out) {
+    for (int i = 0; i < nout; i++) out[i] = e;
+    return e;
+}
+
+cft_array *cft__bind(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
+                     int nout, cft_array **out) {
+    cft_params zero;
+    if (!par) {
+        memset(&zero, 0, sizeof zero);
+        par = &zero;
+    }
+    cft_trace *top = NULL;
+    for (int i = 0; i < nin; i++) {
+        if (!in[i])
+            return fail_all(cft__fail(CFT_E_ARG, "%s: input %d is NULL", p->name, i), nout, out);
+        if (in[i]->kind == CFT_K_ERROR) return fail_all(in[i], nout, out);
+        if (in[i]->kind == CFT_K_TRACER) {
+            if (!in[i]->trace->active)
+                return fail_all(cft__fail(CFT_E_TRACE,
+                                          "%s: input %d is a tracer of a %s transform that has "
+                                          "already returned (a leaked tracer)",
+                                          p->name, i, in[i]->trace->vt->name),
+                                nout, out);
+            if (!top || in[i]->trace->level > top->level) top = in[i]->trace;
+        }
+    }
+    cft_array *e;
+    if (!top) {
+        cft_aval avs[nin > 0 ? nin : 1], oav[nout];
+        for (int i = 0; i < nin; i++) avs[i] = in[i]->aval;
+        e = cft__abstract_eval(p, par, nin, avs, oav);
+        if (e) return fail_all(annotate(e), nout, out);
+        e = p->impl(in, nin, par, out);
+        if (e) return fail_all(annotate(e), nout, out);
+        for (int i = 0; i < nout; i++)
+            if (cft_failed(out[i])) return fail_all(out[i], nout, out);
+        return NULL;
+    }
+    cft_array *lifted[nin > 0 ? nin : 1];
+    for (int i = 0; i < nin; i++) {
+        lifted[i] = cft__is_tracer_of(in[i], top) ? in[i] : top->vt->lift(top, in[i]);
+        if (cft_failed(lifted[i])) return fail_all(lifted[i], nout, out);
+    }
+    e = top->vt->process(top, p, par, nin, lifted, out);
+    if (e) return fail_all(annotate(e), nout, out);
+    for (int i = 0; i < nout; i++)
+        if (cft_failed(out[i])) return fail_all(out[i], nout, out);
+    return NULL;
+}
+
+cft_array *cft__bind1(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in) {
+    cft_array *out[1];
+    cft_array *e = cft__bind(p, par, nin, in, 1, out);
+    return e ? e : out[0];
+}

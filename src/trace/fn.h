@@ -1,0 +1,27 @@
+/* Internal: the function record. */
+#ifndef CFT_FN_IMPL_H
+#define CFT_FN_IMPL_H
+
+#include "cft/fn.h"
+#include "trace/ir.h"
+
+typedef struct fn_cache {
+    cft_aval *avals;
+    cft_ir *ir;
+    struct fn_cache *next;
+} fn_cache;
+
+struct cft_fn {
+    cft_fn_cb cb;
+    void *env;
+    int nin, nout;
+    const char *name;
+    fn_cache *cache;
+};
+
+/* Run f's callback directly (no staging), checking its outputs. */
+cft_status cft__fn_apply(cft_fn *f, cft_array *const *in, cft_array **out);
+/* Set every output to e and record it as the last error. */
+cft_status cft__fail_outs(cft_array *e, int nout, cft_array **out);
+
+#endif

@@ -1,0 +1,53 @@
+/* Internal: the IR records (see cft/ir.h for the public view). Vars are
+ * numbered densely from 0 within one IR, so interpreters index arrays by
+ * var id. An IR is immutable once built; passes build new ones. */
+#ifndef CFT_IR_IMPL_H
+#define CFT_IR_IMPL_H
+
+#include "cft/ir.h"
+#include "trace/trace.h"
+
+typedef struct cft_irvar {
+    int id;
+    cft_aval aval;
+} cft_irvar;
+
+typedef struct cft_eqn {
+    const cft_prim *prim;
+    cft_params params;
+    int nin, nout;
+    cft_irvar **in;
+    cft_irvar **out;
+} cft_eqn;
+
+struct cft_ir {
+    int nconst, nin, neqn, nout, nvars;
+    cft_irvar **constvars;
+    cft_array **constvals; /* concrete arrays or tracers of an enclosing trace */
+    cft_irvar **invars;
+    cft_eqn *eqns;
+    cft_irvar **outvars;
+    int *last_use; /* per var: index of the last eqn reading it (neqn: an output) */
+};
+
+/* A trace that records equations: cft_make_ir uses it, and so does
+ * linearize (to stage the jvp of a function). */
+typedef struct cft_stage cft_stage;
+cft_stage *cft__stage_begin(cft_trace **trace);
+/* A new input variable of the staged function, returned as a tracer. */
+cft_array *cft__stage_input(cft_stage *s, const cft_aval *aval);
+/* Finish: outputs (any values: tracers of this trace, or lifted) become
+ * outvars. Pops the trace. Returns NULL on error (last error set). */
+cft_ir *cft__stage_end(cft_stage *s, int nout, cft_array *const *outs);
+/* Abandon a staging (pops the trace). */
+void cft__stage_abort(cft_stage *s);
+
+/* Renumber vars densely and compute last uses: every IR builder ends here. */
+cft_ir *cft__ir_finish(cft_ir *ir);
+/* Evaluate with explicit const values (overriding ir->constvals). */
+cft_status cft__ir_eval_with(const cft_ir *ir, cft_array *const *consts, cft_array *const *in,
+                             cft_array **out);
+/* DCE keeping only the outputs marked in `keep` (NULL: all). */
+cft_ir *cft__ir_dce_outputs(const cft_ir *ir, const bool *keep);
+
+#endif

@@ -1,0 +1,63 @@
+/* Internal: the primitive record. A primitive is defined once, in one file
+ * under src/prims/, with every rule every layer needs; the trace layer and
+ * the transforms call the rules through this record and never switch on
+ * the primitive kind. Rules are written with the public ops, so they are
+ * traced like user code and compose under every transform. All rules return
+ * NULL on success or an error array. */
+#ifndef CFT_PRIM_H
+#define CFT_PRIM_H
+
+#include "array/array.h"
+
+#define CFT_NPARAM 6     /* parameter slots per primitive */
+#define CFT_PARAM_LEN 16 /* values per slot */
+
+/* Parameters: up to CFT_NPARAM named integer vectors (names in the record).
+ * Always zero-initialised, so they hash and compare bytewise. */
+typedef struct cft_params {
+    int8_t n[CFT_NPARAM];
+    int64_t v[CFT_NPARAM][CFT_PARAM_LEN];
+} cft_params;
+
+enum {
+    CFT_PRIM_LINEAR = 1u,      /* has a transpose rule (linear in some inputs) */
+    CFT_PRIM_NONDIFF = 2u,     /* outputs have zero derivative: no jvp rule */
+    CFT_PRIM_ELEMENTWISE = 4u, /* same-shape inputs, output of that shape */
+};
+
+typedef struct cft_prim {
+    const char *name;
+    int nin; /* -1: variadic */
+    int nout;
+    unsigned flags;
+    const char *pnames[CFT_NPARAM]; /* printed names of the parameter slots */
+    /* abstract eval: output avals from input avals; errors name the op */
+    cft_array *(*shape)(const cft_aval *in, int nin, const cft_params *p, cft_aval *out);
+    /* eager CPU implementation on concrete arrays (shapes already checked) */
+    cft_array *(*impl)(cft_array *const *in, int nin, const cft_params *p, cft_array **out);
+    /* tangents out from primals x, outputs y and tangents t (NULL = zero);
+     * an output tangent of NULL means zero */
+    cft_array *(*jvp)(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                      const cft_params *p, cft_array **ty);
+    /* linear primitives: input cotangents from output cotangents; x[i] is
+     * NULL for the inputs the primitive is linear in (those get ct_in[i]),
+     * the known value otherwise; in[] are all input avals */
+    cft_array *(*transpose)(cft_array *const *ct, cft_array *const *x, const cft_aval *in, int nin,
+                            const cft_params *p, cft_array **ct_in);
+    /* batching: x[i] batched along bdim[i] (<0: not batched), batch `size` */
+    cft_array *(*vmap)(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                       const cft_params *p, cft_array **y, int *ybdim);
+    /* elementwise: the scalar C expression of x (and y for binaries), for the
+     * code generator */
+    const char *c_expr;
+} cft_prim;
+
+/* Set slot k of params to the n values v. */
+void cft__param_set(cft_params *p, int k, const int64_t *v, int n);
+void cft__param_set_int(cft_params *p, int k, const int *v, int n);
+void cft__param_set1(cft_params *p, int k, int64_t v);
+
+/* The registry: all primitives, NULL-terminated. */
+extern const cft_prim *const cft__prims[];
+
+#endif

@@ -1,0 +1,51 @@
+/* Internal: the interpreter stack. Every op goes through cft__bind, which
+ * finds the innermost trace among its inputs (the highest level), lifts the
+ * other inputs into it and lets that trace process the primitive; with no
+ * tracer among the inputs the eager implementation runs. Transforms push a
+ * trace, call the function on tracers, and pop it (autodidax's design). */
+#ifndef CFT_TRACE_H
+#define CFT_TRACE_H
+
+#include "trace/prim.h"
+
+typedef struct cft_trace cft_trace;
+
+typedef struct cft_trace_vt {
+    const char *name;
+    /* run primitive p on inputs that are all tracers of this trace */
+    cft_array *(*process)(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
+                          cft_array *const *in, cft_array **out);
+    /* box a value from below (concrete or a lower trace's tracer) */
+    cft_array *(*lift)(cft_trace *t, cft_array *x);
+} cft_trace_vt;
+
+struct cft_trace {
+    const cft_trace_vt *vt;
+    int level;
+    bool active;
+    void *state;
+};
+
+/* Push a new trace on this thread's stack; pop it (it must be the top). */
+cft_trace *cft__trace_push(const cft_trace_vt *vt, void *state);
+void cft__trace_pop(cft_trace *t);
+/* Current depth of the stack (0: eager). */
+int cft__trace_depth(void);
+/* A new tracer of trace t with the given aval (payload to be filled). */
+cft_array *cft__tracer(cft_trace *t, const cft_aval *aval);
+/* True if x is a tracer of t. */
+static inline bool cft__is_tracer_of(const cft_array *x, const cft_trace *t) {
+    return x && x->kind == CFT_K_TRACER && x->trace == t;
+}
+
+/* Apply primitive p to nin inputs, writing nout outputs. Returns NULL, or
+ * the error (then every output is that error). */
+cft_array *cft__bind(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
+                     int nout, cft_array **out);
+/* Single-output convenience: returns the output (or the error). */
+cft_array *cft__bind1(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in);
+/* Abstract evaluation only: check and compute output avals. */
+cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin,
+                              const cft_aval *in, cft_aval *out);
+
+#endif

@@ -1,0 +1,133 @@
+/* jac.c: Jacobians and the Hessian, built from the other transforms:
+ * jacrev is vmap of the pullback over basis cotangents (one row block per
+ * output), jacfwd is vmap of jvp over basis tangents (one column block per
+ * input), hessian is jacfwd(jacrev). */
+#include "prims/rules.h"
+#include "transforms/transforms.h"
+
+typedef struct {
+    cft_fn *f;
+    int *argnums;
+    int nargs;
+} jac_env;
+
+static jac_env *env_new(cft_fn *f, const int *argnums, int nargs, const char *who) {
+    static const int first[1] = {0};
+    if (!argnums || nargs <= 0) argnums = first, nargs = 1;
+    jac_env *e = CFT_NEW(jac_env);
+    e->f = f;
+    e->nargs = nargs;
+    e->argnums = CFT_NEWN(int, nargs);
+    for (int k = 0; k < nargs; k++) {
+        int a = argnums[k] < 0 ? argnums[k] + f->nin : argnums[k];
+        if (a < 0 || a >= f->nin) {
+            cft__set_last(cft__fail(CFT_E_ARG, "%s: argnum %d out of range for %d inputs", who, argnums[k], f->nin));
+            return NULL;
+        }
+        e->argnums[k] = a;
+    }
+    return e;
+}
+
+/* basis vectors of an aval, stacked: [size, *shape] */
+static cft_array *basis(const cft_aval *a) {
+    int64_t n = cft__numel(a->shape, a->ndim), shape[CFT_MAX_NDIM + 1];
+    shape[0] = n;
+    for (int i = 0; i < a->ndim; i++) shape[i + 1] = a->shape[i];
+    return cft_reshape(cft_eye(n, a->dtype), shape, a->ndim + 1);
+}
+
+/* [*lead, *tail] */
+static cft_array *reshape_joined(cft_array *x, const cft_aval *lead, const cft_aval *tail) {
+    int64_t shape[2 * CFT_MAX_NDIM];
+    int nd = 0;
+    for (int i = 0; i < lead->ndim; i++) shape[nd++] = lead->shape[i];
+    for (int i = 0; i < tail->ndim; i++) shape[nd++] = tail->shape[i];
+    if (nd > CFT_MAX_NDIM) return cft__fail(CFT_E_SHAPE, "jacobian: rank %d exceeds %d", nd, CFT_MAX_NDIM);
+    return cft_reshape(x, shape, nd);
+}
+
+static cft_status jacrev_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    jac_env *e = envp;
+    int m = e->f->nout;
+    cft_array *vals[m];
+    cft_fn *pb;
+    cft_status st = cft_vjp(e->f, in, vals, &pb);
+    if (st != CFT_OK) return cft__fail_outs(vals[0], nout, out);
+    for (int j = 0; j < m; j++) {
+        int in_axes[m], out_axes[nin];
+        cft_array *cts[m], *res[nin];
+        for (int k = 0; k < m; k++) {
+            in_axes[k] = k == j ? 0 : CFT_NOT_BATCHED;
+            cts[k] = k == j ? basis(&vals[j]->aval) : cft__zeros_aval(&vals[k]->aval);
+        }
+        for (int i = 0; i < nin; i++) out_axes[i] = 0;
+        st = cft_fn_call(cft_vmap(pb, in_axes, out_axes), cts, res);
+        if (st != CFT_OK) return cft__fail_outs(res[0], nout, out);
+        for (int a = 0; a < e->nargs; a++) {
+            int i = e->argnums[a];
+            out[j * e->nargs + a] = reshape_joined(res[i], &vals[j]->aval, &in[i]->aval);
+        }
+    }
+    return CFT_OK;
+}
+
+/* (primals..., tangent of input `a`) -> output tangents */
+typedef struct {
+    cft_fn *f;
+    int a;
+} partial_env;
+
+static cft_status partial_jvp_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    partial_env *p = envp;
+    int n = p->f->nin;
+    (void)nin;
+    cft_array *t[n > 0 ? n : 1], *vals[nout];
+    for (int i = 0; i < n; i++) t[i] = i == p->a ? in[n] : NULL;
+    cft_status st = cft__jvp_apply(p->f, in, t, vals, out);
+    if (st != CFT_OK) return cft__fail_outs(vals[0], nout, out);
+    for (int j = 0; j < nout; j++) out[j] = cft__inst(out[j], &vals[j]->aval);
+    return CFT_OK;
+}
+
+static cft_status jacfwd_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    jac_env *e = envp;
+    int m = e->f->nout;
+    for (int a = 0; a < e->nargs; a++) {
+        int i = e->argnums[a];
+        if (!cft_dtype_is_float(in[i]->aval.dtype))
+            return cft__fail_outs(cft__fail(CFT_E_DTYPE, "cft_jacfwd: input %d is %s, not float", i,
+                                            cft__av(&in[i]->aval)), nout, out);
+        partial_env *p = CFT_NEW(partial_env);
+        p->f = e->f;
+        p->a = i;
+        cft_fn *pj = cft_fn_new(partial_jvp_cb, p, nin + 1, m);
+        int in_axes[nin + 1], out_axes[m];
+        cft_array *args[nin + 1], *res[m];
+        for (int k = 0; k < nin; k++) in_axes[k] = CFT_NOT_BATCHED, args[k] = in[k];
+        in_axes[nin] = 0;
+        args[nin] = basis(&in[i]->aval);
+        for (int j = 0; j < m; j++) out_axes[j] = -1;
+        cft_status st = cft_fn_call(cft_vmap(pj, in_axes, out_axes), args, res);
+        if (st != CFT_OK) return cft__fail_outs(res[0], nout, out);
+        for (int j = 0; j < m; j++) {
+            cft_aval oav = cft__aval_drop(&res[j]->aval, res[j]->aval.ndim - 1);
+            out[j * e->nargs + a] = reshape_joined(res[j], &oav, &in[i]->aval);
+        }
+    }
+    return CFT_OK;
+}
+
+cft_fn *cft_jacrev(cft_fn *f, const int *argnums, int nargnums) {
+    if (!f) return NULL;
+    jac_env *e = env_new(f, argnums, nargnums, "cft_jacrev");
+    return e ? cft_fn_named(cft_fn_new(jacrev_cb, e, f->nin, f->nout * e->nargs), "jacrev") : NULL;
+}
+cft_fn *cft_jacfwd(cft_fn *f, const int *argnums, int nargnums) {
+    if (!f) return NULL;
+    jac_env *e = env_new(f, argnums, nargnums, "cft_jacfwd");
+    return e ? cft_fn_named(cft_fn_new(jacfwd_cb, e, f->nin, f->nout * e->nargs), "jacfwd") : NULL;
+}
+cft_fn *cft_hessian(cft_fn *f, int argnum) {
+    return cft_jacfwd(cft_jacrev(f, &argnum, 1), &argnum, 1);
+}

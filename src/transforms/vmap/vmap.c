@@ -1,0 +1,138 @@
+/* vmap.c: the vectorizing map. A batch tracer carries a value and the axis
+ * of it that is the batch (or none); its aval is the per-example one.
+ * Processing a primitive calls its batching rule, which moves or inserts
+ * axes with the public ops. A primitive without a rule is an error naming
+ * it: there is no silent per-example loop. */
+#include "prims/rules.h"
+#include "trace/fn.h"
+
+typedef struct {
+    int64_t size;
+} batch_state;
+
+static cft_array *batch_tracer(cft_trace *t, cft_array *val, int bdim) {
+    if (cft_failed(val)) return val;
+    cft_aval a = bdim >= 0 ? cft__aval_drop(&val->aval, bdim) : val->aval;
+    cft_array *x = cft__tracer(t, &a);
+    if (cft_failed(x)) return x;
+    x->u.batch.val = val;
+    x->u.batch.bdim = bdim;
+    return x;
+}
+
+static cft_array *batch_lift(cft_trace *t, cft_array *x) { return batch_tracer(t, x, -1); }
+
+static cft_array *batch_process(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
+                                cft_array *const *in, cft_array **out) {
+    batch_state *s = t->state;
+    cft_array *x[nin > 0 ? nin : 1], *y[p->nout];
+    int bd[nin > 0 ? nin : 1], ybd[p->nout];
+    bool any = false;
+    for (int i = 0; i < nin; i++) {
+        x[i] = in[i]->u.batch.val;
+        bd[i] = in[i]->u.batch.bdim;
+        any |= bd[i] >= 0;
+    }
+    cft_array *e;
+    if (!any) { /* nothing batched: run it once */
+        e = cft__bind(p, par, nin, x, p->nout, y);
+        for (int i = 0; i < p->nout; i++) ybd[i] = -1;
+    } else {
+        if (!p->vmap) return cft__fail(CFT_E_TRACE, "vmap: primitive %s has no batching rule", p->name);
+        e = p->vmap(s->size, x, bd, nin, par, y, ybd);
+    }
+    if (e) return e;
+    for (int i = 0; i < p->nout; i++) {
+        out[i] = batch_tracer(t, y[i], ybd[i]);
+        if (cft_failed(out[i])) return out[i];
+    }
+    return NULL;
+}
+
+static const cft_trace_vt batch_vt = {"vmap", batch_process, batch_lift};
+
+typedef struct {
+    cft_fn *f;
+    int *in_axes, *out_axes;
+} vmap_env;
+
+static cft_status vmap_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    vmap_env *env = envp;
+    int64_t size = -1;
+    int first = -1, ax[nin > 0 ? nin : 1];
+    for (int i = 0; i < nin; i++) {
+        int a = env->in_axes ? env->in_axes[i] : 0;
+        if (a == CFT_NOT_BATCHED) {
+            ax[i] = -1;
+            continue;
+        }
+        int nd = in[i]->aval.ndim;
+        ax[i] = a < 0 ? a + nd : a;
+        if (ax[i] < 0 || ax[i] >= nd)
+            return cft__fail_outs(cft__fail(CFT_E_ARG, "cft_vmap: in_axes[%d] = %d is out of range "
+                                            "for input %s", i, a, cft__av(&in[i]->aval)), nout, out);
+        int64_t n = in[i]->aval.shape[ax[i]];
+        if (size < 0)
+            size = n, first = i;
+        else if (n != size)
+            return cft__fail_outs(cft__fail(CFT_E_SHAPE, "cft_vmap: batch sizes differ: input %d "
+                                            "has %lld along axis %d, input %d has %lld along axis %d", first,
+                                            (long long)size, ax[first], i, (long long)n, ax[i]),
+                                  nout, out);
+    }
+    if (size < 0)
+        return cft__fail_outs(cft__fail(CFT_E_ARG, "cft_vmap: no input is batched"), nout, out);
+    batch_state *s = CFT_NEW(batch_state);
+    s->size = size;
+    cft_trace *t = cft__trace_push(&batch_vt, s);
+    if (!t) return cft__fail_outs(cft__fail(CFT_E_TRACE, "vmap: trace stack full"), nout, out);
+    cft_array *bin[nin > 0 ? nin : 1], *res[nout];
+    for (int i = 0; i < nin; i++) bin[i] = batch_tracer(t, in[i], ax[i]);
+    cft_status st = cft__fn_apply(env->f, bin, res);
+    cft_array *vals[nout];
+    int bds[nout];
+    for (int j = 0; j < nout && st == CFT_OK; j++) {
+        if (cft__is_tracer_of(res[j], t)) {
+            vals[j] = res[j]->u.batch.val;
+            bds[j] = res[j]->u.batch.bdim;
+        } else {
+            vals[j] = res[j];
+            bds[j] = -1;
+        }
+    }
+    cft__trace_pop(t);
+    if (st != CFT_OK) return cft__fail_outs(res[0], nout, out);
+    for (int j = 0; j < nout; j++) {
+        int oa = env->out_axes ? env->out_axes[j] : 0;
+        if (oa == CFT_NOT_BATCHED) {
+            if (bds[j] >= 0)
+                return cft__fail_outs(cft__fail(CFT_E_ARG, "cft_vmap: output %d depends on the batch "
+                                                "but out_axes[%d] is CFT_NOT_BATCHED", j, j), nout, out);
+            out[j] = vals[j];
+            continue;
+        }
+        int nd = vals[j]->aval.ndim + (bds[j] < 0);
+        int a = oa < 0 ? oa + nd : oa;
+        if (a < 0 || a >= nd)
+            return cft__fail_outs(cft__fail(CFT_E_ARG, "cft_vmap: out_axes[%d] = %d out of range for "
+                                            "rank %d", j, oa, nd), nout, out);
+        out[j] = cft__batch_at(vals[j], bds[j], size, a);
+        if (cft_failed(out[j])) return cft__fail_outs(out[j], nout, out);
+    }
+    return CFT_OK;
+}
+
+cft_fn *cft_vmap(cft_fn *f, const int *in_axes, const int *out_axes) {
+    if (!f) return NULL;
+    vmap_env *env = CFT_NEW(vmap_env);
+    if (in_axes) {
+        env->in_axes = CFT_NEWN(int, f->nin + 1);
+        for (int i = 0; i < f->nin; i++) env->in_axes[i] = in_axes[i];
+    }
+    if (out_axes) {
+        env->out_axes = CFT_NEWN(int, f->nout + 1);
+        for (int i = 0; i < f->nout; i++) env->out_axes[i] = out_axes[i];
+    }
+    env->f = f;
+    return cft_fn_named(cft_fn_new(vmap_cb, env, f->nin, f->nout), "vmap");
+}
