@@ -205,19 +205,36 @@ static cft_array *select_shape(const cft_aval *in, int nin, const cft_params *p,
     return NULL;
 }
 
+#define SELECT_LOOP(T)                                                                             \
+    {                                                                                              \
+        const T *as = (const T *)ap, *bs = (const T *)bp;                                          \
+        T *os = (T *)o->data;                                                                      \
+        for (int64_t i = 0; i < n; i++) { /* branch-free: conditions are often random */         \
+            T m = (T)0 - (T)(cs[i * sc] != 0);                                                     \
+            os[i] = (T)((as[i * sa] & m) | (bs[i * sb] & (T)~m));                                  \
+        }                                                                                          \
+    }                                                                                              \
+    break
+
+/* operands broadcast from one element are read with stride 0, not copied */
 static cft_array *select_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin, (void)p;
-    cft_array *c = cft__contig(in[0]), *a = cft__contig(in[1]), *b = cft__contig(in[2]);
+    cft_array *c = in[0], *a = in[1], *b = in[2];
+    int64_t sc = !all_zero_strides(c), sa = !all_zero_strides(a), sb = !all_zero_strides(b);
+    if (sc) c = cft__contig(c);
+    if (sa) a = cft__contig(a);
+    if (sb) b = cft__contig(b);
+    if (cft_failed(c) || cft_failed(a) || cft_failed(b)) return cft_failed(c) ? c : cft_failed(a) ? a : b;
     const cft_aval *av = &in[1]->aval;
     cft_array *o = cft__alloc(av->dtype, av->shape, av->ndim);
     if (cft_failed(o)) return o;
     int64_t n = cft__numel(av->shape, av->ndim);
-    size_t es = cft_dtype_size(av->dtype);
     const uint8_t *cs = cft__ptr(c);
-    const char *as = cft__ptr(a), *bs = cft__ptr(b);
-    for (int64_t i = 0; i < n; i++) {
-        const char *src = cs[i] ? as + i * (int64_t)es : bs + i * (int64_t)es;
-        for (size_t k = 0; k < es; k++) o->data[i * (int64_t)es + (int64_t)k] = src[k];
+    const void *ap = cft__ptr(a), *bp = cft__ptr(b);
+    switch (cft_dtype_size(av->dtype)) {
+    case 1: SELECT_LOOP(uint8_t);
+    case 4: SELECT_LOOP(uint32_t);
+    default: SELECT_LOOP(uint64_t);
     }
     cft__keep(c), cft__keep(a), cft__keep(b);
     out[0] = o;
