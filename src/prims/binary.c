@@ -59,12 +59,17 @@ static cft_array *mul_transpose(cft_array *const *ct, cft_array *const *x, const
     ct_in[1] = x[1] ? NULL : cft_mul(x[0], ct[0]);
     return NULL;
 }
-/* div is linear in its numerator: ct_a = ct / b */
+/* div is linear in its numerator: ct_a = ct / b, except that a zero
+ * cotangent stays zero where b is 0. Derivatives that divide (sqrt, log,
+ * rsqrt, reciprocal, pow) are infinite where b is 0; when a select routes
+ * no cotangent there (grad of where(x > 0, sqrt(x), 0) at 0), 0/0 would
+ * otherwise turn that zero into NaN, the "double where" trap. */
 static cft_array *div_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
                                 int nin, const cft_params *p, cft_array **ct_in) {
     (void)in, (void)nin, (void)p;
     if (!x[1]) return cft__fail(CFT_E_TRACE, "div: transpose with a linear denominator");
-    ct_in[0] = cft_div(ct[0], x[1]);
+    cft_array *zero = cft_zeros_like(ct[0]);
+    ct_in[0] = cft__select(cft_eq(ct[0], zero), zero, cft_div(ct[0], x[1]));
     ct_in[1] = NULL;
     return NULL;
 }

@@ -179,26 +179,44 @@ static cft_array *extreme_jvp(cft_array *const *x, cft_array *const *y, cft_arra
     ty[0] = cft_div(cft__bind1(&cft_p_reduce_sum, p, 1, &tl), cnt);
     return NULL;
 }
-/* prod: d/dx_i = product of the others, exact when x has zeros */
+/* prod: the jvp of a balanced tree of multiplications over the reduced
+ * elements (as JAX does): reduced axes first, flattened to [K, M], then
+ * halve K by multiplying even and odd rows, carrying the product rule. A
+ * polynomial in x, so it stays exact at zeros to every order (a rule with
+ * "x == 0" masks is right only to first order: its hessian drops terms). */
 static cft_array *prod_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
                            const cft_params *p, cft_array **ty) {
     (void)y, (void)nin;
-    if (!t[0]) {
-        ty[0] = NULL;
-        return NULL;
+    ty[0] = NULL;
+    if (!t[0]) return NULL;
+    const cft_aval *a = &x[0]->aval;
+    bool red[CFT_MAX_NDIM] = {0};
+    int perm[CFT_MAX_NDIM] = {0}, k = 0, ond = 0;
+    int64_t K = 1, M = 1, oshape[CFT_MAX_NDIM];
+    for (int i = 0; i < p->n[0]; i++) red[p->v[0][i]] = true;
+    for (int i = 0; i < a->ndim; i++)
+        if (red[i]) perm[k++] = i, K *= a->shape[i];
+    for (int i = 0; i < a->ndim; i++)
+        if (!red[i]) perm[k++] = i, M *= a->shape[i], oshape[ond++] = a->shape[i];
+    if (K == 0) return NULL; /* the empty product is 1: zero tangent */
+    int64_t km[2] = {K, M};
+    cft_array *v = cft__reshape(cft_transpose(x[0], perm), km, 2);
+    cft_array *dv = cft__reshape(cft_transpose(t[0], perm), km, 2);
+    while (K > 1) {
+        if (K % 2) { /* one more row: 1 in v, 0 in dv */
+            int64_t lo[2] = {0, 0}, hi[2] = {1, 0};
+            v = cft_pad(v, cft_scalar(1, a->dtype), lo, hi, NULL);
+            dv = cft_pad(dv, cft_scalar(0, a->dtype), lo, hi, NULL);
+            K++;
+        }
+        int64_t s0[2] = {0, 0}, s1[2] = {1, 0}, l[2] = {K, M}, st[2] = {2, 1};
+        cft_array *v0 = cft_slice(v, s0, l, st), *v1 = cft_slice(v, s1, l, st);
+        cft_array *d0 = cft_slice(dv, s0, l, st), *d1 = cft_slice(dv, s1, l, st);
+        dv = cft_add(cft_mul(d0, v1), cft_mul(v0, d1));
+        if (K > 2) v = cft_mul(v0, v1);
+        K /= 2;
     }
-    cft_array *X = x[0];
-    const cft_aval *a = &X->aval;
-    cft_array *zero = cft_eq(X, cft_zeros_like(X));
-    cft_array *zf = cft_astype(zero, a->dtype);
-    cft_array *nz = bcast_back(cft__bind1(&cft_p_reduce_sum, p, 1, &zf), a, p);
-    cft_array *safe = cft_where(zero, cft_ones_like(X), X);
-    cft_array *pnz = bcast_back(cft__bind1(&cft_p_reduce_prod, p, 1, &safe), a, p);
-    cft_array *zeros = cft_zeros_like(X);
-    cft_array *g = cft_where(zero, cft_where(cft_eq(nz, cft_ones_like(nz)), pnz, zeros),
-                             cft_where(cft_eq(nz, zeros), cft_div(pnz, safe), zeros));
-    cft_array *tg = cft_mul(t[0], g);
-    ty[0] = cft__bind1(&cft_p_reduce_sum, p, 1, &tg);
+    ty[0] = cft__reshape(dv, oshape, ond);
     return NULL;
 }
 
