@@ -259,6 +259,7 @@ bool cft_allclose(const cft_array *a, const cft_array *b, double rtol, double at
             continue;
         }
         if (x == y) continue; /* equal infinities */
+        if (isinf(x) || isinf(y)) return false; /* else rtol*|inf| passes inf vs -inf */
         if (!(fabs(x - y) <= atol + rtol * fabs(y))) return false;
     }
     return true;

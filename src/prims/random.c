@@ -193,7 +193,10 @@ cft_array *cft_random_uniform(cft_array *key, cft_dtype dtype, const int64_t *sh
     cft__param_set(&p, 1, shape, ndim);
     cft_array *u = cft__bind1(&cft_p_random_uniform, &p, 1, &key);
     if (lo == 0 && hi == 1) return u;
-    return cft_add_s(cft_mul_s(u, hi - lo), lo);
+    /* u*(hi-lo)+lo can round up to hi (u = 1-2^-24, lo = 1, hi = 2 gives 2 in
+     * f32): clamp to the largest value of the dtype below hi */
+    double top = dtype == CFT_F32 ? (double)nextafterf((float)hi, -INFINITY) : nextafter(hi, -INFINITY);
+    return cft_minimum(cft_add_s(cft_mul_s(u, hi - lo), lo), cft_scalar(top, dtype));
 }
 /* Box-Muller on two independent uniform draws */
 cft_array *cft_random_normal(cft_array *key, cft_dtype dtype, const int64_t *shape, int ndim) {

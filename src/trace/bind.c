@@ -69,6 +69,8 @@ static cft_array *annotate(cft_array *e) {
     return cft__fail(e->err_code, "%s%s", e->err_msg, buf);
 }
 
+cft_array *cft__annotate(cft_array *e) { return e && cft_failed(e) ? annotate(e) : e; }
+
 cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin,
                               const cft_aval *in, cft_aval *out) {
     if (p->nin >= 0 && nin != p->nin)

@@ -49,7 +49,9 @@ cft_status cft__fn_apply(cft_fn *f, cft_array *const *in, cft_array **out) {
                 cft__fail(st ? st : CFT_E_ARG, "%s: output %d was not set%s", f->name, i,
                           st ? " (the callback returned an error)" : ""),
                 f->nout, out);
-        if (cft_failed(out[i])) return cft__fail_outs(out[i], f->nout, out);
+        /* errors made by public ops before any bind (cft_matmul's shape
+         * checks, ...) get the transform stack here */
+        if (cft_failed(out[i])) return cft__fail_outs(cft__annotate(out[i]), f->nout, out);
     }
     if (st != CFT_OK) {
         const char *m = cft_last_error() == st ? cft_last_error_message() : "";

@@ -44,6 +44,9 @@ cft_array *cft__bind(const cft_prim *p, const cft_params *par, int nin, cft_arra
                      int nout, cft_array **out);
 /* Single-output convenience: returns the output (or the error). */
 cft_array *cft__bind1(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in);
+/* e with the names of the active transforms appended (" [under a > b]"),
+ * unless already there or no transform is active; e itself if not an error. */
+cft_array *cft__annotate(cft_array *e);
 /* Abstract evaluation only: check and compute output avals. */
 cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin,
                               const cft_aval *in, cft_aval *out);
