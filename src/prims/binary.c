@@ -184,6 +184,7 @@ static cft_array *binary_run(bin_loop loop, cft_array *a, cft_array *b, const cf
         .transpose = TRANS,                                                                        \
         .vmap = NAME##_vmap,                                                                       \
         .c_expr = #FEXPR,                                                                          \
+        .c_iexpr = #IEXPR,                                                                         \
     };                                                                                             \
     static cft_array *NAME##_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,     \
                                   const cft_params *p, cft_array **y, int *ybdim) {                \

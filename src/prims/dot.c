@@ -112,10 +112,9 @@ static void gemm_int(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const vo
         }
 }
 
-static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
-    cft_aval o;
-    cft_array *e = dot_shape((cft_aval[]){in[0]->aval, in[1]->aval}, nin, p, &o);
-    if (e) return e;
+/* GEMM per batch into c, a contiguous array of the output aval */
+static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, cft_array *c) {
+    (void)nin;
     const cft_array *a = in[0], *b = in[1];
     int fa[CFT_MAX_NDIM], fb[CFT_MAX_NDIM], na, nb, nbt = p->n[LB], nc = p->n[LC];
     free_dims(a->aval.ndim, p, LC, LB, fa, &na);
@@ -127,32 +126,43 @@ static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, c
     for (int i = 0; i < nc; i++) K *= a->aval.shape[p->v[LC][i]];
     operand A = as_matrix(a, p->v[LB], nbt, fa, na, p->v[LC], nc, true);
     operand B = as_matrix(b, p->v[RB], nbt, fb, nb, p->v[RC], nc, false);
-    cft_array *c = cft__alloc(o.dtype, o.shape, o.ndim);
     if (cft_failed(A.arr)) return A.arr;
     if (cft_failed(B.arr)) return B.arr;
-    if (cft_failed(c)) return c;
-    size_t es = cft_dtype_size(o.dtype);
+    cft_dtype dt = c->aval.dtype;
+    size_t es = cft_dtype_size(dt);
     const char *pa = cft__ptr(A.arr), *pb = cft__ptr(B.arr);
+    char *pc = cft__ptr(c);
     for (int64_t t = 0; t < Bt; t++) {
         const void *Ap = pa + (size_t)(t * M * K) * es, *Bp = pb + (size_t)(t * K * N) * es;
-        void *Cp = c->data + (size_t)(t * M * N) * es;
+        void *Cp = pc + (size_t)(t * M * N) * es;
         if (K == 0) {
             memset(Cp, 0, (size_t)(M * N) * es);
             continue;
         }
         CBLAS_TRANSPOSE ta = A.trans ? CblasTrans : CblasNoTrans, tb = B.trans ? CblasTrans : CblasNoTrans;
         int lda = (int)(A.trans ? M : K), ldb = (int)(B.trans ? K : N);
-        if (o.dtype == CFT_F32)
+        if (dt == CFT_F32)
             cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, Ap, lda, Bp, ldb, 0.0f,
                         Cp, (int)N);
-        else if (o.dtype == CFT_F64)
+        else if (dt == CFT_F64)
             cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, Ap, lda, Bp, ldb, 0.0,
                         Cp, (int)N);
         else
-            gemm_int(A.trans, B.trans, M, N, K, Ap, Bp, Cp, o.dtype);
+            gemm_int(A.trans, B.trans, M, N, K, Ap, Bp, Cp, dt);
     }
     cft__keep(A.arr);
     cft__keep(B.arr);
+    return NULL;
+}
+
+static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    cft_aval o;
+    cft_array *e = dot_shape((cft_aval[]){in[0]->aval, in[1]->aval}, nin, p, &o);
+    if (e) return e;
+    cft_array *c = cft__alloc(o.dtype, o.shape, o.ndim);
+    if (cft_failed(c)) return c;
+    e = dot_into(in, nin, p, c);
+    if (e) return e;
     out[0] = c;
     return NULL;
 }
@@ -248,7 +258,7 @@ static cft_array *dot_vmap(int64_t size, cft_array *const *x, const int *bdim, i
 const cft_prim cft_p_dot_general = {
     .name = "dot_general", .nin = 2, .nout = 1, .flags = CFT_PRIM_LINEAR,
     .pnames = {"lc", "rc", "lb", "rb"}, .shape = dot_shape, .impl = dot_impl, .jvp = dot_jvp,
-    .transpose = dot_transpose, .vmap = dot_vmap,
+    .transpose = dot_transpose, .vmap = dot_vmap, .impl_into = dot_into,
 };
 
 cft_array *cft_dot_general(cft_array *a, cft_array *b, const int *lc, const int *rc, int nc,

@@ -221,20 +221,26 @@ static cft_array *prod_jvp(cft_array *const *x, cft_array *const *y, cft_array *
 }
 
 const cft_prim cft_p_reduce_sum = {
-    .name = "reduce_sum", .nin = 1, .nout = 1, .flags = CFT_PRIM_LINEAR, .pnames = {"axes"},
+    .name = "reduce_sum", .nin = 1, .nout = 1, .flags = CFT_PRIM_LINEAR | CFT_PRIM_REDUCTION,
+    .pnames = {"axes"}, .c_expr = "acc + x", .c_init = "0",
     .shape = reduce_sum_shape, .impl = reduce_sum_impl, .jvp = sum_jvp,
     .transpose = sum_transpose, .vmap = reduce_sum_vmap,
 };
 const cft_prim cft_p_reduce_max = {
-    .name = "reduce_max", .nin = 1, .nout = 1, .pnames = {"axes"}, .shape = reduce_max_shape,
+    .name = "reduce_max", .nin = 1, .nout = 1, .flags = CFT_PRIM_REDUCTION, .pnames = {"axes"},
+    .c_expr = "(x > acc || x != x) ? x : acc", .c_iexpr = "x > acc ? x : acc", .c_init = "-INFINITY",
+    .shape = reduce_max_shape,
     .impl = reduce_max_impl, .jvp = extreme_jvp, .vmap = reduce_max_vmap,
 };
 const cft_prim cft_p_reduce_min = {
-    .name = "reduce_min", .nin = 1, .nout = 1, .pnames = {"axes"}, .shape = reduce_min_shape,
+    .name = "reduce_min", .nin = 1, .nout = 1, .flags = CFT_PRIM_REDUCTION, .pnames = {"axes"},
+    .c_expr = "(x < acc || x != x) ? x : acc", .c_iexpr = "x < acc ? x : acc", .c_init = "INFINITY",
+    .shape = reduce_min_shape,
     .impl = reduce_min_impl, .jvp = extreme_jvp, .vmap = reduce_min_vmap,
 };
 const cft_prim cft_p_reduce_prod = {
-    .name = "reduce_prod", .nin = 1, .nout = 1, .pnames = {"axes"}, .shape = reduce_prod_shape,
+    .name = "reduce_prod", .nin = 1, .nout = 1, .flags = CFT_PRIM_REDUCTION, .pnames = {"axes"},
+    .c_expr = "acc * x", .c_init = "1", .shape = reduce_prod_shape,
     .impl = reduce_prod_impl, .jvp = prod_jvp, .vmap = reduce_prod_vmap,
 };
 

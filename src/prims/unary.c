@@ -121,6 +121,7 @@ static cft_array *neg_transpose(cft_array *const *ct, cft_array *const *x, const
         .transpose = TRANSPOSE_OF(NAME, FLAGS),                                                    \
         .vmap = NAME##_vmap,                                                                       \
         .c_expr = #FEXPR,                                                                          \
+        .c_iexpr = #IEXPR,                                                                         \
     };                                                                                             \
     static cft_array *NAME##_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,     \
                                   const cft_params *p, cft_array **y, int *ybdim) {                \

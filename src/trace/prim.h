@@ -23,6 +23,7 @@ enum {
     CFT_PRIM_LINEAR = 1u,      /* has a transpose rule (linear in some inputs) */
     CFT_PRIM_NONDIFF = 2u,     /* outputs have zero derivative: no jvp rule */
     CFT_PRIM_ELEMENTWISE = 4u, /* same-shape inputs, output of that shape */
+    CFT_PRIM_REDUCTION = 8u,   /* reduces over the axes in parameter slot 0 */
 };
 
 typedef struct cft_prim {
@@ -47,9 +48,16 @@ typedef struct cft_prim {
     /* batching: x[i] batched along bdim[i] (<0: not batched), batch `size` */
     cft_array *(*vmap)(int64_t size, cft_array *const *x, const int *bdim, int nin,
                        const cft_params *p, cft_array **y, int *ybdim);
-    /* elementwise: the scalar C expression of x (and y for binaries), for the
-     * code generator */
+    /* code generation. Elementwise: the scalar C expression of x (y for
+     * binaries, c for select) for floats, and c_iexpr for ints and bools
+     * (NULL: same as c_expr). Reductions: c_expr combines `acc` and `x`,
+     * c_init is the identity. */
     const char *c_expr;
+    const char *c_iexpr;
+    const char *c_init;
+    /* optional: write the output into `out`, a preallocated contiguous array
+     * of the output aval (lets the lowering place results in its arena) */
+    cft_array *(*impl_into)(cft_array *const *in, int nin, const cft_params *p, cft_array *out);
 } cft_prim;
 
 /* Set slot k of params to the n values v. */
