@@ -109,7 +109,7 @@ cft_status cft_fn_call(cft_fn *f, cft_array *const *in, cft_array **out) {
     }
     static int eager = -1;
     if (eager < 0) eager = getenv("CFT_EAGER") && atoi(getenv("CFT_EAGER")) != 0;
-    if (!concrete || cft__trace_depth() > 0 || eager) return cft__fn_apply(f, in, out);
+    if (!concrete || cft__trace_depth() > 0 || eager || f->direct) return cft__fn_apply(f, in, out);
     for (fn_cache *c = f->cache; c; c = c->next)
         if (avals_match(c->avals, in, f->nin)) return cft_ir_eval(c->ir, in, out);
     cft_aval *avals = CFT_NEWN(cft_aval, f->nin + 1);

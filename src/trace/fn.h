@@ -17,6 +17,7 @@ struct cft_fn {
     int nin, nout;
     const char *name;
     fn_cache *cache;
+    bool direct; /* never staged by cft_fn_call (cft_jit manages its own plans) */
 };
 
 /* Run f's callback directly (no staging), checking its outputs. */
