@@ -99,6 +99,13 @@ static operand as_matrix(const cft_array *x, const int64_t *bd, int nbd, const i
     return (operand){cft__contig(pref), false};
 }
 
+/* z = x y^T; vectorised (the library builds at -O2, which would not) */
+__attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default"))) static void outer_f32(const float *restrict x, const float *restrict y,
+                                                      float *restrict z, int64_t M, int64_t N) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) z[i * N + j] = x[i] * y[j];
+}
+
 static void gemm_int(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A, const void *B,
                      void *C, cft_dtype dt) {
     for (int64_t i = 0; i < M; i++)
@@ -141,7 +148,9 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
         }
         CBLAS_TRANSPOSE ta = A.trans ? CblasTrans : CblasNoTrans, tb = B.trans ? CblasTrans : CblasNoTrans;
         int lda = (int)(A.trans ? M : K), ldb = (int)(B.trans ? K : N);
-        if (dt == CFT_F32)
+        if (K == 1 && dt == CFT_F32) { /* an outer product (per-sample gradients) */
+            outer_f32(Ap, Bp, Cp, M, N);   /* with K = 1 both layouts are the same */
+        } else if (dt == CFT_F32)
             cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, Ap, lda, Bp, ldb, 0.0f,
                         Cp, (int)N);
         else if (dt == CFT_F64)
