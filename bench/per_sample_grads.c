@@ -1,8 +1,11 @@
 /* per_sample_grads.c (bench): per-sample gradients of the MLP 64-128-128-10
- * for B in {64, 256, 1024}, single-threaded: cft_vmap(cft_grad(loss))
- * against a C loop of single-example cft_grad calls and against the plain
- * batched gradient (grad of the mean loss), all in the same process. Prints
- * one JSON object per line; ratios are against the loop measured here. */
+ * for B in {64, 256, 1024}, single-threaded: cft_vmap(cft_grad(loss)),
+ * interpreted and compiled (cft_jit), against a C loop of single-example
+ * cft_grad calls and against the plain batched gradient (grad of the mean
+ * loss, interpreted and compiled), all in the same process. Prints one JSON
+ * object per line; ratios are against the loop measured here. The first
+ * call of the compiled function (trace, transforms, plan, compile or cache
+ * load) is reported too. */
 #include <cblas.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -113,8 +116,17 @@ int main(void) {
         run_vmap(&j);
         double first = now_ms() - t0;
 
-        double vm, vmin, lm, lmin, bm, bmin;
+        double vm, vmin, lm, lmin, bm, bmin, jm, jmin, jbm, jbmin;
         timeit(run_vmap, &j, &vm, &vmin);
+        job jj = j;
+        jj.f = cft_jit(cft_vmap(cft_grad(loss, argnums, MLP_NPARAMS), in_axes, NULL));
+        t0 = now_ms();
+        run_vmap(&jj);
+        double jfirst = now_ms() - t0;
+        timeit(run_vmap, &jj, &jm, &jmin);
+        job jjb = j;
+        jjb.f = cft_jit(cft_grad(loss, argnums, MLP_NPARAMS));
+        timeit(run_vmap, &jjb, &jbm, &jbmin);
         job jl = j;
         jl.f = cft_grad(loss, argnums, MLP_NPARAMS);
         timeit(run_loop, &jl, &lm, &lmin);
@@ -125,6 +137,11 @@ int main(void) {
         emit("loop_of_grad", B, lm, lmin, lm, "loop_of_grad");
         emit("cft_vmap_grad", B, vm, vmin, lm, "loop_of_grad");
         emit("batched_grad", B, bm, bmin, lm, "loop_of_grad");
+        emit("cft_jit_vmap_grad", B, jm, jmin, lm, "loop_of_grad");
+        emit("cft_jit_batched_grad", B, jbm, jbmin, lm, "loop_of_grad");
+        printf("{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", \"B\": %d}, "
+               "\"method\": \"cft_jit_vmap_grad_first_call\", \"median_ms\": %.3f, \"min_ms\": %.3f, "
+               "\"threads\": 1}\n", B, jfirst, jfirst);
         printf("{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", \"B\": %d}, "
                "\"method\": \"cft_vmap_grad_first_call\", \"median_ms\": %.3f, \"min_ms\": %.3f, "
                "\"threads\": 1}\n", B, first, first);

@@ -1,0 +1,182 @@
+/* ensemble.c (bench): K = 32 MLPs 64 -> 128 -> 10 with B = 256 examples per
+ * model, single-threaded: cft_vmap over stacked parameters ([K, ...]) against
+ * a C loop over the 32 models, measured in the same process.
+ *   data "same": one minibatch shared by all models (x not batched);
+ *   data "diff": each model its own minibatch (x [K, B, 64]);
+ *   pass "fwd": the logits; "fwd_bwd": loss and gradient of every model.
+ * Methods cft_jit_vmap / loop_over_models_jit: the same with the function
+ * compiled by cft_jit (compared with the jitted loop).
+ * One JSON object per line (the per_sample_grads format). functorch 1.13 on
+ * this machine, one thread: fwd 2.37 ms, fwd+bwd 6.79 ms (loop over models
+ * 2.02 / 7.27 ms). */
+#include <cblas.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "../examples/mlp.h"
+
+#define K 32
+#define B 256
+#define NP 4 /* w1 [64,128], b1, w2 [128,10], b2 */
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef void (*work_fn)(void *);
+
+/* median and min over repetitions filling ~0.6 s (at least 5) */
+static void timeit(work_fn w, void *arg, double *median, double *min) {
+    w(arg); /* warm-up: traces and caches */
+    double t0 = now_ms();
+    w(arg);
+    double one = now_ms() - t0;
+    int reps = one > 0 ? (int)(600 / one) : 50;
+    if (reps < 5) reps = 5;
+    if (reps > 300) reps = 300;
+    double *ts = malloc(sizeof(double) * (size_t)reps);
+    for (int r = 0; r < reps; r++) {
+        t0 = now_ms();
+        w(arg);
+        ts[r] = now_ms() - t0;
+    }
+    qsort(ts, (size_t)reps, sizeof(double), cmp);
+    *median = ts[reps / 2];
+    *min = ts[0];
+    free(ts);
+}
+
+static cft_array *logits(cft_array *const *p, cft_array *x) {
+    cft_array *h = cft_relu(cft_add(cft_matmul(x, p[0]), p[1]));
+    return cft_add(cft_matmul(h, p[2]), p[3]);
+}
+
+/* (w1, b1, w2, b2, x [B,64]) -> logits [B,10] */
+static cft_status fwd(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = logits(in, in[NP]);
+    return CFT_OK;
+}
+
+/* (w1, b1, w2, b2, x, y) -> mean cross-entropy */
+static cft_status loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_mean(cft_cross_entropy(logits(in, in[NP]), in[NP + 1]), NULL, 0, false);
+    return CFT_OK;
+}
+
+typedef struct {
+    cft_fn *f;
+    cft_array *in[NP + 2];          /* stacked params, x, y (vmap) */
+    cft_array *each[K][NP + 2];     /* per-model params, x, y (loop) */
+} job;
+
+static void run_vmap(void *p) {
+    job *j = p;
+    cft_array *out[1 + NP];
+    cft_fn_call(j->f, j->in, out);
+}
+static void run_loop(void *p) {
+    job *j = p;
+    cft_array *out[1 + NP];
+    for (int k = 0; k < K; k++) cft_fn_call(j->f, j->each[k], out);
+}
+
+static double peak_rss_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;
+}
+
+static void emit(const char *data, const char *pass, const char *method, double med, double mn,
+                 const char *base, double base_med) {
+    printf("{\"bench\": \"ensemble\", \"config\": {\"K\": %d, \"B\": %d, \"data\": \"%s\", \"pass\": "
+           "\"%s\"}, \"method\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": 1, "
+           "\"baseline\": \"%s\", \"baseline_median_ms\": %.4f, "
+           "\"speedup_vs_baseline\": %.2f, \"peak_rss_mb\": %.1f}\n",
+           K, B, data, pass, method, med, mn, base, base_med, base_med / med, peak_rss_mb());
+    fflush(stdout);
+}
+
+int main(void) {
+    openblas_set_num_threads(1);
+    cft_init();
+    digits d;
+    if (digits_load(&d)) return 1;
+    /* K models: PyTorch-style init with one key each, stacked on axis 0 */
+    static const int64_t sz[3] = {64, 128, 10};
+    cft_array *stacked[NP], *model[K][NP];
+    for (int k = 0; k < K; k++) {
+        cft_array *keys = cft_random_split(cft_random_key(100 + (uint64_t)k), NP);
+        for (int l = 0; l < 2; l++) {
+            double bound = 1.0 / sqrt((double)sz[l]);
+            int64_t ws[2] = {sz[l], sz[l + 1]};
+            model[k][2 * l] = cft_random_uniform(cft_index(keys, 2 * l), CFT_F32, ws, 2, -bound, bound);
+            model[k][2 * l + 1] = cft_random_uniform(cft_index(keys, 2 * l + 1), CFT_F32, ws + 1, 1, -bound, bound);
+        }
+    }
+    for (int l = 0; l < NP; l++) {
+        cft_array *layer[K];
+        for (int k = 0; k < K; k++) layer[k] = model[k][l];
+        stacked[l] = cft_stack(layer, K, 0);
+    }
+    /* K * B rows of digits (repeating), as [K, B, 64] and [K, B] */
+    float *x = malloc(sizeof(float) * K * B * 64);
+    int32_t *y = malloc(sizeof(int32_t) * K * B);
+    for (int i = 0; i < K * B; i++) {
+        memcpy(x + i * 64, d.x + (i % d.n) * 64, sizeof(float) * 64);
+        y[i] = d.y[i % d.n];
+    }
+    cft_array *xk = cft_from_f32(x, (int64_t[]){K, B, 64}, 3), *yk = cft_from_i32(y, (int64_t[]){K, B}, 2);
+
+    cft_fn *f_fwd = cft_fn_new(fwd, NULL, NP + 1, 1);
+    cft_fn *f_vg = cft_value_and_grad(cft_fn_new(loss, NULL, NP + 2, 1), (int[]){0, 1, 2, 3}, NP, false);
+    for (int diff = 0; diff < 2; diff++) {
+        for (int bwd = 0; bwd < 2; bwd++) {
+            const char *data = diff ? "diff" : "same", *pass = bwd ? "fwd_bwd" : "fwd";
+            static job j; /* big: keep it off the stack */
+            int in_axes[NP + 2] = {0, 0, 0, 0, diff ? 0 : CFT_NOT_BATCHED, diff ? 0 : CFT_NOT_BATCHED};
+            cft_fn *base = bwd ? f_vg : f_fwd;
+            memcpy(j.in, stacked, sizeof stacked);
+            j.in[NP] = diff ? xk : cft_index(xk, 0);
+            j.in[NP + 1] = diff ? yk : cft_index(yk, 0);
+            for (int k = 0; k < K; k++) {
+                memcpy(j.each[k], model[k], sizeof(cft_array *) * NP);
+                j.each[k][NP] = cft_index(xk, diff ? k : 0);
+                j.each[k][NP + 1] = cft_index(yk, diff ? k : 0);
+            }
+            /* a fresh vmap per config, so its first call (trace) can be timed */
+            j.f = cft_vmap(base, in_axes, NULL);
+            double t0 = now_ms();
+            run_vmap(&j);
+            double first = now_ms() - t0;
+            double vm, vmin, lm, lmin, jvm, jvmin, jlm, jlmin;
+            cft_fn *vmapped = j.f;
+            timeit(run_vmap, &j, &vm, &vmin);
+            j.f = cft_jit(vmapped);
+            timeit(run_vmap, &j, &jvm, &jvmin);
+            j.f = base;
+            timeit(run_loop, &j, &lm, &lmin);
+            j.f = cft_jit(base);
+            timeit(run_loop, &j, &jlm, &jlmin);
+            emit(data, pass, "loop_over_models", lm, lmin, "loop_over_models", lm);
+            emit(data, pass, "cft_vmap", vm, vmin, "loop_over_models", lm);
+            emit(data, pass, "loop_over_models_jit", jlm, jlmin, "loop_over_models_jit", jlm);
+            emit(data, pass, "cft_jit_vmap", jvm, jvmin, "loop_over_models_jit", jlm);
+            printf("{\"bench\": \"ensemble\", \"config\": {\"K\": %d, \"B\": %d, \"data\": \"%s\", "
+                   "\"pass\": \"%s\"}, \"method\": \"cft_vmap_first_call\", \"median_ms\": %.3f, "
+                   "\"min_ms\": %.3f, \"threads\": 1}\n", K, B, data, pass, first, first);
+        }
+    }
+    free(x);
+    free(y);
+    return 0;
+}
