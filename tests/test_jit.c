@@ -32,6 +32,12 @@ static cft_status mlp(void *env, int nin, cft_array *const *in, int nout, cft_ar
     return CFT_OK;
 }
 
+static cft_status mlp_free_chain(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_mul(cft_tanh(in[0]), cft_exp(cft_neg(cft_square(in[0]))));
+    return CFT_OK;
+}
+
 static cft_array *randn(uint64_t seed, const int64_t *shape, int nd) {
     return cft_random_normal(cft_random_key(seed), CFT_F32, shape, nd);
 }
@@ -134,6 +140,18 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_fn_call(per_sample(), in, a), CFT_OK);
         CHECK_EQ(cft_fn_call(psg_of_jit, in, b), CFT_OK);
         for (int k = 0; k < 3; k++) CHECK_ARRAY_CLOSE(b[k], a[k], 1e-6, 1e-6);
+    }
+    TEST("two threads give the single-threaded results") {
+        int64_t n = 300000; /* above the kernels' threshold for threads */
+        cft_array *x = randn(13, (int64_t[]){n / 100, 100}, 2);
+        cft_fn *j = cft_jit(cft_fn_new(mlp_free_chain, NULL, 1, 1));
+        cft_array *a = cft_fn_call1(j, &x);
+        a = cft_fn_call1(j, &x);
+        cft_set_num_threads(2);
+        CHECK_EQ(cft_get_num_threads(), 2);
+        cft_array *b = cft_fn_call1(j, &x);
+        cft_set_num_threads(1);
+        CHECK_ARRAY_CLOSE(b, a, 0, 0);
     }
     TEST("errors pass through a jitted function") {
         cft_fn *j = cft_jit(cft_fn_new(mlp, NULL, 5, 1));
