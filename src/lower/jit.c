@@ -408,6 +408,30 @@ typedef struct {
     jit_cache *cache;
 } jit_env;
 
+/* CFT_DEBUG: why this call plans (and compiles or loads) again */
+static void explain(const jit_env *J, int nin, cft_array *const *in) {
+    char a[96], b[96];
+    if (!J->cache) {
+        fprintf(stderr, "cft: jit of %s: first call, tracing and compiling\n", J->f->name);
+        return;
+    }
+    const cft_aval *prev = J->cache->avals; /* the most recent signature */
+    for (int i = 0; i < nin; i++) {
+        if (cft__aval_eq(&prev[i], &in[i]->aval)) continue;
+        const cft_aval *p = &prev[i], *q = &in[i]->aval;
+        if (p->dtype == q->dtype && p->ndim == q->ndim)
+            for (int d = 0; d < p->ndim; d++)
+                if (p->shape[d] != q->shape[d])
+                    fprintf(stderr, "cft: jit of %s: input %d dim %d changed %lld -> %lld: retracing "
+                            "(kernels come from the cache when only sizes changed)\n", J->f->name, i, d,
+                            (long long)p->shape[d], (long long)q->shape[d]);
+        if (p->dtype != q->dtype || p->ndim != q->ndim)
+            fprintf(stderr, "cft: jit of %s: input %d changed %s -> %s: retracing\n", J->f->name, i,
+                    cft_aval_str(p, a), cft_aval_str(q, b));
+        return;
+    }
+}
+
 static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
     jit_env *J = envp;
     bool concrete = true;
@@ -420,6 +444,7 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
         if (same) break;
     }
     if (!c) {
+        if (cft__debug()) explain(J, nin, in);
         cft_aval *avals = CFT_NEWN(cft_aval, nin + 1);
         for (int i = 0; i < nin; i++) avals[i] = in[i]->aval;
         cft_ir *ir = cft_make_ir(J->f, avals);
