@@ -29,7 +29,6 @@
 #include "core.h"
 #include "fn.h"
 #include "ir.h"
-#include "nn.h"
 #include "jit.h"
 #include "ops.h"
 #include "random.h"

@@ -88,6 +88,35 @@ static cft_ir *fold_constants(const cft_ir *ir) {
     return cft__ir_dce_outputs(cft__ir_finish(&d), NULL);
 }
 
+/* equations rewritten by their primitives' simplification rules */
+typedef struct {
+    const cft_ir *ir;
+    int *producer; /* var -> eqn index, -1 */
+} simp_ctx;
+
+static const cft_eqn *producer_of(void *ctx, int var) {
+    simp_ctx *c = ctx;
+    return c->producer[var] >= 0 ? &c->ir->eqns[c->producer[var]] : NULL;
+}
+
+static cft_ir *simplify(const cft_ir *ir) {
+    simp_ctx c = {ir, CFT_NEWN(int, ir->nvars + 1)};
+    for (int v = 0; v < ir->nvars; v++) c.producer[v] = -1;
+    cft_ir d = *ir;
+    d.eqns = CFT_NEWN(cft_eqn, ir->neqn + 1);
+    bool changed = false;
+    for (int k = 0; k < ir->neqn; k++) {
+        d.eqns[k] = ir->eqns[k];
+        for (int o = 0; o < ir->eqns[k].nout; o++) c.producer[ir->eqns[k].out[o]->id] = k;
+        cft_eqn repl;
+        if (ir->eqns[k].prim->simplify && ir->eqns[k].prim->simplify(&ir->eqns[k], producer_of, &c, &repl)) {
+            d.eqns[k] = repl;
+            changed = true;
+        }
+    }
+    return changed ? cft__ir_dce_outputs(cft__ir_finish(&d), NULL) : (cft_ir *)ir;
+}
+
 /* ---- running steps ---- */
 
 static cft_array *run_eqn(const cft_eqn *q, cft_array **env) {
@@ -372,6 +401,7 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
 static plan *build_plan(cft_ir *ir) {
     ir = cft_ir_cse(cft_ir_dce(ir));
     ir = fold_constants(ir);
+    ir = simplify(ir);
     if (cft__debug() >= 1) {
         fprintf(stderr, "cft: lowering:\n");
         cft_ir_print(ir, stderr);

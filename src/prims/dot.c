@@ -264,10 +264,33 @@ static cft_array *dot_vmap(int64_t size, cft_array *const *x, const int *bdim, i
     return NULL;
 }
 
+/* transpose(dot(a, b)) with perm = (batch, rhs free, lhs free) is dot(b, a) */
+static bool dot_fold_transpose(const cft_params *p, const int64_t *perm, int ndim, const cft_aval *in,
+                               cft_params *out, bool *swap) {
+    int fa[CFT_MAX_NDIM], fb[CFT_MAX_NDIM], na, nb, nbt = p->n[LB];
+    free_dims(in[0].ndim, p, LC, LB, fa, &na);
+    free_dims(in[1].ndim, p, RC, RB, fb, &nb);
+    if (ndim != nbt + na + nb) return false;
+    for (int i = 0; i < nbt; i++)
+        if (perm[i] != i) return false;
+    for (int i = 0; i < nb; i++)
+        if (perm[nbt + i] != nbt + na + i) return false;
+    for (int i = 0; i < na; i++)
+        if (perm[nbt + nb + i] != nbt + i) return false;
+    memset(out, 0, sizeof *out);
+    cft__param_set(out, LC, p->v[RC], p->n[RC]);
+    cft__param_set(out, RC, p->v[LC], p->n[LC]);
+    cft__param_set(out, LB, p->v[RB], p->n[RB]);
+    cft__param_set(out, RB, p->v[LB], p->n[LB]);
+    *swap = true;
+    return true;
+}
+
 const cft_prim cft_p_dot_general = {
     .name = "dot_general", .nin = 2, .nout = 1, .flags = CFT_PRIM_LINEAR,
     .pnames = {"lc", "rc", "lb", "rb"}, .shape = dot_shape, .impl = dot_impl, .jvp = dot_jvp,
     .transpose = dot_transpose, .vmap = dot_vmap, .impl_into = dot_into,
+    .fold_transpose = dot_fold_transpose,
 };
 
 cft_array *cft_dot_general(cft_array *a, cft_array *b, const int *lc, const int *rc, int nc,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "prims/rules.h"
+#include "trace/ir.h"
 
 #define UNUSED4 (void)nin, (void)p, (void)x, (void)in
 
@@ -313,10 +314,27 @@ static cft_array *transpose_vmap(int64_t size, cft_array *const *x, const int *b
     ybdim[0] = 0;
     return NULL;
 }
+/* a transpose of a result whose producer can emit it permuted goes away */
+static bool transpose_simplify(const cft_eqn *q, cft_producer_fn producer, void *ctx, cft_eqn *out) {
+    const cft_eqn *pr = producer(ctx, q->in[0]->id);
+    if (!pr || pr->nout != 1 || pr->nin != 2 || !pr->prim->fold_transpose) return false;
+    cft_params np;
+    bool swap = false;
+    cft_aval in[2] = {pr->in[0]->aval, pr->in[1]->aval};
+    if (!pr->prim->fold_transpose(&pr->params, q->params.v[0], q->params.n[0], in, &np, &swap)) return false;
+    *out = *pr;
+    out->params = np;
+    out->in = CFT_NEWN(cft_irvar *, 2);
+    out->in[0] = pr->in[swap ? 1 : 0];
+    out->in[1] = pr->in[swap ? 0 : 1];
+    out->out = q->out;
+    return true;
+}
+
 const cft_prim cft_p_transpose = {
     .name = "transpose", .nin = 1, .nout = 1, .flags = CFT_PRIM_LINEAR, .pnames = {"perm"},
     .shape = transpose_shape, .impl = transpose_impl, .jvp = transpose_jvp,
-    .transpose = transpose_transpose, .vmap = transpose_vmap,
+    .transpose = transpose_transpose, .vmap = transpose_vmap, .simplify = transpose_simplify,
 };
 cft_array *cft_transpose(cft_array *x, const int *perm) {
     CFT_PROPAGATE("cft_transpose", x);

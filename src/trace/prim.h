@@ -26,6 +26,12 @@ enum {
     CFT_PRIM_REDUCTION = 8u,   /* reduces over the axes in parameter slot 0 */
 };
 
+struct cft_eqn;
+struct cft_prim;
+
+/* The producer of an IR variable, for simplification rules (NULL: none). */
+typedef const struct cft_eqn *(*cft_producer_fn)(void *ctx, int var);
+
 typedef struct cft_prim {
     const char *name;
     int nin; /* -1: variadic */
@@ -58,6 +64,16 @@ typedef struct cft_prim {
     /* optional: write the output into `out`, a preallocated contiguous array
      * of the output aval (lets the lowering place results in its arena) */
     cft_array *(*impl_into)(cft_array *const *in, int nin, const cft_params *p, cft_array *out);
+    /* optional simplification: rewrite equation q (looking at the equations
+     * that produce its inputs) into *out, which computes the same outputs;
+     * return false to keep q */
+    bool (*simplify)(const struct cft_eqn *q, cft_producer_fn producer, void *ctx, struct cft_eqn *out);
+    /* optional: can the output of this primitive, permuted by perm, be
+     * produced directly? Writes the new params and whether the two operands
+     * swap. (dot_general: a transpose of its result is a dot with swapped
+     * operands.) */
+    bool (*fold_transpose)(const cft_params *p, const int64_t *perm, int ndim, const cft_aval *in,
+                           cft_params *out, bool *swap);
 } cft_prim;
 
 /* Set slot k of params to the n values v. */
