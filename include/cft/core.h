@@ -56,6 +56,12 @@ typedef struct cft_aval {
  *  calling it first from main() is recommended. */
 void cft_init(void);
 
+/** Zeroed memory that the garbage collector scans and frees when it is no
+ *  longer reachable: use it for a cft_fn's environment when the environment
+ *  holds arrays or functions (malloc'd memory is invisible to the GC, so
+ *  what it alone points to would be collected). NULL when out of memory. */
+void *cft_alloc(size_t size);
+
 /** Name of a dtype ("f32", ...). */
 const char *cft_dtype_name(cft_dtype dt);
 /** Size in bytes of one element of `dt`. */

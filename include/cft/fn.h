@@ -36,7 +36,8 @@ typedef struct cft_fn cft_fn;
 #define CFT_NOT_BATCHED (-1000)
 
 /** Wrap a C callback as a function with nin inputs and nout outputs. `env` is
- *  passed back to every call (it must stay valid; GC memory or static). */
+ *  passed back to every call. It must stay valid and, if it holds arrays or
+ *  functions, be visible to the GC: static, or from cft_alloc (not malloc). */
 cft_fn *cft_fn_new(cft_fn_cb cb, void *env, int nin, int nout);
 /** Give a function a name (used in the IR printer and errors). Returns f. */
 cft_fn *cft_fn_named(cft_fn *f, const char *name);

@@ -25,8 +25,8 @@ extern "C" {
  *  transform it behaves as f itself; transforms of a jitted function see f. */
 cft_fn *cft_jit(cft_fn *f);
 
-/** Threads used by compiled kernels (and OpenBLAS) above a work threshold;
- *  default 1. */
+/** Threads used by compiled kernels (above 65536 elements) and by OpenBLAS;
+ *  default 1 (the first cft_jit also sets OpenBLAS to this count). */
 void cft_set_num_threads(int n);
 /** The current thread count for kernels. */
 int cft_get_num_threads(void);

@@ -492,6 +492,11 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
 
 cft_fn *cft_jit(cft_fn *f) {
     if (!f) return NULL;
+    static bool blas_set;
+    if (!blas_set) { /* OpenBLAS follows cft's thread count (default 1) */
+        openblas_set_num_threads(nthreads);
+        blas_set = true;
+    }
     jit_env *J = CFT_NEW(jit_env);
     J->f = f;
     cft_fn *g = cft_fn_named(cft_fn_new(jit_cb, J, f->nin, f->nout), "jit");
