@@ -4,7 +4,7 @@
  * immutable n-d arrays (array.h), operations (ops.h) that run eagerly or are
  * traced, pure C functions as values with jvp, vjp, grad, vmap, jacrev,
  * jacfwd and hessian over them (fn.h), a printable closure IR (ir.h), and
- * counter-based random numbers (random.h), and neural-network layers,
+ * counter-based random numbers (random.h); plus neural-network layers,
  * losses, optimizers and safetensors files over parameter trees (nn.h).
  * A per-sample gradient:
  *
@@ -29,6 +29,7 @@
 #include "core.h"
 #include "fn.h"
 #include "ir.h"
+#include "nn.h"
 #include "jit.h"
 #include "ops.h"
 #include "random.h"
