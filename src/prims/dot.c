@@ -61,103 +61,152 @@ static cft_array *dot_shape(const cft_aval *in, int nin, const cft_params *p, cf
     return NULL;
 }
 
-/* View x with its dims in the order g0 ++ g1 ++ g2 (batch, then two groups). */
-static cft_array *grouped(const cft_array *x, const int64_t *g0, int n0, const int *g1, int n1,
-                          const int64_t *g2, int n2) {
-    int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
-    int k = 0;
-    for (int i = 0; i < n0; i++, k++) shape[k] = x->aval.shape[g0[i]], st[k] = x->strides[g0[i]];
-    for (int i = 0; i < n1; i++, k++) shape[k] = x->aval.shape[g1[i]], st[k] = x->strides[g1[i]];
-    for (int i = 0; i < n2; i++, k++) shape[k] = x->aval.shape[g2[i]], st[k] = x->strides[g2[i]];
-    return cft__view(x, shape, k, st, x->offset);
-}
-static cft_array *grouped2(const cft_array *x, const int64_t *g0, int n0, const int64_t *g1, int n1,
-                           const int *g2, int n2) {
-    int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
-    int k = 0;
-    for (int i = 0; i < n0; i++, k++) shape[k] = x->aval.shape[g0[i]], st[k] = x->strides[g0[i]];
-    for (int i = 0; i < n1; i++, k++) shape[k] = x->aval.shape[g1[i]], st[k] = x->strides[g1[i]];
-    for (int i = 0; i < n2; i++, k++) shape[k] = x->aval.shape[g2[i]], st[k] = x->strides[g2[i]];
-    return cft__view(x, shape, k, st, x->offset);
+/* A group of dims (free or contracting) of an operand, read as one index:
+ * its size and its stride, if consecutive non-unit dims nest row-major. */
+static bool collapse(const cft_array *x, const int64_t *dims, int n, int64_t *size, int64_t *stride) {
+    *size = 1;
+    *stride = 0;
+    int64_t prev = -1;
+    for (int i = 0; i < n; i++) {
+        int64_t d = dims[i], len = x->aval.shape[d];
+        *size *= len;
+        if (len == 1) continue;
+        if (prev >= 0 && x->strides[prev] != x->strides[d] * len) return false;
+        prev = d;
+        *stride = x->strides[d];
+    }
+    return true;
 }
 
-/* A GEMM operand: contiguous per batch as rows x cols, or as its transpose. */
+/* rows x cols with element (i, j) at i*rs + j*cs as a BLAS matrix: row-major
+ * with leading dim ld, or (trans) the row-major transpose */
+static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans, int64_t *ld) {
+    int64_t mc = cols > 1 ? cols : 1, mr = rows > 1 ? rows : 1;
+    if (cols <= 1 || cs == 1) {
+        int64_t l = rows <= 1 ? mc : rs;
+        if (l >= mc) return *trans = false, *ld = l, true;
+    }
+    if (rows <= 1 || rs == 1) {
+        int64_t l = cols <= 1 ? mr : cs;
+        if (l >= mr) return *trans = true, *ld = l, true;
+    }
+    return false;
+}
+
+/* A GEMM operand: per batch element a rows x cols matrix (lhs: free x
+ * contract; rhs: contract x free) read in place through its strides, or a
+ * contiguous copy when the dims do not allow that. */
 typedef struct {
-    cft_array *arr;
-    bool trans; /* stored as [cols, rows] */
+    const cft_array *arr;
+    int64_t rows, cols, rs, cs, ld;
+    bool trans;
+    int nb;
+    int64_t bshape[CFT_MAX_NDIM], bstr[CFT_MAX_NDIM];
 } operand;
 
-static operand as_matrix(const cft_array *x, const int64_t *bd, int nbd, const int *fr, int nfr,
-                         const int64_t *cd, int ncd, bool contract_last) {
-    /* preferred layout: [batch, free, contract] for lhs, [batch, contract, free] for rhs */
-    cft_array *pref = contract_last ? grouped(x, bd, nbd, fr, nfr, cd, ncd)
-                                    : grouped2(x, bd, nbd, cd, ncd, fr, nfr);
-    if (cft__is_contig(pref)) return (operand){pref, false};
-    cft_array *alt = contract_last ? grouped2(x, bd, nbd, cd, ncd, fr, nfr)
-                                   : grouped(x, bd, nbd, fr, nfr, cd, ncd);
-    if (cft__is_contig(alt)) return (operand){alt, true};
-    return (operand){cft__contig(pref), false};
+static cft_array *as_matrix(const cft_array *x, const int64_t *bd, int nbd, const int *fr, int nfr,
+                            const int64_t *cd, int ncd, bool lhs, operand *o) {
+    int64_t frd[CFT_MAX_NDIM];
+    for (int i = 0; i < nfr; i++) frd[i] = fr[i];
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int64_t fs, fst, cs, cst;
+        bool ok = collapse(x, frd, nfr, &fs, &fst) && collapse(x, cd, ncd, &cs, &cst);
+        if (ok) {
+            o->arr = x;
+            o->rows = lhs ? fs : cs;
+            o->cols = lhs ? cs : fs;
+            o->rs = lhs ? fst : cst;
+            o->cs = lhs ? cst : fst;
+            ok = blas_layout(o->rows, o->cols, o->rs, o->cs, &o->trans, &o->ld);
+        }
+        if (ok) {
+            o->nb = nbd;
+            for (int i = 0; i < nbd; i++) o->bshape[i] = x->aval.shape[bd[i]], o->bstr[i] = x->strides[bd[i]];
+            return NULL;
+        }
+        /* copy into [batch, rows, cols] order and look again */
+        int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM], nbd2[CFT_MAX_NDIM], nfr2[CFT_MAX_NDIM], ncd2[CFT_MAX_NDIM];
+        int k = 0;
+        for (int i = 0; i < nbd; i++, k++) shape[k] = x->aval.shape[bd[i]], st[k] = x->strides[bd[i]], nbd2[i] = k;
+        const int64_t *g1 = lhs ? frd : cd, *g2 = lhs ? cd : frd;
+        int n1 = lhs ? nfr : ncd, n2 = lhs ? ncd : nfr;
+        int64_t *o1 = lhs ? nfr2 : ncd2, *o2 = lhs ? ncd2 : nfr2;
+        for (int i = 0; i < n1; i++, k++) shape[k] = x->aval.shape[g1[i]], st[k] = x->strides[g1[i]], o1[i] = k;
+        for (int i = 0; i < n2; i++, k++) shape[k] = x->aval.shape[g2[i]], st[k] = x->strides[g2[i]], o2[i] = k;
+        cft_array *c = cft__contig(cft__view(x, shape, k, st, x->offset));
+        if (cft_failed(c)) return c;
+        x = c;
+        bd = nbd2;
+        memcpy(frd, nfr2, sizeof(int64_t) * (size_t)nfr);
+        cd = ncd2;
+    }
+    return cft__fail(CFT_E_SHAPE, "dot_general: internal layout error");
 }
 
 /* z = x y^T; vectorised (the library builds at -O2, which would not) */
-__attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default"))) static void outer_f32(const float *restrict x, const float *restrict y,
-                                                      float *restrict z, int64_t M, int64_t N) {
+__attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default"))) static void
+outer_f32(const float *restrict x, const float *restrict y, float *restrict z, int64_t M, int64_t N) {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) z[i * N + j] = x[i] * y[j];
 }
 
-static void gemm_int(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A, const void *B,
-                     void *C, cft_dtype dt) {
+static void gemm_int(const operand *A, const operand *B, int64_t M, int64_t N, int64_t K,
+                     const char *Ap, const char *Bp, void *C, cft_dtype dt) {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             int64_t acc = 0;
-            for (int64_t k = 0; k < K; k++) {
-                int64_t ia = ta ? k * M + i : i * K + k, ib = tb ? j * K + k : k * N + j;
-                acc += (int64_t)cft__get(A, dt, ia) * (int64_t)cft__get(B, dt, ib);
-            }
+            for (int64_t k = 0; k < K; k++)
+                acc += (int64_t)cft__get(Ap, dt, i * A->rs + k * A->cs) *
+                       (int64_t)cft__get(Bp, dt, k * B->rs + j * B->cs);
             cft__set(C, dt, i * N + j, (double)acc);
         }
 }
 
-/* GEMM per batch into c, a contiguous array of the output aval */
+/* GEMM per batch element into c, a contiguous array of the output aval */
 static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, cft_array *c) {
     (void)nin;
     const cft_array *a = in[0], *b = in[1];
     int fa[CFT_MAX_NDIM], fb[CFT_MAX_NDIM], na, nb, nbt = p->n[LB], nc = p->n[LC];
     free_dims(a->aval.ndim, p, LC, LB, fa, &na);
     free_dims(b->aval.ndim, p, RC, RB, fb, &nb);
-    int64_t Bt = 1, M = 1, N = 1, K = 1;
-    for (int i = 0; i < nbt; i++) Bt *= a->aval.shape[p->v[LB][i]];
-    for (int i = 0; i < na; i++) M *= a->aval.shape[fa[i]];
-    for (int i = 0; i < nb; i++) N *= b->aval.shape[fb[i]];
-    for (int i = 0; i < nc; i++) K *= a->aval.shape[p->v[LC][i]];
-    operand A = as_matrix(a, p->v[LB], nbt, fa, na, p->v[LC], nc, true);
-    operand B = as_matrix(b, p->v[RB], nbt, fb, nb, p->v[RC], nc, false);
-    if (cft_failed(A.arr)) return A.arr;
-    if (cft_failed(B.arr)) return B.arr;
+    operand A, B;
+    cft_array *e = as_matrix(a, p->v[LB], nbt, fa, na, p->v[LC], nc, true, &A);
+    if (e) return e;
+    e = as_matrix(b, p->v[RB], nbt, fb, nb, p->v[RC], nc, false, &B);
+    if (e) return e;
+    int64_t Bt = 1, M = A.rows, N = B.cols, K = A.cols;
+    for (int i = 0; i < nbt; i++) Bt *= A.bshape[i];
     cft_dtype dt = c->aval.dtype;
     size_t es = cft_dtype_size(dt);
     const char *pa = cft__ptr(A.arr), *pb = cft__ptr(B.arr);
     char *pc = cft__ptr(c);
+    int64_t idx[CFT_MAX_NDIM] = {0};
     for (int64_t t = 0; t < Bt; t++) {
-        const void *Ap = pa + (size_t)(t * M * K) * es, *Bp = pb + (size_t)(t * K * N) * es;
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < nbt; i++) oa += idx[i] * A.bstr[i], ob += idx[i] * B.bstr[i];
+        for (int i = nbt - 1; i >= 0; i--) { /* next batch index */
+            if (++idx[i] < A.bshape[i]) break;
+            idx[i] = 0;
+        }
+        const char *Ap = pa + oa * (int64_t)es, *Bp = pb + ob * (int64_t)es;
         void *Cp = pc + (size_t)(t * M * N) * es;
+        if (M * N == 0) continue;
         if (K == 0) {
             memset(Cp, 0, (size_t)(M * N) * es);
             continue;
         }
         CBLAS_TRANSPOSE ta = A.trans ? CblasTrans : CblasNoTrans, tb = B.trans ? CblasTrans : CblasNoTrans;
-        int lda = (int)(A.trans ? M : K), ldb = (int)(B.trans ? K : N);
-        if (K == 1 && dt == CFT_F32) { /* an outer product (per-sample gradients) */
-            outer_f32(Ap, Bp, Cp, M, N);   /* with K = 1 both layouts are the same */
-        } else if (dt == CFT_F32)
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, Ap, lda, Bp, ldb, 0.0f,
-                        Cp, (int)N);
-        else if (dt == CFT_F64)
-            cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, Ap, lda, Bp, ldb, 0.0,
-                        Cp, (int)N);
-        else
-            gemm_int(A.trans, B.trans, M, N, K, Ap, Bp, Cp, dt);
+        if (K == 1 && dt == CFT_F32 && (M == 1 || A.rs == 1) && (N == 1 || B.cs == 1)) {
+            outer_f32((const float *)Ap, (const float *)Bp, Cp, M, N); /* per-sample outer products */
+        } else if (dt == CFT_F32) {
+            cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)Ap, (int)A.ld,
+                        (const float *)Bp, (int)B.ld, 0.0f, Cp, (int)N);
+        } else if (dt == CFT_F64) {
+            cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)Ap, (int)A.ld,
+                        (const double *)Bp, (int)B.ld, 0.0, Cp, (int)N);
+        } else {
+            gemm_int(&A, &B, M, N, K, Ap, Bp, Cp, dt);
+        }
     }
     cft__keep(A.arr);
     cft__keep(B.arr);
