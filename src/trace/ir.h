@@ -47,6 +47,18 @@ cft_ir *cft__ir_finish(cft_ir *ir);
 /* Evaluate with explicit const values (overriding ir->constvals). */
 cft_status cft__ir_eval_with(const cft_ir *ir, cft_array *const *consts, cft_array *const *in,
                              cft_array **out);
+/* Partial evaluation (partial.c): split `ir` by which inputs are known.
+ * known: (known inputs) -> (outputs computed from them, in order; then the
+ * nres residuals); unknown: (residuals, unknown inputs) -> (other outputs).
+ * want_unknown[j] (NULL: where computed) sends output j to the unknown IR
+ * (a known value passes through as a residual); out_known[j] gets where it
+ * went. NULL (last error set) when a wanted known output is unknown. */
+typedef struct cft_split {
+    cft_ir *known, *unknown;
+    int nres;
+} cft_split;
+cft_split *cft__split_ir(const cft_ir *ir, const bool *in_known, const bool *want_unknown, bool *out_known);
+
 /* DCE keeping only the outputs marked in `keep` (NULL: all). */
 cft_ir *cft__ir_dce_outputs(const cft_ir *ir, const bool *keep);
 

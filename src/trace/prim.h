@@ -68,6 +68,13 @@ typedef struct cft_prim {
      * that produce its inputs) into *out, which computes the same outputs;
      * return false to keep q */
     bool (*simplify)(const struct cft_eqn *q, cft_producer_fn producer, void *ctx, struct cft_eqn *out);
+    /* optional partial evaluation (reverse mode of loops): with inputs
+     * partly known, write a known equation (known inputs -> the outputs it
+     * can compute, plus new residual vars numbered from *next_id) and an
+     * unknown one (residuals and unknown inputs -> the other outputs);
+     * out_known[j] says which side computes output j */
+    bool (*partial_eval)(const struct cft_eqn *q, const bool *in_known, int *next_id,
+                         struct cft_eqn *known, struct cft_eqn *unknown, bool *out_known);
     /* optional: can the output of this primitive, permuted by perm, be
      * produced directly? Writes the new params and whether the two operands
      * swap. (dot_general: a transpose of its result is a dot with swapped
