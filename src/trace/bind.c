@@ -75,7 +75,7 @@ cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin,
                               const cft_aval *in, cft_aval *out) {
     if (p->nin >= 0 && nin != p->nin)
         return cft__fail(CFT_E_ARG, "%s: expected %d inputs, got %d", p->name, p->nin, nin);
-    memset(out, 0, sizeof(cft_aval) * (size_t)p->nout);
+    memset(out, 0, sizeof(cft_aval) * (size_t)cft__nout(p, par, nin));
     return p->shape(in, nin, par, out);
 }
 

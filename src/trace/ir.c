@@ -127,10 +127,17 @@ static void put_params(sbuf *s, const cft_eqn *q) {
         if (!nm) continue;
         put(s, any ? " " : "[");
         any = true;
-        bool scalar = nm[0] == '#';
-        if (scalar) nm++;
+        bool scalar = nm[0] == '#', sub = nm[0] == '@';
+        if (scalar || sub) nm++;
         put(s, "%s=", nm);
-        if (strcmp(nm, "dtype") == 0) {
+        if (sub) { /* a nested IR, indented */
+            const char *t = cft_ir_str((const cft_ir *)(uintptr_t)q->params.v[k][0]);
+            for (; *t; t++) {
+                put(s, "%c", *t);
+                if (*t == '\n' && t[1]) put(s, "        ");
+            }
+            s->n--; /* drop the nested IR's final newline */
+        } else if (strcmp(nm, "dtype") == 0) {
             put(s, "%s", cft_dtype_name((cft_dtype)q->params.v[k][0]));
         } else if (scalar) {
             put(s, "%lld", (long long)q->params.v[k][0]);

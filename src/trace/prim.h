@@ -35,7 +35,7 @@ typedef const struct cft_eqn *(*cft_producer_fn)(void *ctx, int var);
 typedef struct cft_prim {
     const char *name;
     int nin; /* -1: variadic */
-    int nout;
+    int nout; /* -1: given by nout_of */
     unsigned flags;
     const char *pnames[CFT_NPARAM]; /* printed names of the parameter slots */
     /* abstract eval: output avals from input avals; errors name the op */
@@ -68,6 +68,8 @@ typedef struct cft_prim {
      * that produce its inputs) into *out, which computes the same outputs;
      * return false to keep q */
     bool (*simplify)(const struct cft_eqn *q, cft_producer_fn producer, void *ctx, struct cft_eqn *out);
+    /* outputs of a variadic-output primitive (nout -1) for these params */
+    int (*nout_of)(const cft_params *p, int nin);
     /* optional partial evaluation (reverse mode of loops): with inputs
      * partly known, write a known equation (known inputs -> the outputs it
      * can compute, plus new residual vars numbered from *next_id) and an
@@ -82,6 +84,11 @@ typedef struct cft_prim {
     bool (*fold_transpose)(const cft_params *p, const int64_t *perm, int ndim, const cft_aval *in,
                            cft_params *out, bool *swap);
 } cft_prim;
+
+/* The number of outputs of p with these params and inputs. */
+static inline int cft__nout(const cft_prim *p, const cft_params *par, int nin) {
+    return p->nout >= 0 ? p->nout : p->nout_of(par, nin);
+}
 
 /* Set slot k of params to the n values v. */
 void cft__param_set(cft_params *p, int k, const int64_t *v, int n);

@@ -54,7 +54,8 @@ static cft_array *stage_lift(cft_trace *t, cft_array *x) {
 static cft_array *stage_process(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
                                 cft_array *const *in, cft_array **out) {
     cft_stage *s = t->state;
-    cft_aval avs[nin > 0 ? nin : 1], oav[p->nout];
+    int nout = cft__nout(p, par, nin);
+    cft_aval avs[nin > 0 ? nin : 1], oav[nout];
     for (int i = 0; i < nin; i++) avs[i] = in[i]->aval;
     cft_array *e = cft__abstract_eval(p, par, nin, avs, oav);
     if (e) return e;
@@ -68,12 +69,12 @@ static cft_array *stage_process(cft_trace *t, const cft_prim *p, const cft_param
     q->prim = p;
     q->params = *par;
     q->nin = nin;
-    q->nout = p->nout;
+    q->nout = nout;
     q->in = CFT_NEWN(cft_irvar *, nin > 0 ? nin : 1);
-    q->out = CFT_NEWN(cft_irvar *, p->nout);
+    q->out = CFT_NEWN(cft_irvar *, nout);
     if (!q->in || !q->out) return cft__oom();
     for (int i = 0; i < nin; i++) q->in[i] = in[i]->u.stage.var;
-    for (int i = 0; i < p->nout; i++) {
+    for (int i = 0; i < nout; i++) {
         q->out[i] = new_var(s, &oav[i]);
         out[i] = cft__tracer(t, &oav[i]);
         if (!q->out[i] || cft_failed(out[i])) return cft__oom();

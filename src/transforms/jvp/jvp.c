@@ -21,22 +21,23 @@ static cft_array *jvp_lift(cft_trace *t, cft_array *x) { return jvp_tracer(t, x,
 
 static cft_array *jvp_process(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
                               cft_array *const *in, cft_array **out) {
-    cft_array *x[nin > 0 ? nin : 1], *dx[nin > 0 ? nin : 1], *y[p->nout], *dy[p->nout];
+    int nout = cft__nout(p, par, nin);
+    cft_array *x[nin > 0 ? nin : 1], *dx[nin > 0 ? nin : 1], *y[nout], *dy[nout];
     bool any = false;
     for (int i = 0; i < nin; i++) {
         x[i] = in[i]->u.jvp.primal;
         dx[i] = in[i]->u.jvp.tangent;
         any |= dx[i] != NULL;
     }
-    cft_array *e = cft__bind(p, par, nin, x, p->nout, y);
+    cft_array *e = cft__bind(p, par, nin, x, nout, y);
     if (e) return e;
-    for (int i = 0; i < p->nout; i++) dy[i] = NULL;
+    for (int i = 0; i < nout; i++) dy[i] = NULL;
     if (any && !(p->flags & CFT_PRIM_NONDIFF)) {
         if (!p->jvp) return cft__fail(CFT_E_TRACE, "%s: no jvp rule", p->name);
         e = p->jvp(x, y, dx, nin, par, dy);
         if (e) return e;
     }
-    for (int i = 0; i < p->nout; i++) {
+    for (int i = 0; i < nout; i++) {
         out[i] = jvp_tracer(t, y[i], dy[i]);
         if (cft_failed(out[i])) return out[i];
     }

@@ -25,8 +25,9 @@ static cft_array *batch_lift(cft_trace *t, cft_array *x) { return batch_tracer(t
 static cft_array *batch_process(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
                                 cft_array *const *in, cft_array **out) {
     batch_state *s = t->state;
-    cft_array *x[nin > 0 ? nin : 1], *y[p->nout];
-    int bd[nin > 0 ? nin : 1], ybd[p->nout];
+    int nout = cft__nout(p, par, nin);
+    cft_array *x[nin > 0 ? nin : 1], *y[nout];
+    int bd[nin > 0 ? nin : 1], ybd[nout];
     bool any = false;
     for (int i = 0; i < nin; i++) {
         x[i] = in[i]->u.batch.val;
@@ -35,14 +36,14 @@ static cft_array *batch_process(cft_trace *t, const cft_prim *p, const cft_param
     }
     cft_array *e;
     if (!any) { /* nothing batched: run it once */
-        e = cft__bind(p, par, nin, x, p->nout, y);
-        for (int i = 0; i < p->nout; i++) ybd[i] = -1;
+        e = cft__bind(p, par, nin, x, nout, y);
+        for (int i = 0; i < nout; i++) ybd[i] = -1;
     } else {
         if (!p->vmap) return cft__fail(CFT_E_TRACE, "vmap: primitive %s has no batching rule", p->name);
         e = p->vmap(s->size, x, bd, nin, par, y, ybd);
     }
     if (e) return e;
-    for (int i = 0; i < p->nout; i++) {
+    for (int i = 0; i < nout; i++) {
         out[i] = batch_tracer(t, y[i], ybd[i]);
         if (cft_failed(out[i])) return out[i];
     }

@@ -1,0 +1,38 @@
+/* cft/control.h: loops that transform well.
+ *
+ * cft_scan runs a body function over the leading axis of its xs, threading
+ * a carry, and stacks the per-step outputs: the loop stays one primitive in
+ * the IR (no unrolling), and jvp, grad (storing residuals per step, then a
+ * reverse scan of the transposed body), vmap (over any inputs) and their
+ * compositions apply to it. cft_fori_loop is a scan with a static trip
+ * count. Values the body captures from outside, tracers of an enclosing
+ * transform included, become explicit inputs of the loop.
+ */
+#ifndef CFT_CONTROL_H
+#define CFT_CONTROL_H
+
+#include "fn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Scan. body: (consts[nconsts], carry[ncarry], x[nx]) -> (carry'[ncarry],
+ *  y[ny]), where x are slices of the xs along axis 0. in = consts ++ initial
+ *  carry ++ xs (nx = body's nin - nconsts - ncarry; each xs has leading dim
+ *  `length`); out = final carry ++ ys (each of leading dim `length`).
+ *  reverse runs from the last slice to the first (ys keep slice order).
+ *  Errors (mismatched carry avals, wrong lengths) name cft_scan. */
+cft_status cft_scan(cft_fn *body, int nconsts, int ncarry, int64_t length, bool reverse,
+                    cft_array *const *in, cft_array **out);
+
+/** For i in [lo, hi): carry = body(i, consts[nconsts], carry[ncarry]) with i
+ *  an i32 scalar; body returns the new carry[ncarry]. in = consts ++ carry;
+ *  out = final carry. A scan underneath: reverse-differentiable. */
+cft_status cft_fori_loop(cft_fn *body, int nconsts, int ncarry, int64_t lo, int64_t hi,
+                         cft_array *const *in, cft_array **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

