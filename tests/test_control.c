@@ -58,6 +58,33 @@ static cft_status fori_loss(void *env, int nin, cft_array *const *in, int nout, 
     return cft_fori_loop(b, 1, 1, 0, 50, in, out);
 }
 
+/* while: (a, x, n) with cond n < limit; body (x, n) -> (x + a*cos(x), n + 1); limit per lane */
+static cft_status w_cond(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout; /* consts: a, limit; carry: x, n */
+    out[0] = cft_lt(in[3], in[1]);
+    return CFT_OK;
+}
+static cft_status w_body(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_add(in[2], cft_mul(in[0], cft_cos(in[2])));
+    out[1] = cft_add(in[3], cft_ones_like(in[3]));
+    return CFT_OK;
+}
+static double w_ref(double a, double x, int limit) {
+    for (int n = 0; n < limit; n++) x = x + a * cos(x);
+    return x;
+}
+/* (a, limit, x0) -> final x, unbounded or bounded */
+static bool bounded;
+static cft_status w_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_fn *c = cft_fn_new(w_cond, NULL, 4, 1), *b = cft_fn_new(w_body, NULL, 4, 2);
+    cft_array *args[4] = {in[0], in[1], in[2], cft_scalar(0, CFT_I32)}, *res[2];
+    cft_status st = bounded ? cft_while_loop_bounded(c, b, 2, 2, 20, args, res) : cft_while_loop(c, b, 2, 2, args, res);
+    out[0] = res[0];
+    return st;
+}
+
 static cft_array *vec(uint64_t seed, int64_t n) {
     return cft_mul_s(cft_random_normal(cft_random_key(seed), CFT_F64, &n, 1), 0.5);
 }
@@ -150,6 +177,38 @@ int main(int argc, char **argv) {
         }
         cft_fn *sumf = cft_grad(cft_fn_new(fori_loss, NULL, 2, 1), (int[]){0}, 1);
         (void)sumf; /* fori_loss returns a vector: differentiate its sum instead */
+    }
+    TEST("while_loop: value against a C loop; jvp against finite differences") {
+        cft_fn *L = cft_fn_new(w_loss, NULL, 3, 1);
+        cft_array *args[3] = {cft_scalar(0.3, CFT_F64), cft_scalar(7, CFT_I32), cft_scalar(0.5, CFT_F64)};
+        CHECK_CLOSE(cft_item(cft_fn_call1(L, args)), w_ref(0.3, 0.5, 7), 1e-14, 0);
+        cft_array *jargs[6] = {args[0], args[1], args[2], cft_scalar(1, CFT_F64), cft_scalar(0, CFT_I32),
+                               cft_scalar(0, CFT_F64)}, *o[2];
+        CHECK_EQ(cft_fn_call(cft_jvp(L), jargs, o), CFT_OK);
+        double h = 1e-6, fd = (w_ref(0.3 + h, 0.5, 7) - w_ref(0.3 - h, 0.5, 7)) / (2 * h);
+        CHECK_CLOSE(cft_item(o[1]), fd, 1e-7, 1e-9);
+    }
+    TEST("vmap of a while_loop with per-lane trip counts equals a loop") {
+        cft_fn *L = cft_fn_new(w_loss, NULL, 3, 1);
+        int32_t lim[4] = {0, 3, 9, 5};
+        double x0[4] = {0.1, -0.4, 0.9, 2.0};
+        cft_array *args[3] = {cft_scalar(0.3, CFT_F64), cft_from_i32(lim, (int64_t[]){4}, 1),
+                              cft_from_f64(x0, (int64_t[]){4}, 1)};
+        cft_array *v = cft_fn_call1(cft_vmap(L, (int[]){CFT_NOT_BATCHED, 0, 0}, NULL), args);
+        for (int b = 0; b < 4; b++) CHECK_CLOSE(cft_item_at(v, b), w_ref(0.3, x0[b], lim[b]), 1e-14, 0);
+    }
+    TEST("bounded while_loop: grad against finite differences; unbounded grad is an error") {
+        cft_array *args[3] = {cft_scalar(0.3, CFT_F64), cft_scalar(7, CFT_I32), cft_scalar(0.5, CFT_F64)};
+        bounded = true;
+        cft_fn *L = cft_fn_new(w_loss, NULL, 3, 1);
+        CHECK_CLOSE(cft_item(cft_fn_call1(L, args)), w_ref(0.3, 0.5, 7), 1e-14, 0);
+        cft_array *g = cft_fn_call1(cft_grad(L, (int[]){0, 2}, 2), args);
+        double h = 1e-6, fd = (w_ref(0.3 + h, 0.5, 7) - w_ref(0.3 - h, 0.5, 7)) / (2 * h);
+        CHECK_CLOSE(cft_item(g), fd, 1e-7, 1e-9);
+        bounded = false;
+        cft_fn *U = cft_fn_new(w_loss, NULL, 3, 1);
+        cft_array *e = cft_fn_call1(cft_grad(U, (int[]){0}, 1), args);
+        CHECK(cft_failed(e) && strstr(cft_error_message(e), "while") != NULL);
     }
     TEST("errors: wrong xs length, carry aval mismatch") {
         cft_array *r[2];

@@ -32,6 +32,20 @@ cft_status cft_scan(cft_fn *body, int nconsts, int ncarry, int64_t length, bool 
 cft_status cft_fori_loop(cft_fn *body, int nconsts, int ncarry, int64_t lo, int64_t hi,
                          cft_array *const *in, cft_array **out);
 
+/** While loop: carry = body(consts, carry) while cond(consts, carry), where
+ *  cond returns a bool scalar. in = consts[nconsts] ++ carry[ncarry]; out =
+ *  final carry. jvp and vmap apply (under vmap, lanes whose condition turned
+ *  false keep their carry while the others run: the loop runs until every
+ *  lane is done). Reverse mode needs a bound: cft_while_loop_bounded. */
+cft_status cft_while_loop(cft_fn *cond, cft_fn *body, int nconsts, int ncarry, cft_array *const *in,
+                          cft_array **out);
+
+/** A while loop of at most max_steps steps, written as a scan of masked
+ *  steps (a finished loop keeps its carry): reverse-differentiable, at the
+ *  cost of always running max_steps steps. */
+cft_status cft_while_loop_bounded(cft_fn *cond, cft_fn *body, int nconsts, int ncarry, int64_t max_steps,
+                                  cft_array *const *in, cft_array **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -375,6 +375,183 @@ const cft_prim cft_p_scan = {
     .vmap = scan_vmap, .partial_eval = scan_partial_eval,
 };
 
+/* ---- while[@cond, @body, #nconsts](consts, carry) -> carry ----
+ * cond and body both take (consts, carry); cond returns a bool scalar. */
+
+extern const cft_prim cft_p_while;
+enum { W_COND, W_BODY, W_NC };
+
+static cft_params while_params(cft_ir *cond, cft_ir *body, int nc) {
+    cft_params p;
+    memset(&p, 0, sizeof p);
+    cft__param_set1(&p, W_COND, (int64_t)(uintptr_t)cond);
+    cft__param_set1(&p, W_BODY, (int64_t)(uintptr_t)body);
+    cft__param_set1(&p, W_NC, nc);
+    return p;
+}
+static cft_ir *wcond(const cft_params *p) { return (cft_ir *)(uintptr_t)p->v[W_COND][0]; }
+static cft_ir *wbody(const cft_params *p) { return (cft_ir *)(uintptr_t)p->v[W_BODY][0]; }
+
+static cft_array *while_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    cft_ir *c = wcond(p), *b = wbody(p);
+    int nc = (int)p->v[W_NC][0], ncar = nin - nc;
+    if (c->nin != nin || b->nin != nin || b->nout != ncar || c->nout != 1)
+        return cft__fail(CFT_E_ARG, "while_loop: cond takes %d, body takes %d and returns %d, for %d inputs", c->nin,
+                         b->nin, b->nout, nin);
+    const cft_aval *pa = &c->outvars[0]->aval;
+    if (pa->dtype != CFT_BOOL || pa->ndim != 0)
+        return cft__fail(CFT_E_SHAPE, "while_loop: cond returns %s, not a bool scalar", cft__av(pa));
+    for (int i = 0; i < nin; i++)
+        if (!cft__aval_eq(&in[i], &b->invars[i]->aval) || !cft__aval_eq(&in[i], &c->invars[i]->aval))
+            return cft__fail(CFT_E_SHAPE, "while_loop: input %d is %s, the loop takes %s", i, cft__av(&in[i]),
+                             cft__av(&b->invars[i]->aval));
+    for (int j = 0; j < ncar; j++) {
+        if (!cft__aval_eq(&b->outvars[j]->aval, &in[nc + j]))
+            return cft__fail(CFT_E_SHAPE, "while_loop: the body returns carry %d as %s but takes %s", j,
+                             cft__av(&b->outvars[j]->aval), cft__av(&in[nc + j]));
+        out[j] = in[nc + j];
+    }
+    return NULL;
+}
+
+static cft_array *while_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    cft_ir *c = wcond(p), *b = wbody(p);
+    int nc = (int)p->v[W_NC][0], ncar = nin - nc;
+    cft_array *args[nin > 0 ? nin : 1], *pr[1];
+    memcpy(args, in, sizeof(cft_array *) * (size_t)nin);
+    for (;;) {
+        if (cft_ir_eval(c, args, pr) != CFT_OK) return pr[0];
+        if (cft_item(pr[0]) == 0) break;
+        if (cft_ir_eval(b, args, args + nc) != CFT_OK) return args[nc];
+    }
+    memcpy(out, args + nc, sizeof(cft_array *) * (size_t)ncar);
+    return NULL;
+}
+
+static int while_nout(const cft_params *p, int nin) { return nin - (int)p->v[W_NC][0]; }
+
+typedef struct {
+    cft_ir *cond, *body;
+    int nc, ncar;
+} while_env;
+
+/* jvp: cond' (consts, tconsts, carry, tcarry) -> cond(consts, carry) */
+static cft_status wjvp_cond_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    while_env *e = envp;
+    (void)nin, (void)nout;
+    cft_array *args[e->nc + e->ncar + 1];
+    memcpy(args, in, sizeof(cft_array *) * (size_t)e->nc);
+    memcpy(args + e->nc, in + 2 * e->nc, sizeof(cft_array *) * (size_t)e->ncar);
+    return cft_ir_eval(e->cond, args, out);
+}
+/* body' (consts, tconsts, carry, tcarry) -> (carry', tcarry') */
+static cft_status wjvp_body_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    while_env *e = envp;
+    (void)nout;
+    int n = e->nc + e->ncar;
+    cft_array *args[2 * n + 1];
+    memcpy(args, in, sizeof(cft_array *) * (size_t)e->nc);                                /* consts */
+    memcpy(args + e->nc, in + 2 * e->nc, sizeof(cft_array *) * (size_t)e->ncar);          /* carry */
+    memcpy(args + n, in + e->nc, sizeof(cft_array *) * (size_t)e->nc);                   /* tconsts */
+    memcpy(args + n + e->nc, in + 2 * e->nc + e->ncar, sizeof(cft_array *) * (size_t)e->ncar); /* tcarry */
+    (void)nin;
+    return cft_fn_call(cft_jvp(cft_ir_fn(e->body)), args, out);
+}
+
+static cft_array *while_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                            const cft_params *p, cft_array **ty) {
+    (void)y;
+    while_env *e = CFT_NEW(while_env);
+    e->cond = wcond(p), e->body = wbody(p), e->nc = (int)p->v[W_NC][0], e->ncar = nin - e->nc;
+    int nc = e->nc, ncar = e->ncar;
+    cft_aval *av = CFT_NEWN(cft_aval, 2 * nin + 1);
+    cft_array **args = CFT_NEWN(cft_array *, 2 * nin + 1);
+    for (int g = 0, k = 0, base = 0; g < 2; g++) { /* (consts, tconsts, carry, tcarry) */
+        int cnt = g ? ncar : nc;
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < cnt; i++, k++) {
+                av[k] = x[base + i]->aval;
+                args[k] = r ? cft__inst(t[base + i], &x[base + i]->aval) : x[base + i];
+            }
+        base += cnt;
+    }
+    cft_ir *c2 = cft_make_ir(cft_fn_new(wjvp_cond_cb, e, 2 * nin, 1), av);
+    cft_ir *b2 = cft_make_ir(cft_fn_new(wjvp_body_cb, e, 2 * nin, 2 * ncar), av);
+    if (!c2 || !b2) return cft__fail(cft_last_error(), "while_loop jvp: %s", cft_last_error_message());
+    cft_params q = while_params(c2, b2, 2 * nc);
+    cft_array **res = CFT_NEWN(cft_array *, 2 * ncar + 1);
+    cft_array *err = cft__bind(&cft_p_while, &q, 2 * nin, args, 2 * ncar, res);
+    if (err) return err;
+    for (int j = 0; j < ncar; j++) ty[j] = res[ncar + j];
+    return NULL;
+}
+
+/* vmap: every lane runs until all are done; finished lanes keep their carry */
+typedef struct {
+    cft_fn *vcond, *vbody; /* vmapped over (consts, carry), outputs batched at 0 */
+    int nc, ncar;
+} wvmap_env;
+
+static cft_status wv_cond_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    wvmap_env *e = envp;
+    (void)nin, (void)nout;
+    cft_array *pl[1];
+    cft_status st = cft_fn_call(e->vcond, in, pl);
+    if (st) return st;
+    out[0] = cft_max(pl[0], NULL, 0, false); /* any lane still running */
+    return CFT_OK;
+}
+static cft_status wv_body_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    wvmap_env *e = envp;
+    (void)nin, (void)nout;
+    cft_array *pl[1], *nb[e->ncar + 1];
+    cft_status st = cft_fn_call(e->vcond, in, pl);
+    if (st) return st;
+    st = cft_fn_call(e->vbody, in, nb);
+    if (st) return st;
+    for (int j = 0; j < e->ncar; j++) {
+        const cft_aval *a = &nb[j]->aval;
+        out[j] = cft_where(cft_broadcast_in_dim(pl[0], a->shape, a->ndim, (int[]){0}), nb[j], in[e->nc + j]);
+    }
+    return CFT_OK;
+}
+
+static cft_array *while_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                             const cft_params *p, cft_array **y, int *ybdim) {
+    int nc = (int)p->v[W_NC][0], ncar = nin - nc;
+    wvmap_env *e = CFT_NEW(wvmap_env);
+    e->nc = nc, e->ncar = ncar;
+    int *in_axes = CFT_NEWN(int, nin + 1), *out_axes = CFT_NEWN(int, ncar + 1);
+    cft_aval *av = CFT_NEWN(cft_aval, nin + 1);
+    cft_array **args = CFT_NEWN(cft_array *, nin + 1);
+    for (int i = 0; i < nin; i++) {
+        bool carry = i >= nc;
+        if (carry || bdim[i] >= 0) {
+            in_axes[i] = 0;
+            args[i] = cft__batch_at(x[i], bdim[i], size, 0);
+        } else {
+            in_axes[i] = CFT_NOT_BATCHED;
+            args[i] = x[i];
+        }
+        av[i] = args[i]->aval;
+    }
+    for (int j = 0; j < ncar; j++) out_axes[j] = 0;
+    e->vcond = cft_vmap(cft_ir_fn(wcond(p)), in_axes, (int[]){0});
+    e->vbody = cft_vmap(cft_ir_fn(wbody(p)), in_axes, out_axes);
+    cft_ir *c2 = cft_make_ir(cft_fn_new(wv_cond_cb, e, nin, 1), av);
+    cft_ir *b2 = cft_make_ir(cft_fn_new(wv_body_cb, e, nin, ncar), av);
+    if (!c2 || !b2) return cft__fail(cft_last_error(), "while_loop vmap: %s", cft_last_error_message());
+    cft_params q = while_params(c2, b2, nc);
+    for (int j = 0; j < ncar; j++) ybdim[j] = 0;
+    return cft__bind(&cft_p_while, &q, nin, args, ncar, y);
+}
+
+const cft_prim cft_p_while = {
+    .name = "while", .nin = -1, .nout = -1, .nout_of = while_nout,
+    .pnames = {"@cond", "@body", "#nconsts"},
+    .shape = while_shape, .impl = while_impl, .jvp = while_jvp, .vmap = while_vmap,
+};
+
 /* ---- public loops ---- */
 
 /* the body's constants become explicit inputs of the loop (closure
@@ -461,4 +638,87 @@ cft_status cft_fori_loop(cft_fn *body, int nconsts, int ncarry, int64_t lo, int6
         return CFT_OK;
     }
     return cft_scan(f, nconsts, ncarry, hi - lo, false, args, out);
+}
+
+/* cond and body traced at the loop's avals, their constants hoisted into
+ * the loop's consts (both IRs then take the union) */
+cft_status cft_while_loop(cft_fn *cond, cft_fn *body, int nconsts, int ncarry, cft_array *const *in,
+                          cft_array **out) {
+    int nin = nconsts + ncarry;
+    if (!cond || !body || !in || !out || cft_fn_nin(cond) != nin || cft_fn_nin(body) != nin ||
+        cft_fn_nout(cond) != 1 || cft_fn_nout(body) != ncarry || ncarry < 1)
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_while_loop: cond and body must take (%d consts, %d carries); "
+                                       "cond returns a bool scalar, body the carries", nconsts, ncarry));
+    cft_aval *av = CFT_NEWN(cft_aval, nin + 1);
+    for (int i = 0; i < nin; i++) {
+        if (cft_failed(in[i])) {
+            for (int j = 0; j < ncarry; j++) out[j] = in[i] ? in[i] : cft__fail(CFT_E_ARG, "cft_while_loop: NULL input");
+            return cft__set_last(out[0]);
+        }
+        av[i] = in[i]->aval;
+    }
+    cft_ir *c = cft_make_ir(cond, av), *b = c ? cft_make_ir(body, av) : NULL;
+    if (!b) {
+        cft_array *e = cft__fail(cft_last_error(), "cft_while_loop: %s", cft_last_error_message());
+        for (int j = 0; j < ncarry; j++) out[j] = e;
+        return cft__set_last(e);
+    }
+    /* hoist both IRs' constants: loop inputs = cond consts, body consts, consts, carry */
+    int hc = c->nconst, hb = b->nconst, nall = hc + hb + nin;
+    cft_ir cd = *c, bd = *b;
+    cd.invars = CFT_NEWN(cft_irvar *, nall + 1);
+    bd.invars = CFT_NEWN(cft_irvar *, nall + 1);
+    cft_aval *all = CFT_NEWN(cft_aval, nall + 1);
+    cft_array **args = CFT_NEWN(cft_array *, nall + 1);
+    int k = 0;
+    for (int i = 0; i < hc; i++, k++) all[k] = c->constvars[i]->aval, args[k] = c->constvals[i];
+    for (int i = 0; i < hb; i++, k++) all[k] = b->constvars[i]->aval, args[k] = b->constvals[i];
+    for (int i = 0; i < nin; i++, k++) all[k] = av[i], args[k] = in[i];
+    /* each IR gets fresh placeholder vars for the other's constants */
+    int next_c = c->nvars, next_b = b->nvars;
+    for (int i = 0; i < nall; i++) {
+        bool cown = i < hc, bown = i >= hc && i < hc + hb, user = i >= hc + hb;
+        if (cown) cd.invars[i] = c->constvars[i];
+        else if (user) cd.invars[i] = c->invars[i - hc - hb];
+        else cd.invars[i] = fresh(&next_c, &all[i]);
+        if (bown) bd.invars[i] = b->constvars[i - hc];
+        else if (user) bd.invars[i] = b->invars[i - hc - hb];
+        else bd.invars[i] = fresh(&next_b, &all[i]);
+    }
+    cd.nin = bd.nin = nall;
+    cd.nconst = bd.nconst = 0;
+    cd.constvars = bd.constvars = NULL;
+    cd.constvals = bd.constvals = NULL;
+    cft_params q = while_params(cft__ir_finish(&cd), cft__ir_finish(&bd), hc + hb + nconsts);
+    cft_array *e = cft__bind(&cft_p_while, &q, nall, args, ncarry, out);
+    return e ? cft__set_last(e) : CFT_OK;
+}
+
+typedef struct {
+    cft_fn *cond, *body;
+    int nconsts, ncarry;
+} bounded_env;
+
+/* one masked step, as a scan body: (consts, carry) -> carry */
+static cft_status bounded_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    bounded_env *e = envp;
+    (void)nin, (void)nout;
+    cft_array *pr[1], *nb[e->ncarry + 1];
+    cft_status st = cft_fn_call(e->cond, in, pr);
+    if (st) return st;
+    st = cft_fn_call(e->body, in, nb);
+    if (st) return st;
+    for (int j = 0; j < e->ncarry; j++) out[j] = cft_where(pr[0], nb[j], in[e->nconsts + j]);
+    return CFT_OK;
+}
+
+cft_status cft_while_loop_bounded(cft_fn *cond, cft_fn *body, int nconsts, int ncarry, int64_t max_steps,
+                                  cft_array *const *in, cft_array **out) {
+    if (!cond || !body || max_steps < 0 || ncarry < 1)
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_while_loop_bounded: bad arguments (max_steps=%lld)",
+                                       (long long)max_steps));
+    bounded_env *e = CFT_NEW(bounded_env);
+    e->cond = cond, e->body = body, e->nconsts = nconsts, e->ncarry = ncarry;
+    cft_fn *step = cft_fn_new(bounded_cb, e, nconsts + ncarry, ncarry);
+    return cft_scan(step, nconsts, ncarry, max_steps, false, in, out);
 }
