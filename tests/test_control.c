@@ -85,6 +85,49 @@ static cft_status w_loss(void *env, int nin, cft_array *const *in, int nout, cft
     return st;
 }
 
+/* cond branches over (x, a): true -> a*sin(x)*x, false -> cos(x)+a; sqrt branch for NaN safety */
+static cft_status br_true(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_mul(cft_mul(in[1], cft_sin(in[0])), in[0]);
+    return CFT_OK;
+}
+static cft_status br_false(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_add(cft_cos(in[0]), in[1]);
+    return CFT_OK;
+}
+static cft_status br_sqrt(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_sqrt(in[0]);
+    return CFT_OK;
+}
+static cft_status br_zero(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_zeros_like(in[0]);
+    return CFT_OK;
+}
+/* (x, a) -> sum(cond(sum(x) > 0, ...)) */
+static cft_status cond_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_fn *t = cft_fn_new(br_true, NULL, 2, 1), *f = cft_fn_new(br_false, NULL, 2, 1);
+    cft_array *pred = cft_gt(cft_sum(in[0], NULL, 0, false), cft_scalar(0, CFT_F64)), *r[1];
+    cft_status st = cft_cond(pred, t, f, 2, in, r);
+    out[0] = cft_sum(r[0], NULL, 0, false);
+    return st;
+}
+static double cond_ref(const double *x, int n, double a) {
+    double s = 0, r = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    for (int i = 0; i < n; i++) r += s > 0 ? a * sin(x[i]) * x[i] : cos(x[i]) + a;
+    return r;
+}
+/* (x) -> cond(x > 0, sqrt, zero)(x): the unchosen branch never runs */
+static cft_status sqrt_or_zero(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    return cft_cond(cft_gt(in[0], cft_zeros_like(in[0])), cft_fn_new(br_sqrt, NULL, 1, 1),
+                    cft_fn_new(br_zero, NULL, 1, 1), 1, in, out);
+}
+
 static cft_array *vec(uint64_t seed, int64_t n) {
     return cft_mul_s(cft_random_normal(cft_random_key(seed), CFT_F64, &n, 1), 0.5);
 }
@@ -209,6 +252,68 @@ int main(int argc, char **argv) {
         cft_fn *U = cft_fn_new(w_loss, NULL, 3, 1);
         cft_array *e = cft_fn_call1(cft_grad(U, (int[]){0}, 1), args);
         CHECK(cft_failed(e) && strstr(cft_error_message(e), "while") != NULL);
+    }
+    TEST("cond: values, grad and jvp against references and finite differences, both branches") {
+        cft_fn *L = cft_fn_new(cond_loss, NULL, 2, 1);
+        double xs2[2][3] = {{0.3, -0.1, 0.5}, {-0.3, 0.1, -0.5}};
+        for (int c = 0; c < 2; c++) {
+            cft_array *args[2] = {cft_from_f64(xs2[c], (int64_t[]){3}, 1), cft_scalar(0.7, CFT_F64)};
+            CHECK_CLOSE(cft_item(cft_fn_call1(L, args)), cond_ref(xs2[c], 3, 0.7), 1e-14, 0);
+            cft_array *g[2];
+            CHECK_EQ(cft_fn_call(cft_grad(L, (int[]){0, 1}, 2), args, g), CFT_OK);
+            for (int i = 0; i < 3; i++) {
+                double xp[3], xm[3], h = 1e-6;
+                memcpy(xp, xs2[c], sizeof xp), memcpy(xm, xs2[c], sizeof xm);
+                xp[i] += h, xm[i] -= h;
+                CHECK_CLOSE(cft_item_at(g[0], i), (cond_ref(xp, 3, 0.7) - cond_ref(xm, 3, 0.7)) / (2 * h), 1e-7, 1e-9);
+            }
+            double fa = (cond_ref(xs2[c], 3, 0.7 + 1e-6) - cond_ref(xs2[c], 3, 0.7 - 1e-6)) / 2e-6;
+            CHECK_CLOSE(cft_item(g[1]), fa, 1e-7, 1e-9);
+            cft_array *jargs[4] = {args[0], args[1], cft_zeros_like(args[0]), cft_scalar(1, CFT_F64)}, *o[2];
+            CHECK_EQ(cft_fn_call(cft_jvp(L), jargs, o), CFT_OK);
+            CHECK_CLOSE(cft_item(o[1]), fa, 1e-7, 1e-9);
+            cft_array *gg = cft_fn_call1(cft_grad(cft_grad(L, (int[]){1}, 1), (int[]){0}, 1), args);
+            CHECK(!cft_failed(gg)); /* d2/da dx: a*... is linear in a: sin(x)+x cos(x) or 0 */
+            for (int i = 0; i < 3; i++) {
+                double x = xs2[c][i];
+                CHECK_CLOSE(cft_item_at(gg, i), c == 0 ? sin(x) + x * cos(x) : 0, 1e-12, 1e-12);
+            }
+        }
+    }
+    TEST("cond under vmap: a batched predicate selects per lane; matches a loop (values and grads)") {
+        cft_fn *L = cft_fn_new(cond_loss, NULL, 2, 1);
+        double rows[9] = {0.3, -0.1, 0.5, -0.3, 0.1, -0.5, 1, 1, -3};
+        cft_array *X = cft_from_f64(rows, (int64_t[]){3, 3}, 2), *a = cft_scalar(0.7, CFT_F64);
+        cft_array *args[2] = {X, a};
+        int ax[2] = {0, CFT_NOT_BATCHED};
+        cft_array *v = cft_fn_call1(cft_vmap(L, ax, NULL), args);
+        cft_array *vg = cft_fn_call1(cft_vmap(cft_grad(L, NULL, 0), ax, NULL), args);
+        for (int b = 0; b < 3; b++) {
+            CHECK_CLOSE(cft_item_at(v, b), cond_ref(rows + 3 * b, 3, 0.7), 1e-14, 0);
+            cft_array *one[2] = {cft_index(X, b), a};
+            CHECK_ARRAY_CLOSE(cft_index(vg, b), cft_fn_call1(cft_grad(L, NULL, 0), one), 1e-14, 0);
+        }
+        double as[3] = {0.1, 0.2, 0.3}; /* unbatched predicate, batched a: still one cond */
+        cft_array *A = cft_from_f64(as, (int64_t[]){3}, 1), *x0 = cft_index(X, 0);
+        cft_array *args2[2] = {x0, A};
+        cft_array *v2 = cft_fn_call1(cft_vmap(L, (int[]){CFT_NOT_BATCHED, 0}, NULL), args2);
+        for (int b = 0; b < 3; b++) CHECK_CLOSE(cft_item_at(v2, b), cond_ref(rows, 3, as[b]), 1e-14, 0);
+    }
+    TEST("cond runs only the chosen branch: grad of cond(x > 0, sqrt, 0) at 0 is 0") {
+        cft_fn *f = cft_fn_new(sqrt_or_zero, NULL, 1, 1);
+        cft_array *z = cft_scalar(0, CFT_F64), *four = cft_scalar(4, CFT_F64);
+        CHECK_CLOSE(cft_item(cft_fn_call1(cft_grad(f, NULL, 0), &z)), 0, 0, 0);
+        CHECK_CLOSE(cft_item(cft_fn_call1(cft_grad(f, NULL, 0), &four)), 0.25, 1e-15, 0);
+    }
+    TEST("switch: three branches, the index clamped to range") {
+        cft_fn *br[3] = {cft_fn_new(br_true, NULL, 2, 1), cft_fn_new(br_false, NULL, 2, 1), cft_fn_new(br_true, NULL, 2, 1)};
+        cft_array *ops[2] = {cft_scalar(0.5, CFT_F64), cft_scalar(2, CFT_F64)}, *r[1];
+        int32_t idx[3] = {-5, 1, 9};
+        double want[3] = {2 * sin(0.5) * 0.5, cos(0.5) + 2, 2 * sin(0.5) * 0.5};
+        for (int k = 0; k < 3; k++) {
+            CHECK_EQ(cft_switch(cft_from_i32(&idx[k], NULL, 0), br, 3, 2, ops, r), CFT_OK);
+            CHECK_CLOSE(cft_item(r[0]), want[k], 1e-15, 0);
+        }
     }
     TEST("errors: wrong xs length, carry aval mismatch") {
         cft_array *r[2];

@@ -32,6 +32,18 @@ cft_status cft_scan(cft_fn *body, int nconsts, int ncarry, int64_t length, bool 
 cft_status cft_fori_loop(cft_fn *body, int nconsts, int ncarry, int64_t lo, int64_t hi,
                          cft_array *const *in, cft_array **out);
 
+/** Switch: run branches[clamp(index, 0, nbranches-1)](ops) (index an
+ *  integer scalar, at most 16 branches; every branch takes the same nops
+ *  inputs and returns the same outputs). Only the chosen branch runs. Under
+ *  vmap with a batched index every branch runs on the whole batch and each
+ *  lane selects its result (a select, as JAX does); with an unbatched index
+ *  it stays one switch. grad stores the chosen branch's residuals. */
+cft_status cft_switch(cft_array *index, cft_fn *const *branches, int nbranches, int nops, cft_array *const *ops,
+                      cft_array **out);
+/** cond: pred (bool scalar) ? on_true(ops) : on_false(ops). */
+cft_status cft_cond(cft_array *pred, cft_fn *on_true, cft_fn *on_false, int nops, cft_array *const *ops,
+                    cft_array **out);
+
 /** While loop: carry = body(consts, carry) while cond(consts, carry), where
  *  cond returns a bool scalar. in = consts[nconsts] ++ carry[ncarry]; out =
  *  final carry. jvp and vmap apply (under vmap, lanes whose condition turned

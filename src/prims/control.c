@@ -552,6 +552,305 @@ const cft_prim cft_p_while = {
     .shape = while_shape, .impl = while_impl, .jvp = while_jvp, .vmap = while_vmap,
 };
 
+/* ---- cond[@branches](index, ops) -> outs ---- */
+
+extern const cft_prim cft_p_cond;
+
+static int nbranches(const cft_params *p) { return p->n[0]; }
+static cft_ir *branch(const cft_params *p, int k) { return (cft_ir *)(uintptr_t)p->v[0][k]; }
+static cft_params cond_params(cft_ir *const *br, int n) {
+    cft_params p;
+    memset(&p, 0, sizeof p);
+    p.n[0] = (int8_t)n;
+    for (int k = 0; k < n; k++) p.v[0][k] = (int64_t)(uintptr_t)br[k];
+    return p;
+}
+
+static cft_array *cond_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    if (in[0].ndim != 0 || cft_dtype_is_float(in[0].dtype) || in[0].dtype == CFT_BOOL)
+        return cft__fail(CFT_E_DTYPE, "cond: the index must be an integer scalar, got %s", cft__av(&in[0]));
+    cft_ir *b0 = branch(p, 0);
+    for (int k = 0; k < nbranches(p); k++) {
+        cft_ir *b = branch(p, k);
+        if (b->nin != nin - 1 || b->nout != b0->nout)
+            return cft__fail(CFT_E_ARG, "cond: branch %d takes %d and returns %d; expected %d and %d", k, b->nin,
+                             b->nout, nin - 1, b0->nout);
+        for (int i = 0; i < b->nin; i++)
+            if (!cft__aval_eq(&b->invars[i]->aval, &in[1 + i]))
+                return cft__fail(CFT_E_SHAPE, "cond: operand %d is %s, branch %d takes %s", i, cft__av(&in[1 + i]), k,
+                                 cft__av(&b->invars[i]->aval));
+        for (int j = 0; j < b->nout; j++)
+            if (!cft__aval_eq(&b->outvars[j]->aval, &b0->outvars[j]->aval))
+                return cft__fail(CFT_E_SHAPE, "cond: branch %d returns %s where branch 0 returns %s", k,
+                                 cft__av(&b->outvars[j]->aval), cft__av(&b0->outvars[j]->aval));
+    }
+    for (int j = 0; j < b0->nout; j++) out[j] = b0->outvars[j]->aval;
+    return NULL;
+}
+
+static int clamp_index(cft_array *i, int n) {
+    double v = cft_item(i);
+    return v < 0 ? 0 : v >= n ? n - 1 : (int)v;
+}
+
+static cft_array *cond_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    (void)nin;
+    cft_ir *b = branch(p, clamp_index(in[0], nbranches(p)));
+    return cft_ir_eval(b, in + 1, out) == CFT_OK ? NULL : out[0];
+}
+
+static int cond_nout(const cft_params *p, int nin) {
+    (void)nin;
+    return branch(p, 0)->nout;
+}
+
+/* a branch's jvp: (ops, tops) -> (outs, touts) */
+static cft_array *cond_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                           const cft_params *p, cft_array **ty) {
+    (void)y;
+    int n = nin - 1, nb = nbranches(p), m = branch(p, 0)->nout;
+    cft_aval *av = CFT_NEWN(cft_aval, 2 * n + 1);
+    cft_array **args = CFT_NEWN(cft_array *, 2 * n + 2);
+    args[0] = x[0];
+    for (int i = 0; i < n; i++) {
+        av[i] = av[n + i] = x[1 + i]->aval;
+        args[1 + i] = x[1 + i];
+        args[1 + n + i] = cft__inst(t[1 + i], &x[1 + i]->aval);
+    }
+    cft_ir *jb[16];
+    for (int k = 0; k < nb; k++) {
+        jb[k] = cft_make_ir(cft_jvp(cft_ir_fn(branch(p, k))), av);
+        if (!jb[k]) return cft__fail(cft_last_error(), "cond jvp: %s", cft_last_error_message());
+    }
+    cft_params q = cond_params(jb, nb);
+    cft_array **res = CFT_NEWN(cft_array *, 2 * m + 1);
+    cft_array *e = cft__bind(&cft_p_cond, &q, 2 * n + 1, args, 2 * m, res);
+    if (e) return e;
+    for (int j = 0; j < m; j++) ty[j] = res[m + j];
+    return NULL;
+}
+
+static cft_array *cond_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                            const cft_params *p, cft_array **y, int *ybdim) {
+    int n = nin - 1, nb = nbranches(p), m = branch(p, 0)->nout;
+    int *in_axes = CFT_NEWN(int, n + 1), *out_axes = CFT_NEWN(int, m + 1);
+    cft_aval *av = CFT_NEWN(cft_aval, n + 1);
+    cft_array **ops = CFT_NEWN(cft_array *, n + 1);
+    bool any = false;
+    for (int i = 0; i < n; i++) any |= bdim[1 + i] >= 0;
+    for (int i = 0; i < n; i++) {
+        in_axes[i] = bdim[1 + i] >= 0 ? 0 : CFT_NOT_BATCHED;
+        ops[i] = bdim[1 + i] >= 0 ? cft__moveaxis_b(x[1 + i], bdim[1 + i], 0) : x[1 + i];
+        av[i] = ops[i]->aval;
+    }
+    for (int j = 0; j < m; j++) out_axes[j] = 0, ybdim[j] = 0;
+    cft_fn *vb[16]; /* each branch over the batch (or as is, when no operand is batched) */
+    for (int k = 0; k < nb; k++) vb[k] = any ? cft_vmap(cft_ir_fn(branch(p, k)), in_axes, out_axes) : cft_ir_fn(branch(p, k));
+    if (bdim[0] < 0) { /* one index for all lanes: still one cond */
+        cft_ir *br[16];
+        for (int k = 0; k < nb; k++) {
+            br[k] = cft_make_ir(vb[k], av);
+            if (!br[k]) return cft__fail(cft_last_error(), "cond vmap: %s", cft_last_error_message());
+        }
+        cft_params q = cond_params(br, nb);
+        cft_array **args = CFT_NEWN(cft_array *, nin + 1);
+        args[0] = x[0];
+        memcpy(args + 1, ops, sizeof(cft_array *) * (size_t)n);
+        return cft__bind(&cft_p_cond, &q, nin, args, m, y);
+    }
+    /* an index per lane: every branch on the whole batch, then a select per lane */
+    cft_array *idx = cft__moveaxis_b(x[0], bdim[0], 0);
+    idx = cft_maximum(cft_minimum(idx, cft_full_like(idx, nb - 1)), cft_zeros_like(idx));
+    cft_array **res = CFT_NEWN(cft_array *, m + 1);
+    for (int k = 0; k < nb; k++) {
+        if (cft_fn_call(vb[k], ops, res) != CFT_OK) return res[0];
+        for (int j = 0; j < m; j++) {
+            if (!any) res[j] = cft__batch_at(res[j], -1, size, 0);
+            if (k == 0) {
+                y[j] = res[j];
+                continue;
+            }
+            const cft_aval *a = &res[j]->aval;
+            cft_array *pick = cft_broadcast_in_dim(cft_eq(idx, cft_full_like(idx, k)), a->shape, a->ndim, (int[]){0});
+            y[j] = cft_where(pick, res[j], y[j]);
+        }
+    }
+    return NULL;
+}
+
+/* reverse mode: each branch split alike; the known cond also returns the
+ * residuals of the branch taken, in that branch's slots (zeros elsewhere) */
+typedef struct {
+    cft_ir *ir;       /* a split half of one branch */
+    int nres_before;  /* residual slots of the branches before this one */
+    int nres_total;
+    cft_aval *slots;  /* avals of all residual slots */
+    int nres, nout;   /* this branch's residuals; known outputs */
+} half_env;
+
+static cft_status known_half_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    half_env *e = envp;
+    (void)nin, (void)nout;
+    cft_array **r = CFT_NEWN(cft_array *, e->nout + e->nres + 1);
+    cft_status st = cft_ir_eval(e->ir, in, r);
+    if (st) return st;
+    for (int j = 0; j < e->nout; j++) out[j] = r[j];
+    for (int s = 0; s < e->nres_total; s++) {
+        int own = s - e->nres_before;
+        out[e->nout + s] = own >= 0 && own < e->nres ? r[e->nout + own] : cft__zeros_aval(&e->slots[s]);
+    }
+    return CFT_OK;
+}
+static cft_status unknown_half_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    half_env *e = envp;
+    (void)nout;
+    cft_array **args = CFT_NEWN(cft_array *, nin + 1);
+    int k = 0;
+    for (int r = 0; r < e->nres; r++) args[k++] = in[e->nres_before + r];
+    for (int i = e->nres_total; i < nin; i++) args[k++] = in[i];
+    return cft_ir_eval(e->ir, args, out);
+}
+
+static bool cond_partial_eval(const cft_eqn *q, const bool *in_known, int *next_id, cft_eqn *kq,
+                              cft_eqn *uq, bool *out_known) {
+    const cft_params *p = &q->params;
+    int nb = nbranches(p), n = q->nin - 1, m = q->nout;
+    if (!in_known[0]) return false; /* an index that is not known: no split */
+    bool *bk = CFT_NEWN(bool, n + 1), *ok = CFT_NEWN(bool, m + 1), *want = CFT_NEWN(bool, m + 1);
+    memcpy(bk, in_known + 1, sizeof(bool) * (size_t)n);
+    for (int j = 0; j < m; j++) out_known[j] = true;
+    for (int k = 0; k < nb; k++) { /* an output is known if every branch computes it from known inputs */
+        if (!cft__split_ir(branch(p, k), bk, NULL, ok)) return false;
+        for (int j = 0; j < m; j++) out_known[j] &= ok[j];
+    }
+    for (int j = 0; j < m; j++) want[j] = !out_known[j];
+    cft_split *sp[16];
+    int total = 0, before[16], nkin = 0, nkout = 0;
+    for (int i = 0; i < n; i++) nkin += bk[i];
+    for (int j = 0; j < m; j++) nkout += out_known[j];
+    for (int k = 0; k < nb; k++) {
+        sp[k] = cft__split_ir(branch(p, k), bk, want, ok);
+        if (!sp[k]) return false;
+        before[k] = total;
+        total += sp[k]->nres;
+    }
+    cft_aval *slots = CFT_NEWN(cft_aval, total + 1);
+    for (int k = 0; k < nb; k++)
+        for (int r = 0; r < sp[k]->nres; r++)
+            slots[before[k] + r] = sp[k]->known->outvars[sp[k]->known->nout - sp[k]->nres + r]->aval;
+    cft_ir *kb[16], *ub[16];
+    cft_aval *kav = CFT_NEWN(cft_aval, nkin + 1), *uav = CFT_NEWN(cft_aval, total + n + 1);
+    for (int i = 0, a = 0; i < n; i++)
+        if (bk[i]) kav[a++] = q->in[1 + i]->aval;
+    int nu = 0;
+    for (int s = 0; s < total; s++) uav[nu++] = slots[s];
+    for (int i = 0; i < n; i++)
+        if (!bk[i]) uav[nu++] = q->in[1 + i]->aval;
+    for (int k = 0; k < nb; k++) {
+        half_env *ke = CFT_NEW(half_env), *ue = CFT_NEW(half_env);
+        *ke = (half_env){sp[k]->known, before[k], total, slots, sp[k]->nres, nkout};
+        *ue = (half_env){sp[k]->unknown, before[k], total, slots, sp[k]->nres, m - nkout};
+        kb[k] = cft_make_ir(cft_fn_new(known_half_cb, ke, nkin, nkout + total), kav);
+        ub[k] = cft_make_ir(cft_fn_new(unknown_half_cb, ue, nu, m - nkout), uav);
+        if (!kb[k] || !ub[k]) return false;
+    }
+    cft_irvar **R = CFT_NEWN(cft_irvar *, total + 1);
+    for (int s = 0; s < total; s++) R[s] = fresh(next_id, &slots[s]);
+    memset(kq, 0, sizeof *kq);
+    kq->prim = &cft_p_cond;
+    kq->params = cond_params(kb, nb);
+    kq->in = CFT_NEWN(cft_irvar *, nkin + 2);
+    kq->in[kq->nin++] = q->in[0];
+    for (int i = 0; i < n; i++)
+        if (bk[i]) kq->in[kq->nin++] = q->in[1 + i];
+    kq->out = CFT_NEWN(cft_irvar *, nkout + total + 1);
+    for (int j = 0; j < m; j++)
+        if (out_known[j]) kq->out[kq->nout++] = q->out[j];
+    for (int s = 0; s < total; s++) kq->out[kq->nout++] = R[s];
+    memset(uq, 0, sizeof *uq);
+    uq->prim = &cft_p_cond;
+    uq->params = cond_params(ub, nb);
+    uq->in = CFT_NEWN(cft_irvar *, nu + 2);
+    uq->in[uq->nin++] = q->in[0];
+    for (int s = 0; s < total; s++) uq->in[uq->nin++] = R[s];
+    for (int i = 0; i < n; i++)
+        if (!bk[i]) uq->in[uq->nin++] = q->in[1 + i];
+    uq->out = CFT_NEWN(cft_irvar *, m - nkout + 1);
+    for (int j = 0; j < m; j++)
+        if (!out_known[j]) uq->out[uq->nout++] = q->out[j];
+    return true;
+}
+
+/* transpose: a cond over the branches' transposes (vjps of the linear branches) */
+typedef struct {
+    cft_ir *br;
+    int n, m;          /* branch inputs, outputs */
+    const bool *lin;   /* per branch input */
+    cft_aval *lin_av;
+} tcond_env;
+
+static cft_status tcond_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    tcond_env *e = envp;
+    (void)nin, (void)nout;
+    /* in: known branch inputs (in order), then output cotangents */
+    lin_body_env *lb = CFT_NEW(lin_body_env);
+    lb->body = e->br, lb->nin = e->n, lb->lin = e->lin;
+    lb->known = CFT_NEWN(cft_array *, e->n + 1);
+    int k = 0, nlin = 0;
+    for (int i = 0; i < e->n; i++) {
+        if (!e->lin[i]) lb->known[i] = in[k++];
+        else nlin++;
+    }
+    cft_fn *f = cft_fn_new(lin_body_cb, lb, nlin, e->m);
+    cft_array **zeros = CFT_NEWN(cft_array *, nlin + 1), **vals = CFT_NEWN(cft_array *, e->m + 1);
+    for (int i = 0; i < nlin; i++) zeros[i] = cft__zeros_aval(&e->lin_av[i]);
+    cft_fn *pb;
+    cft_status st = cft_vjp(f, zeros, vals, &pb);
+    if (st) return st;
+    return cft_fn_call(pb, in + k, out);
+}
+
+static cft_array *cond_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in, int nin,
+                                 const cft_params *p, cft_array **ct_in) {
+    int n = nin - 1, nb = nbranches(p), m = branch(p, 0)->nout;
+    if (!x[0]) return cft__fail(CFT_E_TRACE, "cond: transpose with an index that is not known");
+    bool *lin = CFT_NEWN(bool, n + 1);
+    int nlin = 0, nk = 0;
+    for (int i = 0; i < n; i++) lin[i] = x[1 + i] == NULL, nlin += lin[i], nk += !lin[i];
+    cft_aval *lav = CFT_NEWN(cft_aval, nlin + 1), *tav = CFT_NEWN(cft_aval, nk + m + 1);
+    cft_array **args = CFT_NEWN(cft_array *, nk + m + 2);
+    int a = 0, l = 0;
+    args[0] = x[0];
+    for (int i = 0; i < n; i++) {
+        if (lin[i]) lav[l++] = in[1 + i];
+        else tav[a] = in[1 + i], args[1 + a++] = x[1 + i];
+    }
+    for (int j = 0; j < m; j++) {
+        cft_aval oa = branch(p, 0)->outvars[j]->aval;
+        tav[a] = oa, args[1 + a++] = cft__inst(ct[j], &oa);
+    }
+    cft_ir *tb[16];
+    for (int k = 0; k < nb; k++) {
+        tcond_env *e = CFT_NEW(tcond_env);
+        *e = (tcond_env){branch(p, k), n, m, lin, lav};
+        tb[k] = cft_make_ir(cft_fn_new(tcond_cb, e, nk + m, nlin), tav);
+        if (!tb[k]) return cft__fail(cft_last_error(), "cond transpose: %s", cft_last_error_message());
+    }
+    cft_params q = cond_params(tb, nb);
+    cft_array **res = CFT_NEWN(cft_array *, nlin + 1);
+    cft_array *e = cft__bind(&cft_p_cond, &q, 1 + nk + m, args, nlin, res);
+    if (e) return e;
+    ct_in[0] = NULL;
+    for (int i = 0, r = 0; i < n; i++) ct_in[1 + i] = lin[i] ? res[r++] : NULL;
+    return NULL;
+}
+
+const cft_prim cft_p_cond = {
+    .name = "cond", .nin = -1, .nout = -1, .flags = CFT_PRIM_LINEAR, .nout_of = cond_nout,
+    .pnames = {"@branches"}, .shape = cond_shape, .impl = cond_impl, .jvp = cond_jvp,
+    .transpose = cond_transpose, .vmap = cond_vmap, .partial_eval = cond_partial_eval,
+};
+
 /* ---- public loops ---- */
 
 /* the body's constants become explicit inputs of the loop (closure
@@ -721,4 +1020,64 @@ cft_status cft_while_loop_bounded(cft_fn *cond, cft_fn *body, int nconsts, int n
     e->cond = cond, e->body = body, e->nconsts = nconsts, e->ncarry = ncarry;
     cft_fn *step = cft_fn_new(bounded_cb, e, nconsts + ncarry, ncarry);
     return cft_scan(step, nconsts, ncarry, max_steps, false, in, out);
+}
+
+cft_status cft_switch(cft_array *index, cft_fn *const *branches, int nb, int nops, cft_array *const *ops,
+                      cft_array **out) {
+    int m = nb > 0 && branches[0] ? cft_fn_nout(branches[0]) : 0;
+    if (!index || !branches || nb < 1 || nb > 16 || m < 1 || (nops && !ops))
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_switch: bad arguments (%d branches)", nb));
+    cft_array *bad = cft_failed(index) ? index : NULL;
+    for (int i = 0; i < nops && !bad; i++)
+        if (cft_failed(ops[i])) bad = ops[i] ? ops[i] : cft__fail(CFT_E_ARG, "cft_switch: operand %d is NULL", i);
+    if (bad) {
+        for (int j = 0; j < m; j++) out[j] = bad;
+        return cft__set_last(bad);
+    }
+    cft_aval *av = CFT_NEWN(cft_aval, nops + 1);
+    for (int i = 0; i < nops; i++) av[i] = ops[i]->aval;
+    cft_ir *ir[16];
+    int nh = 0;
+    for (int k = 0; k < nb; k++) {
+        if (!branches[k] || cft_fn_nin(branches[k]) != nops || cft_fn_nout(branches[k]) != m)
+            return cft__set_last(cft__fail(CFT_E_ARG, "cft_switch: branch %d must take %d and return %d", k, nops, m));
+        ir[k] = cft_make_ir(branches[k], av);
+        if (!ir[k]) {
+            cft_array *e = cft__fail(cft_last_error(), "cft_switch: branch %d: %s", k, cft_last_error_message());
+            for (int j = 0; j < m; j++) out[j] = e;
+            return cft__set_last(e);
+        }
+        nh += ir[k]->nconst;
+    }
+    /* hoist every branch's constants: all branches take (all consts, ops) */
+    cft_array **args = CFT_NEWN(cft_array *, nh + nops + 2);
+    cft_aval *all = CFT_NEWN(cft_aval, nh + nops + 1);
+    int h = 0;
+    for (int k = 0; k < nb; k++)
+        for (int i = 0; i < ir[k]->nconst; i++, h++) all[h] = ir[k]->constvars[i]->aval, args[1 + h] = ir[k]->constvals[i];
+    for (int i = 0; i < nops; i++) all[nh + i] = av[i], args[1 + nh + i] = ops[i];
+    for (int k = 0, at = 0; k < nb; k++) {
+        cft_ir d = *ir[k];
+        int next = ir[k]->nvars;
+        d.invars = CFT_NEWN(cft_irvar *, nh + nops + 1);
+        for (int i = 0; i < nh; i++)
+            d.invars[i] = i >= at && i < at + ir[k]->nconst ? ir[k]->constvars[i - at] : fresh(&next, &all[i]);
+        for (int i = 0; i < nops; i++) d.invars[nh + i] = ir[k]->invars[i];
+        at += ir[k]->nconst;
+        d.nin = nh + nops, d.nconst = 0, d.constvars = NULL, d.constvals = NULL;
+        ir[k] = cft__ir_finish(&d);
+    }
+    args[0] = cft__convert(index, cft_dtype_is_float(index->aval.dtype) || index->aval.dtype == CFT_BOOL ? CFT_I32
+                                                                                                      : index->aval.dtype);
+    cft_params q = cond_params(ir, nb);
+    cft_array *e = cft__bind(&cft_p_cond, &q, 1 + nh + nops, args, m, out);
+    return e ? cft__set_last(e) : CFT_OK;
+}
+
+cft_status cft_cond(cft_array *pred, cft_fn *on_true, cft_fn *on_false, int nops, cft_array *const *ops,
+                    cft_array **out) {
+    if (pred && !cft_failed(pred) && pred->aval.dtype != CFT_BOOL)
+        return cft__set_last(cft__fail(CFT_E_DTYPE, "cft_cond: the predicate must be bool, got %s", cft__av(&pred->aval)));
+    cft_fn *br[2] = {on_false, on_true};
+    return cft_switch(pred, br, 2, nops, ops, out);
 }

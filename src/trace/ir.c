@@ -130,13 +130,18 @@ static void put_params(sbuf *s, const cft_eqn *q) {
         bool scalar = nm[0] == '#', sub = nm[0] == '@';
         if (scalar || sub) nm++;
         put(s, "%s=", nm);
-        if (sub) { /* a nested IR, indented */
-            const char *t = cft_ir_str((const cft_ir *)(uintptr_t)q->params.v[k][0]);
-            for (; *t; t++) {
-                put(s, "%c", *t);
-                if (*t == '\n' && t[1]) put(s, "        ");
+        if (sub) { /* nested IRs, indented */
+            if (q->params.n[k] > 1) put(s, "(");
+            for (int b = 0; b < q->params.n[k]; b++) {
+                if (b) put(s, ",\n        ");
+                const char *t = cft_ir_str((const cft_ir *)(uintptr_t)q->params.v[k][b]);
+                for (; *t; t++) {
+                    put(s, "%c", *t);
+                    if (*t == '\n' && t[1]) put(s, "        ");
+                }
+                s->n--; /* drop the nested IR's final newline */
             }
-            s->n--; /* drop the nested IR's final newline */
+            if (q->params.n[k] > 1) put(s, ")");
         } else if (strcmp(nm, "dtype") == 0) {
             put(s, "%s", cft_dtype_name((cft_dtype)q->params.v[k][0]));
         } else if (scalar) {
