@@ -128,6 +128,24 @@ static cft_status sqrt_or_zero(void *env, int nin, cft_array *const *in, int nou
                     cft_fn_new(br_zero, NULL, 1, 1), 1, in, out);
 }
 
+/* a small net: (w1 [4,8], w2 [8,8], x [2,4]) -> sum(tanh(tanh(x w1) w2)^2) */
+static cft_status net(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *h = cft_tanh(cft_matmul(in[2], in[0]));
+    h = cft_tanh(cft_matmul(h, in[1]));
+    out[0] = cft_sum(cft_square(h), NULL, 0, false);
+    return CFT_OK;
+}
+static cft_fn *ckpt_inner;
+static cft_status net_ckpt(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin;
+    cft_array *r[1];
+    cft_status st = cft_fn_call(ckpt_inner, in, r); /* the checkpointed net, then one more op */
+    out[0] = cft_mul_s(r[0], 1.0);
+    (void)nout;
+    return st;
+}
+
 static cft_array *vec(uint64_t seed, int64_t n) {
     return cft_mul_s(cft_random_normal(cft_random_key(seed), CFT_F64, &n, 1), 0.5);
 }
@@ -314,6 +332,34 @@ int main(int argc, char **argv) {
             CHECK_EQ(cft_switch(cft_from_i32(&idx[k], NULL, 0), br, 3, 2, ops, r), CFT_OK);
             CHECK_CLOSE(cft_item(r[0]), want[k], 1e-15, 0);
         }
+    }
+    TEST("checkpoint: same gradients, fewer residuals (save nothing < save contractions < none)") {
+        cft_array *args[3] = {cft_reshape(vec(20, 32), (int64_t[]){4, 8}, 2), cft_reshape(vec(21, 64), (int64_t[]){8, 8}, 2),
+                              cft_reshape(vec(22, 8), (int64_t[]){2, 4}, 2)};
+        cft_fn *plain = cft_fn_new(net, NULL, 3, 1);
+        cft_array *g0[2], *g1[2];
+        CHECK_EQ(cft_fn_call(cft_grad(plain, (int[]){0, 1}, 2), args, g0), CFT_OK);
+        FILE *devnull = fopen("/dev/null", "w");
+        int n0 = cft_print_saved_residuals(plain, args, devnull), nres[2];
+        for (int pol = 0; pol < 2; pol++) {
+            ckpt_inner = cft_checkpoint(cft_fn_new(net, NULL, 3, 1), pol ? CFT_SAVE_CONTRACTIONS : CFT_SAVE_NOTHING);
+            cft_fn *ck = cft_fn_new(net_ckpt, NULL, 3, 1);
+            CHECK_EQ(cft_fn_call(cft_grad(ck, (int[]){0, 1}, 2), args, g1), CFT_OK);
+            for (int k = 0; k < 2; k++) CHECK_ARRAY_CLOSE(g1[k], g0[k], 1e-13, 1e-14);
+            nres[pol] = cft_print_saved_residuals(ck, args, pol ? stdout : devnull);
+            /* vmap(grad) and jit through a checkpoint */
+            cft_array *X = cft_reshape(vec(23, 24), (int64_t[]){3, 2, 4}, 3);
+            cft_array *vargs[3] = {args[0], args[1], X};
+            cft_array *v = cft_fn_call1(cft_vmap(cft_grad(ck, NULL, 0), (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0}, NULL), vargs);
+            cft_array *one[3] = {args[0], args[1], cft_index(X, 2)};
+            CHECK_ARRAY_CLOSE(cft_index(v, 2), cft_fn_call1(cft_grad(plain, NULL, 0), one), 1e-13, 1e-14);
+            cft_fn *jg = cft_jit(cft_grad(ck, NULL, 0));
+            cft_array *jr = cft_fn_call1(jg, args);
+            jr = cft_fn_call1(jg, args);
+            CHECK_ARRAY_CLOSE(jr, g0[0], 1e-12, 1e-13);
+        }
+        fclose(devnull);
+        CHECK_MSG(nres[0] < nres[1] && nres[1] < n0, "residuals: nothing %d, contractions %d, plain %d", nres[0], nres[1], n0);
     }
     TEST("errors: wrong xs length, carry aval mismatch") {
         cft_array *r[2];

@@ -44,6 +44,19 @@ cft_status cft_switch(cft_array *index, cft_fn *const *branches, int nbranches, 
 cft_status cft_cond(cft_array *pred, cft_fn *on_true, cft_fn *on_false, int nops, cft_array *const *ops,
                     cft_array **out);
 
+/** What cft_checkpoint keeps for the backward pass. */
+typedef enum cft_remat_policy {
+    CFT_SAVE_NOTHING = 0,     /**< recompute everything inside f from its inputs */
+    CFT_SAVE_CONTRACTIONS = 1 /**< keep the outputs of dot_general/conv, recompute the rest */
+} cft_remat_policy;
+
+/** Rematerialization (gradient checkpointing): f with the same values, but
+ *  under reverse mode the values computed inside f are not stored as
+ *  residuals: the backward pass recomputes them from f's inputs (and, with
+ *  CFT_SAVE_CONTRACTIONS, from the saved GEMM/conv outputs). Trades compute
+ *  for memory; see cft_print_saved_residuals. */
+cft_fn *cft_checkpoint(cft_fn *f, cft_remat_policy policy);
+
 /** While loop: carry = body(consts, carry) while cond(consts, carry), where
  *  cond returns a bool scalar. in = consts[nconsts] ++ carry[ncarry]; out =
  *  final carry. jvp and vmap apply (under vmap, lanes whose condition turned

@@ -18,6 +18,8 @@
 #ifndef CFT_FN_H
 #define CFT_FN_H
 
+#include <stdio.h>
+
 #include "core.h"
 
 #ifdef __cplusplus
@@ -59,6 +61,11 @@ cft_fn *cft_jvp(cft_fn *f);
  *  cotangents [nin], reusable any number of times (and itself transformable).
  *  Built by linearizing (jvp + partial evaluation) and transposing. */
 cft_status cft_vjp(cft_fn *f, cft_array *const *primals, cft_array **outs, cft_fn **pullback);
+
+/** Print what reverse mode of f at `primals` stores for the backward pass:
+ *  one line per residual with its aval and the primitive that made it (like
+ *  JAX's print_saved_residuals). Returns the number of residuals, -1 on error. */
+int cft_print_saved_residuals(cft_fn *f, cft_array *const *primals, FILE *out);
 
 /** Gradient of f's single scalar float output with respect to the inputs
  *  listed in argnums (NULL, 0: input 0). Outputs: one gradient per argnum. */

@@ -851,6 +851,234 @@ const cft_prim cft_p_cond = {
     .transpose = cond_transpose, .vmap = cond_vmap, .partial_eval = cond_partial_eval,
 };
 
+static cft_ir *hoist_consts(const cft_ir *ir);
+static cft_ir *hoist_consts_fwd(const cft_ir *ir) { return hoist_consts(ir); }
+
+/* ---- remat[@body, #policy](ins) -> outs: checkpointing ----
+ * Evaluates its body. Under reverse mode its partial evaluation saves only
+ * what the policy allows (the known inputs, plus contraction outputs for
+ * CFT_SAVE_CONTRACTIONS); the unknown half is the whole body again, so the
+ * backward pass recomputes the rest. */
+
+extern const cft_prim cft_p_remat;
+
+static cft_params remat_params(cft_ir *body, int policy) {
+    cft_params p;
+    memset(&p, 0, sizeof p);
+    cft__param_set1(&p, 0, (int64_t)(uintptr_t)body);
+    cft__param_set1(&p, 1, policy);
+    return p;
+}
+static cft_ir *rbody(const cft_params *p) { return (cft_ir *)(uintptr_t)p->v[0][0]; }
+
+static cft_array *remat_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    cft_ir *b = rbody(p);
+    if (nin != b->nin) return cft__fail(CFT_E_ARG, "checkpoint: %d inputs for a body of %d", nin, b->nin);
+    for (int i = 0; i < nin; i++)
+        if (!cft__aval_eq(&in[i], &b->invars[i]->aval))
+            return cft__fail(CFT_E_SHAPE, "checkpoint: input %d is %s, the body takes %s", i, cft__av(&in[i]),
+                             cft__av(&b->invars[i]->aval));
+    for (int j = 0; j < b->nout; j++) out[j] = b->outvars[j]->aval;
+    return NULL;
+}
+static cft_array *remat_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    (void)nin;
+    return cft_ir_eval(rbody(p), in, out) == CFT_OK ? NULL : out[0];
+}
+static int remat_nout(const cft_params *p, int nin) {
+    (void)nin;
+    return rbody(p)->nout;
+}
+static cft_array *remat_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                            const cft_params *p, cft_array **ty) {
+    (void)y;
+    int m = rbody(p)->nout;
+    cft_aval *av = CFT_NEWN(cft_aval, 2 * nin + 1);
+    cft_array **args = CFT_NEWN(cft_array *, 2 * nin + 1), **res = CFT_NEWN(cft_array *, 2 * m + 1);
+    for (int i = 0; i < nin; i++) {
+        av[i] = av[nin + i] = x[i]->aval;
+        args[i] = x[i];
+        args[nin + i] = cft__inst(t[i], &x[i]->aval);
+    }
+    cft_ir *jb = cft_make_ir(cft_jvp(cft_ir_fn(rbody(p))), av);
+    if (!jb) return cft__fail(cft_last_error(), "checkpoint jvp: %s", cft_last_error_message());
+    cft_params q = remat_params(jb, (int)p->v[1][0]);
+    cft_array *e = cft__bind(&cft_p_remat, &q, 2 * nin, args, 2 * m, res);
+    if (e) return e;
+    for (int j = 0; j < m; j++) ty[j] = res[m + j];
+    return NULL;
+}
+static cft_array *remat_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                             const cft_params *p, cft_array **y, int *ybdim) {
+    (void)size;
+    int m = rbody(p)->nout;
+    int *in_axes = CFT_NEWN(int, nin + 1), *out_axes = CFT_NEWN(int, m + 1);
+    cft_aval *av = CFT_NEWN(cft_aval, nin + 1);
+    cft_array **args = CFT_NEWN(cft_array *, nin + 1);
+    for (int i = 0; i < nin; i++) {
+        in_axes[i] = bdim[i] >= 0 ? 0 : CFT_NOT_BATCHED;
+        args[i] = bdim[i] >= 0 ? cft__moveaxis_b(x[i], bdim[i], 0) : x[i];
+        av[i] = args[i]->aval;
+    }
+    for (int j = 0; j < m; j++) out_axes[j] = 0, ybdim[j] = 0;
+    cft_ir *vb = cft_make_ir(cft_vmap(cft_ir_fn(rbody(p)), in_axes, out_axes), av);
+    if (!vb) return cft__fail(cft_last_error(), "checkpoint vmap: %s", cft_last_error_message());
+    cft_params q = remat_params(vb, (int)p->v[1][0]);
+    return cft__bind(&cft_p_remat, &q, nin, args, m, y);
+}
+
+static bool remat_partial_eval(const cft_eqn *q, const bool *in_known, int *next_id, cft_eqn *kq,
+                               cft_eqn *uq, bool *out_known) {
+    cft_ir *b = rbody(&q->params);
+    int policy = (int)q->params.v[1][0], n = b->nin, m = b->nout;
+    bool *known = CFT_NEWN(bool, b->nvars + 1), *keq = CFT_NEWN(bool, b->neqn + 1);
+    bool *used_unknown = CFT_NEWN(bool, b->nvars + 1), *saved = CFT_NEWN(bool, b->nvars + 1);
+    for (int i = 0; i < b->nconst; i++) known[b->constvars[i]->id] = true;
+    for (int i = 0; i < n; i++) known[b->invars[i]->id] = in_known[i];
+    for (int k = 0; k < b->neqn; k++) {
+        const cft_eqn *e = &b->eqns[k];
+        bool all = true;
+        for (int i = 0; i < e->nin; i++) all &= known[e->in[i]->id];
+        keq[k] = all;
+        for (int o = 0; o < e->nout; o++) known[e->out[o]->id] = all;
+        if (!all)
+            for (int i = 0; i < e->nin; i++) used_unknown[e->in[i]->id] = true;
+    }
+    int nkin = 0, nkout = 0, nsaved = 0;
+    for (int i = 0; i < n; i++) nkin += in_known[i];
+    for (int j = 0; j < m; j++) nkout += out_known[j] = known[b->outvars[j]->id];
+    if (nkout == m) return false; /* nothing for the backward pass: no split needed */
+    cft_irvar **sv = CFT_NEWN(cft_irvar *, b->nvars + 1);
+    for (int k = b->neqn - 1; k >= 0; k--) /* known values the unknown half needs, transitively */
+        if (keq[k]) {
+            bool need = false;
+            for (int o = 0; o < b->eqns[k].nout; o++) need |= used_unknown[b->eqns[k].out[o]->id];
+            if (need && !(b->eqns[k].prim->flags & CFT_PRIM_CONTRACTION && policy == CFT_SAVE_CONTRACTIONS))
+                for (int i = 0; i < b->eqns[k].nin; i++) used_unknown[b->eqns[k].in[i]->id] = true;
+        }
+    for (int k = 0; k < b->neqn && policy == CFT_SAVE_CONTRACTIONS; k++)
+        if (keq[k] && (b->eqns[k].prim->flags & CFT_PRIM_CONTRACTION) && used_unknown[b->eqns[k].out[0]->id]) {
+            saved[b->eqns[k].out[0]->id] = true;
+            sv[nsaved++] = b->eqns[k].out[0];
+        }
+    /* known half: known inputs -> known outputs + saved values */
+    cft_ir kn = *b;
+    kn.invars = CFT_NEWN(cft_irvar *, nkin + 1);
+    kn.nin = 0;
+    for (int i = 0; i < n; i++)
+        if (in_known[i]) kn.invars[kn.nin++] = b->invars[i];
+    kn.eqns = CFT_NEWN(cft_eqn, b->neqn + 1);
+    kn.neqn = 0;
+    for (int k = 0; k < b->neqn; k++)
+        if (keq[k]) kn.eqns[kn.neqn++] = b->eqns[k];
+    kn.outvars = CFT_NEWN(cft_irvar *, nkout + nsaved + 1);
+    kn.nout = 0;
+    for (int j = 0; j < m; j++)
+        if (out_known[j]) kn.outvars[kn.nout++] = b->outvars[j];
+    for (int r = 0; r < nsaved; r++) kn.outvars[kn.nout++] = sv[r];
+    /* unknown half: the whole body again from (known inputs, saved, unknown inputs) */
+    cft_ir un = *b;
+    un.invars = CFT_NEWN(cft_irvar *, n + nsaved + 1);
+    un.nin = 0;
+    for (int i = 0; i < n; i++)
+        if (in_known[i]) un.invars[un.nin++] = b->invars[i];
+    for (int r = 0; r < nsaved; r++) un.invars[un.nin++] = sv[r];
+    for (int i = 0; i < n; i++)
+        if (!in_known[i]) un.invars[un.nin++] = b->invars[i];
+    un.eqns = CFT_NEWN(cft_eqn, b->neqn + 1);
+    un.neqn = 0;
+    for (int k = 0; k < b->neqn; k++)
+        if (!(b->eqns[k].nout == 1 && saved[b->eqns[k].out[0]->id])) un.eqns[un.neqn++] = b->eqns[k];
+    un.outvars = CFT_NEWN(cft_irvar *, m - nkout + 1);
+    un.nout = 0;
+    for (int j = 0; j < m; j++)
+        if (!out_known[j]) un.outvars[un.nout++] = b->outvars[j];
+    int policy_id = policy;
+    memset(kq, 0, sizeof *kq);
+    kq->prim = &cft_p_remat;
+    kq->params = remat_params(cft__ir_dce_outputs(cft__ir_finish(&kn), NULL), policy_id);
+    kq->in = CFT_NEWN(cft_irvar *, nkin + 1);
+    for (int i = 0; i < n; i++)
+        if (in_known[i]) kq->in[kq->nin++] = q->in[i];
+    kq->out = CFT_NEWN(cft_irvar *, nkout + nsaved + 1);
+    for (int j = 0; j < m; j++)
+        if (out_known[j]) kq->out[kq->nout++] = q->out[j];
+    cft_irvar **S = CFT_NEWN(cft_irvar *, nsaved + 1);
+    for (int r = 0; r < nsaved; r++) kq->out[kq->nout++] = S[r] = fresh(next_id, &sv[r]->aval);
+    memset(uq, 0, sizeof *uq);
+    uq->prim = &cft_p_remat;
+    uq->params = remat_params(cft__ir_dce_outputs(cft__ir_finish(&un), NULL), policy_id);
+    uq->in = CFT_NEWN(cft_irvar *, n + nsaved + 1);
+    for (int i = 0; i < n; i++)
+        if (in_known[i]) uq->in[uq->nin++] = q->in[i];
+    for (int r = 0; r < nsaved; r++) uq->in[uq->nin++] = S[r];
+    for (int i = 0; i < n; i++)
+        if (!in_known[i]) uq->in[uq->nin++] = q->in[i];
+    uq->out = CFT_NEWN(cft_irvar *, m - nkout + 1);
+    for (int j = 0; j < m; j++)
+        if (!out_known[j]) uq->out[uq->nout++] = q->out[j];
+    return true;
+}
+
+/* the body is linear in its linear inputs given the known ones: its
+ * transpose is the vjp, which recomputes the known part now */
+static cft_array *remat_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in, int nin,
+                                  const cft_params *p, cft_array **ct_in) {
+    cft_ir *b = rbody(p);
+    int m = b->nout;
+    bool *lin = CFT_NEWN(bool, nin + 1);
+    int nlin = 0;
+    for (int i = 0; i < nin; i++) lin[i] = x[i] == NULL, nlin += lin[i];
+    lin_body_env *lb = CFT_NEW(lin_body_env);
+    lb->body = b, lb->nin = nin, lb->lin = lin;
+    lb->known = CFT_NEWN(cft_array *, nin + 1);
+    cft_array **zeros = CFT_NEWN(cft_array *, nlin + 1), **vals = CFT_NEWN(cft_array *, m + 1);
+    cft_array **cts = CFT_NEWN(cft_array *, m + 1), **res = CFT_NEWN(cft_array *, nlin + 1);
+    for (int i = 0, k = 0; i < nin; i++) {
+        if (lin[i]) zeros[k++] = cft__zeros_aval(&in[i]);
+        else lb->known[i] = x[i];
+    }
+    for (int j = 0; j < m; j++) cts[j] = cft__inst(ct[j], &b->outvars[j]->aval);
+    cft_fn *pb;
+    if (cft_vjp(cft_fn_new(lin_body_cb, lb, nlin, m), zeros, vals, &pb) != CFT_OK) return vals[0];
+    if (cft_fn_call(pb, cts, res) != CFT_OK) return res[0];
+    for (int i = 0, k = 0; i < nin; i++) ct_in[i] = lin[i] ? res[k++] : NULL;
+    return NULL;
+}
+
+const cft_prim cft_p_remat = {
+    .name = "checkpoint", .nin = -1, .nout = -1, .flags = CFT_PRIM_LINEAR, .nout_of = remat_nout,
+    .pnames = {"@body", "#policy"}, .shape = remat_shape, .impl = remat_impl, .jvp = remat_jvp,
+    .transpose = remat_transpose, .vmap = remat_vmap, .partial_eval = remat_partial_eval,
+};
+
+typedef struct {
+    cft_fn *f;
+    int policy;
+} remat_env;
+
+static cft_status remat_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    remat_env *e = envp;
+    cft_aval *av = CFT_NEWN(cft_aval, nin + 1);
+    for (int i = 0; i < nin; i++) av[i] = in[i]->aval;
+    cft_ir *ir = cft_make_ir(e->f, av);
+    if (!ir) return cft__set_last(cft__fail(cft_last_error(), "cft_checkpoint: %s", cft_last_error_message()));
+    int nh = ir->nconst;
+    cft_array **args = CFT_NEWN(cft_array *, nh + nin + 1);
+    memcpy(args, ir->constvals, sizeof(cft_array *) * (size_t)nh);
+    memcpy(args + nh, in, sizeof(cft_array *) * (size_t)nin);
+    cft_params q = remat_params(hoist_consts_fwd(ir), e->policy);
+    cft_array *err = cft__bind(&cft_p_remat, &q, nh + nin, args, nout, out);
+    return err ? cft_error_code(err) : CFT_OK;
+}
+
+cft_fn *cft_checkpoint(cft_fn *f, cft_remat_policy policy) {
+    if (!f) return NULL;
+    remat_env *e = CFT_NEW(remat_env);
+    e->f = f, e->policy = (int)policy;
+    return cft_fn_named(cft_fn_new(remat_cb, e, cft_fn_nin(f), cft_fn_nout(f)), "checkpoint");
+}
+
 /* ---- public loops ---- */
 
 /* the body's constants become explicit inputs of the loop (closure

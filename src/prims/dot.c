@@ -106,7 +106,8 @@ typedef struct {
 
 static cft_array *as_matrix(const cft_array *x, const int64_t *bd, int nbd, const int *fr, int nfr,
                             const int64_t *cd, int ncd, bool lhs, operand *o) {
-    int64_t frd[CFT_MAX_NDIM];
+    /* the dim lists of the copy outlive the iteration that makes them */
+    int64_t frd[CFT_MAX_NDIM], nbd2[CFT_MAX_NDIM], nfr2[CFT_MAX_NDIM], ncd2[CFT_MAX_NDIM];
     for (int i = 0; i < nfr; i++) frd[i] = fr[i];
     for (int attempt = 0; attempt < 2; attempt++) {
         int64_t fs, fst, cs, cst;
@@ -125,7 +126,7 @@ static cft_array *as_matrix(const cft_array *x, const int64_t *bd, int nbd, cons
             return NULL;
         }
         /* copy into [batch, rows, cols] order and look again */
-        int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM], nbd2[CFT_MAX_NDIM], nfr2[CFT_MAX_NDIM], ncd2[CFT_MAX_NDIM];
+        int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
         int k = 0;
         for (int i = 0; i < nbd; i++, k++) shape[k] = x->aval.shape[bd[i]], st[k] = x->strides[bd[i]], nbd2[i] = k;
         const int64_t *g1 = lhs ? frd : cd, *g2 = lhs ? cd : frd;
@@ -336,7 +337,7 @@ static bool dot_fold_transpose(const cft_params *p, const int64_t *perm, int ndi
 }
 
 const cft_prim cft_p_dot_general = {
-    .name = "dot_general", .nin = 2, .nout = 1, .flags = CFT_PRIM_LINEAR,
+    .name = "dot_general", .nin = 2, .nout = 1, .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONTRACTION,
     .pnames = {"lc", "rc", "lb", "rb"}, .shape = dot_shape, .impl = dot_impl, .jvp = dot_jvp,
     .transpose = dot_transpose, .vmap = dot_vmap, .impl_into = dot_into,
     .fold_transpose = dot_fold_transpose,

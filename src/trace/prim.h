@@ -24,6 +24,7 @@ enum {
     CFT_PRIM_NONDIFF = 2u,     /* outputs have zero derivative: no jvp rule */
     CFT_PRIM_ELEMENTWISE = 4u, /* same-shape inputs, output of that shape */
     CFT_PRIM_REDUCTION = 8u,   /* reduces over the axes in parameter slot 0 */
+    CFT_PRIM_CONTRACTION = 16u, /* GEMM-like work (dot, conv): what checkpoint policies save */
 };
 
 struct cft_eqn;

@@ -21,6 +21,7 @@ typedef struct cft_lin {
     cft_aval *in_avals;   /* f's input avals */
     cft_aval *out_avals;  /* f's output avals */
     int *tan_of;          /* linear output k is the tangent of f's output tan_of[k] */
+    const char **res_src; /* per residual: the primitive that made it ("input", "const") */
 } cft_lin;
 
 /* Linearize f at primals: writes f's outputs and the linearization.

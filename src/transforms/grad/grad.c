@@ -37,6 +37,18 @@ cft_status cft_vjp(cft_fn *f, cft_array *const *primals, cft_array **outs, cft_f
     return CFT_OK;
 }
 
+int cft_print_saved_residuals(cft_fn *f, cft_array *const *primals, FILE *out) {
+    cft_array *outs[f ? f->nout : 1];
+    cft_fn *pb;
+    if (!f || cft_vjp(f, primals, outs, &pb) != CFT_OK) return -1;
+    const cft_lin *lin = pb->env;
+    char buf[96];
+    fprintf(out, "%d residuals saved for the backward pass:\n", lin->nres);
+    for (int r = 0; r < lin->nres; r++)
+        fprintf(out, "  %-24s from %s\n", cft_aval_str(&lin->res[r]->aval, buf), lin->res_src[r]);
+    return lin->nres;
+}
+
 typedef struct {
     cft_fn *f;
     int *argnums;

@@ -63,6 +63,16 @@ cft_status cft__linearize(cft_fn *f, cft_array *const *primals, const bool *diff
     for (int i = 0; i < n; i++) lin->in_avals[i] = primals[i]->aval;
     for (int j = 0; j < m; j++) lin->out_avals[j] = outs[j]->aval;
     lin->tan_of = tan_of;
+    lin->res_src = CFT_NEWN(const char *, nres + 1);
+    for (int r = 0; r < nres; r++) { /* where each residual comes from, for cft_print_saved_residuals */
+        const cft_irvar *v = kir->outvars[m + r];
+        lin->res_src[r] = "input";
+        for (int i = 0; i < kir->nconst; i++)
+            if (kir->constvars[i] == v) lin->res_src[r] = "const";
+        for (int k = 0; k < kir->neqn; k++)
+            for (int o = 0; o < kir->eqns[k].nout; o++)
+                if (kir->eqns[k].out[o] == v) lin->res_src[r] = kir->eqns[k].prim->name;
+    }
     *linp = lin;
     return CFT_OK;
 }
