@@ -56,24 +56,26 @@ int main(int argc, char **argv) {
     /* ---------------- dtypes ---------------- */
 
     TEST("dtype names, sizes, float-ness") {
-        static const char *names[] = {"bool", "i32", "i64", "f32", "f64"};
-        static const size_t sizes[] = {1, 4, 8, 4, 8};
+        static const char *names[CFT_NDTYPES] = {"bool", "i32", "i64", "f32", "f64", "f16", "bf16"};
+        static const size_t sizes[CFT_NDTYPES] = {1, 4, 8, 4, 8, 2, 2};
         for (int d = 0; d < CFT_NDTYPES; d++) {
             CHECK(strcmp(cft_dtype_name((cft_dtype)d), names[d]) == 0);
             CHECK_EQ(cft_dtype_size((cft_dtype)d), sizes[d]);
-            CHECK_EQ(cft_dtype_is_float((cft_dtype)d), d == CFT_F32 || d == CFT_F64);
+            CHECK_EQ(cft_dtype_is_float((cft_dtype)d), d >= CFT_F32);
         }
     }
 
     TEST("cft_promote: the full table of core.h (JAX's lattice on this set)") {
-        /* rows a, columns b: bool < i32 < i64 < f32 < f64, result = later one */
+        /* rows a, columns b: bool < i32 < i64 < {f16, bf16} < f32 < f64; f16 v bf16 = f32 */
         static const cft_dtype want[CFT_NDTYPES][CFT_NDTYPES] = {
-            /*          bool      i32      i64      f32      f64 */
-            /* bool */ {CFT_BOOL, CFT_I32, CFT_I64, CFT_F32, CFT_F64},
-            /* i32  */ {CFT_I32, CFT_I32, CFT_I64, CFT_F32, CFT_F64},
-            /* i64  */ {CFT_I64, CFT_I64, CFT_I64, CFT_F32, CFT_F64},
-            /* f32  */ {CFT_F32, CFT_F32, CFT_F32, CFT_F32, CFT_F64},
-            /* f64  */ {CFT_F64, CFT_F64, CFT_F64, CFT_F64, CFT_F64},
+            /*          bool      i32      i64      f32      f64      f16      bf16 */
+            /* bool */ {CFT_BOOL, CFT_I32, CFT_I64, CFT_F32, CFT_F64, CFT_F16, CFT_BF16},
+            /* i32  */ {CFT_I32, CFT_I32, CFT_I64, CFT_F32, CFT_F64, CFT_F16, CFT_BF16},
+            /* i64  */ {CFT_I64, CFT_I64, CFT_I64, CFT_F32, CFT_F64, CFT_F16, CFT_BF16},
+            /* f32  */ {CFT_F32, CFT_F32, CFT_F32, CFT_F32, CFT_F64, CFT_F32, CFT_F32},
+            /* f64  */ {CFT_F64, CFT_F64, CFT_F64, CFT_F64, CFT_F64, CFT_F64, CFT_F64},
+            /* f16  */ {CFT_F16, CFT_F16, CFT_F16, CFT_F32, CFT_F64, CFT_F16, CFT_F32},
+            /* bf16 */ {CFT_BF16, CFT_BF16, CFT_BF16, CFT_F32, CFT_F64, CFT_F32, CFT_BF16},
         };
         for (int a = 0; a < CFT_NDTYPES; a++)
             for (int b = 0; b < CFT_NDTYPES; b++)
@@ -104,12 +106,15 @@ int main(int argc, char **argv) {
         int64_t i64[3] = {-5, 1ll << 40, 3};
         float f32[3] = {1.5f, -2.25f, 1e-3f};
         double f64[3] = {0.1, -1e300, 3.0};
-        const void *src[CFT_NDTYPES] = {b, i32, i64, f32, f64};
+        uint16_t f16[3] = {0x3E00, 0xC080, 0x3400}, bf16[3] = {0x3FC0, 0xC010, 0x3E80}; /* raw bits */
+        const void *src[CFT_NDTYPES] = {b, i32, i64, f32, f64, f16, bf16};
         double want[CFT_NDTYPES][3] = {{1, 0, 1},
                                        {-7, 0, 2147483647.0},
                                        {-5, 1099511627776.0, 3},
                                        {1.5, -2.25, (double)1e-3f},
-                                       {0.1, -1e300, 3.0}};
+                                       {0.1, -1e300, 3.0},
+                                       {1.5, -2.25, 0.25},
+                                       {1.5, -2.25, 0.25}};
         for (int d = 0; d < CFT_NDTYPES; d++) {
             cft_array *x = cft_from_data(src[d], (cft_dtype)d, (int64_t[]){3}, 1);
             CHECK(cft_is_concrete(x));

@@ -24,10 +24,12 @@ extern "C" {
 /** Largest number of dimensions an array may have. */
 #define CFT_MAX_NDIM 8
 
-/** Element types. Type promotion (cft_promote) follows JAX on this set:
- *  bool < i32 < i64 < f32 < f64, i.e. the result is the later of the two in
- *  this order (so i64 with f32 gives f32, as in JAX, not f64 as in NumPy). */
-typedef enum cft_dtype { CFT_BOOL = 0, CFT_I32, CFT_I64, CFT_F32, CFT_F64, CFT_NDTYPES } cft_dtype;
+/** Element types. Type promotion (cft_promote) follows JAX's lattice:
+ *  bool < i32 < i64 < {f16, bf16} < f32 < f64, with f16 and bf16 joining
+ *  to f32 (so i64 with f32 gives f32, as in JAX, not f64 as in NumPy).
+ *  f16 (IEEE half) and bf16 (bfloat16) are storage types: every operation
+ *  computes in f32 and rounds its result to nearest-even on store. */
+typedef enum cft_dtype { CFT_BOOL = 0, CFT_I32, CFT_I64, CFT_F32, CFT_F64, CFT_F16, CFT_BF16, CFT_NDTYPES } cft_dtype;
 
 /** Error codes carried by error arrays and cft_last_error(). */
 typedef enum cft_status {
@@ -66,8 +68,10 @@ void *cft_alloc(size_t size);
 const char *cft_dtype_name(cft_dtype dt);
 /** Size in bytes of one element of `dt`. */
 size_t cft_dtype_size(cft_dtype dt);
-/** True for f32 and f64. */
+/** True for f16, bf16, f32 and f64. */
 bool cft_dtype_is_float(cft_dtype dt);
+/** True for the storage-only half types f16 and bf16. */
+bool cft_dtype_is_half(cft_dtype dt);
 /** The promoted dtype of a and b (see cft_dtype). */
 cft_dtype cft_promote(cft_dtype a, cft_dtype b);
 

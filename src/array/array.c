@@ -103,6 +103,9 @@ cft_array *cft__contig(cft_array *x) {
         case 1:
             for (int64_t i = 0; i < inner; i++) dst[i] = src[i * istr];
             break;
+        case 2:
+            for (int64_t i = 0; i < inner; i++) ((int16_t *)dst)[i] = ((const int16_t *)src)[i * istr];
+            break;
         case 4:
             for (int64_t i = 0; i < inner; i++) ((int32_t *)dst)[i] = ((const int32_t *)src)[i * istr];
             break;

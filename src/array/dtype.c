@@ -1,27 +1,54 @@
 /* dtype.c: element types: names, sizes, promotion and conversion loops. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "array/array.h"
 
-static const char *names[CFT_NDTYPES] = {"bool", "i32", "i64", "f32", "f64"};
-static const size_t sizes[CFT_NDTYPES] = {1, 4, 8, 4, 8};
+static const char *names[CFT_NDTYPES] = {"bool", "i32", "i64", "f32", "f64", "f16", "bf16"};
+static const size_t sizes[CFT_NDTYPES] = {1, 4, 8, 4, 8, 2, 2};
 
 const char *cft_dtype_name(cft_dtype dt) {
     return (unsigned)dt < CFT_NDTYPES ? names[dt] : "?";
 }
 size_t cft_dtype_size(cft_dtype dt) { return (unsigned)dt < CFT_NDTYPES ? sizes[dt] : 1; }
-bool cft_dtype_is_float(cft_dtype dt) { return dt == CFT_F32 || dt == CFT_F64; }
+bool cft_dtype_is_float(cft_dtype dt) { return dt == CFT_F32 || dt == CFT_F64 || dt == CFT_F16 || dt == CFT_BF16; }
+bool cft_dtype_is_half(cft_dtype dt) { return dt == CFT_F16 || dt == CFT_BF16; }
+
+/* ---- the half types: f16 is the compiler's _Float16 (IEEE binary16);
+ * bf16 is the top half of an f32, rounded to nearest-even ---- */
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);                                          /* nearest-even */
+    return (uint16_t)(u >> 16);
+}
 
 /* JAX's lattice restricted to {bool, i32, i64, f32, f64} is a chain, so the
- * join is the max in enum order:
+ * join is the max in that order; f16 and bf16 sit between i64 and f32 and
+ * join each other at f32:
  *        bool  i32  i64  f32  f64
  *  bool  bool  i32  i64  f32  f64
  *  i32   i32   i32  i64  f32  f64
  *  i64   i64   i64  i64  f32  f64
  *  f32   f32   f32  f32  f32  f64
  *  f64   f64   f64  f64  f64  f64 */
-cft_dtype cft_promote(cft_dtype a, cft_dtype b) { return a > b ? a : b; }
+static int rank_of(cft_dtype d) { /* bool 0, i32 1, i64 2, halves 3, f32 4, f64 5 */
+    static const int r[CFT_NDTYPES] = {0, 1, 2, 4, 5, 3, 3};
+    return (unsigned)d < CFT_NDTYPES ? r[d] : 0;
+}
+cft_dtype cft_promote(cft_dtype a, cft_dtype b) {
+    if (a == b) return a;
+    if (cft_dtype_is_half(a) && cft_dtype_is_half(b)) return CFT_F32;
+    return rank_of(a) >= rank_of(b) ? a : b;
+}
 
 #define CAST_LOOP(ST, DT, CONV)                                                                    \
     do {                                                                                           \
@@ -32,8 +59,12 @@ cft_dtype cft_promote(cft_dtype a, cft_dtype b) { return a > b ? a : b; }
 #define ID(v) (v)
 #define TOBOOL(v) ((v) != 0)
 
+#define TOF16(v) ((_Float16)(v))
+#define TOBF16(v) (f32_to_bf16((float)(v)))
 #define CAST_FROM(ST)                                                                              \
     switch (ddt) {                                                                                 \
+    case CFT_F16: CAST_LOOP(ST, _Float16, TOF16); break;                                           \
+    case CFT_BF16: CAST_LOOP(ST, uint16_t, TOBF16); break;                                         \
     case CFT_BOOL: CAST_LOOP(ST, uint8_t, TOBOOL); break;                                          \
     case CFT_I32: CAST_LOOP(ST, int32_t, (int32_t)); break;                                        \
     case CFT_I64: CAST_LOOP(ST, int64_t, (int64_t)); break;                                        \
@@ -53,6 +84,14 @@ void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t
     case CFT_I64: CAST_FROM(int64_t); break;
     case CFT_F32: CAST_FROM(float); break;
     case CFT_F64: CAST_FROM(double); break;
+    case CFT_F16: CAST_FROM(_Float16); break;
+    case CFT_BF16: {
+        float *tmp = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+        if (!tmp) return;
+        for (int64_t i = 0; i < n; i++) tmp[i] = bf16_to_f32(((const uint16_t *)src)[i]);
+        cft__cast(tmp, CFT_F32, dst, ddt, n);
+        free(tmp);
+    } break;
     default: break;
     }
 }
@@ -64,6 +103,8 @@ double cft__get(const void *p, cft_dtype dt, int64_t i) {
     case CFT_I64: return (double)((const int64_t *)p)[i];
     case CFT_F32: return ((const float *)p)[i];
     case CFT_F64: return ((const double *)p)[i];
+    case CFT_F16: return ((const _Float16 *)p)[i];
+    case CFT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
     default: return 0;
     }
 }
@@ -75,6 +116,8 @@ void cft__set(void *p, cft_dtype dt, int64_t i, double v) {
     case CFT_I64: ((int64_t *)p)[i] = (int64_t)v; break;
     case CFT_F32: ((float *)p)[i] = (float)v; break;
     case CFT_F64: ((double *)p)[i] = v; break;
+    case CFT_F16: ((_Float16 *)p)[i] = (_Float16)v; break;
+    case CFT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
     default: break;
     }
 }

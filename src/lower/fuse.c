@@ -9,13 +9,20 @@
 #include "core/mem.h"
 #include "lower/lower.h"
 
+static bool no_half(const cft_eqn *q) { /* halves run eagerly (computed in f32) */
+    for (int i = 0; i < q->nin; i++)
+        if (cft_dtype_is_half(q->in[i]->aval.dtype)) return false;
+    for (int o = 0; o < q->nout; o++)
+        if (cft_dtype_is_half(q->out[o]->aval.dtype)) return false;
+    return true;
+}
 static bool fusable_ew(const cft_eqn *q) {
     const cft_prim *p = q->prim;
-    return (p->flags & CFT_PRIM_ELEMENTWISE) && p->c_expr && q->nout == 1;
+    return (p->flags & CFT_PRIM_ELEMENTWISE) && p->c_expr && q->nout == 1 && no_half(q);
 }
 static bool fusable_red(const cft_eqn *q) {
     const cft_prim *p = q->prim;
-    return (p->flags & CFT_PRIM_REDUCTION) && p->c_init && cft_dtype_is_float(q->in[0]->aval.dtype);
+    return (p->flags & CFT_PRIM_REDUCTION) && p->c_init && cft_dtype_is_float(q->in[0]->aval.dtype) && no_half(q);
 }
 
 int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngroups) {

@@ -74,7 +74,9 @@ static cft_ir *fold_constants(const cft_ir *ir) {
         cft_array *args[q->nin > 0 ? q->nin : 1], *res[q->nout];
         if (all) {
             for (int i = 0; i < q->nin; i++) args[i] = val[q->in[i]->id];
-            if (!q->prim->impl(args, q->nin, &q->params, res)) {
+            cft_aval oav[q->nout];
+            for (int o = 0; o < q->nout; o++) oav[o] = q->out[o]->aval;
+            if (!cft__run_impl(q->prim, &q->params, q->nin, args, q->nout, oav, res)) {
                 for (int o = 0; o < q->nout; o++) {
                     val[q->out[o]->id] = res[o];
                     d.constvars[d.nconst] = q->out[o];
@@ -122,7 +124,9 @@ static cft_ir *simplify(const cft_ir *ir) {
 static cft_array *run_eqn(const cft_eqn *q, cft_array **env) {
     cft_array *args[q->nin > 0 ? q->nin : 1], *res[q->nout];
     for (int i = 0; i < q->nin; i++) args[i] = env[q->in[i]->id];
-    cft_array *e = q->prim->impl(args, q->nin, &q->params, res);
+    cft_aval oav[q->nout];
+    for (int o = 0; o < q->nout; o++) oav[o] = q->out[o]->aval;
+    cft_array *e = cft__run_impl(q->prim, &q->params, q->nin, args, q->nout, oav, res);
     if (e) return e;
     for (int o = 0; o < q->nout; o++) env[q->out[o]->id] = res[o];
     return NULL;
@@ -358,7 +362,9 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
         } else {
             const cft_eqn *q = &ir->eqns[st->eqn];
             int o = q->out[0]->id;
-            if (q->prim->impl_into && q->nout == 1 && !first) {
+            bool half = cft_dtype_is_half(q->out[0]->aval.dtype);
+            for (int i = 0; i < q->nin; i++) half |= cft_dtype_is_half(q->in[i]->aval.dtype);
+            if (q->prim->impl_into && q->nout == 1 && !first && !half) {
                 cft_array *dst = out_array(P, o, use_arena), *args[q->nin > 0 ? q->nin : 1];
                 for (int i = 0; i < q->nin; i++) args[i] = env[q->in[i]->id];
                 err = cft_failed(dst) ? dst : q->prim->impl_into(args, q->nin, &q->params, dst);

@@ -57,8 +57,8 @@ static cft_array *uni_shape(const cft_aval *in, int nin, const cft_params *p, cf
     if (e) return e;
     int nb = in[0].ndim - 1;
     if (nb + p->n[1] > CFT_MAX_NDIM) return cft__fail(CFT_E_SHAPE, "random_uniform: rank too large");
-    if (!cft_dtype_is_float((cft_dtype)p->v[0][0]))
-        return cft__fail(CFT_E_DTYPE, "random_uniform: dtype must be float");
+    if ((cft_dtype)p->v[0][0] != CFT_F32 && (cft_dtype)p->v[0][0] != CFT_F64)
+        return cft__fail(CFT_E_DTYPE, "random_uniform: dtype must be f32 or f64 (convert to a half type after)");
     *out = cft__aval((cft_dtype)p->v[0][0], in[0].shape, nb);
     for (int i = 0; i < p->n[1]; i++) out->shape[out->ndim++] = p->v[1][i];
     return NULL;

@@ -84,6 +84,36 @@ static cft_array *fail_all(cft_array *e, int nout, cft_array **out) {
     return e;
 }
 
+cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in, int nout,
+                         const cft_aval *out_avals, cft_array **out) {
+    bool half = false;
+    for (int i = 0; i < nin; i++) half |= cft_dtype_is_half(in[i]->aval.dtype);
+    for (int j = 0; j < nout && out_avals; j++) half |= cft_dtype_is_half(out_avals[j].dtype);
+    if (!half) return p->impl(in, nin, par, out);
+    cft_array *wide[nin > 0 ? nin : 1];
+    for (int i = 0; i < nin; i++) {
+        cft_array *x = in[i];
+        if (cft_dtype_is_half(x->aval.dtype)) {
+            cft_array *c = cft__contig(x), *w = cft__alloc(CFT_F32, x->aval.shape, x->aval.ndim);
+            if (cft_failed(c) || cft_failed(w)) return cft_failed(c) ? c : w;
+            cft__cast(cft__ptr(c), c->aval.dtype, w->data, CFT_F32, cft__numel(x->aval.shape, x->aval.ndim));
+            x = w;
+        }
+        wide[i] = x;
+    }
+    cft_array *e = p->impl(wide, nin, par, out);
+    if (e) return e;
+    for (int j = 0; j < nout && out_avals; j++) { /* round on store */
+        cft_dtype want = out_avals[j].dtype;
+        if (out[j]->aval.dtype == want) continue;
+        cft_array *c = cft__contig(out[j]), *h = cft__alloc(want, c->aval.shape, c->aval.ndim);
+        if (cft_failed(c) || cft_failed(h)) return cft_failed(c) ? c : h;
+        cft__cast(cft__ptr(c), c->aval.dtype, h->data, want, cft__numel(c->aval.shape, c->aval.ndim));
+        out[j] = h;
+    }
+    return NULL;
+}
+
 cft_array *cft__bind(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
                      int nout, cft_array **out) {
     cft_params zero;
@@ -112,7 +142,7 @@ cft_array *cft__bind(const cft_prim *p, const cft_params *par, int nin, cft_arra
         for (int i = 0; i < nin; i++) avs[i] = in[i]->aval;
         e = cft__abstract_eval(p, par, nin, avs, oav);
         if (e) return fail_all(annotate(e), nout, out);
-        e = p->impl(in, nin, par, out);
+        e = cft__run_impl(p, par, nin, in, nout, oav, out);
         if (e) return fail_all(annotate(e), nout, out);
         for (int i = 0; i < nout; i++)
             if (cft_failed(out[i])) return fail_all(out[i], nout, out);
