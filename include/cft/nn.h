@@ -178,10 +178,10 @@ cft_array *cft_batch_norm(cft_array *x, cft_array *running_mean, cft_array *runn
  *  under vmap an unbatched key gives every example the same mask, a batch of
  *  keys gives each its own). Not training, or p == 0: x. */
 cft_array *cft_dropout(cft_array *x, double p, bool train, cft_array *key);
-/** Rows of table [num, dim] for integer ids [...]: [..., dim]. Computed as
- *  one_hot(ids) @ table until the core has a gather primitive, so the cost
- *  is O(num) per id, and an id outside [0, num) gives a zero row (no error:
- *  values are not visible under tracing). */
+/** Rows of table [num, dim] for integer ids [...]: [..., dim]. One gather
+ *  (cft_gather, CFT_INDEX_FILL_OR_DROP): an id outside [0, num) gives a
+ *  zero row (no error: values are not visible under tracing); the gradient
+ *  is a scatter_add of the rows' cotangents. */
 cft_array *cft_embedding(cft_array *ids, cft_array *table);
 /** softmax(q k^T / sqrt(E) + mask) v for q [..., L, E], k [..., S, E],
  *  v [..., S, Ev] -> [..., L, Ev]; batch dims broadcast. mask (NULL for none)

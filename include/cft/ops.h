@@ -38,6 +38,15 @@ cft_array *cft_erf(cft_array *x);        /**< error function */
 cft_array *cft_square(cft_array *x);     /**< x*x (any numeric dtype) */
 cft_array *cft_reciprocal(cft_array *x); /**< 1/x */
 cft_array *cft_logical_not(cft_array *x); /**< !x, bool -> bool */
+cft_array *cft_is_finite(cft_array *x);   /**< not inf and not NaN, float -> bool */
+/** ~x on ints, !x on bools. */
+cft_array *cft_bitwise_not(cft_array *x);
+/** Number of set bits of each int (of its two's complement), same dtype. */
+cft_array *cft_population_count(cft_array *x);
+/** x^n for a static integer n, by repeated squaring (x^-n = 1/x^n; ints
+ *  need n >= 0, and wrap on overflow). Derivative n x^(n-1). A primitive
+ *  with a parameter: cft_jit runs it eagerly, it is not fused. */
+cft_array *cft_integer_pow(cft_array *x, int n);
 
 /* ---- elementwise binary: broadcasting, promoting ---- */
 cft_array *cft_add(cft_array *a, cft_array *b);      /**< a + b */
@@ -56,6 +65,26 @@ cft_array *cft_gt(cft_array *a, cft_array *b);       /**< a > b -> bool */
 cft_array *cft_ge(cft_array *a, cft_array *b);       /**< a >= b -> bool */
 cft_array *cft_logical_and(cft_array *a, cft_array *b); /**< bool and */
 cft_array *cft_logical_or(cft_array *a, cft_array *b);  /**< bool or */
+/** Remainder with the sign of a: C fmod for floats, % for ints (a % 0 = a).
+ *  Derivative 1 in a, -trunc(a/b) in b. */
+cft_array *cft_rem(cft_array *a, cft_array *b);
+/** The next float after a toward b (floats); derivative 1 in a, 0 in b. */
+cft_array *cft_nextafter(cft_array *a, cft_array *b);
+/** Bitwise and, or, xor of ints; logical on bools. */
+cft_array *cft_bitwise_and(cft_array *a, cft_array *b);
+cft_array *cft_bitwise_or(cft_array *a, cft_array *b);
+cft_array *cft_bitwise_xor(cft_array *a, cft_array *b);
+/** Shifts of ints by b bits (b outside [0, bits): 0, or the sign fill for
+ *  the arithmetic right shift, as XLA). The logical right shift fills with
+ *  zeros, reading a as unsigned. */
+cft_array *cft_shift_left(cft_array *a, cft_array *b);
+cft_array *cft_shift_right_logical(cft_array *a, cft_array *b);
+cft_array *cft_shift_right_arithmetic(cft_array *a, cft_array *b);
+/** min(max(x, lo), hi) elementwise; the three broadcast together and
+ *  promote. NaN in x stays NaN; lo > hi gives hi. The derivative follows
+ *  that composition: hi's tangent where max(x, lo) > hi, else lo's where
+ *  x < lo, else x's (x keeps it at ties, where JAX gives 0). */
+cft_array *cft_clamp(cft_array *x, cft_array *lo, cft_array *hi);
 /** a + s, a * s with a scalar s of a's dtype. */
 cft_array *cft_add_s(cft_array *a, double s);
 cft_array *cft_mul_s(cft_array *a, double s);
@@ -100,6 +129,94 @@ cft_array *cft_iota(cft_dtype dtype, const int64_t *shape, int ndim, int dim);
 /** x, with a zero derivative. */
 cft_array *cft_stop_gradient(cft_array *x);
 
+/* ---- indexing (jax.lax gather / scatter; never mutates: every update
+ * returns a new array) ----
+ * Index arrays are i32 or i64 and have no derivative; an index of another
+ * dtype is an error. Out-of-range indices never crash: they follow a mode. A
+ * *window* is the block one index vector reads (gather) or writes
+ * (scatter). */
+typedef enum cft_index_mode {
+    /** Clamp each window start into [0, dim - window size] so the window
+     *  lies inside the operand (JAX's GatherScatterMode.CLIP). */
+    CFT_INDEX_CLIP = 0,
+    /** Gather: a window not entirely inside the operand reads zeros.
+     *  Scatter: such a window's updates are dropped (JAX's FILL_OR_DROP,
+     *  with fill value 0). */
+    CFT_INDEX_FILL_OR_DROP = 1,
+} cft_index_mode;
+
+/** Dimension numbers of a gather (jax.lax.GatherDimensionNumbers). The
+ *  indices hold index vectors along `index_vector_dim` (== indices rank:
+ *  an implicit trailing dim of size 1); their other dims are batch dims.
+ *  Component k of a vector is the window start on operand dim
+ *  start_index_map[k] (other dims start at 0). The output has the batch
+ *  dims in order at the positions not in `offset_dims`, and at
+ *  `offset_dims` (increasing) the window dims of the operand dims not in
+ *  `collapsed_slice_dims` (increasing; their slice size must be 1). */
+typedef struct cft_gather_dnums {
+    int offset_dims[CFT_MAX_NDIM];
+    int n_offset_dims;
+    int collapsed_slice_dims[CFT_MAX_NDIM];
+    int n_collapsed_slice_dims;
+    int start_index_map[CFT_MAX_NDIM];
+    int n_start_index_map;
+    int index_vector_dim;
+} cft_gather_dnums;
+
+/** Dimension numbers of a scatter (jax.lax.ScatterDimensionNumbers): the
+ *  updates have window dims at `update_window_dims` (increasing; they map in
+ *  order to the operand dims not in `inserted_window_dims`) and, elsewhere,
+ *  scatter dims matching the indices' batch dims in order. Component k of
+ *  an index vector is the window start on operand dim
+ *  scatter_dims_to_operand_dims[k]. */
+typedef struct cft_scatter_dnums {
+    int update_window_dims[CFT_MAX_NDIM];
+    int n_update_window_dims;
+    int inserted_window_dims[CFT_MAX_NDIM];
+    int n_inserted_window_dims;
+    int scatter_dims_to_operand_dims[CFT_MAX_NDIM];
+    int n_scatter_dims_to_operand_dims;
+    int index_vector_dim;
+} cft_scatter_dnums;
+
+/** XLA/jax.lax gather: slices of x of `slice_sizes` (one per dim of x)
+ *  starting at the index vectors in `indices`. */
+cft_array *cft_gather(cft_array *x, cft_array *indices, const cft_gather_dnums *dn,
+                      const int64_t *slice_sizes, cft_index_mode mode);
+/** A copy of x with the windows of `updates` written at the index vectors
+ *  (converted to x's dtype). Updates apply in row-major order of the
+ *  updates' scatter dims; where windows overlap the last one wins. */
+cft_array *cft_scatter(cft_array *x, cft_array *indices, cft_array *updates,
+                       const cft_scatter_dnums *dn, cft_index_mode mode);
+/** Like cft_scatter, but overlapping updates add up (onto x's values). */
+cft_array *cft_scatter_add(cft_array *x, cft_array *indices, cft_array *updates,
+                           const cft_scatter_dnums *dn, cft_index_mode mode);
+/** x[start[0]:start[0]+sizes[0], ...] where `start` is an i32/i64 array of
+ *  shape [ndim], known only at run time. Starts are clamped into
+ *  [0, dim - size], as in JAX, so the slice always has `sizes`. */
+cft_array *cft_dynamic_slice(cft_array *x, cft_array *start, const int64_t *sizes);
+/** A copy of x with `update` (same rank, converted to x's dtype) written at
+ *  `start` (shape [ndim], clamped into [0, dim - update dim] as in JAX). */
+cft_array *cft_dynamic_update_slice(cft_array *x, cft_array *update, cft_array *start);
+/** numpy.take: x indexed along `axis` by an index array of any shape;
+ *  result shape x.shape[:axis] + indices.shape + x.shape[axis+1:]
+ *  (x[idx] for axis 0: an embedding lookup). Negative indices count from the
+ *  end; indices still out of range are clamped (CLIP). */
+cft_array *cft_take(cft_array *x, cft_array *indices, int axis);
+/** numpy.take_along_axis: indices of x's rank; along `axis` they pick
+ *  elements, the other dims broadcast against x. Negative indices count from
+ *  the end; out-of-range ones are clamped. */
+cft_array *cft_take_along_axis(cft_array *x, cft_array *indices, int axis);
+/** Functional x.at[..., indices, ...].set(values) along `axis`: a new array
+ *  equal to x except at the taken positions (cft_take's result shape), which
+ *  get `values` (broadcast to that shape, converted to x's dtype). Negative
+ *  indices count from the end; updates at indices still out of range are
+ *  dropped. With repeated indices the last value wins. */
+cft_array *cft_at_set(cft_array *x, cft_array *indices, cft_array *values, int axis);
+/** Functional x.at[..., indices, ...].add(values): as cft_at_set, but the
+ *  values add onto x, repeated indices accumulating. */
+cft_array *cft_at_add(cft_array *x, cft_array *indices, cft_array *values, int axis);
+
 /* ---- reductions (axes NULL/naxes 0: all axes) ---- */
 cft_array *cft_sum(cft_array *x, const int *axes, int naxes, bool keepdims);  /**< sum */
 cft_array *cft_prod(cft_array *x, const int *axes, int naxes, bool keepdims); /**< product */
@@ -112,6 +229,36 @@ cft_array *cft_var(cft_array *x, const int *axes, int naxes, int ddof, bool keep
 cft_array *cft_argmax(cft_array *x, int axis, bool keepdims);
 cft_array *cft_argmin(cft_array *x, int axis, bool keepdims);
 
+/* ---- scans and sorting (along one axis; negative axes count from the end) ---- */
+/** Inclusive cumulative sum along `axis`; reverse: from the end (jax.lax
+ *  cumsum). Bool inputs are summed as i32. */
+cft_array *cft_cumsum(cft_array *x, int axis, bool reverse);
+/** Cumulative product (bool as i32). The derivative is exact at zeros. */
+cft_array *cft_cumprod(cft_array *x, int axis, bool reverse);
+/** Running max / min (NaN propagates). The tangent is that of the element
+ *  holding the running extreme, the first one in scan order on ties. */
+cft_array *cft_cummax(cft_array *x, int axis, bool reverse);
+cft_array *cft_cummin(cft_array *x, int axis, bool reverse);
+/** log(cumsum(exp(x))), stable (ints are converted to f32). */
+cft_array *cft_cumlogsumexp(cft_array *x, int axis, bool reverse);
+/** Stable sort along `axis`. Ascending order puts NaNs last (as NumPy);
+ *  descending is the reverse order (NaNs first) with ties still in their
+ *  original order. -0.0 and 0.0 compare equal. */
+cft_array *cft_sort(cft_array *x, int axis, bool descending);
+/** The stable sorting permutation (i32) along `axis`: x gathered with it
+ *  along axis is cft_sort(x, axis, descending). */
+cft_array *cft_argsort(cft_array *x, int axis, bool descending);
+/** Sort n same-shaped arrays along `axis` by the first (stable): out[0] is
+ *  xs[0] sorted, out[i] is xs[i] permuted the same way. On error every
+ *  out[i] is the error array, also returned as the thread's last error. */
+cft_status cft_sort_multi(cft_array *const *xs, int n, int axis, bool descending,
+                          cft_array **out);
+/** The k largest entries along the last axis, largest first (NaN counts as
+ *  largest; ties: lower index first): values [..., k] and their indices
+ *  (i32). Either output pointer may be NULL. Derivative: the tangent at the
+ *  chosen indices. */
+cft_status cft_top_k(cft_array *x, int64_t k, cft_array **values, cft_array **indices);
+
 /* ---- contractions ---- */
 /** General dot product (jax.lax.dot_general): contract lhs dims lc[i] with
  *  rhs dims rc[i], batch over lb[i] / rb[i]. Output dims: batch, lhs free,
@@ -120,6 +267,64 @@ cft_array *cft_dot_general(cft_array *a, cft_array *b, const int *lc, const int 
                            const int *lb, const int *rb, int nb);
 /** NumPy matmul: 1-d and n-d operands, broadcast batch dims. */
 cft_array *cft_matmul(cft_array *a, cft_array *b);
+
+/* ---- convolution and pooling ----
+ * Layouts are fixed (jax.lax dimension numbers NC<spatial>, OI<spatial>,
+ * NC<spatial>): lhs [N, C, spatial...], rhs (kernel) [O, I, spatial...],
+ * result [N / batch_group_count, O, spatial...]. Per spatial dim, the result
+ * size is floor((in' + lo + hi - k') / stride) + 1 (0 if negative), with
+ * in' = (in - 1) * lhs_dilation + 1 and k' = (k - 1) * rhs_dilation + 1.
+ * Float work is im2col + OpenBLAS GEMM. Every transform applies. */
+
+/** General convolution (jax.lax.conv_general_dilated) with 1 to 3 spatial
+ *  dims (nsp = rank - 2). strides, lhs_dilation, rhs_dilation: nsp values
+ *  (NULL: 1); padding: nsp (lo, hi) pairs, negative crops (NULL: 0). lhs
+ *  dilation inserts holes between input elements (a transposed conv); rhs
+ *  dilation between kernel taps. feature_group_count G: C = G*I, O % G == 0,
+ *  output channels [g*O/G, (g+1)*O/G) see input channels [g*I, (g+1)*I).
+ *  batch_group_count B (C = I): N and O split into B groups (group-major),
+ *  output channel group b sees samples [b*N/B, (b+1)*N/B), and the result
+ *  has N/B samples. G and B are not both > 1. Dtypes promote. */
+cft_array *cft_conv_general_dilated(cft_array *lhs, cft_array *rhs, const int64_t *strides,
+                                    const int64_t *padding, const int64_t *lhs_dilation,
+                                    const int64_t *rhs_dilation, int64_t feature_group_count,
+                                    int64_t batch_group_count);
+/** PyTorch's conv2d without bias: x [N, C, H, W] or [C, H, W], w [O, C/groups,
+ *  kH, kW]; stride, padding (symmetric, >= 0), dilation: 2 values each
+ *  (NULL: 1, 0, 1). Asymmetric or SAME padding: cft_conv_padding and
+ *  cft_conv_general_dilated. */
+cft_array *cft_conv2d(cft_array *x, cft_array *w, const int64_t *stride, const int64_t *padding,
+                      const int64_t *dilation, int64_t groups);
+/** Padding modes for cft_conv_padding (as jax's "VALID", "SAME", "SAME_LOWER"). */
+typedef enum cft_pad_mode { CFT_PAD_VALID = 0, CFT_PAD_SAME, CFT_PAD_SAME_LOWER } cft_pad_mode;
+/** The (lo, hi) padding pairs of `mode` for nsp spatial dims of sizes in[],
+ *  windows window[] (undilated), strides and dilations (NULL: 1), written to
+ *  pads[2*nsp]. VALID: none. SAME: out = ceil(in / stride), the total padding
+ *  split with the extra element at the end (SAME_LOWER: at the start). Works
+ *  for convolutions and windows alike. Returns CFT_OK or CFT_E_ARG. */
+cft_status cft_conv_padding(cft_pad_mode mode, int nsp, const int64_t *in, const int64_t *window,
+                            const int64_t *strides, const int64_t *dilation, int64_t *pads);
+/** Reverse the order of elements along the given axes (NULL/0: all). */
+cft_array *cft_flip(cft_array *x, const int *axes, int naxes);
+/** Windowed sum / max over every dim of x (jax.lax.reduce_window):
+ *  window[ndim] sizes, strides (NULL: 1), padding ndim (lo, hi) pairs (NULL:
+ *  0; padding adds nothing and never wins a max), dilation between window
+ *  taps (NULL: 1). Result dims as for a convolution. A window with no
+ *  element gives 0 (sum) or -inf (max). max's derivative goes to the first
+ *  maximum of each window. */
+cft_array *cft_reduce_window_sum(cft_array *x, const int64_t *window, const int64_t *strides,
+                                 const int64_t *padding, const int64_t *dilation);
+cft_array *cft_reduce_window_max(cft_array *x, const int64_t *window, const int64_t *strides,
+                                 const int64_t *padding, const int64_t *dilation);
+/** PyTorch's max_pool2d over [N, C, H, W] or [C, H, W]: kernel[2], stride
+ *  (NULL: kernel), padding (NULL: 0; at most kernel/2, never selected),
+ *  dilation (NULL: 1). Floor mode. */
+cft_array *cft_max_pool2d(cft_array *x, const int64_t *kernel, const int64_t *stride,
+                          const int64_t *padding, const int64_t *dilation);
+/** PyTorch's avg_pool2d: window sums divided by kH*kW (count_include_pad)
+ *  or by the number of non-padding elements under the window. */
+cft_array *cft_avg_pool2d(cft_array *x, const int64_t *kernel, const int64_t *stride,
+                          const int64_t *padding, bool count_include_pad);
 
 /* ---- nn composites (plain C over the primitives) ---- */
 cft_array *cft_relu(cft_array *x);                  /**< max(x, 0) */

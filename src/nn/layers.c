@@ -1,8 +1,7 @@
 /* layers.c: the layers as functions of arrays (torch.nn.functional):
  * linear, layer_norm, batch_norm with explicit running statistics,
- * inverted dropout with an explicit key, and embedding as one_hot @ table
- * (until the core has a gather primitive). Public ops only, so every
- * transform applies. */
+ * inverted dropout with an explicit key, and embedding (a gather of table
+ * rows). Public ops only, so every transform applies. */
 #include <math.h>
 
 #include "nn/nn_internal.h"
@@ -164,6 +163,11 @@ cft_array *cft_embedding(cft_array *ids, cft_array *table) {
         return cft__fail(CFT_E_ARG,
                          "cft_embedding: need integer ids and a [num, dim] table, got %s and %s",
                          cft__nn_av(ids), cft__nn_av(table));
-    cft_array *oh = cft_one_hot(ids, cft_array_dim(table, 0), cft_array_dtype(table));
-    return cft_matmul(oh, table);
+    /* table rows; FILL_OR_DROP gives ids outside [0, num) zero rows */
+    int n = cft_array_ndim(ids);
+    cft_gather_dnums dn = {.offset_dims = {n}, .n_offset_dims = 1, .collapsed_slice_dims = {0},
+                           .n_collapsed_slice_dims = 1, .start_index_map = {0},
+                           .n_start_index_map = 1, .index_vector_dim = n};
+    cft_array *ix = cft_array_dtype(ids) == CFT_BOOL ? cft_astype(ids, CFT_I32) : ids;
+    return cft_gather(table, ix, &dn, (int64_t[]){1, cft_array_dim(table, 1)}, CFT_INDEX_FILL_OR_DROP);
 }

@@ -36,6 +36,15 @@ static cft_array *minmax_tangent(cft_array *a, cft_array *b, cft_array *ta, cft_
     return cft__tadd(cft__tmul(ta, wa), cft__tmul(tb, wb));
 }
 
+/* rem(a, b) = a - b trunc(a/b): d/da = 1, d/db = -trunc(a/b) (as JAX);
+ * zero for integer operands */
+static cft_array *rem_tangent(cft_array *a, cft_array *b, cft_array *ta, cft_array *tb) {
+    if (!cft_dtype_is_float(a->aval.dtype)) return NULL;
+    if (!tb) return ta;
+    cft_array *q = cft_div(a, b);
+    return cft__tsub(ta, cft_mul(tb, cft_mul(cft_sign(q), cft_floor(cft_abs(q)))));
+}
+
 static cft_array *add_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
                                 int nin, const cft_params *p, cft_array **ct_in) {
     (void)in, (void)nin, (void)p;

@@ -59,8 +59,29 @@ PUBLIC(lt, lt)
 PUBLIC(le, le)
 PUBLIC(gt, gt)
 PUBLIC(ge, ge)
-PUBLIC(logical_and, and)
-PUBLIC(logical_or, or)
+PUBLIC(rem, rem)
+PUBLIC(nextafter, nextafter)
+PUBLIC(bitwise_and, and)
+PUBLIC(bitwise_or, or)
+PUBLIC(bitwise_xor, xor)
+PUBLIC(shift_left, shift_left)
+PUBLIC(shift_right_logical, shift_right_logical)
+PUBLIC(shift_right_arithmetic, shift_right_arithmetic)
+
+/* the and/or primitives are bitwise on ints too; the logical ops keep to bools */
+static cft_array *logical(const char *op, const cft_prim *p, cft_array *a, cft_array *b) {
+    CFT_PROPAGATE(op, a, b);
+    if (a->aval.dtype != CFT_BOOL || b->aval.dtype != CFT_BOOL)
+        return cft__fail(CFT_E_DTYPE, "%s: operands must be bool, got %s and %s", op,
+                         cft__av(&a->aval), cft__av(&b->aval));
+    return binop(op, p, a, b);
+}
+cft_array *cft_logical_and(cft_array *a, cft_array *b) {
+    return logical("cft_logical_and", &cft_p_and, a, b);
+}
+cft_array *cft_logical_or(cft_array *a, cft_array *b) {
+    return logical("cft_logical_or", &cft_p_or, a, b);
+}
 
 cft_array *cft_add_s(cft_array *a, double s) {
     CFT_PROPAGATE("cft_add_s", a);

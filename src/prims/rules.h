@@ -33,6 +33,9 @@ cft_array *cft__ew_vmap(const cft_prim *p, int64_t size, cft_array *const *x, co
                         int nin, const cft_params *par, cft_array **y, int *ybdim);
 /* the dtype classes an elementwise op accepts */
 enum { CFT_DT_FLOAT = 1, CFT_DT_INT = 2, CFT_DT_BOOL = 4, CFT_DT_NUM = 3, CFT_DT_ANY = 7 };
+/* unary.def rows only, in the flags column: the output is bool (is_finite);
+ * masked out of the record's flags */
+#define CFT_EW_BOOL_OUT (1u << 30)
 bool cft__dtype_in(cft_dtype dt, int cls);
 
 /* internal binders (strict: no broadcasting or promotion) */
@@ -49,6 +52,25 @@ extern const cft_prim cft_p_select, cft_p_convert_element_type, cft_p_reduce_sum
     cft_p_iota, cft_p_stop_gradient, cft_p_reduce_min, cft_p_reduce_prod, cft_p_argmax,
     cft_p_argmin, cft_p_mul, cft_p_add, cft_p_random_uniform, cft_p_random_split,
     cft_p_random_fold_in;
+extern const cft_prim cft_p_gather, cft_p_scatter, cft_p_scatter_add, cft_p_dynamic_slice,
+    cft_p_dynamic_update_slice; /* index.c */
+
+/* scans, sorting and the elementwise ops off the rows (scan.c, sort.c,
+ * ew_extra.c) */
+extern const cft_prim cft_p_cumsum, cft_p_cumprod, cft_p_cummax, cft_p_cummin,
+    cft_p_cumlogsumexp, cft_p_sort, cft_p_top_k, cft_p_gather_along, cft_p_scatter_add_along,
+    cft_p_clamp, cft_p_integer_pow;
+/* The element offsets (from `strides`) of the first element of each line
+ * along `axis` of an array of aval `a`, the lines in row-major order of the
+ * other dims; *count gets their number. A GC buffer (never NULL unless out
+ * of memory). */
+int64_t *cft__line_offsets(const cft_aval *a, const int64_t *strides, int axis, int64_t *count);
+
+/* conv.c, window.c */
+extern const cft_prim cft_p_conv_general_dilated, cft_p_rev, cft_p_reduce_window_sum,
+    cft_p_reduce_window_max, cft_p_select_and_gather_add, cft_p_select_and_scatter_add;
+
+extern const cft_prim cft_p_scan, cft_p_while, cft_p_cond, cft_p_remat;
 
 /* format an aval into a static per-call buffer slot (up to 4 per message) */
 const char *cft__av(const cft_aval *a);

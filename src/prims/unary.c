@@ -1,7 +1,8 @@
 /* unary.c: the elementwise unary primitives, expanded from unary.def: for
  * each row a reference loop per dtype, the shape rule (dtype class check),
  * the jvp rule (the row's tangent), and the record. neg is the one linear
- * row; its transpose is neg. Batching uses the family's generic rule. */
+ * row; its transpose is neg. Batching uses the family's generic rule. Rows
+ * flagged CFT_EW_BOOL_OUT (is_finite) give bool outputs. */
 #include <stdint.h>
 #include <tgmath.h>
 
@@ -9,52 +10,34 @@
 
 #define NOTNULL(e) (e)
 
+/* one loop: elements of type ST read into x of type VT, written as OT. T
+ * names the output type, as in the generated kernels (bitwise_not uses it
+ * to tell bools from ints). */
+#define ULOOP(ST, VT, OT, EXPR)                                                                    \
+    {                                                                                              \
+        typedef OT T;                                                                              \
+        const ST *xs = xp;                                                                         \
+        T *ys = yp;                                                                                \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            VT x = xs[i];                                                                          \
+            (void)x;                                                                               \
+            ys[i] = (T)(EXPR);                                                                     \
+        }                                                                                          \
+    }                                                                                              \
+    break
+/* rows flagged CFT_EW_BOOL_OUT write bool from float inputs */
+#define BOOL_OUT(FLAGS) (((FLAGS) & CFT_EW_BOOL_OUT) != 0)
+
 #define CFT_UNARY(NAME, FEXPR, IEXPR, CLS, FLAGS, TAN)                                             \
     static void NAME##_loop(const void *xp, void *yp, cft_dtype dt, int64_t n) {                   \
-        switch (dt) {                                                                              \
-        case CFT_F32: {                                                                            \
-            const float *xs = xp;                                                                  \
-            float *ys = yp;                                                                        \
-            for (int64_t i = 0; i < n; i++) {                                                      \
-                float x = xs[i];                                                                   \
-                ys[i] = (float)(FEXPR);                                                            \
-            }                                                                                      \
-        } break;                                                                                   \
-        case CFT_F64: {                                                                            \
-            const double *xs = xp;                                                                 \
-            double *ys = yp;                                                                       \
-            for (int64_t i = 0; i < n; i++) {                                                      \
-                double x = xs[i];                                                                  \
-                ys[i] = (double)(FEXPR);                                                           \
-            }                                                                                      \
-        } break;                                                                                   \
-        case CFT_I32: {                                                                            \
-            const int32_t *xs = xp;                                                                \
-            int32_t *ys = yp;                                                                      \
-            for (int64_t i = 0; i < n; i++) {                                                      \
-                int32_t x = xs[i];                                                                 \
-                (void)x;                                                                           \
-                ys[i] = (int32_t)(IEXPR);                                                          \
-            }                                                                                      \
-        } break;                                                                                   \
-        case CFT_I64: {                                                                            \
-            const int64_t *xs = xp;                                                                \
-            int64_t *ys = yp;                                                                      \
-            for (int64_t i = 0; i < n; i++) {                                                      \
-                int64_t x = xs[i];                                                                 \
-                (void)x;                                                                           \
-                ys[i] = (int64_t)(IEXPR);                                                          \
-            }                                                                                      \
-        } break;                                                                                   \
-        case CFT_BOOL: {                                                                           \
-            const uint8_t *xs = xp;                                                                \
-            uint8_t *ys = yp;                                                                      \
-            for (int64_t i = 0; i < n; i++) {                                                      \
-                int x = xs[i];                                                                     \
-                (void)x;                                                                           \
-                ys[i] = (uint8_t)((IEXPR) != 0);                                                   \
-            }                                                                                      \
-        } break;                                                                                   \
+        switch (dt * 2 + BOOL_OUT(FLAGS)) {                                                        \
+        case CFT_F32 * 2: ULOOP(float, float, float, FEXPR);                                       \
+        case CFT_F64 * 2: ULOOP(double, double, double, FEXPR);                                    \
+        case CFT_F32 * 2 + 1: ULOOP(float, float, uint8_t, FEXPR);                                 \
+        case CFT_F64 * 2 + 1: ULOOP(double, double, uint8_t, FEXPR);                               \
+        case CFT_I32 * 2: ULOOP(int32_t, int32_t, int32_t, IEXPR);                                 \
+        case CFT_I64 * 2: ULOOP(int64_t, int64_t, int64_t, IEXPR);                                 \
+        case CFT_BOOL * 2: ULOOP(uint8_t, int, uint8_t, (IEXPR) != 0);                             \
         default: break;                                                                            \
         }                                                                                          \
     }                                                                                              \
@@ -66,6 +49,7 @@
             return cft__fail(CFT_E_DTYPE, "%s: dtype %s not supported (%s)", #NAME,                \
                              cft_dtype_name(in[0].dtype), cft__av(&in[0]));                        \
         *out = in[0];                                                                              \
+        if (BOOL_OUT(FLAGS)) out->dtype = CFT_BOOL;                                                \
         return NULL;                                                                               \
     }                                                                                              \
     static cft_array *NAME##_impl(cft_array *const *in, int nin, const cft_params *p,              \
@@ -74,7 +58,8 @@
         (void)p;                                                                                   \
         cft_array *x = cft__contig(in[0]);                                                         \
         if (cft_failed(x)) return x;                                                               \
-        cft_array *y = cft__alloc(x->aval.dtype, x->aval.shape, x->aval.ndim);                     \
+        cft_array *y = cft__alloc(BOOL_OUT(FLAGS) ? CFT_BOOL : x->aval.dtype, x->aval.shape,       \
+                                  x->aval.ndim);                                                   \
         if (cft_failed(y)) return y;                                                               \
         NAME##_loop(cft__ptr(x), y->data, x->aval.dtype, cft__numel(x->aval.shape, x->aval.ndim)); \
         cft__keep(x);                                                                              \
@@ -114,7 +99,7 @@ static cft_array *neg_transpose(cft_array *const *ct, cft_array *const *x, const
         .name = #NAME,                                                                             \
         .nin = 1,                                                                                  \
         .nout = 1,                                                                                 \
-        .flags = (FLAGS) | CFT_PRIM_ELEMENTWISE,                                                   \
+        .flags = ((FLAGS) & ~CFT_EW_BOOL_OUT) | CFT_PRIM_ELEMENTWISE,                              \
         .shape = NAME##_shape,                                                                     \
         .impl = NAME##_impl,                                                                       \
         .jvp = (FLAGS) & CFT_PRIM_NONDIFF ? NULL : NAME##_jvp,                                     \
