@@ -13,7 +13,7 @@
  *   - cft_conv_padding against jax's SAME / VALID values;
  *   - max_pool2d / avg_pool2d against naive loops, their gradients against
  *     finite differences;
- *   - a small CNN (conv 3x3 8 channels, relu, max-pool 2, linear to 10) on
+ *   - a small CNN (conv 3x3 8 channels, relu, max-pool 2, linear to 10) on the digits data,
  *     1x8x8 inputs: cft_vmap(cft_grad(loss)) per-sample gradients equal a
  *     loop of single-sample gradients, interpreted and through cft_jit;
  *   - errors name the call and the shapes.
@@ -351,6 +351,8 @@ FN(pool_loss) {
 
 /* ---------------------------------------------------------------- the CNN */
 
+#include "../examples/mlp.h" /* the digits loader */
+
 /* (w1 [8,1,3,3], b1 [8], w2 [128,10], b2 [10], x [1,8,8] or [B,1,8,8], y [] or [B])
  * -> mean cross-entropy of conv 3x3 (pad 1) -> relu -> max-pool 2 -> linear */
 FN(cnn_loss) {
@@ -372,11 +374,14 @@ static void cnn_tests(void) {
                        cft_mul_s(rnd((int64_t[]){8}, 1, CFT_F32), 0.1),
                        cft_mul_s(rnd((int64_t[]){128, 10}, 2, CFT_F32), 0.2),
                        cft_mul_s(rnd((int64_t[]){10}, 1, CFT_F32), 0.1)};
-    cft_array *X = cft_random_normal(cft_random_key(99), CFT_F32, (int64_t[]){NS, 1, 8, 8}, 4);
-    int32_t labels[NS];
-    for (int i = 0; i < NS; i++)
-        labels[i] = (i * 7 + 3) % 10;
-    cft_array *Y = cft_from_i32(labels, (int64_t[]){NS}, 1);
+    /* the first NS images and labels of the sklearn digits data set */
+    digits d;
+    if (digits_load(&d)) {
+        TEST("cnn: the digits data set is available (run scripts/fetch-digits.sh)") CHECK(false);
+        return;
+    }
+    cft_array *X = cft_from_f32(d.x, (int64_t[]){NS, 1, 8, 8}, 4);
+    cft_array *Y = cft_from_i32(d.y, (int64_t[]){NS}, 1);
     cft_fn *loss = cft_fn_new(cnn_loss, NULL, 6, 1);
     int argnums[4] = {0, 1, 2, 3};
     int in_axes[6] = {CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0};
