@@ -16,17 +16,9 @@ float erff(float) __attribute__((simd("notinbranch")));
 
 #include <cft/cft.h>
 
-#define N 10000000
+#include "bench.h"
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#define N 10000000
 
 static cft_status chain(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
@@ -43,12 +35,6 @@ static void hand(const float *restrict x, float *restrict y, float a,
         float u = x[i] * a + b;
         y[i] = 0.5f * u * (1.0f + erff(u * 0.70710678f)) * (1.0f / (1.0f + expf(-x[i])));
     }
-}
-
-static void stats(double *ts, int n, double *med, double *mn) {
-    qsort(ts, (size_t)n, sizeof(double), cmp);
-    *med = ts[n / 2];
-    *mn = ts[0];
 }
 
 static void emit(const char *method, double med, double mn, const char *base, double base_med) {
@@ -76,7 +62,7 @@ int main(void) {
         hand(x, y, 0.7f, 0.1f, N);
         ts[r] = now_ms() - t0;
     }
-    stats(ts, 15, &hm, &hmin);
+    bench_stats(ts, 15, &hm, &hmin);
     cft_array *out = cft_fn_call1(jf, in);
     out = cft_fn_call1(jf, in);
     double maxdiff = 0;
@@ -89,13 +75,13 @@ int main(void) {
         out = cft_fn_call1(jf, in);
         ts[r] = now_ms() - t0;
     }
-    stats(ts, 15, &jm, &jmin);
+    bench_stats(ts, 15, &jm, &jmin);
     for (int r = 0; r < 3; r++) {
         double t0 = now_ms();
         out = cft_fn_call1(f, in);
         ts[r] = now_ms() - t0;
     }
-    stats(ts, 3, &im, &imin);
+    bench_stats(ts, 3, &im, &imin);
     emit("hand_written_c", hm, hmin, "hand_written_c", hm);
     emit("cft_jit", jm, jmin, "hand_written_c", hm);
     emit("cft_interpreter", im, imin, "hand_written_c", hm);

@@ -15,44 +15,11 @@
 #include <time.h>
 
 #include "../examples/mlp.h"
+#include "bench.h"
 
 #define K 32
 #define B 256
 #define NP 4 /* w1 [64,128], b1, w2 [128,10], b2 */
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-typedef void (*work_fn)(void *);
-
-/* median and min over repetitions filling ~0.6 s (at least 5) */
-static void timeit(work_fn w, void *arg, double *median, double *min) {
-    w(arg); /* warm-up: traces and caches */
-    double t0 = now_ms();
-    w(arg);
-    double one = now_ms() - t0;
-    int reps = one > 0 ? (int)(600 / one) : 50;
-    if (reps < 5) reps = 5;
-    if (reps > 300) reps = 300;
-    double *ts = malloc(sizeof(double) * (size_t)reps);
-    for (int r = 0; r < reps; r++) {
-        t0 = now_ms();
-        w(arg);
-        ts[r] = now_ms() - t0;
-    }
-    qsort(ts, (size_t)reps, sizeof(double), cmp);
-    *median = ts[reps / 2];
-    *min = ts[0];
-    free(ts);
-}
 
 static cft_array *logits(cft_array *const *p, cft_array *x) {
     cft_array *h = cft_relu(cft_add(cft_matmul(x, p[0]), p[1]));
