@@ -33,9 +33,6 @@
  * that return trees return *error trees* (cft_tree_failed), which every tree
  * call passes through unchanged; a tree set with an error array becomes an
  * error tree. Nothing aborts, nothing returns NULL, nothing is freed by hand.
- *
- * Not here yet: Conv2d, MaxPool2d and AvgPool2d need a convolution /
- * windowed-reduction primitive that the core does not have.
  */
 #ifndef CFT_NN_H
 #define CFT_NN_H
@@ -183,6 +180,11 @@ cft_array *cft_dropout(cft_array *x, double p, bool train, cft_array *key);
  *  zero row (no error: values are not visible under tracing); the gradient
  *  is a scatter_add of the rows' cotangents. */
 cft_array *cft_embedding(cft_array *ids, cft_array *table);
+/** torch.flatten: dims start_dim .. end_dim (inclusive; negative count from
+ *  the end) of x merged into one; a 0-d x gives [1]. A view when x is
+ *  contiguous. (Convolution and pooling are ops: cft_conv2d, cft_max_pool2d,
+ *  cft_avg_pool2d in ops.h.) */
+cft_array *cft_flatten(cft_array *x, int start_dim, int end_dim);
 /** softmax(q k^T / sqrt(E) + mask) v for q [..., L, E], k [..., S, E],
  *  v [..., S, Ev] -> [..., L, Ev]; batch dims broadcast. mask (NULL for none)
  *  broadcasts to [..., L, S]: bool, true = may attend (PyTorch's
@@ -252,6 +254,31 @@ cft_module *cft_nn_activation(cft_activation_kind kind);
  *  out_proj.weight [E, E] (Linear's init), out_proj.bias [E] (zeros); bias
  *  false drops both biases. E must be divisible by num_heads. */
 cft_module *cft_nn_mha(int64_t embed_dim, int64_t num_heads, bool bias);
+/** Conv2d (nn.Conv2d): input [N, in, H, W] or [in, H, W]; params weight
+ *  [out, in/groups, kernel[0], kernel[1]] and bias [out] (when bias), both
+ *  U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in/groups * kH * kW
+ *  (PyTorch's kaiming_uniform(a=sqrt(5)) and its bias rule). stride,
+ *  padding (symmetric, zeros), dilation: 2 values each, NULL for PyTorch's
+ *  defaults 1, 0, 1; in and out must be divisible by groups. Applies
+ *  cft_conv2d and adds the bias per channel. */
+cft_module *cft_nn_conv2d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
+                          const int64_t *padding, const int64_t *dilation, int64_t groups,
+                          bool bias);
+/** MaxPool2d over [N, C, H, W] or [C, H, W] (no params): kernel[2]; stride
+ *  NULL = kernel; padding NULL = 0 (at most kernel/2; padding never wins);
+ *  dilation NULL = 1. Floor mode (no ceil_mode), no indices. */
+cft_module *cft_nn_max_pool2d(const int64_t *kernel, const int64_t *stride, const int64_t *padding,
+                              const int64_t *dilation);
+/** AvgPool2d (no params): as MaxPool2d without dilation; count_include_pad
+ *  divides by kH*kW (PyTorch's default true), else by the number of
+ *  non-padding elements. No divisor_override. */
+cft_module *cft_nn_avg_pool2d(const int64_t *kernel, const int64_t *stride, const int64_t *padding,
+                              bool count_include_pad);
+/** Flatten (nn.Flatten, no params): cft_flatten(x, start_dim, end_dim);
+ *  PyTorch's defaults are 1, -1 (keep the batch dim). The dims count x's
+ *  own axes: under vmap over examples, give each example a batch of one
+ *  ([1, C, H, W]) or use start_dim 0. */
+cft_module *cft_nn_flatten(int start_dim, int end_dim);
 /** Layers applied in order; layer i's params and state are named "i.<name>"
  *  (as nn.Sequential). The array of layers is copied. */
 cft_module *cft_nn_sequential(cft_module *const *layers, int n);

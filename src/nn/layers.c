@@ -1,7 +1,8 @@
 /* layers.c: the layers as functions of arrays (torch.nn.functional):
  * linear, layer_norm, batch_norm with explicit running statistics,
- * inverted dropout with an explicit key, and embedding (a gather of table
- * rows). Public ops only, so every transform applies. */
+ * inverted dropout with an explicit key, embedding (a gather of table
+ * rows) and flatten (torch.flatten). Public ops only, so every transform
+ * applies. */
 #include <math.h>
 
 #include "nn/nn_internal.h"
@@ -170,4 +171,26 @@ cft_array *cft_embedding(cft_array *ids, cft_array *table) {
                            .n_start_index_map = 1, .index_vector_dim = n};
     cft_array *ix = cft_array_dtype(ids) == CFT_BOOL ? cft_astype(ids, CFT_I32) : ids;
     return cft_gather(table, ix, &dn, (int64_t[]){1, cft_array_dim(table, 1)}, CFT_INDEX_FILL_OR_DROP);
+}
+
+cft_array *cft_flatten(cft_array *x, int start_dim, int end_dim) {
+    CFT_PROPAGATE("cft_flatten", x);
+    int nd = cft_array_ndim(x), r = nd ? nd : 1; /* a scalar counts as 1-d (as torch) */
+    int s = start_dim < 0 ? start_dim + r : start_dim, e = end_dim < 0 ? end_dim + r : end_dim;
+    if (s < 0 || e >= r || s > e)
+        return cft__fail(CFT_E_ARG, "cft_flatten: dims %d..%d out of range for %s", start_dim,
+                         end_dim, cft__nn_av(x));
+    if (nd == 0)
+        return cft_reshape(x, (int64_t[]){1}, 1);
+    int64_t shape[CFT_MAX_NDIM];
+    int k = 0;
+    for (int i = 0; i < s; i++)
+        shape[k++] = cft_array_dim(x, i);
+    shape[k] = 1;
+    for (int i = s; i <= e; i++)
+        shape[k] *= cft_array_dim(x, i);
+    k++;
+    for (int i = e + 1; i < nd; i++)
+        shape[k++] = cft_array_dim(x, i);
+    return cft_reshape(x, shape, k);
 }

@@ -1,5 +1,6 @@
 /* module.c: the module constructors (Linear, LayerNorm, BatchNorm, Dropout,
- * Embedding, activations, multi-head attention, Sequential, MLP), their
+ * Embedding, activations, multi-head attention, Conv2d, MaxPool2d,
+ * AvgPool2d, Flatten, Sequential, MLP), their
  * configuration checks and descriptions. A module holds hyperparameters
  * only; parameters and state live in trees (module_init.c, module_apply.c). */
 #include <stdarg.h>
@@ -101,6 +102,85 @@ cft_module *cft_nn_mha(int64_t embed_dim, int64_t num_heads, bool bias) {
                          (long long)embed_dim, (long long)num_heads, bias ? "true" : "false");
     m->a = embed_dim, m->b = num_heads, m->flag = bias;
     return require(m, embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0, "cft_nn_mha");
+}
+
+/* copy 2 values (or the default d when v is NULL) into out; true if all >= lo */
+static bool pair(int64_t *out, const int64_t *v, int64_t d, int64_t lo) {
+    out[0] = v ? v[0] : d, out[1] = v ? v[1] : d;
+    return out[0] >= lo && out[1] >= lo;
+}
+
+cft_module *cft_nn_conv2d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
+                          const int64_t *padding, const int64_t *dilation, int64_t groups,
+                          bool bias) {
+    int64_t k[2] = {0, 0}, s[2], p[2], d[2];
+    bool ok = kernel && pair(k, kernel, 0, 1);
+    ok = pair(s, stride, 1, 1) && ok;
+    ok = pair(p, padding, 0, 0) && ok;
+    ok = pair(d, dilation, 1, 1) && ok;
+    ok = ok && in > 0 && out > 0 && groups > 0 && in % groups == 0 && out % groups == 0;
+    cft_module *m =
+        make(CFT_M_CONV2D,
+             "Conv2d(in=%lld, out=%lld, kernel=[%lld,%lld], stride=[%lld,%lld], "
+             "padding=[%lld,%lld], dilation=[%lld,%lld], groups=%lld, bias=%s)",
+             (long long)in, (long long)out, (long long)k[0], (long long)k[1], (long long)s[0],
+             (long long)s[1], (long long)p[0], (long long)p[1], (long long)d[0], (long long)d[1],
+             (long long)groups, bias ? "true" : "false");
+    m->a = in, m->b = out, m->groups = groups, m->flag = bias;
+    for (int i = 0; i < 2; i++)
+        m->kernel[i] = k[i], m->stride[i] = s[i], m->padding[i] = p[i], m->dilation[i] = d[i];
+    return require(m, ok, "cft_nn_conv2d");
+}
+
+/* MaxPool2d / AvgPool2d: stride defaults to the kernel, padding to 0 (at
+ * most kernel/2, as PyTorch), dilation to 1 */
+static cft_module *pool(int kind, const char *name, const int64_t *kernel, const int64_t *stride,
+                        const int64_t *padding, const int64_t *dilation, bool count_include_pad) {
+    int64_t k[2] = {0, 0}, s[2], p[2], d[2];
+    bool ok = kernel && pair(k, kernel, 0, 1);
+    ok = (stride ? pair(s, stride, 1, 1) : pair(s, k, 1, 1)) && ok;
+    ok = pair(p, padding, 0, 0) && ok;
+    ok = pair(d, dilation, 1, 1) && ok;
+    ok = ok && 2 * p[0] <= k[0] && 2 * p[1] <= k[1];
+    cft_module *m;
+    if (kind == CFT_M_MAX_POOL2D)
+        m = make(kind,
+                 "MaxPool2d(kernel=[%lld,%lld], stride=[%lld,%lld], padding=[%lld,%lld], "
+                 "dilation=[%lld,%lld])",
+                 (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1],
+                 (long long)p[0], (long long)p[1], (long long)d[0], (long long)d[1]);
+    else
+        m = make(kind,
+                 "AvgPool2d(kernel=[%lld,%lld], stride=[%lld,%lld], padding=[%lld,%lld], "
+                 "count_include_pad=%s)",
+                 (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1],
+                 (long long)p[0], (long long)p[1], count_include_pad ? "true" : "false");
+    m->flag = count_include_pad;
+    for (int i = 0; i < 2; i++)
+        m->kernel[i] = k[i], m->stride[i] = s[i], m->padding[i] = p[i], m->dilation[i] = d[i];
+    return require(m, ok, name);
+}
+
+cft_module *cft_nn_max_pool2d(const int64_t *kernel, const int64_t *stride, const int64_t *padding,
+                              const int64_t *dilation) {
+    return pool(CFT_M_MAX_POOL2D, "cft_nn_max_pool2d", kernel, stride, padding, dilation, false);
+}
+
+cft_module *cft_nn_avg_pool2d(const int64_t *kernel, const int64_t *stride, const int64_t *padding,
+                              bool count_include_pad) {
+    return pool(CFT_M_AVG_POOL2D, "cft_nn_avg_pool2d", kernel, stride, padding, NULL,
+                count_include_pad);
+}
+
+cft_module *cft_nn_flatten(int start_dim, int end_dim) {
+    cft_module *m = make(CFT_M_FLATTEN, "Flatten(start_dim=%d, end_dim=%d)", start_dim, end_dim);
+    m->a = start_dim, m->b = end_dim;
+    /* the dims are checked against the input's rank when applied; here
+     * only a pair that is wrong for every rank is refused */
+    return require(m,
+                   !(start_dim >= 0 && end_dim >= 0 && start_dim > end_dim) &&
+                       !(start_dim < 0 && end_dim < 0 && start_dim > end_dim),
+                   "cft_nn_flatten");
 }
 
 cft_module *cft_nn_sequential(cft_module *const *layers, int n) {

@@ -14,14 +14,22 @@ enum {
     CFT_M_EMBEDDING,
     CFT_M_ACTIVATION,
     CFT_M_MHA,
+    CFT_M_CONV2D,
+    CFT_M_MAX_POOL2D,
+    CFT_M_AVG_POOL2D,
+    CFT_M_FLATTEN,
     CFT_M_SEQUENTIAL
 };
 
 struct cft_module {
     int kind;
     cft_array *err; /* a bad configuration: init and apply return it */
-    int64_t a, b;   /* Linear in/out, BatchNorm features, Embedding num/dim, MHA embed/heads */
-    bool flag;      /* Linear / MHA bias, LayerNorm / BatchNorm affine */
+    int64_t a, b;   /* Linear / Conv2d in/out, BatchNorm features, Embedding num/dim, MHA
+                       embed/heads, Flatten start/end dims */
+    bool flag;      /* Linear / MHA / Conv2d bias, LayerNorm / BatchNorm affine, AvgPool2d
+                       count_include_pad */
+    /* Conv2d and pooling: kernel, stride, padding, dilation (2 values each), Conv2d groups */
+    int64_t kernel[2], stride[2], padding[2], dilation[2], groups;
     int64_t shape[CFT_MAX_NDIM]; /* LayerNorm normalised shape */
     int nshape;
     double eps, momentum, p;

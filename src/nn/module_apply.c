@@ -1,6 +1,7 @@
 /* module_apply.c: applying a module to an input given its parameter and
  * state trees (returning the new state), and multi-head attention, the one
- * module with several inputs. */
+ * module with several inputs. Conv2d and the pooling modules call the
+ * cft_conv2d / cft_max_pool2d / cft_avg_pool2d ops. */
 #include <stdio.h>
 
 #include "nn/module.h"
@@ -88,6 +89,27 @@ cft_array *cft_mha_apply(const cft_module *m, const cft_tree *params, cft_array 
     return cft_linear(o, wo, bo);
 }
 
+/* Conv2d: [N, in, H, W] or [in, H, W] -> [N, out, H', W'] or [out, H', W'] */
+static cft_array *apply_conv2d(const cft_module *m, const cft_tree *p, cft_array *x) {
+    int nd = cft_array_ndim(x);
+    if ((nd != 3 && nd != 4) || cft_array_dim(x, -3) != m->a)
+        return cft__fail(CFT_E_SHAPE,
+                         "cft_module_apply: %s does not fit input %s (needs [N, %lld, H, W] or "
+                         "[%lld, H, W])",
+                         m->desc, cft__nn_av(x), (long long)m->a, (long long)m->a);
+    cft_array *w = param(p, "weight", m);
+    cft_array *y = cft_conv2d(x, w, m->stride, m->padding, m->dilation, m->groups);
+    if (!m->flag || cft_failed(y))
+        return y;
+    cft_array *b = param(p, "bias", m);
+    if (cft_failed(b))
+        return b;
+    if (cft_array_ndim(b) != 1 || cft_array_dim(b, 0) != m->b)
+        return cft__fail(CFT_E_SHAPE, "cft_module_apply: %s: bias is %s, need [%lld]", m->desc,
+                         cft__nn_av(b), (long long)m->b);
+    return cft_add(y, cft_reshape(b, (int64_t[]){m->b, 1, 1}, 3));
+}
+
 static cft_array *apply_layer(const cft_module *m, const cft_tree *p, const cft_tree *s,
                               cft_array *x, bool train, cft_array *key, cft_tree **ns) {
     *ns = (cft_tree *)s;
@@ -127,6 +149,14 @@ static cft_array *apply_layer(const cft_module *m, const cft_tree *p, const cft_
         return cft_activation(x, m->act);
     case CFT_M_MHA:
         return cft_mha_apply(m, p, x, x, x, NULL, false);
+    case CFT_M_CONV2D:
+        return apply_conv2d(m, p, x);
+    case CFT_M_MAX_POOL2D:
+        return cft_max_pool2d(x, m->kernel, m->stride, m->padding, m->dilation);
+    case CFT_M_AVG_POOL2D:
+        return cft_avg_pool2d(x, m->kernel, m->stride, m->padding, m->flag);
+    case CFT_M_FLATTEN:
+        return cft_flatten(x, (int)m->a, (int)m->b);
     default:
         return cft__fail(CFT_E_ARG, "cft_module_apply: unknown module kind %d", m->kind);
     }

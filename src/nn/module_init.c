@@ -3,7 +3,8 @@
  * 1/sqrt(in)); Embedding N(0, 1); LayerNorm / BatchNorm ones and zeros;
  * BatchNorm running statistics zeros / ones and num_batches_tracked 0;
  * MultiheadAttention in_proj_weight xavier_uniform, biases zero,
- * out_proj.weight as Linear. */
+ * out_proj.weight as Linear; Conv2d weight and bias U(-1/sqrt(fan_in),
+ * 1/sqrt(fan_in)) with fan_in = in/groups * kH * kW. */
 #include <math.h>
 
 #include "nn/module.h"
@@ -16,7 +17,8 @@ static cft_array *uniform(cft_array *key, int64_t r, int64_t c, int nd, double b
 static cft_tree *init_layer(const cft_module *m, cft_array *key, cft_tree **state) {
     cft_tree *p = cft_tree_new();
     *state = cft_tree_new();
-    bool needs_key = m->kind == CFT_M_LINEAR || m->kind == CFT_M_EMBEDDING || m->kind == CFT_M_MHA;
+    bool needs_key = m->kind == CFT_M_LINEAR || m->kind == CFT_M_EMBEDDING ||
+                     m->kind == CFT_M_MHA || m->kind == CFT_M_CONV2D;
     if (needs_key && !key)
         return cft__tree_err(cft__fail(CFT_E_ARG, "cft_module_init: %s needs a key", m->desc));
     if (needs_key && cft_failed(key))
@@ -60,7 +62,19 @@ static cft_tree *init_layer(const cft_module *m, cft_array *key, cft_tree **stat
             p = cft_tree_set(p, "out_proj.bias", cft_zeros(CFT_F32, &m->a, 1));
         return p;
     }
-    default: /* Dropout, activations: nothing */
+    case CFT_M_CONV2D: {
+        /* kaiming_uniform(a=sqrt(5)): gain sqrt(1/3) * sqrt(3 / fan_in) */
+        int64_t fan_in = m->a / m->groups * m->kernel[0] * m->kernel[1];
+        double bound = 1 / sqrt((double)fan_in);
+        int64_t shape[4] = {m->b, m->a / m->groups, m->kernel[0], m->kernel[1]};
+        cft_array *keys = cft_random_split(key, 2);
+        p = cft_tree_set(p, "weight",
+                         cft_random_uniform(cft_index(keys, 0), CFT_F32, shape, 4, -bound, bound));
+        if (m->flag)
+            p = cft_tree_set(p, "bias", uniform(cft_index(keys, 1), m->b, 0, 1, bound));
+        return p;
+    }
+    default: /* Dropout, activations, pooling, Flatten: nothing */
         return p;
     }
 }
