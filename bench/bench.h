@@ -33,8 +33,10 @@ static inline void timeit(work_fn w, void *arg, double *median, double *min) {
     w(arg);
     double one = now_ms() - t0;
     int reps = one > 0 ? (int)(600 / one) : 50;
-    if (reps < 5) reps = 5;
-    if (reps > 300) reps = 300;
+    if (reps < 5)
+        reps = 5;
+    if (reps > 300)
+        reps = 300;
     double *ts = malloc(sizeof(double) * (size_t)reps);
     for (int r = 0; r < reps; r++) {
         t0 = now_ms();

@@ -28,8 +28,7 @@ static cft_status chain(void *env, int nin, cft_array *const *in, int nout, cft_
 }
 
 /* the baseline: what a C programmer writes by hand */
-static void hand(const float *restrict x, float *restrict y, float a,
-                                                 float b, int64_t n) {
+static void hand(const float *restrict x, float *restrict y, float a, float b, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) {
         float u = x[i] * a + b;
@@ -40,8 +39,10 @@ static void hand(const float *restrict x, float *restrict y, float a,
 static void emit(const char *method, double med, double mn, const char *base, double base_med) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("{\"bench\": \"elementwise\", \"config\": {\"expr\": \"gelu(x*a+b)*sigmoid(x)\", \"n\": %d, "
-           "\"dtype\": \"f32\"}, \"method\": \"%s\", \"median_ms\": %.3f, \"min_ms\": %.3f, \"threads\": 1, "
+    printf("{\"bench\": \"elementwise\", \"config\": {\"expr\": \"gelu(x*a+b)*sigmoid(x)\", \"n\": "
+           "%d, "
+           "\"dtype\": \"f32\"}, \"method\": \"%s\", \"median_ms\": %.3f, \"min_ms\": %.3f, "
+           "\"threads\": 1, "
            "\"baseline\": \"%s\", \"ratio_to_baseline\": %.3f, \"peak_rss_mb\": %.1f}\n",
            N, method, med, mn, base, med / base_med, ru.ru_maxrss / 1024.0);
 }
@@ -50,9 +51,11 @@ int main(void) {
     openblas_set_num_threads(1);
     cft_init();
     float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N);
-    for (int64_t i = 0; i < N; i++) x[i] = (float)((i % 2000) - 1000) / 300.0f;
+    for (int64_t i = 0; i < N; i++)
+        x[i] = (float)((i % 2000) - 1000) / 300.0f;
     int64_t n = N;
-    cft_array *X = cft_from_f32(x, &n, 1), *A = cft_scalar(0.7, CFT_F32), *B = cft_scalar(0.1, CFT_F32);
+    cft_array *X = cft_from_f32(x, &n, 1), *A = cft_scalar(0.7, CFT_F32),
+              *B = cft_scalar(0.1, CFT_F32);
     cft_array *in[3] = {X, A, B};
     cft_fn *f = cft_fn_new(chain, NULL, 3, 1), *jf = cft_jit(f);
     double ts[15], hm, hmin, jm, jmin, im, imin;
@@ -68,7 +71,8 @@ int main(void) {
     double maxdiff = 0;
     for (int64_t i = 0; i < N; i += 997) {
         double d = fabs(cft_item_at(out, i) - y[i]);
-        if (d > maxdiff) maxdiff = d;
+        if (d > maxdiff)
+            maxdiff = d;
     }
     for (int r = 0; r < 15; r++) {
         double t0 = now_ms();

@@ -42,8 +42,8 @@ static cft_status loss(void *env, int nin, cft_array *const *in, int nout, cft_a
 
 typedef struct {
     cft_fn *f;
-    cft_array *in[NP + 2];          /* stacked params, x, y (vmap) */
-    cft_array *each[K][NP + 2];     /* per-model params, x, y (loop) */
+    cft_array *in[NP + 2];      /* stacked params, x, y (vmap) */
+    cft_array *each[K][NP + 2]; /* per-model params, x, y (loop) */
 } job;
 
 static void run_vmap(void *p) {
@@ -54,7 +54,8 @@ static void run_vmap(void *p) {
 static void run_loop(void *p) {
     job *j = p;
     cft_array *out[1 + NP];
-    for (int k = 0; k < K; k++) cft_fn_call(j->f, j->each[k], out);
+    for (int k = 0; k < K; k++)
+        cft_fn_call(j->f, j->each[k], out);
 }
 
 static double peak_rss_mb(void) {
@@ -65,11 +66,12 @@ static double peak_rss_mb(void) {
 
 static void emit(const char *data, const char *pass, const char *method, double med, double mn,
                  const char *base, double base_med) {
-    printf("{\"bench\": \"ensemble\", \"config\": {\"K\": %d, \"B\": %d, \"data\": \"%s\", \"pass\": "
-           "\"%s\"}, \"method\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": 1, "
-           "\"baseline\": \"%s\", \"baseline_median_ms\": %.4f, "
-           "\"speedup_vs_baseline\": %.2f, \"peak_rss_mb\": %.1f}\n",
-           K, B, data, pass, method, med, mn, base, base_med, base_med / med, peak_rss_mb());
+    printf(
+        "{\"bench\": \"ensemble\", \"config\": {\"K\": %d, \"B\": %d, \"data\": \"%s\", \"pass\": "
+        "\"%s\"}, \"method\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": 1, "
+        "\"baseline\": \"%s\", \"baseline_median_ms\": %.4f, "
+        "\"speedup_vs_baseline\": %.2f, \"peak_rss_mb\": %.1f}\n",
+        K, B, data, pass, method, med, mn, base, base_med, base_med / med, peak_rss_mb());
     fflush(stdout);
 }
 
@@ -77,7 +79,8 @@ int main(void) {
     openblas_set_num_threads(1);
     cft_init();
     digits d;
-    if (digits_load(&d)) return 1;
+    if (digits_load(&d))
+        return 1;
     /* K models: PyTorch-style init with one key each, stacked on axis 0 */
     static const int64_t sz[3] = {64, 128, 10};
     cft_array *stacked[NP], *model[K][NP];
@@ -86,13 +89,16 @@ int main(void) {
         for (int l = 0; l < 2; l++) {
             double bound = 1.0 / sqrt((double)sz[l]);
             int64_t ws[2] = {sz[l], sz[l + 1]};
-            model[k][2 * l] = cft_random_uniform(cft_index(keys, 2 * l), CFT_F32, ws, 2, -bound, bound);
-            model[k][2 * l + 1] = cft_random_uniform(cft_index(keys, 2 * l + 1), CFT_F32, ws + 1, 1, -bound, bound);
+            model[k][2 * l] =
+                cft_random_uniform(cft_index(keys, 2 * l), CFT_F32, ws, 2, -bound, bound);
+            model[k][2 * l + 1] =
+                cft_random_uniform(cft_index(keys, 2 * l + 1), CFT_F32, ws + 1, 1, -bound, bound);
         }
     }
     for (int l = 0; l < NP; l++) {
         cft_array *layer[K];
-        for (int k = 0; k < K; k++) layer[k] = model[k][l];
+        for (int k = 0; k < K; k++)
+            layer[k] = model[k][l];
         stacked[l] = cft_stack(layer, K, 0);
     }
     /* K * B rows of digits (repeating), as [K, B, 64] and [K, B] */
@@ -102,15 +108,18 @@ int main(void) {
         memcpy(x + i * 64, d.x + (i % d.n) * 64, sizeof(float) * 64);
         y[i] = d.y[i % d.n];
     }
-    cft_array *xk = cft_from_f32(x, (int64_t[]){K, B, 64}, 3), *yk = cft_from_i32(y, (int64_t[]){K, B}, 2);
+    cft_array *xk = cft_from_f32(x, (int64_t[]){K, B, 64}, 3),
+              *yk = cft_from_i32(y, (int64_t[]){K, B}, 2);
 
     cft_fn *f_fwd = cft_fn_new(fwd, NULL, NP + 1, 1);
-    cft_fn *f_vg = cft_value_and_grad(cft_fn_new(loss, NULL, NP + 2, 1), (int[]){0, 1, 2, 3}, NP, false);
+    cft_fn *f_vg =
+        cft_value_and_grad(cft_fn_new(loss, NULL, NP + 2, 1), (int[]){0, 1, 2, 3}, NP, false);
     for (int diff = 0; diff < 2; diff++) {
         for (int bwd = 0; bwd < 2; bwd++) {
             const char *data = diff ? "diff" : "same", *pass = bwd ? "fwd_bwd" : "fwd";
             static job j; /* big: keep it off the stack */
-            int in_axes[NP + 2] = {0, 0, 0, 0, diff ? 0 : CFT_NOT_BATCHED, diff ? 0 : CFT_NOT_BATCHED};
+            int in_axes[NP + 2] = {
+                0, 0, 0, 0, diff ? 0 : CFT_NOT_BATCHED, diff ? 0 : CFT_NOT_BATCHED};
             cft_fn *base = bwd ? f_vg : f_fwd;
             memcpy(j.in, stacked, sizeof stacked);
             j.in[NP] = diff ? xk : cft_index(xk, 0);
@@ -140,7 +149,8 @@ int main(void) {
             emit(data, pass, "cft_jit_vmap", jvm, jvmin, "loop_over_models_jit", jlm);
             printf("{\"bench\": \"ensemble\", \"config\": {\"K\": %d, \"B\": %d, \"data\": \"%s\", "
                    "\"pass\": \"%s\"}, \"method\": \"cft_vmap_first_call\", \"median_ms\": %.3f, "
-                   "\"min_ms\": %.3f, \"threads\": 1}\n", K, B, data, pass, first, first);
+                   "\"min_ms\": %.3f, \"threads\": 1}\n",
+                   K, B, data, pass, first, first);
         }
     }
     free(x);

@@ -46,7 +46,8 @@ static double peak_rss_mb(void) {
     return ru.ru_maxrss / 1024.0;
 }
 
-static void emit(const char *method, int B, double med, double mn, double base_med, const char *base) {
+static void emit(const char *method, int B, double med, double mn, double base_med,
+                 const char *base) {
     printf("{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", \"B\": %d}, "
            "\"method\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": 1, "
            "\"baseline\": \"%s\", \"baseline_median_ms\": %.4f, \"speedup_vs_baseline\": %.2f, "
@@ -89,7 +90,8 @@ static void run_loop_cnn(void *p) {
 static void emit_cnn(const char *method, int B, double med, double mn, double base_med) {
     printf("{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"cnn\", \"B\": %d}, "
            "\"method\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": 1, "
-           "\"baseline\": \"loop_of_grad\", \"baseline_median_ms\": %.4f, \"speedup_vs_baseline\": %.2f, "
+           "\"baseline\": \"loop_of_grad\", \"baseline_median_ms\": %.4f, \"speedup_vs_baseline\": "
+           "%.2f, "
            "\"peak_rss_mb\": %.1f}\n",
            B, method, med, mn, base_med, base_med / med, peak_rss_mb());
     fflush(stdout);
@@ -140,13 +142,20 @@ int main(void) {
     openblas_set_num_threads(1);
     cft_init();
     digits d;
-    if (digits_load(&d)) return 1;
+    if (digits_load(&d))
+        return 1;
     cft_array *params[MLP_NPARAMS];
     mlp_init(1, params);
     cft_fn *loss = cft_fn_new(mlp_loss, NULL, 8, 1);
     int argnums[MLP_NPARAMS] = {0, 1, 2, 3, 4, 5};
-    int in_axes[8] = {CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED,
-                      CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0};
+    int in_axes[8] = {CFT_NOT_BATCHED,
+                      CFT_NOT_BATCHED,
+                      CFT_NOT_BATCHED,
+                      CFT_NOT_BATCHED,
+                      CFT_NOT_BATCHED,
+                      CFT_NOT_BATCHED,
+                      0,
+                      0};
     int Bs[3] = {64, 256, 1024};
     for (int k = 0; k < 3; k++) {
         int B = Bs[k];
@@ -190,12 +199,15 @@ int main(void) {
         emit("batched_grad", B, bm, bmin, lm, "loop_of_grad");
         emit("cft_jit_vmap_grad", B, jm, jmin, lm, "loop_of_grad");
         emit("cft_jit_batched_grad", B, jbm, jbmin, lm, "loop_of_grad");
-        printf("{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", \"B\": %d}, "
-               "\"method\": \"cft_jit_vmap_grad_first_call\", \"median_ms\": %.3f, \"min_ms\": %.3f, "
-               "\"threads\": 1}\n", B, jfirst, jfirst);
+        printf(
+            "{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", \"B\": %d}, "
+            "\"method\": \"cft_jit_vmap_grad_first_call\", \"median_ms\": %.3f, \"min_ms\": %.3f, "
+            "\"threads\": 1}\n",
+            B, jfirst, jfirst);
         printf("{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", \"B\": %d}, "
                "\"method\": \"cft_vmap_grad_first_call\", \"median_ms\": %.3f, \"min_ms\": %.3f, "
-               "\"threads\": 1}\n", B, first, first);
+               "\"threads\": 1}\n",
+               B, first, first);
         free(x);
         free(y);
     }

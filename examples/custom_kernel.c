@@ -23,22 +23,26 @@ static cft_status softplus_kernel(void *env, cft_array *const *in, cft_array **o
     int64_t n = cft_array_size(in[0]);
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
     cft_status st = cft_copy_to(in[0], CFT_F64, v);
-    for (int64_t i = 0; st == CFT_OK && i < n; i++) v[i] = fmax(v[i], 0) + log1p(exp(-fabs(v[i])));
+    for (int64_t i = 0; st == CFT_OK && i < n; i++)
+        v[i] = fmax(v[i], 0) + log1p(exp(-fabs(v[i])));
     if (st == CFT_OK)
-        out[0] = cft_astype(cft_from_f64(v, cft_array_shape(in[0]), cft_array_ndim(in[0])), cft_array_dtype(in[0]));
+        out[0] = cft_astype(cft_from_f64(v, cft_array_shape(in[0]), cft_array_ndim(in[0])),
+                            cft_array_dtype(in[0]));
     free(v);
     return st;
 }
 
 static cft_status same_shape(void *env, const cft_aval *in, cft_aval *out) {
     (void)env;
-    if (!cft_dtype_is_float(in[0].dtype)) return CFT_E_DTYPE;
+    if (!cft_dtype_is_float(in[0].dtype))
+        return CFT_E_DTYPE;
     out[0] = in[0];
     return CFT_OK;
 }
 
 /* custom_jvp: (x, t) -> t * sigmoid(x), with cft ops, so it differentiates again */
-static cft_status softplus_jvp(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+static cft_status softplus_jvp(void *env, int nin, cft_array *const *in, int nout,
+                               cft_array **out) {
     (void)env, (void)nin, (void)nout;
     out[0] = cft_mul(in[1], cft_logistic(in[0]));
     return CFT_OK;
@@ -46,22 +50,33 @@ static cft_status softplus_jvp(void *env, int nin, cft_array *const *in, int nou
 
 /* custom_vjp: forward returns (y, sigmoid(x)); backward (s, ct) -> ct * s */
 static cft_fn *softplus_op;
-static cft_status softplus_fwd(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+static cft_status softplus_fwd(void *env, int nin, cft_array *const *in, int nout,
+                               cft_array **out) {
     (void)env, (void)nin, (void)nout;
     out[0] = cft_fn_call1(softplus_op, in);
     out[1] = cft_logistic(in[0]);
     return CFT_OK;
 }
-static cft_status softplus_bwd(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+static cft_status softplus_bwd(void *env, int nin, cft_array *const *in, int nout,
+                               cft_array **out) {
     (void)env, (void)nin, (void)nout;
     out[0] = cft_mul(in[1], in[0]);
     return CFT_OK;
 }
 
-static cft_custom_def jvp_def = {.name = "softplus_c", .nin = 1, .nout = 1, .shape = same_shape,
-                                 .impl = softplus_kernel, .rank_polymorphic = true};
-static cft_custom_def vjp_def = {.name = "softplus_c_vjp", .nin = 1, .nout = 1, .shape = same_shape,
-                                 .impl = softplus_kernel, .nres = 1, .rank_polymorphic = true};
+static cft_custom_def jvp_def = {.name = "softplus_c",
+                                 .nin = 1,
+                                 .nout = 1,
+                                 .shape = same_shape,
+                                 .impl = softplus_kernel,
+                                 .rank_polymorphic = true};
+static cft_custom_def vjp_def = {.name = "softplus_c_vjp",
+                                 .nin = 1,
+                                 .nout = 1,
+                                 .shape = same_shape,
+                                 .impl = softplus_kernel,
+                                 .nres = 1,
+                                 .rank_polymorphic = true};
 
 /* loss(x) = sum(softplus(x)^2) */
 static cft_fn *op_for_loss;
@@ -102,7 +117,8 @@ int main(void) {
     cft_fn *L2 = cft_fn_new(loss, NULL, 1, 1);
     cft_array *g2 = cft_fn_call1(cft_grad(L2, NULL, 0), &x);
     cft_print_named("grad via custom_vjp", g2, stdout);
-    printf("custom_jvp and custom_vjp gradients agree: %s\n", cft_allclose(g, g2, 1e-12, 0, false) ? "yes" : "NO");
+    printf("custom_jvp and custom_vjp gradients agree: %s\n",
+           cft_allclose(g, g2, 1e-12, 0, false) ? "yes" : "NO");
     cft_fn_print_ir(cft_grad(L2, NULL, 0), (cft_aval[]){cft_array_aval(x)}, stdout);
     return cft_allclose(g, g2, 1e-12, 0, false) && !cft_failed(H) && !cft_failed(pg) ? 0 : 1;
 }

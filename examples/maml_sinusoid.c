@@ -47,7 +47,8 @@ static void mlp_init(uint64_t seed, cft_array **p) {
         double bound = 1.0 / sqrt((double)sizes[l]);
         int64_t ws[2] = {sizes[l], sizes[l + 1]};
         p[2 * l] = cft_random_uniform(cft_index(keys, 2 * l), CFT_F32, ws, 2, -bound, bound);
-        p[2 * l + 1] = cft_random_uniform(cft_index(keys, 2 * l + 1), CFT_F32, &ws[1], 1, -bound, bound);
+        p[2 * l + 1] =
+            cft_random_uniform(cft_index(keys, 2 * l + 1), CFT_F32, &ws[1], 1, -bound, bound);
     }
 }
 
@@ -87,7 +88,9 @@ static cft_status sample_task(void *env, int nin, cft_array *const *in, int nout
 /* Samplers of tasks with nq query points, made once (so traced once):
  * keys [T,2] -> 4 arrays [T, ...]. */
 static int64_t NQ_TRAIN = K_SHOT, NQ_EVAL = 100;
-static cft_fn *task_sampler(int64_t *nq) { return cft_vmap(cft_fn_new(sample_task, nq, 1, 4), NULL, NULL); }
+static cft_fn *task_sampler(int64_t *nq) {
+    return cft_vmap(cft_fn_new(sample_task, nq, 1, 4), NULL, NULL);
+}
 
 /* T tasks from one key */
 static cft_status sample_tasks(cft_fn *sampler, cft_array *key, int64_t T, cft_array **tasks) {
@@ -112,9 +115,11 @@ static cft_status task_loss(void *env, int nin, cft_array *const *in, int nout, 
     memcpy(a, in, sizeof a); /* params, support x, support y */
     for (int s = 0; s < c->n_inner; s++) {
         cft_status st = cft_fn_call(c->grad, a, g);
-        if (st != CFT_OK) return st;
+        if (st != CFT_OK)
+            return st;
         for (int l = 0; l < NP; l++) {
-            if (c->first_order) g[l] = cft_stop_gradient(g[l]);
+            if (c->first_order)
+                g[l] = cft_stop_gradient(g[l]);
             a[l] = cft_sub(a[l], cft_mul_s(g[l], INNER_LR));
         }
     }
@@ -132,13 +137,22 @@ static cft_fn *per_task_losses(int n_inner, bool first_order) {
     c->grad = cft_grad(cft_fn_new(mse_loss, NULL, NP + 2, 1), (int[]){0, 1, 2, 3, 4, 5}, NP);
     c->n_inner = n_inner;
     c->first_order = first_order;
-    int in_axes[NP + 4] = {CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED,
-                           CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0, 0, 0};
+    int in_axes[NP + 4] = {CFT_NOT_BATCHED,
+                           CFT_NOT_BATCHED,
+                           CFT_NOT_BATCHED,
+                           CFT_NOT_BATCHED,
+                           CFT_NOT_BATCHED,
+                           CFT_NOT_BATCHED,
+                           0,
+                           0,
+                           0,
+                           0};
     return cft_vmap(cft_fn_new(task_loss, c, NP + 4, 1), in_axes, NULL);
 }
 
 /* (params[6], xs, ys, xq, yq) -> mean over tasks; env: per_task_losses */
-static cft_status maml_objective(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+static cft_status maml_objective(void *env, int nin, cft_array *const *in, int nout,
+                                 cft_array **out) {
     (void)nin, (void)nout;
     cft_array *losses;
     cft_status st = cft_fn_call(env, in, &losses);
@@ -148,7 +162,8 @@ static cft_status maml_objective(void *env, int nin, cft_array *const *in, int n
 
 /* The baseline's objective: ordinary regression on all points of all tasks
  * (support and query sets have the same size, so this is the pooled MSE). */
-static cft_status joint_objective(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+static cft_status joint_objective(void *env, int nin, cft_array *const *in, int nout,
+                                  cft_array **out) {
     (void)env, (void)nin, (void)nout;
     cft_array *a[NP + 2];
     memcpy(a, in, sizeof(cft_array *) * NP);
@@ -174,12 +189,14 @@ static cft_status adam_step(void *env, int nin, cft_array *const *in, int nout, 
     memcpy(a, in, sizeof(cft_array *) * NP);
     memcpy(a + NP, in + 3 * NP + 2, sizeof(cft_array *) * 4);
     cft_status st = cft_fn_call(env, a, vg);
-    if (st != CFT_OK) return st;
+    if (st != CFT_OK)
+        return st;
     cft_array *c1 = in[3 * NP], *c2 = in[3 * NP + 1];
     for (int l = 0; l < NP; l++) {
         cft_array *g = vg[1 + l];
         cft_array *m = cft_add(cft_mul_s(in[NP + l], BETA1), cft_mul_s(g, 1 - BETA1));
-        cft_array *v = cft_add(cft_mul_s(in[2 * NP + l], BETA2), cft_mul_s(cft_square(g), 1 - BETA2));
+        cft_array *v =
+            cft_add(cft_mul_s(in[2 * NP + l], BETA2), cft_mul_s(cft_square(g), 1 - BETA2));
         cft_array *upd = cft_div(cft_mul(m, c1), cft_add_s(cft_sqrt(cft_mul(v, c2)), ADAM_EPS));
         out[l] = cft_sub(in[l], cft_mul_s(upd, OUTER_LR));
         out[NP + l] = m;
@@ -191,7 +208,8 @@ static cft_status adam_step(void *env, int nin, cft_array *const *in, int nout, 
 
 /* Train params with Adam on objective `obj` for `iters` meta-batches drawn
  * from `seed`; prints the loss every `every` steps. Returns 0 on success. */
-static int train(const char *name, cft_fn *obj, cft_array **params, int iters, int every, uint64_t seed) {
+static int train(const char *name, cft_fn *obj, cft_array **params, int iters, int every,
+                 uint64_t seed) {
     cft_fn *sampler = task_sampler(&NQ_TRAIN);
     cft_fn *vg = cft_value_and_grad(obj, (int[]){0, 1, 2, 3, 4, 5}, NP, false);
     cft_fn *step = cft_jit(cft_fn_new(adam_step, vg, 3 * NP + 6, 3 * NP + 1)); /* compiled */
@@ -205,7 +223,8 @@ static int train(const char *name, cft_fn *obj, cft_array **params, int iters, i
     for (int t = 1; t <= iters; t++) {
         st[3 * NP] = cft_scalar(1 / (1 - pow(BETA1, t)), CFT_F32);
         st[3 * NP + 1] = cft_scalar(1 / (1 - pow(BETA2, t)), CFT_F32);
-        if (sample_tasks(sampler, cft_random_fold_in(key, t), META_BATCH, st + 3 * NP + 2) != CFT_OK ||
+        if (sample_tasks(sampler, cft_random_fold_in(key, t), META_BATCH, st + 3 * NP + 2) !=
+                CFT_OK ||
             cft_fn_call(step, st, out) != CFT_OK) {
             fprintf(stderr, "%s: step %d failed: %s\n", name, t, cft_last_error_message());
             return -1;
@@ -228,7 +247,8 @@ static int evaluate(cft_array *const *params, int n_inner, cft_array *const *tas
     cft_array *in[NP + 4], *losses;
     memcpy(in, params, sizeof(cft_array *) * NP);
     memcpy(in + NP, tasks, sizeof(cft_array *) * 4);
-    if (cft_fn_call(per_task_losses(n_inner, false), in, &losses) != CFT_OK) return -1;
+    if (cft_fn_call(per_task_losses(n_inner, false), in, &losses) != CFT_OK)
+        return -1;
     int64_t T = cft_array_size(losses);
     double s = 0, s2 = 0;
     for (int64_t i = 0; i < T; i++) {
@@ -246,8 +266,10 @@ static int evaluate(cft_array *const *params, int n_inner, cft_array *const *tas
 static int check_meta_grad(cft_array *const *params, int n_inner, uint64_t seed) {
     cft_array *in[NP + 4], *dir[NP], *g[NP], *gfo[NP];
     cft_array *keys = cft_random_split(cft_random_key(seed), NP + 1);
-    if (sample_tasks(task_sampler(&NQ_TRAIN), cft_index(keys, NP), META_BATCH, in + NP) != CFT_OK) return -1;
-    for (int i = 0; i < 4; i++) in[NP + i] = cft_astype(in[NP + i], CFT_F64);
+    if (sample_tasks(task_sampler(&NQ_TRAIN), cft_index(keys, NP), META_BATCH, in + NP) != CFT_OK)
+        return -1;
+    for (int i = 0; i < 4; i++)
+        in[NP + i] = cft_astype(in[NP + i], CFT_F64);
     for (int l = 0; l < NP; l++) {
         in[l] = cft_astype(params[l], CFT_F64);
         dir[l] = cft_random_normal(cft_index(keys, l), CFT_F64, cft_array_shape(params[l]),
@@ -267,13 +289,15 @@ static int check_meta_grad(cft_array *const *params, int n_inner, uint64_t seed)
     for (int sgn = 0; sgn < 2; sgn++) {
         cft_array *x[NP + 4];
         memcpy(x, in, sizeof x);
-        for (int l = 0; l < NP; l++) x[l] = cft_add(in[l], cft_mul_s(dir[l], sgn ? -h : h));
+        for (int l = 0; l < NP; l++)
+            x[l] = cft_add(in[l], cft_mul_s(dir[l], sgn ? -h : h));
         f[sgn] = cft_item(cft_fn_call1(meta, x));
     }
     double fd = (f[0] - f[1]) / (2 * h);
     double err = fabs(dot - fd) / fabs(fd), err_fo = fabs(dot_fo - fd) / fabs(fd);
     printf("meta-gradient along a random direction: finite differences %.6f, second-order %.6f "
-           "(rel. err %.1e), first-order MAML %.6f (rel. err %.1e)\n", fd, dot, err, dot_fo, err_fo);
+           "(rel. err %.1e), first-order MAML %.6f (rel. err %.1e)\n",
+           fd, dot, err, dot_fo, err_fo);
     return err < 1e-5 ? 0 : -1;
 }
 
@@ -281,17 +305,21 @@ int main(int argc, char **argv) {
     int iters = 20000, n_inner = 1;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) iters = 2000; /* ctest */
-        if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-        if (!strcmp(argv[i], "--inner") && i + 1 < argc) n_inner = atoi(argv[++i]);
-        if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        if (!strcmp(argv[i], "--quick"))
+            iters = 2000; /* ctest */
+        if (!strcmp(argv[i], "--iters") && i + 1 < argc)
+            iters = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--inner") && i + 1 < argc)
+            n_inner = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 10);
     }
     if (n_inner < 1 || n_inner > MAX_INNER || iters < 1) {
         fprintf(stderr, "--inner must be in 1..%d, --iters positive\n", MAX_INNER);
         return 2;
     }
     cft_init();
-    cft_set_num_threads(1); /* small matrices: one thread is fastest */
+    cft_set_num_threads(1);                   /* small matrices: one thread is fastest */
     int every = iters >= 10 ? iters / 10 : 1; /* print 10 times */
     printf("MAML, sinusoid regression: MLP 1-40-40-1, K=%d support + %d query points, %d tasks per "
            "meta-batch,\n%d inner SGD step(s) (lr %.2g), Adam lr %.0e, %d meta-steps\n",
@@ -307,9 +335,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("meta-training (query loss after adaptation):\n");
-    if (train("maml", meta, maml, iters, every, 100 + seed)) return 1;
+    if (train("maml", meta, maml, iters, every, 100 + seed))
+        return 1;
     printf("baseline: joint regression on the same tasks, same steps (pooled MSE):\n");
-    if (train("pretrain", joint, base, iters, every, 100 + seed)) return 1;
+    if (train("pretrain", joint, base, iters, every, 100 + seed))
+        return 1;
 
     /* held-out tasks: 100 tasks, K support points, 100 query points each */
     cft_array *tasks[4];
@@ -334,7 +364,7 @@ int main(int argc, char **argv) {
     /* MAML wins when, after the same adaptation, its MSE is clearly below
      * the baseline's (0.7x is the bar; it is 0.4x or less after 2000 meta-steps) */
     bool ok = mm[1] < 0.7 * bm[1] && mm[10] < 0.7 * bm[10];
-    printf("MAML after adaptation: %.3f (1 step), %.3f (10 steps) vs baseline %.3f, %.3f: %s\n", mm[1],
-           mm[10], bm[1], bm[10], ok ? "MAML wins" : "MAML does NOT win");
+    printf("MAML after adaptation: %.3f (1 step), %.3f (10 steps) vs baseline %.3f, %.3f: %s\n",
+           mm[1], mm[10], bm[1], bm[10], ok ? "MAML wins" : "MAML does NOT win");
     return ok ? 0 : 1;
 }

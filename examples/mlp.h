@@ -20,7 +20,8 @@ static inline void mlp_init(uint64_t seed, cft_array **params) {
         double bound = 1.0 / sqrt((double)mlp_sizes[l]);
         int64_t ws[2] = {mlp_sizes[l], mlp_sizes[l + 1]};
         params[2 * l] = cft_random_uniform(cft_index(keys, 2 * l), CFT_F32, ws, 2, -bound, bound);
-        params[2 * l + 1] = cft_random_uniform(cft_index(keys, 2 * l + 1), CFT_F32, &ws[1], 1, -bound, bound);
+        params[2 * l + 1] =
+            cft_random_uniform(cft_index(keys, 2 * l + 1), CFT_F32, &ws[1], 1, -bound, bound);
     }
 }
 
@@ -33,7 +34,8 @@ static inline cft_array *mlp_logits(cft_array *const *p, cft_array *x) {
 
 /* (w1, b1, w2, b2, w3, b3, x, y) -> mean cross-entropy; x [..., 64], y [...] i32.
  * With one example (x [64], y []) it is that example's loss. */
-static inline cft_status mlp_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+static inline cft_status mlp_loss(void *env, int nin, cft_array *const *in, int nout,
+                                  cft_array **out) {
     (void)env, (void)nin, (void)nout;
     out[0] = cft_mean(cft_cross_entropy(mlp_logits(in, in[6]), in[7]), NULL, 0, false);
     return CFT_OK;
@@ -62,9 +64,12 @@ static inline int digits_load(digits *d) {
     while (d->n < 2000) {
         int k = 0;
         for (; k < 65; k++)
-            if (fscanf(f, k ? ",%d" : "%d", &v[k]) != 1) break;
-        if (k < 65) break;
-        for (int j = 0; j < 64; j++) d->x[d->n * 64 + j] = (float)v[j] / 16.0f;
+            if (fscanf(f, k ? ",%d" : "%d", &v[k]) != 1)
+                break;
+        if (k < 65)
+            break;
+        for (int j = 0; j < 64; j++)
+            d->x[d->n * 64 + j] = (float)v[j] / 16.0f;
         d->y[d->n++] = v[64];
     }
     fclose(f);

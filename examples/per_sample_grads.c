@@ -23,8 +23,14 @@ static const double CLIP = 1.0, SIGMA = 1.0, LR = 0.5, DELTA = 1e-5;
 static cft_fn *per_sample_grad_fn(void) {
     cft_fn *loss = cft_fn_new(mlp_loss, NULL, 8, 1);
     cft_fn *grad = cft_grad(loss, (int[]){0, 1, 2, 3, 4, 5}, MLP_NPARAMS);
-    int in_axes[8] = {CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED,
-                      CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0};
+    int in_axes[8] = {CFT_NOT_BATCHED,
+                      CFT_NOT_BATCHED,
+                      CFT_NOT_BATCHED,
+                      CFT_NOT_BATCHED,
+                      CFT_NOT_BATCHED,
+                      CFT_NOT_BATCHED,
+                      0,
+                      0};
     return cft_vmap(grad, in_axes, NULL);
 }
 
@@ -34,7 +40,8 @@ static cft_status dp_step(void *env, int nin, cft_array *const *in, int nout, cf
     (void)nin, (void)nout;
     cft_array *g[MLP_NPARAMS];
     cft_status st = cft_fn_call(psg, in, g); /* each [B, ...param shape] */
-    if (st != CFT_OK) return st;
+    if (st != CFT_OK)
+        return st;
     int64_t B = cft_array_dim(in[6], 0);
     /* per-example L2 norm over all parameters */
     cft_array *sq = cft_zeros(CFT_F32, &B, 1);
@@ -42,16 +49,18 @@ static cft_status dp_step(void *env, int nin, cft_array *const *in, int nout, cf
         int nd = cft_array_ndim(g[l]), axes[2] = {1, 2};
         sq = cft_add(sq, cft_sum(cft_square(g[l]), axes, nd - 1, false));
     }
-    cft_array *scale = cft_minimum(cft_scalar(1, CFT_F32),
-                                   cft_div(cft_scalar(CLIP, CFT_F32), cft_add_s(cft_sqrt(sq), 1e-6)));
+    cft_array *scale = cft_minimum(
+        cft_scalar(1, CFT_F32), cft_div(cft_scalar(CLIP, CFT_F32), cft_add_s(cft_sqrt(sq), 1e-6)));
     cft_array *keys = cft_random_split(in[8], MLP_NPARAMS);
     for (int l = 0; l < MLP_NPARAMS; l++) {
         int nd = cft_array_ndim(g[l]);
         int64_t bshape[3] = {B, 1, 1};
         cft_array *clipped = cft_mul(g[l], cft_reshape(scale, bshape, nd));
         cft_array *sum = cft_sum(clipped, (int[]){0}, 1, false);
-        cft_array *noise = cft_mul_s(cft_random_normal(cft_index(keys, l), CFT_F32, cft_array_shape(in[l]),
-                                                       cft_array_ndim(in[l])), SIGMA * CLIP);
+        cft_array *noise =
+            cft_mul_s(cft_random_normal(cft_index(keys, l), CFT_F32, cft_array_shape(in[l]),
+                                        cft_array_ndim(in[l])),
+                      SIGMA * CLIP);
         cft_array *avg = cft_mul_s(cft_add(sum, noise), 1.0 / (double)B);
         out[l] = cft_sub(in[l], cft_mul_s(avg, LR));
     }
@@ -66,16 +75,19 @@ static double accuracy(cft_array *const *p, const digits *d, int from, int to) {
     cft_array *logits = mlp_logits(p, cft_from_f32(d->x + from * 64, shape, 2));
     cft_array *pred = cft_argmax(logits, -1, false);
     int32_t *pv = malloc(sizeof(int32_t) * (size_t)(to - from));
-    if (cft_copy_to(pred, CFT_I32, pv) != CFT_OK) return -1;
+    if (cft_copy_to(pred, CFT_I32, pv) != CFT_OK)
+        return -1;
     int ok = 0;
-    for (int i = 0; i < to - from; i++) ok += pv[i] == d->y[from + i];
+    for (int i = 0; i < to - from; i++)
+        ok += pv[i] == d->y[from + i];
     free(pv);
     return (double)ok / (to - from);
 }
 
 /* per-sample gradients against a loop of single-example gradients */
 static int check_per_sample(cft_fn *psg, cft_array *const *params, const digits *d) {
-    cft_fn *grad = cft_grad(cft_fn_new(mlp_loss, NULL, 8, 1), (int[]){0, 1, 2, 3, 4, 5}, MLP_NPARAMS);
+    cft_fn *grad =
+        cft_grad(cft_fn_new(mlp_loss, NULL, 8, 1), (int[]){0, 1, 2, 3, 4, 5}, MLP_NPARAMS);
     const int n = 16;
     cft_array *in[8], *g[MLP_NPARAMS], *gi[MLP_NPARAMS];
     memcpy(in, params, sizeof(cft_array *) * MLP_NPARAMS);
@@ -89,12 +101,14 @@ static int check_per_sample(cft_fn *psg, cft_array *const *params, const digits 
     for (int i = 0; i < n; i++) {
         in[6] = cft_from_f32(d->x + i * 64, (int64_t[]){64}, 1);
         in[7] = cft_from_i32(d->y + i, NULL, 0);
-        if (cft_fn_call(grad, in, gi) != CFT_OK) return -1;
+        if (cft_fn_call(grad, in, gi) != CFT_OK)
+            return -1;
         for (int l = 0; l < MLP_NPARAMS; l++) {
             cft_array *a = cft_index(g[l], i);
             double scale = cft_item(cft_max(cft_abs(gi[l]), NULL, 0, false));
             double diff = cft_max_abs_diff(a, gi[l]) / (scale > 1e-3 ? scale : 1e-3);
-            if (!(diff <= worst)) worst = diff;
+            if (!(diff <= worst))
+                worst = diff;
         }
     }
     /* f32: both sides do the same float work in different orders; relative
@@ -112,7 +126,8 @@ static double approx_epsilon(double q, double steps) {
     double best = INFINITY;
     for (double a = 1.5; a < 256; a += 0.5) {
         double e = steps * 2 * q * q * a / (SIGMA * SIGMA) + log(1 / DELTA) / (a - 1);
-        if (e < best) best = e;
+        if (e < best)
+            best = e;
     }
     return best;
 }
@@ -121,22 +136,27 @@ int main(int argc, char **argv) {
     int epochs = 15;
     bool quick = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true, epochs = 3;
-        if (!strcmp(argv[i], "--epochs") && i + 1 < argc) epochs = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--quick"))
+            quick = true, epochs = 3;
+        if (!strcmp(argv[i], "--epochs") && i + 1 < argc)
+            epochs = atoi(argv[++i]);
     }
     cft_init();
     digits d;
-    if (digits_load(&d)) return 1;
+    if (digits_load(&d))
+        return 1;
     digits_shuffle(&d, 7);
     int ntest = d.n / 5, ntrain = d.n - ntest;
     digits train = {ntrain, d.x, d.y};
     printf("digits: %d train, %d test examples; MLP 64-128-128-10; DP-SGD batch %d, clip C=%.1f, "
-           "noise multiplier sigma=%.1f, lr %.2f\n", ntrain, ntest, BATCH, CLIP, SIGMA, LR);
+           "noise multiplier sigma=%.1f, lr %.2f\n",
+           ntrain, ntest, BATCH, CLIP, SIGMA, LR);
 
     cft_array *params[MLP_NPARAMS + 1];
     mlp_init(42, params);
     cft_fn *psg = per_sample_grad_fn();
-    if (check_per_sample(psg, params, &train)) return 1;
+    if (check_per_sample(psg, params, &train))
+        return 1;
 
     cft_fn *step = cft_fn_new(dp_step, psg, MLP_NPARAMS + 3, MLP_NPARAMS + 1);
     cft_array *key = cft_random_key(2024);
@@ -160,7 +180,8 @@ int main(int argc, char **argv) {
         }
         acc = accuracy(params, &d, ntrain, d.n);
         printf("epoch %2d  train loss %.4f  test accuracy %.3f  (eps ~ %.2f at delta=%g)\n", e + 1,
-               loss_sum / steps_per_epoch, acc, approx_epsilon((double)BATCH / ntrain, steps), DELTA);
+               loss_sum / steps_per_epoch, acc, approx_epsilon((double)BATCH / ntrain, steps),
+               DELTA);
     }
     double floor = quick ? 0.6 : 0.85;
     if (acc < floor) {

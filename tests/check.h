@@ -41,10 +41,12 @@ static inline void check_init(int argc, char **argv) {
 }
 
 static inline int check_end_(void) {
-    if (check_open_ && check_bad_) check_failed_++, printf("FAIL  %s\n", check_name_);
+    if (check_open_ && check_bad_)
+        check_failed_++, printf("FAIL  %s\n", check_name_);
     if (check_open_ && !check_bad_) {
         check_passed_++;
-        if (check_verbose_) printf("ok    %s\n", check_name_);
+        if (check_verbose_)
+            printf("ok    %s\n", check_name_);
     }
     check_open_ = check_bad_ = 0;
     return 0;
@@ -57,7 +59,8 @@ static inline int check_begin_(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(check_name_, sizeof check_name_, fmt, ap);
     va_end(ap);
-    if (check_filter_ && !strstr(check_name_, check_filter_)) return 0;
+    if (check_filter_ && !strstr(check_name_, check_filter_))
+        return 0;
     check_open_ = 1;
     cft_clear_error();
     return 1;
@@ -76,8 +79,10 @@ static inline void check_fail_(const char *file, int line, const char *fmt, ...)
     vprintf(fmt, ap);
     va_end(ap);
     printf("\n");
-    if (check_open_) check_bad_ = 1;
-    else check_failed_++;
+    if (check_open_)
+        check_bad_ = 1;
+    else
+        check_failed_++;
 }
 
 #define CHECK(c) ((c) ? (void)0 : check_fail_(__FILE__, __LINE__, "CHECK(%s) failed", #c))
@@ -91,7 +96,8 @@ static inline void check_fail_(const char *file, int line, const char *fmt, ...)
     } while (0)
 
 static inline int check_close_(double a, double b, double rtol, double atol) {
-    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b);
     return a == b || fabs(a - b) <= atol + rtol * fabs(b); /* a == b: equal infinities */
 }
 #define CHECK_CLOSE(a, b, rtol, atol)                                                              \
@@ -105,8 +111,8 @@ static inline int check_close_(double a, double b, double rtol, double atol) {
 /* x and y must be good concrete arrays of the same shape (dtypes may
  * differ: both are compared as doubles). Prints up to 5 mismatches. */
 static inline void check_array_close_(const cft_array *x, const cft_array *y, double rtol,
-                                      double atol, const char *xs, const char *ys,
-                                      const char *file, int line) {
+                                      double atol, const char *xs, const char *ys, const char *file,
+                                      int line) {
     char bx[96], by[96];
     if (cft_failed(x) || cft_failed(y)) {
         check_fail_(file, line, "CHECK_ARRAY_CLOSE(%s, %s): error array: %s", xs, ys,
@@ -115,7 +121,8 @@ static inline void check_array_close_(const cft_array *x, const cft_array *y, do
     }
     cft_aval ax = cft_array_aval(x), ay = cft_array_aval(y);
     int same = ax.ndim == ay.ndim;
-    for (int i = 0; same && i < ax.ndim; i++) same = ax.shape[i] == ay.shape[i];
+    for (int i = 0; same && i < ax.ndim; i++)
+        same = ax.shape[i] == ay.shape[i];
     if (!same) {
         check_fail_(file, line, "CHECK_ARRAY_CLOSE(%s, %s): shapes differ: %s vs %s", xs, ys,
                     cft_aval_str(&ax, bx), cft_aval_str(&ay, by));
@@ -130,12 +137,15 @@ static inline void check_array_close_(const cft_array *x, const cft_array *y, do
     }
     for (int64_t i = 0; i < n; i++) {
         double d = fabs(a[i] - b[i]);
-        if (d > maxd || isnan(d)) maxd = d;
-        if (check_close_(a[i], b[i], rtol, atol)) continue;
+        if (d > maxd || isnan(d))
+            maxd = d;
+        if (check_close_(a[i], b[i], rtol, atol))
+            continue;
         if (bad++ == 0)
             check_fail_(file, line, "CHECK_ARRAY_CLOSE(%s, %s) %s (rtol %g, atol %g):", xs, ys,
                         cft_aval_str(&ax, bx), rtol, atol);
-        if (bad <= 5) printf("    [%lld] %.17g vs %.17g\n", (long long)i, a[i], b[i]);
+        if (bad <= 5)
+            printf("    [%lld] %.17g vs %.17g\n", (long long)i, a[i], b[i]);
     }
     if (bad)
         printf("    %lld of %lld differ; max abs diff %.3g\n", (long long)bad, (long long)n, maxd);

@@ -17,7 +17,8 @@ static char *print_str(const cft_array *x, const char *name) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     if (name)
         cft_print_named(name, x, f);
     else
@@ -37,16 +38,20 @@ static void check_print(const cft_array *x, const char *name, const char *want, 
 
 /* Values of a concrete array as doubles, row-major (via cft_item_at). */
 static int values_are(const cft_array *x, const double *want, int64_t n) {
-    if (cft_failed(x) || cft_array_size(x) != n) return 0;
+    if (cft_failed(x) || cft_array_size(x) != n)
+        return 0;
     for (int64_t i = 0; i < n; i++)
-        if (cft_item_at(x, i) != want[i]) return 0;
+        if (cft_item_at(x, i) != want[i])
+            return 0;
     return 1;
 }
 
 static int shape_is(const cft_array *x, int ndim, const int64_t *shape) {
-    if (cft_failed(x) || cft_array_ndim(x) != ndim) return 0;
+    if (cft_failed(x) || cft_array_ndim(x) != ndim)
+        return 0;
     for (int i = 0; i < ndim; i++)
-        if (cft_array_shape(x)[i] != shape[i]) return 0;
+        if (cft_array_shape(x)[i] != shape[i])
+            return 0;
     return 1;
 }
 
@@ -106,7 +111,8 @@ int main(int argc, char **argv) {
         int64_t i64[3] = {-5, 1ll << 40, 3};
         float f32[3] = {1.5f, -2.25f, 1e-3f};
         double f64[3] = {0.1, -1e300, 3.0};
-        uint16_t f16[3] = {0x3E00, 0xC080, 0x3400}, bf16[3] = {0x3FC0, 0xC010, 0x3E80}; /* raw bits */
+        uint16_t f16[3] = {0x3E00, 0xC080, 0x3400},
+                 bf16[3] = {0x3FC0, 0xC010, 0x3E80}; /* raw bits */
         const void *src[CFT_NDTYPES] = {b, i32, i64, f32, f64, f16, bf16};
         double want[CFT_NDTYPES][3] = {{1, 0, 1},
                                        {-7, 0, 2147483647.0},
@@ -138,7 +144,8 @@ int main(int argc, char **argv) {
         float buf[6] = {1, 2, 3, 4, 5, 6};
         cft_array *x = cft_from_f32(buf, (int64_t[]){2, 3}, 2);
         cft_array *v = cft_transpose(x, NULL); /* a view made before the change */
-        for (int i = 0; i < 6; i++) buf[i] = -100.0f;
+        for (int i = 0; i < 6; i++)
+            buf[i] = -100.0f;
         CHECK(values_are(x, (double[]){1, 2, 3, 4, 5, 6}, 6));
         CHECK(values_are(v, (double[]){1, 4, 2, 5, 3, 6}, 6));
         /* an op on x makes a new array and leaves x alone */
@@ -247,7 +254,8 @@ int main(int argc, char **argv) {
         cft_array *r = cft_reshape(x, (int64_t[]){2, 3, 4}, 3);
         CHECK(shape_is(r, 3, (int64_t[]){2, 3, 4}));
         CHECK(r->data == x->data);
-        for (int64_t i = 0; i < 24; i++) CHECK_EQ(cft_item_at(r, i), i);
+        for (int64_t i = 0; i < 24; i++)
+            CHECK_EQ(cft_item_at(r, i), i);
         cft_array *r2 = cft_reshape(r, (int64_t[]){-1, 6}, 2); /* -1 inferred */
         CHECK(shape_is(r2, 2, (int64_t[]){4, 6}));
         CHECK(r2->data == x->data);
@@ -257,7 +265,8 @@ int main(int argc, char **argv) {
         cft_array *flat = cft_reshape(t, (int64_t[]){24}, 1);
         CHECK(!cft_failed(flat));
         CHECK(flat->data != x->data);
-        for (int64_t i = 0; i < 24; i++) CHECK_EQ(cft_item_at(flat, i), (i % 4) * 6 + i / 4);
+        for (int64_t i = 0; i < 24; i++)
+            CHECK_EQ(cft_item_at(flat, i), (i % 4) * 6 + i / 4);
     }
 
     TEST("transpose is an O(1) view with permuted strides") {
@@ -272,9 +281,9 @@ int main(int argc, char **argv) {
         cft_array *rev = cft_transpose(x, NULL); /* [4,3,2] */
         CHECK(shape_is(rev, 3, (int64_t[]){4, 3, 2}));
         CHECK_EQ(cft_item_at(rev, 1), 12); /* rev[0,0,1] = x[1,0,0] */
-        cft_array *m = cft_mT(x); /* [2,4,3] */
+        cft_array *m = cft_mT(x);          /* [2,4,3] */
         CHECK(shape_is(m, 3, (int64_t[]){2, 4, 3}));
-        CHECK_EQ(cft_item_at(m, 1), 4); /* m[0,0,1] = x[0,1,0] */
+        CHECK_EQ(cft_item_at(m, 1), 4);         /* m[0,0,1] = x[0,1,0] */
         cft_array *mv = cft_moveaxis(x, 0, -1); /* [3,4,2] */
         CHECK(shape_is(mv, 3, (int64_t[]){3, 4, 2}));
         CHECK_EQ(cft_item_at(mv, 1), 12);
@@ -327,7 +336,8 @@ int main(int argc, char **argv) {
         cft_array *q1 = cft_squeeze(e2, (int[]){-1}, 1);
         CHECK(shape_is(q1, 2, (int64_t[]){1, 5}));
         /* a view of a view of a view keeps its offset right */
-        cft_array *vv = cft_slice(cft_transpose(s, NULL), (int64_t[]){1, 1}, (int64_t[]){3, 2}, NULL);
+        cft_array *vv =
+            cft_slice(cft_transpose(s, NULL), (int64_t[]){1, 1}, (int64_t[]){3, 2}, NULL);
         CHECK(shape_is(vv, 2, (int64_t[]){2, 1}));
         CHECK(values_are(vv, (double[]){17, 19}, 2));
         CHECK(vv->data == x->data);
@@ -413,10 +423,10 @@ int main(int argc, char **argv) {
         cft_array *b = cft_from_f64((double[]){1.0 + 1e-6, 100.0 + 1e-3}, (int64_t[]){2}, 1);
         CHECK(cft_allclose(a, a, 0, 0, false));
         CHECK(!cft_allclose(a, b, 0, 0, false));
-        CHECK(cft_allclose(a, b, 0, 1.1e-3, false));      /* atol covers both */
-        CHECK(!cft_allclose(a, b, 0, 0.9e-3, false));     /* not the second */
-        CHECK(cft_allclose(a, b, 1.1e-5, 0, false));      /* |d| <= rtol*|b| for both */
-        CHECK(!cft_allclose(a, b, 0.9e-6, 0, false));     /* 1e-6 > 0.9e-6 * 1 */
+        CHECK(cft_allclose(a, b, 0, 1.1e-3, false));  /* atol covers both */
+        CHECK(!cft_allclose(a, b, 0, 0.9e-3, false)); /* not the second */
+        CHECK(cft_allclose(a, b, 1.1e-5, 0, false));  /* |d| <= rtol*|b| for both */
+        CHECK(!cft_allclose(a, b, 0.9e-6, 0, false)); /* 1e-6 > 0.9e-6 * 1 */
         /* atol + rtol*|b|: 1e-3 <= 1.1e-4 + 9e-6*100.001, though neither term
          * alone covers it */
         CHECK(cft_allclose(a, b, 9e-6, 1.1e-4, false));

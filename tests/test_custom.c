@@ -12,12 +12,15 @@
 /* cube: y = x^3 elementwise, in a C loop */
 static cft_status cube_kernel(void *env, cft_array *const *in, cft_array **out) {
     int *calls = env;
-    if (calls) (*calls)++;
+    if (calls)
+        (*calls)++;
     int64_t n = cft_array_size(in[0]);
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
     cft_status st = cft_copy_to(in[0], CFT_F64, v);
-    for (int64_t i = 0; i < n; i++) v[i] = v[i] * v[i] * v[i];
-    out[0] = cft_astype(cft_from_f64(v, cft_array_shape(in[0]), cft_array_ndim(in[0])), cft_array_dtype(in[0]));
+    for (int64_t i = 0; i < n; i++)
+        v[i] = v[i] * v[i] * v[i];
+    out[0] = cft_astype(cft_from_f64(v, cft_array_shape(in[0]), cft_array_ndim(in[0])),
+                        cft_array_dtype(in[0]));
     free(v);
     return st;
 }
@@ -49,14 +52,30 @@ static cft_status cube_bwd(void *env, int nin, cft_array *const *in, int nout, c
 }
 
 static int kernel_calls;
-static cft_custom_def d_jvp = {.name = "cube", .nin = 1, .nout = 1, .shape = same, .impl = cube_kernel,
-                               .env = &kernel_calls, .rank_polymorphic = true};
-static cft_custom_def d_vjp = {.name = "cube_vjp", .nin = 1, .nout = 1, .shape = same, .impl = cube_kernel,
-                               .nres = 1, .rank_polymorphic = true};
-static cft_custom_def d_seq = {.name = "cube_seq", .nin = 1, .nout = 1, .shape = same, .impl = cube_kernel,
+static cft_custom_def d_jvp = {.name = "cube",
+                               .nin = 1,
+                               .nout = 1,
+                               .shape = same,
+                               .impl = cube_kernel,
+                               .env = &kernel_calls,
+                               .rank_polymorphic = true};
+static cft_custom_def d_vjp = {.name = "cube_vjp",
+                               .nin = 1,
+                               .nout = 1,
+                               .shape = same,
+                               .impl = cube_kernel,
+                               .nres = 1,
+                               .rank_polymorphic = true};
+static cft_custom_def d_seq = {.name = "cube_seq",
+                               .nin = 1,
+                               .nout = 1,
+                               .shape = same,
+                               .impl = cube_kernel,
                                .sequential_vmap = true};
-static cft_custom_def d_nobatch = {.name = "cube_nobatch", .nin = 1, .nout = 1, .shape = same, .impl = cube_kernel};
-static cft_custom_def d_fail = {.name = "broken", .nin = 1, .nout = 1, .shape = same, .impl = fail_kernel};
+static cft_custom_def d_nobatch = {
+    .name = "cube_nobatch", .nin = 1, .nout = 1, .shape = same, .impl = cube_kernel};
+static cft_custom_def d_fail = {
+    .name = "broken", .nin = 1, .nout = 1, .shape = same, .impl = fail_kernel};
 
 static cft_fn *op; /* the op the loss uses */
 /* loss(x) = sum(sin(op(x))) */
@@ -68,7 +87,8 @@ static cft_status loss(void *env, int nin, cft_array *const *in, int nout, cft_a
 
 static double ref_loss(const double *x, int n) {
     double s = 0;
-    for (int i = 0; i < n; i++) s += sin(x[i] * x[i] * x[i]);
+    for (int i = 0; i < n; i++)
+        s += sin(x[i] * x[i] * x[i]);
     return s;
 }
 
@@ -87,7 +107,8 @@ int main(int argc, char **argv) {
     TEST("the kernel runs as a primitive (value, IR)") {
         op = cube;
         cft_array *y = cft_fn_call1(cube, &x);
-        for (int i = 0; i < 3; i++) CHECK_CLOSE(cft_item_at(y, i), xv[i] * xv[i] * xv[i], 1e-15, 0);
+        for (int i = 0; i < 3; i++)
+            CHECK_CLOSE(cft_item_at(y, i), xv[i] * xv[i] * xv[i], 1e-15, 0);
         cft_ir *ir = cft_make_ir(L, (cft_aval[]){cft_array_aval(x)});
         CHECK(ir && strstr(cft_ir_str(ir), "= cube ") != NULL);
     }
@@ -98,7 +119,8 @@ int main(int argc, char **argv) {
             double xp[3], xm[3], h = 1e-6;
             memcpy(xp, xv, sizeof xp), memcpy(xm, xv, sizeof xm);
             xp[i] += h, xm[i] -= h;
-            CHECK_CLOSE(cft_item_at(g, i), (ref_loss(xp, 3) - ref_loss(xm, 3)) / (2 * h), 1e-7, 1e-9);
+            CHECK_CLOSE(cft_item_at(g, i), (ref_loss(xp, 3) - ref_loss(xm, 3)) / (2 * h), 1e-7,
+                        1e-9);
         }
     }
     TEST("custom_jvp: hessian against the analytic one") {
@@ -111,7 +133,8 @@ int main(int argc, char **argv) {
                 CHECK_CLOSE(cft_item_at(H, i * 3 + j), want, 1e-12, 1e-12);
             }
     }
-    TEST("vmap(grad) through a rank-polymorphic kernel equals a loop, and calls it once per batch") {
+    TEST(
+        "vmap(grad) through a rank-polymorphic kernel equals a loop, and calls it once per batch") {
         op = cube;
         double rows[6] = {0.1, 0.2, -0.3, 0.4, 0.5, -0.6};
         cft_array *X = cft_from_f64(rows, (int64_t[]){3, 2}, 2);

@@ -15,12 +15,15 @@
     do {                                                                                           \
         const char *check_frags_[] = {__VA_ARGS__};                                                \
         const char *check_m_ = cft_error_message(e);                                               \
-        for (size_t check_i_ = 0; check_i_ < sizeof check_frags_ / sizeof *check_frags_; check_i_++) \
+        for (size_t check_i_ = 0; check_i_ < sizeof check_frags_ / sizeof *check_frags_;           \
+             check_i_++)                                                                           \
             CHECK_MSG(strstr(check_m_, check_frags_[check_i_]) != NULL,                            \
-                      "message \"%s\" lacks \"%s\"", check_m_, check_frags_[check_i_]);           \
+                      "message \"%s\" lacks \"%s\"", check_m_, check_frags_[check_i_]);            \
     } while (0)
 
-static cft_array *f32m(int64_t r, int64_t c) { return cft_ones(CFT_F32, (int64_t[]){r, c}, 2); }
+static cft_array *f32m(int64_t r, int64_t c) {
+    return cft_ones(CFT_F32, (int64_t[]){r, c}, 2);
+}
 
 /* ---- callbacks ---- */
 
@@ -214,8 +217,8 @@ int main(int argc, char **argv) {
         CHECK(cft_failed(cft_stack((cft_array *[]){f32m(2, 3), f32m(3, 2)}, 2, 0)));
         CHECK(cft_failed(cft_dot_general(f32m(2, 3), f32m(2, 3), (int[]){1}, (int[]){1}, 1, NULL,
                                          NULL, 0)) == false); /* a valid contraction */
-        CHECK(cft_failed(cft_dot_general(f32m(2, 3), f32m(2, 3), (int[]){0}, (int[]){1}, 1, NULL,
-                                         NULL, 0)));
+        CHECK(cft_failed(
+            cft_dot_general(f32m(2, 3), f32m(2, 3), (int[]){0}, (int[]){1}, 1, NULL, NULL, 0)));
         CHECK(cft_failed(cft_random_split(f32m(1, 2), 2))); /* not a key */
         CHECK(cft_failed(cft_one_hot(f32m(2, 2), 3, CFT_F32)));
         CHECK(cft_failed(cft_cross_entropy(f32m(2, 3), cft_zeros(CFT_I32, (int64_t[]){3}, 1))));
@@ -316,7 +319,8 @@ int main(int argc, char **argv) {
         CHECK(cft_fn_call(cft_jvp(cft_fn_new(matmul_bad, NULL, 1, 1)), jin, jout) != CFT_OK);
         CHECK_MSG_HAS(jout[0], "cft_matmul", "[under ", "jvp");
         CHECK(cft_failed(jout[1]));
-        CHECK(cft_failed(cft_fn_call1(cft_jacfwd(cft_fn_new(matmul_bad, NULL, 1, 1), NULL, 0), &x)));
+        CHECK(
+            cft_failed(cft_fn_call1(cft_jacfwd(cft_fn_new(matmul_bad, NULL, 1, 1), NULL, 0), &x)));
         /* the annotation is added once, not per level */
         const char *m = cft_error_message(out[0]);
         CHECK(strstr(strstr(m, "[under ") + 1, "[under ") == NULL);
@@ -343,7 +347,8 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_array_size(leaked), 3);
         /* used inside another transform */
         cft_array *out[1];
-        CHECK_EQ(cft_fn_call(cft_grad(cft_fn_new(use_leak, NULL, 1, 1), NULL, 0), &x, out), CFT_E_TRACE);
+        CHECK_EQ(cft_fn_call(cft_grad(cft_fn_new(use_leak, NULL, 1, 1), NULL, 0), &x, out),
+                 CFT_E_TRACE);
         CHECK_MSG_HAS(out[0], "leaked tracer");
         CHECK_EQ(cft_fn_call(cft_vmap(cft_fn_new(use_leak, NULL, 1, 1), NULL, NULL),
                              (cft_array *[]){cft_ones(CFT_F32, (int64_t[]){2, 3}, 2)}, out),
@@ -358,7 +363,8 @@ int main(int argc, char **argv) {
         /* leaked out of vmap */
         leaked = NULL;
         cft_fn *vf = cft_vmap(cft_fn_new(leak_cb, NULL, 1, 1), NULL, NULL);
-        CHECK(!cft_failed(cft_fn_call1(vf, (cft_array *[]){cft_ones(CFT_F32, (int64_t[]){4, 3}, 2)})));
+        CHECK(!cft_failed(
+            cft_fn_call1(vf, (cft_array *[]){cft_ones(CFT_F32, (int64_t[]){4, 3}, 2)})));
         CHECK_EQ(cft_error_code(cft_mul(leaked, leaked)), CFT_E_TRACE);
         leaked = NULL;
     }
@@ -369,23 +375,28 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_fn_call(cft_vmap(f, NULL, NULL), (cft_array *[]){a, b}, out), CFT_E_SHAPE);
         CHECK_MSG_HAS(out[0], "cft_vmap", "batch sizes differ", "3", "4");
         /* sizes agree along the chosen axes: per example f32[3] + f32[1] */
-        CHECK_EQ(cft_fn_call(cft_vmap(f, (int[]){1, 1}, NULL), (cft_array *[]){f32m(3, 2), f32m(1, 2)}, out),
+        CHECK_EQ(cft_fn_call(cft_vmap(f, (int[]){1, 1}, NULL),
+                             (cft_array *[]){f32m(3, 2), f32m(1, 2)}, out),
                  CFT_OK);
         CHECK_EQ(cft_array_dim(out[0], 0), 2);
         CHECK_EQ(cft_array_dim(out[0], 1), 3);
         /* in_axes out of range */
-        CHECK_EQ(cft_fn_call(cft_vmap(f, (int[]){2, 0}, NULL), (cft_array *[]){a, a}, out), CFT_E_ARG);
+        CHECK_EQ(cft_fn_call(cft_vmap(f, (int[]){2, 0}, NULL), (cft_array *[]){a, a}, out),
+                 CFT_E_ARG);
         CHECK_MSG_HAS(out[0], "in_axes", "f32[3,2]");
-        CHECK_EQ(cft_fn_call(cft_vmap(f, (int[]){-3, 0}, NULL), (cft_array *[]){a, a}, out), CFT_E_ARG);
+        CHECK_EQ(cft_fn_call(cft_vmap(f, (int[]){-3, 0}, NULL), (cft_array *[]){a, a}, out),
+                 CFT_E_ARG);
         /* nothing batched */
         CHECK_EQ(cft_fn_call(cft_vmap(f, (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED}, NULL),
                              (cft_array *[]){a, a}, out),
                  CFT_E_ARG);
         /* a 0-d input cannot be batched */
-        CHECK(cft_fn_call(cft_vmap(f, NULL, NULL), (cft_array *[]){cft_scalar(1, CFT_F32), a}, out) != CFT_OK);
+        CHECK(cft_fn_call(cft_vmap(f, NULL, NULL), (cft_array *[]){cft_scalar(1, CFT_F32), a},
+                          out) != CFT_OK);
         /* an output that depends on the batch cannot be CFT_NOT_BATCHED */
-        CHECK_EQ(cft_fn_call(cft_vmap(f, NULL, (int[]){CFT_NOT_BATCHED}), (cft_array *[]){a, a}, out),
-                 CFT_E_ARG);
+        CHECK_EQ(
+            cft_fn_call(cft_vmap(f, NULL, (int[]){CFT_NOT_BATCHED}), (cft_array *[]){a, a}, out),
+            CFT_E_ARG);
         CHECK_MSG_HAS(out[0], "out_axes");
         /* out_axes out of range */
         CHECK_EQ(cft_fn_call(cft_vmap(f, NULL, (int[]){3}), (cft_array *[]){a, a}, out), CFT_E_ARG);
@@ -398,8 +409,9 @@ int main(int argc, char **argv) {
         /* inconsistent sizes deep inside: vmap of grad of vmap */
         cft_fn *inner = cft_vmap(f, (int[]){0, CFT_NOT_BATCHED}, NULL); /* (B,k) + (k) */
         cft_fn *bad = cft_vmap(inner, (int[]){0, 0}, NULL);
-        CHECK(cft_fn_call(bad, (cft_array *[]){cft_ones(CFT_F32, (int64_t[]){2, 3, 4}, 3),
-                                               cft_ones(CFT_F32, (int64_t[]){2, 5}, 2)},
+        CHECK(cft_fn_call(bad,
+                          (cft_array *[]){cft_ones(CFT_F32, (int64_t[]){2, 3, 4}, 3),
+                                          cft_ones(CFT_F32, (int64_t[]){2, 5}, 2)},
                           out) != CFT_OK);
         CHECK(cft_failed(out[0]));
     }
@@ -422,12 +434,14 @@ int main(int argc, char **argv) {
         CHECK(cft_failed(o2[0]) && cft_failed(o2[1]));
         /* under vmap the per-example output must be scalar */
         cft_fn *psg = cft_vmap(g, NULL, NULL);
-        CHECK_EQ(cft_fn_call(psg, (cft_array *[]){cft_ones(CFT_F32, (int64_t[]){3, 2}, 2)}, out), CFT_E_SHAPE);
+        CHECK_EQ(cft_fn_call(psg, (cft_array *[]){cft_ones(CFT_F32, (int64_t[]){3, 2}, 2)}, out),
+                 CFT_E_SHAPE);
         CHECK_MSG_HAS(out[0], "scalar", "f32[2]");
         /* jacfwd wrt an integer input */
-        CHECK_EQ(cft_error_code(cft_fn_call1(cft_jacfwd(cft_fn_new(square_cb, NULL, 1, 1), NULL, 0),
-                                             (cft_array *[]){cft_ones(CFT_I32, (int64_t[]){2}, 1)})),
-                 CFT_E_DTYPE);
+        CHECK_EQ(
+            cft_error_code(cft_fn_call1(cft_jacfwd(cft_fn_new(square_cb, NULL, 1, 1), NULL, 0),
+                                        (cft_array *[]){cft_ones(CFT_I32, (int64_t[]){2}, 1)})),
+            CFT_E_DTYPE);
     }
 
     TEST("wrong shapes given to jvp tangents, pullback cotangents, IR inputs") {
@@ -446,7 +460,8 @@ int main(int argc, char **argv) {
         CHECK_MSG_HAS(out[0], "cft_ir_eval", "f32[2,3]", "f32[2,2]");
         CHECK_EQ(cft_ir_eval(ir, (cft_array *[]){NULL}, out), CFT_E_ARG);
         /* a cached function called with a new dtype re-traces, no error */
-        CHECK_EQ(cft_fn_call(f, (cft_array *[]){cft_ones(CFT_I32, (int64_t[]){2, 2}, 2)}, out), CFT_OK);
+        CHECK_EQ(cft_fn_call(f, (cft_array *[]){cft_ones(CFT_I32, (int64_t[]){2, 2}, 2)}, out),
+                 CFT_OK);
         CHECK_EQ(cft_array_dtype(out[0]), CFT_I32);
     }
 

@@ -7,7 +7,9 @@
 #include "cft/cft.h"
 #include "check.h"
 
-static cft_array *half(double v, cft_dtype dt) { return cft_astype(cft_scalar(v, CFT_F64), dt); }
+static cft_array *half(double v, cft_dtype dt) {
+    return cft_astype(cft_scalar(v, CFT_F64), dt);
+}
 
 static cft_status loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout; /* sum(tanh(x @ w)) */
@@ -19,9 +21,9 @@ int main(int argc, char **argv) {
     check_init(argc, argv);
 
     TEST("bf16 rounds to nearest-even on store") {
-        CHECK_EQ(cft_item(half(1 + 1.0 / 256, CFT_BF16)), 1.0);             /* a tie: to even */
-        CHECK_EQ(cft_item(half(1 + 3.0 / 256, CFT_BF16)), 1 + 4.0 / 256);   /* a tie: to even (up) */
-        CHECK_EQ(cft_item(half(1 + 1.5 / 256, CFT_BF16)), 1 + 2.0 / 256);   /* above half: up */
+        CHECK_EQ(cft_item(half(1 + 1.0 / 256, CFT_BF16)), 1.0);           /* a tie: to even */
+        CHECK_EQ(cft_item(half(1 + 3.0 / 256, CFT_BF16)), 1 + 4.0 / 256); /* a tie: to even (up) */
+        CHECK_EQ(cft_item(half(1 + 1.5 / 256, CFT_BF16)), 1 + 2.0 / 256); /* above half: up */
         CHECK(isnan(cft_item(half(NAN, CFT_BF16))));
         CHECK(isinf(cft_item(half(1e39, CFT_BF16))));
         CHECK_EQ(cft_array_dtype(half(1, CFT_BF16)), CFT_BF16);
@@ -29,8 +31,9 @@ int main(int argc, char **argv) {
     TEST("f16: overflow to inf, subnormals, ties to even") {
         CHECK(isinf(cft_item(half(65520, CFT_F16))));
         CHECK_EQ(cft_item(half(65504, CFT_F16)), 65504.0);
-        CHECK_EQ(cft_item(half(ldexp(1, -24), CFT_F16)), ldexp(1, -24)); /* the smallest subnormal */
-        CHECK_EQ(cft_item(half(2049, CFT_F16)), 2048.0);                  /* a tie at spacing 2: to even */
+        CHECK_EQ(cft_item(half(ldexp(1, -24), CFT_F16)),
+                 ldexp(1, -24));                         /* the smallest subnormal */
+        CHECK_EQ(cft_item(half(2049, CFT_F16)), 2048.0); /* a tie at spacing 2: to even */
         CHECK_EQ(cft_item(half(2051, CFT_F16)), 2052.0);
     }
     TEST("arithmetic computes in f32 and rounds once on store") {
@@ -54,7 +57,8 @@ int main(int argc, char **argv) {
         cft_fn *L = cft_fn_new(loss, NULL, 2, 1);
         cft_array *g = cft_fn_call1(cft_grad(L, NULL, 0), (cft_array *[]){w, x});
         CHECK_EQ(cft_array_dtype(g), CFT_BF16);
-        cft_array *g32 = cft_fn_call1(cft_grad(L, NULL, 0), (cft_array *[]){cft_astype(w, CFT_F32), cft_astype(x, CFT_F32)});
+        cft_array *g32 = cft_fn_call1(
+            cft_grad(L, NULL, 0), (cft_array *[]){cft_astype(w, CFT_F32), cft_astype(x, CFT_F32)});
         /* bf16 has 8 significant bits: each stored intermediate is within 2^-8 relative */
         CHECK_ARRAY_CLOSE(cft_astype(g, CFT_F32), g32, 0.03, 0.03);
         cft_array *v = cft_fn_call1(cft_vmap(L, (int[]){CFT_NOT_BATCHED, 0}, NULL),

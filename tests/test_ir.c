@@ -29,16 +29,19 @@ static void golden_path(const char *name, char *out, size_t n) {
 
 static char *read_all(const char *path) {
     FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     size_t k;
     while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
         n += k;
-        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+        if (n + 1 == cap)
+            buf = realloc(buf, cap *= 2);
     }
     fclose(f);
-    if (buf) buf[n] = 0;
+    if (buf)
+        buf[n] = 0;
     return buf;
 }
 
@@ -52,10 +55,13 @@ static void check_golden(const char *name, const char *text, const char *file, i
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", path);
         *strrchr(dir, '/') = 0;
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST) check_fail_(file, line, "cannot create %s", dir);
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+            check_fail_(file, line, "cannot create %s", dir);
         FILE *f = fopen(path, "wb");
-        if (!f || fputs(text, f) < 0) check_fail_(file, line, "cannot write %s", path);
-        if (f) fclose(f);
+        if (!f || fputs(text, f) < 0)
+            check_fail_(file, line, "cannot write %s", path);
+        if (f)
+            fclose(f);
         printf("updated %s\n", path);
         return;
     }
@@ -166,7 +172,9 @@ static cft_status pc_outer(void *env, int nin, cft_array *const *in, int nout, c
     return CFT_OK;
 }
 
-static cft_array *vec64(const double *v, int64_t n) { return cft_from_f64(v, &n, 1); }
+static cft_array *vec64(const double *v, int64_t n) {
+    return cft_from_f64(v, &n, 1);
+}
 
 int main(int argc, char **argv) {
     check_init(argc, argv);
@@ -186,7 +194,8 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_ir_num_consts(ir), 0);
         CHECK_EQ(cft_ir_num_eqns(ir), 4);
         const char *prims[4] = {"dot_general", "broadcast_in_dim", "add", "tanh"};
-        for (int i = 0; i < 4; i++) CHECK(strcmp(cft_ir_eqn_prim(ir, i), prims[i]) == 0);
+        for (int i = 0; i < 4; i++)
+            CHECK(strcmp(cft_ir_eqn_prim(ir, i), prims[i]) == 0);
         CHECK(cft_ir_eqn_prim(ir, 4) == NULL);
         CHECK(cft_ir_eqn_prim(ir, -1) == NULL);
         /* cft_ir_print and cft_fn_print_ir print the same text */
@@ -197,7 +206,8 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_fn_print_ir(cft_fn_new(mlp_layer, NULL, 3, 1), mlp_av, f), CFT_OK);
         fclose(f);
         size_t n1 = strlen(cft_ir_str(ir));
-        CHECK(len == 2 * n1 && memcmp(buf, cft_ir_str(ir), n1) == 0 && memcmp(buf + n1, buf, n1) == 0);
+        CHECK(len == 2 * n1 && memcmp(buf, cft_ir_str(ir), n1) == 0 &&
+              memcmp(buf + n1, buf, n1) == 0);
         free(buf);
     }
 
@@ -359,8 +369,8 @@ int main(int argc, char **argv) {
         CHECK(strncmp(s, "{ lambda a:f32[3] ; b:f32[3] .", 30) == 0);
         /* the same value captured twice is one constant */
         cft_array *in = cft_ones(CFT_F32, (int64_t[]){3}, 1);
-        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_fn_new(captured, c, 1, 1), &in),
-                          cft_scalar(9, CFT_F32), 0, 0);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_fn_new(captured, c, 1, 1), &in), cft_scalar(9, CFT_F32),
+                          0, 0);
         /* a constant used only by dead code does not survive a call's DCE */
         cft_ir *d = cft_make_ir(cft_fn_new(with_dead, c, 1, 1), &v3);
         CHECK_EQ(cft_ir_num_consts(d), 1);
@@ -379,7 +389,8 @@ int main(int argc, char **argv) {
         cft_array *yv = vec64(ys, 5);
         cft_array *g = cft_fn_call1(cft_vmap(outer, NULL, NULL), &yv);
         CHECK(!cft_failed(g));
-        for (int i = 0; i < 5; i++) CHECK_CLOSE(cft_item_at(g, i), ys[i] * cos(X0 * ys[i]), 1e-14, 1e-14);
+        for (int i = 0; i < 5; i++)
+            CHECK_CLOSE(cft_item_at(g, i), ys[i] * cos(X0 * ys[i]), 1e-14, 1e-14);
         CHECK_EQ(inner_nconst, 1);
         /* grad over y: g'(y) = cos(x0 y) - x0 y sin(x0 y) */
         cft_fn *dg = cft_grad(outer, NULL, 0);
@@ -421,7 +432,8 @@ int main(int argc, char **argv) {
 
     /* CFT_EAGER=1 (a debugging mode) turns staging, and so the cache, off */
     const bool eager = getenv("CFT_EAGER") && atoi(getenv("CFT_EAGER")) != 0;
-    if (eager) printf("CFT_EAGER set: the trace-cache tests are skipped\n");
+    if (eager)
+        printf("CFT_EAGER set: the trace-cache tests are skipped\n");
     if (!eager) {
         TEST("a function is traced once per input signature") {
             int n = 0;
@@ -453,8 +465,10 @@ int main(int argc, char **argv) {
             cft_fn *g = cft_grad(cft_fn_new(counted_sq, &n, 1, 1), NULL, 0);
             cft_array *a = cft_from_f32((float[]){1, 2, 3}, (int64_t[]){3}, 1);
             cft_array *b = cft_from_f32((float[]){-1, 0, 5}, (int64_t[]){3}, 1);
-            CHECK_ARRAY_CLOSE(cft_fn_call1(g, &a), cft_from_f32((float[]){2, 4, 6}, (int64_t[]){3}, 1), 0, 0);
-            CHECK_ARRAY_CLOSE(cft_fn_call1(g, &b), cft_from_f32((float[]){-2, 0, 10}, (int64_t[]){3}, 1), 0, 0);
+            CHECK_ARRAY_CLOSE(cft_fn_call1(g, &a),
+                              cft_from_f32((float[]){2, 4, 6}, (int64_t[]){3}, 1), 0, 0);
+            CHECK_ARRAY_CLOSE(cft_fn_call1(g, &b),
+                              cft_from_f32((float[]){-2, 0, 10}, (int64_t[]){3}, 1), 0, 0);
             CHECK_EQ(n, 1);
             int m = 0;
             cft_fn *v = cft_vmap(cft_fn_new(counted, &m, 1, 1), NULL, NULL);
@@ -465,7 +479,8 @@ int main(int argc, char **argv) {
             int k = 0;
             cft_fn *vg = cft_vmap(cft_grad(cft_fn_new(counted_sq, &k, 1, 1), NULL, 0), NULL, NULL);
             cft_array *out = NULL;
-            for (int i = 0; i < 5; i++) out = cft_fn_call1(vg, &x);
+            for (int i = 0; i < 5; i++)
+                out = cft_fn_call1(vg, &x);
             CHECK_EQ(k, 1);
             CHECK_ARRAY_CLOSE(out, cft_full(2, CFT_F32, (int64_t[]){5, 2}, 2), 0, 0);
         }

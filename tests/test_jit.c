@@ -20,7 +20,8 @@ static int count_so(void) {
     struct dirent *e;
     while (d && (e = readdir(d)))
         n += strstr(e->d_name, ".so") && !strstr(e->d_name, ".tmp");
-    if (d) closedir(d);
+    if (d)
+        closedir(d);
     return n;
 }
 
@@ -32,7 +33,8 @@ static cft_status mlp(void *env, int nin, cft_array *const *in, int nout, cft_ar
     return CFT_OK;
 }
 
-static cft_status mlp_free_chain(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+static cft_status mlp_free_chain(void *env, int nin, cft_array *const *in, int nout,
+                                 cft_array **out) {
     (void)env, (void)nin, (void)nout;
     out[0] = cft_mul(cft_tanh(in[0]), cft_exp(cft_neg(cft_square(in[0]))));
     return CFT_OK;
@@ -48,7 +50,8 @@ static void same_results(cft_fn *f, cft_array *const *in, int nout, double tol) 
     cft_fn *j = cft_jit(f);
     for (int call = 0; call < 3; call++) { /* first call plans, later ones run compiled */
         CHECK_EQ(cft_fn_call(j, in, b), CFT_OK);
-        for (int k = 0; k < nout; k++) CHECK_ARRAY_CLOSE(b[k], a[k], tol, tol);
+        for (int k = 0; k < nout; k++)
+            CHECK_ARRAY_CLOSE(b[k], a[k], tol, tol);
     }
 }
 
@@ -59,7 +62,8 @@ static cft_fn *per_sample(void) {
 
 static cft_array *labels(int64_t B) {
     int32_t y[1024];
-    for (int64_t i = 0; i < B; i++) y[i] = (int32_t)(i % 3);
+    for (int64_t i = 0; i < B; i++)
+        y[i] = (int32_t)(i % 3);
     return cft_from_i32(y, &B, 1);
 }
 
@@ -70,8 +74,10 @@ static cft_status adapt(void *env, int nin, cft_array *const *in, int nout, cft_
     cft_array *p[5] = {in[0], in[1], in[2], in[3], in[4]}, *gr[3];
     for (int s = 0; s < 2; s++) {
         cft_status st = cft_fn_call(g, p, gr);
-        if (st) return st;
-        for (int k = 0; k < 3; k++) p[k] = cft_sub(p[k], cft_mul_s(gr[k], 0.1));
+        if (st)
+            return st;
+        for (int k = 0; k < 3; k++)
+            p[k] = cft_sub(p[k], cft_mul_s(gr[k], 0.1));
     }
     return mlp(NULL, 5, p, 1, out);
 }
@@ -89,8 +95,9 @@ int main(int argc, char **argv) {
         same_results(per_sample(), in, 3, 1e-5);
     }
     TEST("MAML-style: vmap over tasks of 2 inner steps, then grad through them") {
-        cft_fn *meta = cft_vmap(cft_fn_new(adapt, NULL, 5, 1),
-                                (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0}, NULL);
+        cft_fn *meta =
+            cft_vmap(cft_fn_new(adapt, NULL, 5, 1),
+                     (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0}, NULL);
         cft_array *xs = randn(5, (int64_t[]){6, 4}, 2), *ys = labels(6);
         cft_array *in[5] = {w1, b1, w2, xs, ys};
         same_results(meta, in, 1, 1e-5);
@@ -99,7 +106,8 @@ int main(int argc, char **argv) {
         int64_t K = 5;
         cft_array *W1 = randn(6, (int64_t[]){K, 4, 8}, 3), *B1 = randn(7, (int64_t[]){K, 8}, 2),
                   *W2 = randn(8, (int64_t[]){K, 8, 3}, 3);
-        cft_fn *ens = cft_vmap(cft_fn_new(mlp, NULL, 5, 1), (int[]){0, 0, 0, CFT_NOT_BATCHED, CFT_NOT_BATCHED}, NULL);
+        cft_fn *ens = cft_vmap(cft_fn_new(mlp, NULL, 5, 1),
+                               (int[]){0, 0, 0, CFT_NOT_BATCHED, CFT_NOT_BATCHED}, NULL);
         cft_array *in[5] = {W1, B1, W2, randn(9, (int64_t[]){4}, 1), cft_scalar(1, CFT_I32)};
         same_results(ens, in, 1, 1e-5);
     }
@@ -108,9 +116,12 @@ int main(int argc, char **argv) {
         cft_array *out[3];
         int before = -1;
         for (int64_t B = 8; B <= 64; B *= 2) {
-            cft_array *in[5] = {w1, b1, w2, randn(10 + (uint64_t)B, (int64_t[]){B, 4}, 2), labels(B)};
-            for (int call = 0; call < 2; call++) CHECK_EQ(cft_fn_call(j, in, out), CFT_OK);
-            if (before < 0) before = count_so();
+            cft_array *in[5] = {w1, b1, w2, randn(10 + (uint64_t)B, (int64_t[]){B, 4}, 2),
+                                labels(B)};
+            for (int call = 0; call < 2; call++)
+                CHECK_EQ(cft_fn_call(j, in, out), CFT_OK);
+            if (before < 0)
+                before = count_so();
         }
         CHECK_MSG(before > 0, "no kernel was compiled (is a C compiler installed?)");
         CHECK_EQ(count_so(), before);
@@ -118,28 +129,33 @@ int main(int argc, char **argv) {
     TEST("a second process finds the kernels in the disk cache") {
         int before = count_so();
         char cmd[1400];
-        snprintf(cmd, sizeof cmd, "CFT_CACHE_DIR=%s %s 'per-sample gradients' > /dev/null", cache_dir, argv[0]);
+        snprintf(cmd, sizeof cmd, "CFT_CACHE_DIR=%s %s 'per-sample gradients' > /dev/null",
+                 cache_dir, argv[0]);
         CHECK_EQ(system(cmd), 0);
         CHECK_EQ(count_so(), before);
     }
     TEST("CFT_JIT=0 runs the interpreter with the same results") {
         char cmd[1400];
-        snprintf(cmd, sizeof cmd, "CFT_JIT=0 CFT_CACHE_DIR=%s-nojit %s 'per-sample gradients' > /dev/null",
+        snprintf(cmd, sizeof cmd,
+                 "CFT_JIT=0 CFT_CACHE_DIR=%s-nojit %s 'per-sample gradients' > /dev/null",
                  cache_dir, argv[0]);
         CHECK_EQ(system(cmd), 0);
-        snprintf(cmd, sizeof cmd, "test ! -e %s-nojit || test -z \"$(ls %s-nojit)\"", cache_dir, cache_dir);
+        snprintf(cmd, sizeof cmd, "test ! -e %s-nojit || test -z \"$(ls %s-nojit)\"", cache_dir,
+                 cache_dir);
         CHECK_EQ(system(cmd), 0);
     }
     TEST("transforms of a jitted function, and jit of transforms, compose") {
         int64_t B = 4;
         cft_array *x = randn(11, (int64_t[]){B, 4}, 2), *y = labels(B);
         cft_fn *f = cft_fn_new(mlp, NULL, 5, 1);
-        cft_fn *psg_of_jit = cft_vmap(cft_grad(cft_jit(f), (int[]){0, 1, 2}, 3),
-                                      (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0}, NULL);
+        cft_fn *psg_of_jit =
+            cft_vmap(cft_grad(cft_jit(f), (int[]){0, 1, 2}, 3),
+                     (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0}, NULL);
         cft_array *in[5] = {w1, b1, w2, x, y}, *a[3], *b[3];
         CHECK_EQ(cft_fn_call(per_sample(), in, a), CFT_OK);
         CHECK_EQ(cft_fn_call(psg_of_jit, in, b), CFT_OK);
-        for (int k = 0; k < 3; k++) CHECK_ARRAY_CLOSE(b[k], a[k], 1e-6, 1e-6);
+        for (int k = 0; k < 3; k++)
+            CHECK_ARRAY_CLOSE(b[k], a[k], 1e-6, 1e-6);
     }
     TEST("two threads give the single-threaded results") {
         int64_t n = 300000; /* above the kernels' threshold for threads */
@@ -155,13 +171,15 @@ int main(int argc, char **argv) {
     }
     TEST("errors pass through a jitted function") {
         cft_fn *j = cft_jit(cft_fn_new(mlp, NULL, 5, 1));
-        cft_array *in[5] = {w1, b1, w2, randn(12, (int64_t[]){5}, 1), cft_scalar(0, CFT_I32)}, *out[1];
+        cft_array *in[5] = {w1, b1, w2, randn(12, (int64_t[]){5}, 1), cft_scalar(0, CFT_I32)},
+                  *out[1];
         CHECK(cft_fn_call(j, in, out) != CFT_OK);
         CHECK(cft_failed(out[0]));
         CHECK(strstr(cft_error_message(out[0]), "matmul") != NULL);
     }
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "rm -rf %s %s-nojit", cache_dir, cache_dir);
-    if (system(cmd)) fprintf(stderr, "could not remove %s\n", cache_dir);
+    if (system(cmd))
+        fprintf(stderr, "could not remove %s\n", cache_dir);
     return check_summary();
 }

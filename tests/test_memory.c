@@ -45,10 +45,12 @@ static long peak_rss_kib(void) {
             kib = strtol(line + 6, NULL, 10);
             break;
         }
-    if (f) fclose(f);
+    if (f)
+        fclose(f);
     if (kib < 0) {
         struct rusage ru;
-        if (getrusage(RUSAGE_SELF, &ru) == 0) kib = ru.ru_maxrss;
+        if (getrusage(RUSAGE_SELF, &ru) == 0)
+            kib = ru.ru_maxrss;
     }
     return kib;
 }
@@ -83,7 +85,8 @@ int main(int argc, char **argv) {
                 failed_step = step;
                 break;
             }
-            for (int k = 0; k < 4; k++) p[k] = cft_sub(p[k], cft_mul_s(grads[k], LR));
+            for (int k = 0; k < 4; k++)
+                p[k] = cft_sub(p[k], cft_mul_s(grads[k], LR));
             if (step + 1 == WARM) {
                 rss_warm = peak_rss_kib();
                 gc_warm = cft__gc_count();

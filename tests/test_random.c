@@ -26,9 +26,11 @@ static double *values(cft_array *x) {
 }
 static void moments(const double *v, int64_t n, double *mean, double *var) {
     double s = 0, q = 0;
-    for (int64_t i = 0; i < n; i++) s += v[i];
+    for (int64_t i = 0; i < n; i++)
+        s += v[i];
     *mean = s / (double)n;
-    for (int64_t i = 0; i < n; i++) q += (v[i] - *mean) * (v[i] - *mean);
+    for (int64_t i = 0; i < n; i++)
+        q += (v[i] - *mean) * (v[i] - *mean);
     *var = q / (double)(n - 1);
 }
 static bool same_bits(cft_array *a, cft_array *b) {
@@ -89,7 +91,8 @@ int main(int argc, char **argv) {
         CHECK(same_bits(s, cft_random_split(k, 4)));
         for (int i = 0; i < 4; i++) {
             CHECK(!same_bits(cft_index(s, i), k));
-            for (int j = 0; j < i; j++) CHECK(!same_bits(cft_index(s, i), cft_index(s, j)));
+            for (int j = 0; j < i; j++)
+                CHECK(!same_bits(cft_index(s, i), cft_index(s, j)));
         }
         /* split of a different key gives different keys */
         CHECK(!same_bits(s, cft_random_split(cft_random_key(8), 4)));
@@ -118,7 +121,8 @@ int main(int argc, char **argv) {
             CHECK(!same_bits(a, b));
             /* no element in common except by chance (prob ~1000 * 2^-24) */
             int eq = 0;
-            for (int64_t i = 0; i < 1000; i++) eq += cft_item_at(a, i) == cft_item_at(b, i);
+            for (int64_t i = 0; i < 1000; i++)
+                eq += cft_item_at(a, i) == cft_item_at(b, i);
             CHECK(eq <= 1);
             cft_array *n = cft_random_normal(k1, (cft_dtype)d, sh, 2);
             CHECK(same_bits(n, cft_random_normal(k1, (cft_dtype)d, sh, 2)));
@@ -137,19 +141,23 @@ int main(int argc, char **argv) {
          * same key with a larger shape starts with the same numbers */
         cft_array *u10 = cft_random_uniform(k1, CFT_F32, (int64_t[]){10}, 1, 0, 1);
         cft_array *u20 = cft_random_uniform(k1, CFT_F32, (int64_t[]){20}, 1, 0, 1);
-        for (int i = 0; i < 10; i++) CHECK_EQ(cft_item_at(u10, i), cft_item_at(u20, i));
+        for (int i = 0; i < 10; i++)
+            CHECK_EQ(cft_item_at(u10, i), cft_item_at(u20, i));
     }
 
     TEST("uniform in [lo, hi): range, mean, variance, bins (N = 1e5)") {
         const double lo = -2, hi = 3, w = hi - lo;
         for (int d = CFT_F32; d <= CFT_F64; d++) {
-            cft_array *u = cft_random_uniform(cft_random_key(100 + d), (cft_dtype)d, (int64_t[]){N}, 1, lo, hi);
+            cft_array *u = cft_random_uniform(cft_random_key(100 + d), (cft_dtype)d, (int64_t[]){N},
+                                              1, lo, hi);
             CHECK_EQ(cft_array_dtype(u), d);
             double *v = values(u), mean, var;
             CHECK(v != NULL);
-            if (!v) continue;
+            if (!v)
+                continue;
             double mn = INFINITY, mx = -INFINITY;
-            for (int i = 0; i < N; i++) mn = fmin(mn, v[i]), mx = fmax(mx, v[i]);
+            for (int i = 0; i < N; i++)
+                mn = fmin(mn, v[i]), mx = fmax(mx, v[i]);
             CHECK_MSG(mn >= lo && mx < hi, "range [%g, %g] outside [%g, %g)", mn, mx, lo, hi);
             /* and it is used: within 1e-3 of both ends (P(miss) ~ e^-20) */
             CHECK(mn < lo + 1e-3 * w && mx > hi - 1e-3 * w);
@@ -168,11 +176,13 @@ int main(int argc, char **argv) {
                 bins[b < 0 ? 0 : b > 9 ? 9 : b]++;
             }
             double chi2 = 0, e = N / 10.0;
-            for (int b = 0; b < 10; b++) chi2 += (bins[b] - e) * (bins[b] - e) / e;
+            for (int b = 0; b < 10; b++)
+                chi2 += (bins[b] - e) * (bins[b] - e) / e;
             CHECK_MSG(chi2 < 40, "chi^2 = %g over 10 bins", chi2);
             /* lag-1 autocorrelation ~ 0, SE 1/sqrt(N) */
             double c = 0;
-            for (int i = 1; i < N; i++) c += (v[i] - mean) * (v[i - 1] - mean);
+            for (int i = 1; i < N; i++)
+                c += (v[i] - mean) * (v[i - 1] - mean);
             c /= (double)(N - 1) * var;
             CHECK_CLOSE(c, 0, 0, 5 / sqrt(N));
             /* f64 draws carry more than f32's 24 bits */
@@ -189,9 +199,12 @@ int main(int argc, char **argv) {
         /* regression: word 788 of key 6538's stream has its top 24 bits set,
          * so u = 1 - 2^-24, and 1 + u rounds to 2 in f32 (ties to even); the
          * draw must still be below hi (found by searching the stream) */
-        cft_array *top = cft_random_uniform(cft_random_key(6538), CFT_F32, (int64_t[]){789}, 1, 1, 2);
-        CHECK_CLOSE(cft_item_at(cft_random_uniform(cft_random_key(6538), CFT_F32, (int64_t[]){789}, 1, 0, 1), 788),
-                    1 - 0x1p-24, 0, 0);
+        cft_array *top =
+            cft_random_uniform(cft_random_key(6538), CFT_F32, (int64_t[]){789}, 1, 1, 2);
+        CHECK_CLOSE(
+            cft_item_at(
+                cft_random_uniform(cft_random_key(6538), CFT_F32, (int64_t[]){789}, 1, 0, 1), 788),
+            1 - 0x1p-24, 0, 0);
         CHECK_MSG(cft_item_at(top, 788) < 2, "uniform(1, 2) gave %.9g", cft_item_at(top, 788));
         CHECK(cft_item(cft_max(top, NULL, 0, false)) < 2);
         /* the default [0, 1) */
@@ -202,10 +215,12 @@ int main(int argc, char **argv) {
 
     TEST("normal: mean 0, variance 1, 68%% within one sigma (N = 1e5)") {
         for (int d = CFT_F32; d <= CFT_F64; d++) {
-            cft_array *x = cft_random_normal(cft_random_key(200 + d), (cft_dtype)d, (int64_t[]){N}, 1);
+            cft_array *x =
+                cft_random_normal(cft_random_key(200 + d), (cft_dtype)d, (int64_t[]){N}, 1);
             double *v = values(x), mean, var;
             CHECK(v != NULL);
-            if (!v) continue;
+            if (!v)
+                continue;
             int finite = 1, in1 = 0;
             for (int i = 0; i < N; i++) {
                 finite &= isfinite(v[i]) != 0;
@@ -213,9 +228,9 @@ int main(int argc, char **argv) {
             }
             CHECK(finite);
             moments(v, N, &mean, &var);
-            CHECK_CLOSE(mean, 0, 0, 5 / sqrt(N));          /* SE = 1/sqrt(N) = 0.0032 */
-            CHECK_CLOSE(var, 1, 0, 5 * sqrt(2.0 / N));     /* SE = sqrt(2/N) = 0.0045 */
-            double p1 = erf(1 / sqrt(2.0));                /* 0.6827 */
+            CHECK_CLOSE(mean, 0, 0, 5 / sqrt(N));      /* SE = 1/sqrt(N) = 0.0032 */
+            CHECK_CLOSE(var, 1, 0, 5 * sqrt(2.0 / N)); /* SE = sqrt(2/N) = 0.0045 */
+            double p1 = erf(1 / sqrt(2.0));            /* 0.6827 */
             CHECK_CLOSE(in1 / (double)N, p1, 0, 5 * sqrt(p1 * (1 - p1) / N));
             /* symmetric: third moment ~ 0, SE sqrt(15/N); fourth ~ 3, SE sqrt(96/N) */
             double m3 = 0, m4 = 0;
@@ -273,16 +288,20 @@ int main(int argc, char **argv) {
         CHECK(same_bits(to[1], vo[1]));
         /* keys and data both batched, f64 */
         cft_array *X = cft_reshape(cft_arange(1, 1 + 3 * B, 1, CFT_F64), (int64_t[]){B, 3}, 2);
-        cft_array *nv = cft_fn_call1(cft_vmap(cft_fn_new(noisy, NULL, 2, 1), NULL, NULL), (cft_array *[]){keys, X});
+        cft_array *nv = cft_fn_call1(cft_vmap(cft_fn_new(noisy, NULL, 2, 1), NULL, NULL),
+                                     (cft_array *[]){keys, X});
         for (int i = 0; i < B; i++) {
-            cft_array *r = cft_fn_call1(cft_fn_new(noisy, NULL, 2, 1), (cft_array *[]){cft_index(keys, i), cft_index(X, i)});
+            cft_array *r = cft_fn_call1(cft_fn_new(noisy, NULL, 2, 1),
+                                        (cft_array *[]){cft_index(keys, i), cft_index(X, i)});
             CHECK(same_bits(cft_index(nv, i), r));
         }
         /* one key shared by the batch (not batched): every row is the same draw */
         cft_array *k0 = cft_index(keys, 0);
-        cft_array *sv = cft_fn_call1(cft_vmap(cft_fn_new(noisy, NULL, 2, 1), (int[]){CFT_NOT_BATCHED, 0}, NULL),
-                                     (cft_array *[]){k0, cft_ones(CFT_F64, (int64_t[]){B, 3}, 2)});
-        for (int i = 1; i < B; i++) CHECK(same_bits(cft_index(sv, i), cft_index(sv, 0)));
+        cft_array *sv =
+            cft_fn_call1(cft_vmap(cft_fn_new(noisy, NULL, 2, 1), (int[]){CFT_NOT_BATCHED, 0}, NULL),
+                         (cft_array *[]){k0, cft_ones(CFT_F64, (int64_t[]){B, 3}, 2)});
+        for (int i = 1; i < B; i++)
+            CHECK(same_bits(cft_index(sv, i), cft_index(sv, 0)));
         /* nested: vmap over a [2, B/2, 2] key batch */
         cft_array *k2 = cft_reshape(keys, (int64_t[]){2, B / 2, 2}, 3);
         cft_array *nn[2];

@@ -50,7 +50,8 @@ int main(int argc, char **argv) {
         const char *name = p->name ? p->name : "(unnamed)";
         TEST("%s: has the rules its flags promise", name) {
             CHECK_MSG(p->name && *p->name, "primitive %d has no name", i);
-            CHECK_MSG(p->nout >= 1 || (p->nout == -1 && p->nout_of), "nout = %d without nout_of", p->nout);
+            CHECK_MSG(p->nout >= 1 || (p->nout == -1 && p->nout_of), "nout = %d without nout_of",
+                      p->nout);
             CHECK_MSG(p->nin >= -1, "nin = %d", p->nin);
             CHECK_MSG(p->shape, "no shape rule");
             CHECK_MSG(p->impl, "no impl");

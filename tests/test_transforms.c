@@ -20,17 +20,24 @@
 #include "check.h"
 
 #define UNUSED_ARGS (void)env, (void)nin, (void)nout
-#define FN(name) static cft_status name(void *env, int nin, cft_array *const *in, int nout, cft_array **out)
+#define FN(name)                                                                                   \
+    static cft_status name(void *env, int nin, cft_array *const *in, int nout, cft_array **out)
 
-static cft_array *v64(const double *v, int64_t n) { return cft_from_f64(v, &n, 1); }
+static cft_array *v64(const double *v, int64_t n) {
+    return cft_from_f64(v, &n, 1);
+}
 static cft_array *m64(const double *v, int64_t r, int64_t c) {
     return cft_from_f64(v, (int64_t[]){r, c}, 2);
 }
-static cft_array *s64(double v) { return cft_scalar(v, CFT_F64); }
+static cft_array *s64(double v) {
+    return cft_scalar(v, CFT_F64);
+}
 static cft_array *randn(uint64_t seed, const int64_t *shape, int nd) {
     return cft_random_normal(cft_random_key(seed), CFT_F64, shape, nd);
 }
-static cft_array *at(cft_array *x, int64_t i) { return cft_index(x, i); }
+static cft_array *at(cft_array *x, int64_t i) {
+    return cft_index(x, i);
+}
 
 /* ---------------- functions ---------------- */
 
@@ -38,7 +45,8 @@ static cft_array *at(cft_array *x, int64_t i) { return cft_index(x, i); }
 FN(cubic) {
     UNUSED_ARGS;
     cft_array *x = in[0];
-    out[0] = cft_add(cft_sum(cft_mul(cft_square(x), x), NULL, 0, false), cft_mul(at(x, 0), at(x, 1)));
+    out[0] =
+        cft_add(cft_sum(cft_mul(cft_square(x), x), NULL, 0, false), cft_mul(at(x, 0), at(x, 1)));
     return CFT_OK;
 }
 FN(lse) {
@@ -150,8 +158,8 @@ FN(task_loss) {
 /* meta loss: mean over tasks of task_loss, tasks vmapped */
 FN(meta_loss) {
     UNUSED_ARGS;
-    cft_fn *per_task = cft_vmap(cft_fn_new(task_loss, NULL, 5, 1),
-                                (int[]){CFT_NOT_BATCHED, 0, 0, 0, 0}, NULL);
+    cft_fn *per_task =
+        cft_vmap(cft_fn_new(task_loss, NULL, 5, 1), (int[]){CFT_NOT_BATCHED, 0, 0, 0, 0}, NULL);
     out[0] = cft_mean(cft_fn_call1(per_task, in), NULL, 0, false);
     return CFT_OK;
 }
@@ -185,7 +193,8 @@ FN(times_f64) { /* an f32 input promoted to f64 inside */
 }
 FN(int_part) { /* sum(x * float(int(x))): the int part has zero derivative */
     UNUSED_ARGS;
-    out[0] = cft_sum(cft_mul(in[0], cft_astype(cft_astype(in[0], CFT_I32), CFT_F64)), NULL, 0, false);
+    out[0] =
+        cft_sum(cft_mul(in[0], cft_astype(cft_astype(in[0], CFT_I32), CFT_F64)), NULL, 0, false);
     return CFT_OK;
 }
 FN(sum_max) {
@@ -216,7 +225,8 @@ int main(int argc, char **argv) {
         cft_array *x = v64(xv, 3);
         cft_array *H = cft_fn_call1(cft_hessian(cft_fn_new(cubic, NULL, 1, 1), 0), &x);
         double want[9] = {0};
-        for (int i = 0; i < 3; i++) want[i * 3 + i] = 6 * xv[i];
+        for (int i = 0; i < 3; i++)
+            want[i * 3 + i] = 6 * xv[i];
         want[1] = want[3] = 1;
         CHECK_ARRAY_CLOSE(H, m64(want, 3, 3), tol, tol);
     }
@@ -226,13 +236,17 @@ int main(int argc, char **argv) {
         cft_array *x = v64(xv, 4);
         cft_array *H = cft_fn_call1(cft_hessian(cft_fn_new(lse, NULL, 1, 1), 0), &x);
         double p[4], z = 0, want[16];
-        for (int i = 0; i < 4; i++) z += exp(xv[i]);
-        for (int i = 0; i < 4; i++) p[i] = exp(xv[i]) / z;
         for (int i = 0; i < 4; i++)
-            for (int j = 0; j < 4; j++) want[i * 4 + j] = (i == j ? p[i] : 0) - p[i] * p[j];
+            z += exp(xv[i]);
+        for (int i = 0; i < 4; i++)
+            p[i] = exp(xv[i]) / z;
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                want[i * 4 + j] = (i == j ? p[i] : 0) - p[i] * p[j];
         CHECK_ARRAY_CLOSE(H, m64(want, 4, 4), tol, tol);
         /* the gradient is p */
-        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_grad(cft_fn_new(lse, NULL, 1, 1), NULL, 0), &x), v64(p, 4), tol, tol);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_grad(cft_fn_new(lse, NULL, 1, 1), NULL, 0), &x),
+                          v64(p, 4), tol, tol);
     }
 
     TEST("hessian of a matrix input has shape in + in") {
@@ -253,14 +267,18 @@ int main(int argc, char **argv) {
         cft_array *a = v64(av, 3), *b = v64(bv, 3);
         cft_fn *f = cft_fn_new(ab2, NULL, 2, 1);
         double hb[9] = {0}, hab[9] = {0};
-        for (int i = 0; i < 3; i++) hb[i * 4] = 2 * av[i], hab[i * 4] = 2 * bv[i];
-        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_hessian(f, 1), (cft_array *[]){a, b}), m64(hb, 3, 3), tol, tol);
+        for (int i = 0; i < 3; i++)
+            hb[i * 4] = 2 * av[i], hab[i * 4] = 2 * bv[i];
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_hessian(f, 1), (cft_array *[]){a, b}), m64(hb, 3, 3),
+                          tol, tol);
         CHECK_ARRAY_CLOSE(cft_fn_call1(cft_hessian(f, 0), (cft_array *[]){a, b}),
                           cft_zeros(CFT_F64, (int64_t[]){3, 3}, 2), 0, 0);
         /* d/da of (d/db f) = diag(2b), via jacfwd of grad and jacrev of grad */
         cft_fn *gb = cft_grad(f, (int[]){1}, 1);
-        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jacfwd(gb, NULL, 0), (cft_array *[]){a, b}), m64(hab, 3, 3), tol, tol);
-        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jacrev(gb, NULL, 0), (cft_array *[]){a, b}), m64(hab, 3, 3), tol, tol);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jacfwd(gb, NULL, 0), (cft_array *[]){a, b}),
+                          m64(hab, 3, 3), tol, tol);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jacrev(gb, NULL, 0), (cft_array *[]){a, b}),
+                          m64(hab, 3, 3), tol, tol);
         /* grad with two argnums */
         cft_array *g[2];
         cft_fn *gg = cft_grad(cft_fn_new(ab2, NULL, 2, 1), (int[]){0, 1}, 2);
@@ -295,7 +313,8 @@ int main(int argc, char **argv) {
                         cft_fn_new(f_tanh, NULL, 1, 1)};
         double xs[5] = {-2.0, -0.5, 0.0, 0.3, 1.7};
         for (int k = 0; k < 3; k++) {
-            cft_fn *d1 = cft_grad(f[k], NULL, 0), *d2 = cft_grad(d1, NULL, 0), *d3 = cft_grad(d2, NULL, 0);
+            cft_fn *d1 = cft_grad(f[k], NULL, 0), *d2 = cft_grad(d1, NULL, 0),
+                   *d3 = cft_grad(d2, NULL, 0);
             for (int i = 0; i < 5; i++) {
                 double x = xs[i], t = tanh(x);
                 double w1[3] = {cos(x), 3 * x * x, 1 - t * t};
@@ -332,8 +351,10 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_array_ndim(batched[0]), 3);
         CHECK_EQ(cft_array_ndim(batched[3]), 1);
         for (int i = 0; i < B; i++) {
-            CHECK_EQ(cft_fn_call(g, (cft_array *[]){w1, b1, w2, b2, at(X, i), at(Y, i)}, one), CFT_OK);
-            for (int k = 0; k < 4; k++) CHECK_ARRAY_CLOSE(at(batched[k], i), one[k], tol, 1e-14);
+            CHECK_EQ(cft_fn_call(g, (cft_array *[]){w1, b1, w2, b2, at(X, i), at(Y, i)}, one),
+                     CFT_OK);
+            for (int k = 0; k < 4; k++)
+                CHECK_ARRAY_CLOSE(at(batched[k], i), one[k], tol, 1e-14);
         }
         /* the mean of the per-example grads is the grad of the mean loss */
         cft_array *gsum = cft_sum(batched[0], (int[]){0}, 1, false);
@@ -351,23 +372,26 @@ int main(int argc, char **argv) {
         enum { I = 3, J = 4, N = 5 };
         cft_array *X = randn(20, (int64_t[]){I, N}, 2), *Y = randn(21, (int64_t[]){J, N}, 2);
         cft_fn *f = cft_fn_new(pair, NULL, 2, 1);
-        cft_fn *inner = cft_vmap(f, (int[]){CFT_NOT_BATCHED, 0}, NULL); /* x, Y -> [J] */
+        cft_fn *inner = cft_vmap(f, (int[]){CFT_NOT_BATCHED, 0}, NULL);     /* x, Y -> [J] */
         cft_fn *outer = cft_vmap(inner, (int[]){0, CFT_NOT_BATCHED}, NULL); /* X, Y -> [I,J] */
         cft_array *R = cft_fn_call1(outer, (cft_array *[]){X, Y});
         CHECK_EQ(cft_array_dim(R, 0), I);
         CHECK_EQ(cft_array_dim(R, 1), J);
         for (int i = 0; i < I; i++)
             for (int j = 0; j < J; j++)
-                CHECK_CLOSE(cft_item_at(R, i * J + j), cft_item(cft_fn_call1(f, (cft_array *[]){at(X, i), at(Y, j)})),
-                            tol, 1e-14);
+                CHECK_CLOSE(cft_item_at(R, i * J + j),
+                            cft_item(cft_fn_call1(f, (cft_array *[]){at(X, i), at(Y, j)})), tol,
+                            1e-14);
         /* both batched along the same axis at both levels: [I,J,N] x [I,J,N] */
         cft_array *A = randn(22, (int64_t[]){I, J, N}, 3), *Bm = randn(23, (int64_t[]){I, J, N}, 3);
-        cft_array *R2 = cft_fn_call1(cft_vmap(cft_vmap(f, NULL, NULL), NULL, NULL), (cft_array *[]){A, Bm});
+        cft_array *R2 =
+            cft_fn_call1(cft_vmap(cft_vmap(f, NULL, NULL), NULL, NULL), (cft_array *[]){A, Bm});
         for (int i = 0; i < I; i++)
             for (int j = 0; j < J; j++)
-                CHECK_CLOSE(cft_item_at(R2, i * J + j),
-                            cft_item(cft_fn_call1(f, (cft_array *[]){at(at(A, i), j), at(at(Bm, i), j)})), tol,
-                            1e-14);
+                CHECK_CLOSE(
+                    cft_item_at(R2, i * J + j),
+                    cft_item(cft_fn_call1(f, (cft_array *[]){at(at(A, i), j), at(at(Bm, i), j)})),
+                    tol, 1e-14);
         /* the inner batch axis taken from axis 1 of the per-example value */
         cft_array *At = cft_moveaxis(A, 1, 2); /* [I,N,J] */
         cft_array *R3 = cft_fn_call1(cft_vmap(cft_vmap(f, (int[]){1, 0}, NULL), NULL, NULL),
@@ -392,14 +416,16 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_fn_call(cft_jvp(f), (cft_array *[]){x, v64(vv, 3)}, io), CFT_OK);
         CHECK_ARRAY_CLOSE(io[0], cft_fn_call1(f, &x), 0, 0);
         for (int i = 0; i < 2; i++)
-            CHECK_CLOSE(cft_item_at(io[1], i), J[i][0] * vv[0] + J[i][1] * vv[1] + J[i][2] * vv[2], tol, tol);
+            CHECK_CLOSE(cft_item_at(io[1], i), J[i][0] * vv[0] + J[i][1] * vv[1] + J[i][2] * vv[2],
+                        tol, tol);
         /* vjp: u^T J */
         cft_array *y[1];
         cft_fn *pb;
         CHECK_EQ(cft_vjp(f, &x, y, &pb), CFT_OK);
         double u[2] = {0.7, -1.1};
         cft_array *ct = cft_fn_call1(pb, (cft_array *[]){v64(u, 2)});
-        for (int j = 0; j < 3; j++) CHECK_CLOSE(cft_item_at(ct, j), u[0] * J[0][j] + u[1] * J[1][j], tol, tol);
+        for (int j = 0; j < 3; j++)
+            CHECK_CLOSE(cft_item_at(ct, j), u[0] * J[0][j] + u[1] * J[1][j], tol, tol);
     }
 
     TEST("jacobians with several argnums and outputs") {
@@ -415,11 +441,13 @@ int main(int argc, char **argv) {
         CHECK_ARRAY_CLOSE(jr[0], cft_transpose(w, NULL), 0, 0);
         double d0w[12] = {0};
         for (int j = 0; j < 2; j++)
-            for (int i = 0; i < 3; i++) d0w[j * 6 + i * 2 + j] = i + 1;
+            for (int i = 0; i < 3; i++)
+                d0w[j * 6 + i * 2 + j] = i + 1;
         CHECK_ARRAY_CLOSE(jr[1], cft_from_f64(d0w, (int64_t[]){2, 3, 2}, 3), 0, 0);
         CHECK_ARRAY_CLOSE(jr[2], cft_zeros(CFT_F64, (int64_t[]){3}, 1), 0, 0);
         CHECK_ARRAY_CLOSE(jr[3], cft_ones(CFT_F64, (int64_t[]){3, 2}, 2), 0, 0);
-        for (int k = 0; k < 4; k++) CHECK_ARRAY_CLOSE(jf[k], jr[k], tol, tol);
+        for (int k = 0; k < 4; k++)
+            CHECK_ARRAY_CLOSE(jf[k], jr[k], tol, tol);
     }
 
     TEST("vmap(jacrev f) equals a loop of jacrev") {
@@ -438,7 +466,8 @@ int main(int argc, char **argv) {
             CHECK_ARRAY_CLOSE(at(Jb, b), m64(&J[0][0], 2, 3), tol, tol);
         }
         /* and vmap(jacfwd), vmap(hessian) */
-        cft_array *Jf = cft_fn_call1(cft_vmap(cft_jacfwd(cft_fn_new(nonsquare, NULL, 1, 1), NULL, 0), NULL, NULL), &X);
+        cft_array *Jf = cft_fn_call1(
+            cft_vmap(cft_jacfwd(cft_fn_new(nonsquare, NULL, 1, 1), NULL, 0), NULL, NULL), &X);
         CHECK_ARRAY_CLOSE(Jf, Jb, tol, tol);
         cft_fn *h = cft_hessian(cft_fn_new(lse, NULL, 1, 1), 0);
         cft_array *Hb = cft_fn_call1(cft_vmap(h, NULL, NULL), &X);
@@ -460,15 +489,18 @@ int main(int argc, char **argv) {
         cft_array *o[5];
         CHECK_EQ(cft_fn_call(vg, (cft_array *[]){a, b, cs}, o), CFT_OK);
         double ab = 0;
-        for (int i = 0; i < 3; i++) ab += av[i] * bv[i];
-        CHECK_CLOSE(cft_item(o[0]), ab * c + c * c, tol, 0);     /* loss */
+        for (int i = 0; i < 3; i++)
+            ab += av[i] * bv[i];
+        CHECK_CLOSE(cft_item(o[0]), ab * c + c * c, tol, 0);          /* loss */
         CHECK_ARRAY_CLOSE(o[1], v64((double[]){0, 2.5, 7}, 3), 0, 0); /* aux1 = a+b */
-        CHECK_CLOSE(cft_item(o[2]), 2 * c, 0, 0);                  /* aux2 */
-        CHECK_ARRAY_CLOSE(o[3], cft_mul_s(b, c), tol, 0);          /* dL/da = b c */
-        CHECK_CLOSE(cft_item(o[4]), ab + 2 * c, tol, 0);           /* dL/dc */
+        CHECK_CLOSE(cft_item(o[2]), 2 * c, 0, 0);                     /* aux2 */
+        CHECK_ARRAY_CLOSE(o[3], cft_mul_s(b, c), tol, 0);             /* dL/da = b c */
+        CHECK_CLOSE(cft_item(o[4]), ab + 2 * c, tol, 0);              /* dL/dc */
         /* negative argnums, and the plain grad of the same (loss only) */
         cft_array *o4[4];
-        CHECK_EQ(cft_fn_call(cft_value_and_grad(f, (int[]){-2}, 1, true), (cft_array *[]){a, b, cs}, o4), CFT_OK);
+        CHECK_EQ(
+            cft_fn_call(cft_value_and_grad(f, (int[]){-2}, 1, true), (cft_array *[]){a, b, cs}, o4),
+            CFT_OK);
         CHECK_ARRAY_CLOSE(o4[3], cft_mul_s(a, c), tol, 0); /* dL/db = a c */
         /* without aux: value and grads */
         cft_fn *vg1 = cft_value_and_grad(cft_fn_new(lse, NULL, 1, 1), NULL, 0, false);
@@ -479,10 +511,12 @@ int main(int argc, char **argv) {
         /* vmap of value_and_grad with aux over a batch of a */
         cft_array *A = randn(40, (int64_t[]){4, 3}, 2), *ob[5];
         int nb = CFT_NOT_BATCHED;
-        CHECK_EQ(cft_fn_call(cft_vmap(vg, (int[]){0, nb, nb}, NULL), (cft_array *[]){A, b, cs}, ob), CFT_OK);
+        CHECK_EQ(cft_fn_call(cft_vmap(vg, (int[]){0, nb, nb}, NULL), (cft_array *[]){A, b, cs}, ob),
+                 CFT_OK);
         for (int i = 0; i < 4; i++) {
             CHECK_EQ(cft_fn_call(vg, (cft_array *[]){at(A, i), b, cs}, o), CFT_OK);
-            for (int k = 0; k < 5; k++) CHECK_ARRAY_CLOSE(at(ob[k], i), o[k], tol, 1e-14);
+            for (int k = 0; k < 5; k++)
+                CHECK_ARRAY_CLOSE(at(ob[k], i), o[k], tol, 1e-14);
         }
     }
 
@@ -507,13 +541,15 @@ int main(int argc, char **argv) {
             cft_array *ct[2];
             CHECK_EQ(cft_fn_call(pb, (cft_array *[]){v64(us[r], 3), s64(ss[r])}, ct), CFT_OK);
             for (int i = 0; i < 3; i++) {
-                CHECK_CLOSE(cft_item_at(ct[0], i), us[r][i] * cos(xv[i]) * yv[i] + 2 * ss[r] * xv[i], tol, tol);
+                CHECK_CLOSE(cft_item_at(ct[0], i),
+                            us[r][i] * cos(xv[i]) * yv[i] + 2 * ss[r] * xv[i], tol, tol);
                 CHECK_CLOSE(cft_item_at(ct[1], i), us[r][i] * sin(xv[i]), tol, tol);
             }
         }
         /* vmapped over a batch of cotangents (s unbatched): rows of the above */
         cft_array *U = m64(&us[0][0], 2, 3), *ctb[2];
-        CHECK_EQ(cft_fn_call(cft_vmap(pb, (int[]){0, CFT_NOT_BATCHED}, NULL), (cft_array *[]){U, s64(ss[1])}, ctb),
+        CHECK_EQ(cft_fn_call(cft_vmap(pb, (int[]){0, CFT_NOT_BATCHED}, NULL),
+                             (cft_array *[]){U, s64(ss[1])}, ctb),
                  CFT_OK);
         for (int r = 0; r < 2; r++) {
             cft_array *ct[2];
@@ -561,7 +597,8 @@ int main(int argc, char **argv) {
         for (int ia = 0; ia < 2; ia++)
             for (int oa = 0; oa < 3; oa++) {
                 cft_array *o[2];
-                cft_fn *v = cft_vmap(f, (int[]){in_axes_list[ia], nb}, (int[]){out_axes_list[oa], nb});
+                cft_fn *v =
+                    cft_vmap(f, (int[]){in_axes_list[ia], nb}, (int[]){out_axes_list[oa], nb});
                 CHECK_EQ(cft_fn_call(v, (cft_array *[]){X, W}, o), CFT_OK);
                 /* output 1 does not depend on the batch: returned once */
                 CHECK_ARRAY_CLOSE(o[1], ref[0][1], 0, 0);
@@ -570,11 +607,13 @@ int main(int argc, char **argv) {
                 cft_array *o0 = out_axes_list[oa] == 0 ? o[0] : cft_transpose(o[0], NULL);
                 CHECK_EQ(cft_array_dim(o0, 0), B);
                 CHECK_EQ(cft_array_dim(o0, 1), 2);
-                for (int b = 0; b < B; b++) CHECK_ARRAY_CLOSE(at(o0, b), ref[b][0], tol, 1e-14);
+                for (int b = 0; b < B; b++)
+                    CHECK_ARRAY_CLOSE(at(o0, b), ref[b][0], tol, 1e-14);
             }
         /* an unbatched output placed at a batch axis is broadcast */
         cft_array *o[2];
-        CHECK_EQ(cft_fn_call(cft_vmap(f, (int[]){1, nb}, (int[]){0, -1}), (cft_array *[]){X, W}, o), CFT_OK);
+        CHECK_EQ(cft_fn_call(cft_vmap(f, (int[]){1, nb}, (int[]){0, -1}), (cft_array *[]){X, W}, o),
+                 CFT_OK);
         CHECK_EQ(cft_array_ndim(o[1]), 1);
         CHECK_EQ(cft_array_dim(o[1], 0), B);
         CHECK_ARRAY_CLOSE(o[1], cft_full(cft_item(ref[0][1]), CFT_F64, (int64_t[]){B}, 1), 0, 0);
@@ -608,9 +647,12 @@ int main(int argc, char **argv) {
         CHECK_CLOSE(cft_item(cft_fn_call1(cft_grad(k, NULL, 0), &x)), 0, 0, 0);
         CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jacrev(id, NULL, 0), &v), cft_eye(3, CFT_F64), 0, 0);
         CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jacfwd(id, NULL, 0), &v), cft_eye(3, CFT_F64), 0, 0);
-        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jacrev(k, NULL, 0), &v), cft_zeros(CFT_F64, (int64_t[]){3}, 1), 0, 0);
-        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jacfwd(k, NULL, 0), &v), cft_zeros(CFT_F64, (int64_t[]){3}, 1), 0, 0);
-        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_hessian(k, 0), &v), cft_zeros(CFT_F64, (int64_t[]){3, 3}, 2), 0, 0);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jacrev(k, NULL, 0), &v),
+                          cft_zeros(CFT_F64, (int64_t[]){3}, 1), 0, 0);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jacfwd(k, NULL, 0), &v),
+                          cft_zeros(CFT_F64, (int64_t[]){3}, 1), 0, 0);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_hessian(k, 0), &v),
+                          cft_zeros(CFT_F64, (int64_t[]){3, 3}, 2), 0, 0);
         cft_array *jo[2];
         CHECK_EQ(cft_fn_call(cft_jvp(k), (cft_array *[]){x, x}, jo), CFT_OK);
         CHECK_CLOSE(cft_item(jo[1]), 0, 0, 0);
@@ -626,8 +668,10 @@ int main(int argc, char **argv) {
         CHECK_ARRAY_CLOSE(ct[0], cft_add_s(v, 1), 0, 0);
         /* vmap: identity moving the batch axis, a constant broadcast over the batch */
         cft_array *M = cft_reshape(cft_arange(0, 6, 1, CFT_F64), (int64_t[]){2, 3}, 2);
-        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_vmap(id, (int[]){1}, NULL), &M), cft_transpose(M, NULL), 0, 0);
-        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_vmap(k, NULL, NULL), &M), cft_full(3, CFT_F64, (int64_t[]){2}, 1), 0, 0);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_vmap(id, (int[]){1}, NULL), &M), cft_transpose(M, NULL),
+                          0, 0);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_vmap(k, NULL, NULL), &M),
+                          cft_full(3, CFT_F64, (int64_t[]){2}, 1), 0, 0);
         /* hessian and jacrev at a 0-d input */
         cft_array *s = s64(1.5);
         cft_fn *sq = cft_fn_new(sum_sq, NULL, 1, 1);
@@ -648,13 +692,15 @@ int main(int argc, char **argv) {
                           v64((double[]){1, -2, 0}, 3), 0, 0);
         /* maximum: ties split the gradient (ops.h) */
         cft_array *a = v64((double[]){1, 2, 3}, 3), *b = v64((double[]){1, 0, 5}, 3), *g[2];
-        CHECK_EQ(cft_fn_call(cft_grad(cft_fn_new(sum_max, NULL, 2, 1), (int[]){0, 1}, 2), (cft_array *[]){a, b}, g),
+        CHECK_EQ(cft_fn_call(cft_grad(cft_fn_new(sum_max, NULL, 2, 1), (int[]){0, 1}, 2),
+                             (cft_array *[]){a, b}, g),
                  CFT_OK);
         CHECK_ARRAY_CLOSE(g[0], v64((double[]){0.5, 1, 0}, 3), 0, 0);
         CHECK_ARRAY_CLOSE(g[1], v64((double[]){0.5, 0, 1}, 3), 0, 0);
         /* vmap over an empty batch */
         cft_array *E = cft_zeros(CFT_F64, (int64_t[]){0, 3}, 2);
-        cft_array *ge = cft_fn_call1(cft_vmap(cft_grad(cft_fn_new(sum_sq, NULL, 1, 1), NULL, 0), NULL, NULL), &E);
+        cft_array *ge = cft_fn_call1(
+            cft_vmap(cft_grad(cft_fn_new(sum_sq, NULL, 1, 1), NULL, 0), NULL, NULL), &E);
         CHECK_MSG(!cft_failed(ge), "%s", cft_error_message(ge));
         CHECK_EQ(cft_array_ndim(ge), 2);
         CHECK_EQ(cft_array_dim(ge, 0), 0);
@@ -676,7 +722,8 @@ int main(int argc, char **argv) {
         double loop = 0;
         cft_fn *tl = cft_fn_new(task_loss, NULL, 5, 1);
         for (int t = 0; t < T; t++)
-            loop += cft_item(cft_fn_call1(tl, (cft_array *[]){w, at(Xs, t), at(Ys, t), at(Xq, t), at(Yq, t)}));
+            loop += cft_item(
+                cft_fn_call1(tl, (cft_array *[]){w, at(Xs, t), at(Ys, t), at(Xq, t), at(Yq, t)}));
         CHECK_CLOSE(cft_item(cft_fn_call1(meta, args)), loop / T, tol, 0);
         /* central differences, h = 1e-5: truncation ~ h^2 |f'''| ~ 1e-10 and
          * rounding ~ eps |f| / h ~ 1e-11 for this O(1) smooth loss, so 1e-7

@@ -38,11 +38,11 @@ cft_status cft_fori_loop(cft_fn *body, int nconsts, int ncarry, int64_t lo, int6
  *  vmap with a batched index every branch runs on the whole batch and each
  *  lane selects its result (a select, as JAX does); with an unbatched index
  *  it stays one switch. grad stores the chosen branch's residuals. */
-cft_status cft_switch(cft_array *index, cft_fn *const *branches, int nbranches, int nops, cft_array *const *ops,
-                      cft_array **out);
+cft_status cft_switch(cft_array *index, cft_fn *const *branches, int nbranches, int nops,
+                      cft_array *const *ops, cft_array **out);
 /** cond: pred (bool scalar) ? on_true(ops) : on_false(ops). */
-cft_status cft_cond(cft_array *pred, cft_fn *on_true, cft_fn *on_false, int nops, cft_array *const *ops,
-                    cft_array **out);
+cft_status cft_cond(cft_array *pred, cft_fn *on_true, cft_fn *on_false, int nops,
+                    cft_array *const *ops, cft_array **out);
 
 /** What cft_checkpoint keeps for the backward pass. */
 typedef enum cft_remat_policy {
@@ -68,8 +68,8 @@ cft_status cft_while_loop(cft_fn *cond, cft_fn *body, int nconsts, int ncarry, c
 /** A while loop of at most max_steps steps, written as a scan of masked
  *  steps (a finished loop keeps its carry): reverse-differentiable, at the
  *  cost of always running max_steps steps. */
-cft_status cft_while_loop_bounded(cft_fn *cond, cft_fn *body, int nconsts, int ncarry, int64_t max_steps,
-                                  cft_array *const *in, cft_array **out);
+cft_status cft_while_loop_bounded(cft_fn *cond, cft_fn *body, int nconsts, int ncarry,
+                                  int64_t max_steps, cft_array *const *in, cft_array **out);
 
 #ifdef __cplusplus
 }

@@ -29,17 +29,26 @@ extern "C" {
  *  to f32 (so i64 with f32 gives f32, as in JAX, not f64 as in NumPy).
  *  f16 (IEEE half) and bf16 (bfloat16) are storage types: every operation
  *  computes in f32 and rounds its result to nearest-even on store. */
-typedef enum cft_dtype { CFT_BOOL = 0, CFT_I32, CFT_I64, CFT_F32, CFT_F64, CFT_F16, CFT_BF16, CFT_NDTYPES } cft_dtype;
+typedef enum cft_dtype {
+    CFT_BOOL = 0,
+    CFT_I32,
+    CFT_I64,
+    CFT_F32,
+    CFT_F64,
+    CFT_F16,
+    CFT_BF16,
+    CFT_NDTYPES
+} cft_dtype;
 
 /** Error codes carried by error arrays and cft_last_error(). */
 typedef enum cft_status {
     CFT_OK = 0,
-    CFT_E_ARG,   /* a bad argument: NULL, out-of-range axis, bad count */
-    CFT_E_SHAPE, /* shapes that do not fit the operation */
-    CFT_E_DTYPE, /* a dtype the operation does not accept */
-    CFT_E_NOMEM, /* out of memory */
-    CFT_E_TRACE, /* misuse of tracing: a leaked tracer, a missing rule */
-    CFT_E_IO,    /* a file could not be read or written */
+    CFT_E_ARG,    /* a bad argument: NULL, out-of-range axis, bad count */
+    CFT_E_SHAPE,  /* shapes that do not fit the operation */
+    CFT_E_DTYPE,  /* a dtype the operation does not accept */
+    CFT_E_NOMEM,  /* out of memory */
+    CFT_E_TRACE,  /* misuse of tracing: a leaked tracer, a missing rule */
+    CFT_E_IO,     /* a file could not be read or written */
     CFT_E_FOREIGN /* a failure reported by a foreign library */
 } cft_status;
 

@@ -17,26 +17,26 @@ extern "C" {
 #endif
 
 /* ---- elementwise unary (float dtypes unless noted) ---- */
-cft_array *cft_neg(cft_array *x);        /**< -x (any numeric dtype) */
-cft_array *cft_exp(cft_array *x);        /**< e^x */
-cft_array *cft_log(cft_array *x);        /**< natural log */
-cft_array *cft_log1p(cft_array *x);      /**< log(1+x), accurate near 0 */
-cft_array *cft_expm1(cft_array *x);      /**< e^x - 1, accurate near 0 */
-cft_array *cft_sin(cft_array *x);        /**< sine */
-cft_array *cft_cos(cft_array *x);        /**< cosine */
-cft_array *cft_tan(cft_array *x);        /**< tangent */
-cft_array *cft_tanh(cft_array *x);       /**< hyperbolic tangent */
-cft_array *cft_logistic(cft_array *x);   /**< 1/(1+e^-x) (sigmoid) */
-cft_array *cft_sqrt(cft_array *x);       /**< square root */
-cft_array *cft_rsqrt(cft_array *x);      /**< 1/sqrt(x) */
-cft_array *cft_abs(cft_array *x);        /**< |x| (any numeric dtype) */
-cft_array *cft_sign(cft_array *x);       /**< -1, 0 or 1 (any numeric dtype) */
-cft_array *cft_floor(cft_array *x);      /**< round down (zero derivative) */
-cft_array *cft_ceil(cft_array *x);       /**< round up (zero derivative) */
-cft_array *cft_round(cft_array *x);      /**< round half away from zero */
-cft_array *cft_erf(cft_array *x);        /**< error function */
-cft_array *cft_square(cft_array *x);     /**< x*x (any numeric dtype) */
-cft_array *cft_reciprocal(cft_array *x); /**< 1/x */
+cft_array *cft_neg(cft_array *x);         /**< -x (any numeric dtype) */
+cft_array *cft_exp(cft_array *x);         /**< e^x */
+cft_array *cft_log(cft_array *x);         /**< natural log */
+cft_array *cft_log1p(cft_array *x);       /**< log(1+x), accurate near 0 */
+cft_array *cft_expm1(cft_array *x);       /**< e^x - 1, accurate near 0 */
+cft_array *cft_sin(cft_array *x);         /**< sine */
+cft_array *cft_cos(cft_array *x);         /**< cosine */
+cft_array *cft_tan(cft_array *x);         /**< tangent */
+cft_array *cft_tanh(cft_array *x);        /**< hyperbolic tangent */
+cft_array *cft_logistic(cft_array *x);    /**< 1/(1+e^-x) (sigmoid) */
+cft_array *cft_sqrt(cft_array *x);        /**< square root */
+cft_array *cft_rsqrt(cft_array *x);       /**< 1/sqrt(x) */
+cft_array *cft_abs(cft_array *x);         /**< |x| (any numeric dtype) */
+cft_array *cft_sign(cft_array *x);        /**< -1, 0 or 1 (any numeric dtype) */
+cft_array *cft_floor(cft_array *x);       /**< round down (zero derivative) */
+cft_array *cft_ceil(cft_array *x);        /**< round up (zero derivative) */
+cft_array *cft_round(cft_array *x);       /**< round half away from zero */
+cft_array *cft_erf(cft_array *x);         /**< error function */
+cft_array *cft_square(cft_array *x);      /**< x*x (any numeric dtype) */
+cft_array *cft_reciprocal(cft_array *x);  /**< 1/x */
 cft_array *cft_logical_not(cft_array *x); /**< !x, bool -> bool */
 cft_array *cft_is_finite(cft_array *x);   /**< not inf and not NaN, float -> bool */
 /** ~x on ints, !x on bools. */
@@ -49,20 +49,20 @@ cft_array *cft_population_count(cft_array *x);
 cft_array *cft_integer_pow(cft_array *x, int n);
 
 /* ---- elementwise binary: broadcasting, promoting ---- */
-cft_array *cft_add(cft_array *a, cft_array *b);      /**< a + b */
-cft_array *cft_sub(cft_array *a, cft_array *b);      /**< a - b */
-cft_array *cft_mul(cft_array *a, cft_array *b);      /**< a * b */
-cft_array *cft_div(cft_array *a, cft_array *b);      /**< a / b (C division for ints) */
-cft_array *cft_pow(cft_array *a, cft_array *b);      /**< a ^ b (floats) */
-cft_array *cft_maximum(cft_array *a, cft_array *b);  /**< elementwise max; ties split the gradient */
-cft_array *cft_minimum(cft_array *a, cft_array *b);  /**< elementwise min */
-cft_array *cft_atan2(cft_array *a, cft_array *b);    /**< atan2(a, b) (floats) */
-cft_array *cft_eq(cft_array *a, cft_array *b);       /**< a == b -> bool */
-cft_array *cft_ne(cft_array *a, cft_array *b);       /**< a != b -> bool */
-cft_array *cft_lt(cft_array *a, cft_array *b);       /**< a < b -> bool */
-cft_array *cft_le(cft_array *a, cft_array *b);       /**< a <= b -> bool */
-cft_array *cft_gt(cft_array *a, cft_array *b);       /**< a > b -> bool */
-cft_array *cft_ge(cft_array *a, cft_array *b);       /**< a >= b -> bool */
+cft_array *cft_add(cft_array *a, cft_array *b);     /**< a + b */
+cft_array *cft_sub(cft_array *a, cft_array *b);     /**< a - b */
+cft_array *cft_mul(cft_array *a, cft_array *b);     /**< a * b */
+cft_array *cft_div(cft_array *a, cft_array *b);     /**< a / b (C division for ints) */
+cft_array *cft_pow(cft_array *a, cft_array *b);     /**< a ^ b (floats) */
+cft_array *cft_maximum(cft_array *a, cft_array *b); /**< elementwise max; ties split the gradient */
+cft_array *cft_minimum(cft_array *a, cft_array *b); /**< elementwise min */
+cft_array *cft_atan2(cft_array *a, cft_array *b);   /**< atan2(a, b) (floats) */
+cft_array *cft_eq(cft_array *a, cft_array *b);      /**< a == b -> bool */
+cft_array *cft_ne(cft_array *a, cft_array *b);      /**< a != b -> bool */
+cft_array *cft_lt(cft_array *a, cft_array *b);      /**< a < b -> bool */
+cft_array *cft_le(cft_array *a, cft_array *b);      /**< a <= b -> bool */
+cft_array *cft_gt(cft_array *a, cft_array *b);      /**< a > b -> bool */
+cft_array *cft_ge(cft_array *a, cft_array *b);      /**< a >= b -> bool */
 cft_array *cft_logical_and(cft_array *a, cft_array *b); /**< bool and */
 cft_array *cft_logical_or(cft_array *a, cft_array *b);  /**< bool or */
 /** Remainder with the sign of a: C fmod for floats, % for ints (a % 0 = a).
@@ -251,8 +251,7 @@ cft_array *cft_argsort(cft_array *x, int axis, bool descending);
 /** Sort n same-shaped arrays along `axis` by the first (stable): out[0] is
  *  xs[0] sorted, out[i] is xs[i] permuted the same way. On error every
  *  out[i] is the error array, also returned as the thread's last error. */
-cft_status cft_sort_multi(cft_array *const *xs, int n, int axis, bool descending,
-                          cft_array **out);
+cft_status cft_sort_multi(cft_array *const *xs, int n, int axis, bool descending, cft_array **out);
 /** The k largest entries along the last axis, largest first (NaN counts as
  *  largest; ties: lower index first): values [..., k] and their indices
  *  (i32). Either output pointer may be NULL. Derivative: the tangent at the
@@ -327,7 +326,7 @@ cft_array *cft_avg_pool2d(cft_array *x, const int64_t *kernel, const int64_t *st
                           const int64_t *padding, bool count_include_pad);
 
 /* ---- nn composites (plain C over the primitives) ---- */
-cft_array *cft_relu(cft_array *x);                  /**< max(x, 0) */
+cft_array *cft_relu(cft_array *x); /**< max(x, 0) */
 /** GELU: exact (erf) or the tanh approximation. */
 cft_array *cft_gelu(cft_array *x, bool approximate);
 cft_array *cft_softmax(cft_array *x, int axis);     /**< stable softmax */

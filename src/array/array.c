@@ -12,14 +12,17 @@
 
 int64_t cft__numel(const int64_t *shape, int ndim) {
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
     return n;
 }
 
 bool cft__aval_eq(const cft_aval *a, const cft_aval *b) {
-    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    if (a->dtype != b->dtype || a->ndim != b->ndim)
+        return false;
     for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i]) return false;
+        if (a->shape[i] != b->shape[i])
+            return false;
     return true;
 }
 
@@ -28,7 +31,8 @@ cft_aval cft__aval(cft_dtype dt, const int64_t *shape, int ndim) {
     memset(&a, 0, sizeof a);
     a.dtype = dt;
     a.ndim = ndim;
-    for (int i = 0; i < ndim; i++) a.shape[i] = shape[i];
+    for (int i = 0; i < ndim; i++)
+        a.shape[i] = shape[i];
     return a;
 }
 
@@ -41,22 +45,27 @@ void cft__row_major(const int64_t *shape, int ndim, int64_t *strides) {
 }
 
 static cft_array *check_shape(const char *op, cft_dtype dt, const int64_t *shape, int ndim) {
-    if ((unsigned)dt >= CFT_NDTYPES) return cft__fail(CFT_E_DTYPE, "%s: unknown dtype %d", op, (int)dt);
+    if ((unsigned)dt >= CFT_NDTYPES)
+        return cft__fail(CFT_E_DTYPE, "%s: unknown dtype %d", op, (int)dt);
     if (ndim < 0 || ndim > CFT_MAX_NDIM)
         return cft__fail(CFT_E_SHAPE, "%s: ndim %d out of range [0, %d]", op, ndim, CFT_MAX_NDIM);
-    if (ndim > 0 && !shape) return cft__fail(CFT_E_ARG, "%s: shape is NULL", op);
+    if (ndim > 0 && !shape)
+        return cft__fail(CFT_E_ARG, "%s: shape is NULL", op);
     for (int i = 0; i < ndim; i++)
-        if (shape[i] < 0) return cft__fail(CFT_E_SHAPE, "%s: negative dim %lld", op, (long long)shape[i]);
+        if (shape[i] < 0)
+            return cft__fail(CFT_E_SHAPE, "%s: negative dim %lld", op, (long long)shape[i]);
     return NULL;
 }
 
 cft_array *cft__alloc(cft_dtype dt, const int64_t *shape, int ndim) {
     cft_array *x = CFT_NEW(cft_array);
-    if (!x) return cft__oom();
+    if (!x)
+        return cft__oom();
     x->kind = CFT_K_CONCRETE;
     x->aval = cft__aval(dt, shape, ndim);
     x->data = cft__new_data((size_t)cft__numel(shape, ndim) * cft_dtype_size(dt));
-    if (!x->data) return cft__oom();
+    if (!x->data)
+        return cft__oom();
     cft__row_major(shape, ndim, x->strides);
     return x;
 }
@@ -64,19 +73,22 @@ cft_array *cft__alloc(cft_dtype dt, const int64_t *shape, int ndim) {
 cft_array *cft__view(const cft_array *x, const int64_t *shape, int ndim, const int64_t *strides,
                      int64_t offset) {
     cft_array *v = CFT_NEW(cft_array);
-    if (!v) return cft__oom();
+    if (!v)
+        return cft__oom();
     v->kind = CFT_K_CONCRETE;
     v->aval = cft__aval(x->aval.dtype, shape, ndim);
     v->data = x->data;
     v->offset = offset;
-    for (int i = 0; i < ndim; i++) v->strides[i] = strides[i];
+    for (int i = 0; i < ndim; i++)
+        v->strides[i] = strides[i];
     return v;
 }
 
 bool cft__is_contig(const cft_array *x) {
     int64_t s = 1;
     for (int i = x->aval.ndim - 1; i >= 0; i--) {
-        if (x->aval.shape[i] != 1 && x->strides[i] != s) return false;
+        if (x->aval.shape[i] != 1 && x->strides[i] != s)
+            return false;
         s *= x->aval.shape[i];
     }
     return true;
@@ -84,37 +96,46 @@ bool cft__is_contig(const cft_array *x) {
 
 /* Copy a strided array into a contiguous one, innermost dim as a loop. */
 cft_array *cft__contig(cft_array *x) {
-    if (x->kind != CFT_K_CONCRETE || cft__is_contig(x)) return x;
+    if (x->kind != CFT_K_CONCRETE || cft__is_contig(x))
+        return x;
     const cft_aval *a = &x->aval;
     cft_array *y = cft__alloc(a->dtype, a->shape, a->ndim);
-    if (cft_failed(y)) return y;
+    if (cft_failed(y))
+        return y;
     size_t es = cft_dtype_size(a->dtype);
     int nd = a->ndim;
     int64_t n = cft__numel(a->shape, nd);
-    if (n == 0) return y;
+    if (n == 0)
+        return y;
     int64_t inner = a->shape[nd - 1], istr = x->strides[nd - 1];
     int64_t idx[CFT_MAX_NDIM] = {0};
     char *dst = y->data;
     for (int64_t done = 0; done < n; done += inner) {
         int64_t off = x->offset;
-        for (int d = 0; d < nd - 1; d++) off += idx[d] * x->strides[d];
+        for (int d = 0; d < nd - 1; d++)
+            off += idx[d] * x->strides[d];
         const char *src = x->data + off * (int64_t)es;
         switch (es) {
         case 1:
-            for (int64_t i = 0; i < inner; i++) dst[i] = src[i * istr];
+            for (int64_t i = 0; i < inner; i++)
+                dst[i] = src[i * istr];
             break;
         case 2:
-            for (int64_t i = 0; i < inner; i++) ((int16_t *)dst)[i] = ((const int16_t *)src)[i * istr];
+            for (int64_t i = 0; i < inner; i++)
+                ((int16_t *)dst)[i] = ((const int16_t *)src)[i * istr];
             break;
         case 4:
-            for (int64_t i = 0; i < inner; i++) ((int32_t *)dst)[i] = ((const int32_t *)src)[i * istr];
+            for (int64_t i = 0; i < inner; i++)
+                ((int32_t *)dst)[i] = ((const int32_t *)src)[i * istr];
             break;
         default:
-            for (int64_t i = 0; i < inner; i++) ((int64_t *)dst)[i] = ((const int64_t *)src)[i * istr];
+            for (int64_t i = 0; i < inner; i++)
+                ((int64_t *)dst)[i] = ((const int64_t *)src)[i * istr];
         }
         dst += inner * (int64_t)es;
         for (int d = nd - 2; d >= 0; d--) {
-            if (++idx[d] < a->shape[d]) break;
+            if (++idx[d] < a->shape[d])
+                break;
             idx[d] = 0;
         }
     }
@@ -126,107 +147,157 @@ cft_array *cft__contig(cft_array *x) {
 
 cft_array *cft_from_data(const void *data, cft_dtype dtype, const int64_t *shape, int ndim) {
     cft_array *e = check_shape("cft_from_data", dtype, shape, ndim);
-    if (e) return e;
-    if (!data) return cft__fail(CFT_E_ARG, "cft_from_data: data is NULL");
+    if (e)
+        return e;
+    if (!data)
+        return cft__fail(CFT_E_ARG, "cft_from_data: data is NULL");
     cft_array *x = cft__alloc(dtype, shape, ndim);
-    if (cft_failed(x)) return x;
+    if (cft_failed(x))
+        return x;
     memcpy(x->data, data, (size_t)cft__numel(shape, ndim) * cft_dtype_size(dtype));
     return x;
 }
-cft_array *cft_from_f32(const float *d, const int64_t *s, int n) { return cft_from_data(d, CFT_F32, s, n); }
-cft_array *cft_from_f64(const double *d, const int64_t *s, int n) { return cft_from_data(d, CFT_F64, s, n); }
-cft_array *cft_from_i32(const int32_t *d, const int64_t *s, int n) { return cft_from_data(d, CFT_I32, s, n); }
+cft_array *cft_from_f32(const float *d, const int64_t *s, int n) {
+    return cft_from_data(d, CFT_F32, s, n);
+}
+cft_array *cft_from_f64(const double *d, const int64_t *s, int n) {
+    return cft_from_data(d, CFT_F64, s, n);
+}
+cft_array *cft_from_i32(const int32_t *d, const int64_t *s, int n) {
+    return cft_from_data(d, CFT_I32, s, n);
+}
 
 cft_array *cft_full(double value, cft_dtype dtype, const int64_t *shape, int ndim) {
     cft_array *e = check_shape("cft_full", dtype, shape, ndim);
-    if (e) return e;
+    if (e)
+        return e;
     /* one element broadcast with zero strides: O(1) whatever the shape */
     cft_array *one = cft__alloc(dtype, NULL, 0);
-    if (cft_failed(one)) return one;
+    if (cft_failed(one))
+        return one;
     cft__set(one->data, dtype, 0, value);
     int64_t zs[CFT_MAX_NDIM] = {0};
     return cft__view(one, shape, ndim, zs, 0);
 }
-cft_array *cft_zeros(cft_dtype dt, const int64_t *s, int n) { return cft_full(0, dt, s, n); }
-cft_array *cft_ones(cft_dtype dt, const int64_t *s, int n) { return cft_full(1, dt, s, n); }
-cft_array *cft_scalar(double v, cft_dtype dt) { return cft_full(v, dt, NULL, 0); }
+cft_array *cft_zeros(cft_dtype dt, const int64_t *s, int n) {
+    return cft_full(0, dt, s, n);
+}
+cft_array *cft_ones(cft_dtype dt, const int64_t *s, int n) {
+    return cft_full(1, dt, s, n);
+}
+cft_array *cft_scalar(double v, cft_dtype dt) {
+    return cft_full(v, dt, NULL, 0);
+}
 
 cft_array *cft_full_like(cft_array *x, double v) {
     CFT_PROPAGATE("cft_full_like", x);
     return cft_full(v, x->aval.dtype, x->aval.shape, x->aval.ndim);
 }
-cft_array *cft_zeros_like(cft_array *x) { return cft_full_like(x, 0); }
-cft_array *cft_ones_like(cft_array *x) { return cft_full_like(x, 1); }
+cft_array *cft_zeros_like(cft_array *x) {
+    return cft_full_like(x, 0);
+}
+cft_array *cft_ones_like(cft_array *x) {
+    return cft_full_like(x, 1);
+}
 
 cft_array *cft_arange(double start, double stop, double step, cft_dtype dtype) {
     if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step))
-        return cft__fail(CFT_E_ARG, "cft_arange: bad range start=%g stop=%g step=%g", start, stop, step);
+        return cft__fail(CFT_E_ARG, "cft_arange: bad range start=%g stop=%g step=%g", start, stop,
+                         step);
     int64_t n = (int64_t)ceil((stop - start) / step);
-    if (n < 0) n = 0;
+    if (n < 0)
+        n = 0;
     cft_array *e = check_shape("cft_arange", dtype, &n, 1);
-    if (e) return e;
+    if (e)
+        return e;
     cft_array *x = cft__alloc(dtype, &n, 1);
-    if (cft_failed(x)) return x;
-    for (int64_t i = 0; i < n; i++) cft__set(x->data, dtype, i, start + (double)i * step);
+    if (cft_failed(x))
+        return x;
+    for (int64_t i = 0; i < n; i++)
+        cft__set(x->data, dtype, i, start + (double)i * step);
     return x;
 }
 
 cft_array *cft_linspace(double start, double stop, int64_t n, cft_dtype dtype) {
     cft_array *e = check_shape("cft_linspace", dtype, &n, 1);
-    if (e) return e;
+    if (e)
+        return e;
     cft_array *x = cft__alloc(dtype, &n, 1);
-    if (cft_failed(x)) return x;
+    if (cft_failed(x))
+        return x;
     for (int64_t i = 0; i < n; i++)
-        cft__set(x->data, dtype, i, n == 1 ? start : start + (stop - start) * (double)i / (double)(n - 1));
+        cft__set(x->data, dtype, i,
+                 n == 1 ? start : start + (stop - start) * (double)i / (double)(n - 1));
     return x;
 }
 
 cft_array *cft_eye(int64_t n, cft_dtype dtype) {
     int64_t s[2] = {n, n};
     cft_array *e = check_shape("cft_eye", dtype, s, 2);
-    if (e) return e;
+    if (e)
+        return e;
     cft_array *x = cft__alloc(dtype, s, 2);
-    if (cft_failed(x)) return x;
-    for (int64_t i = 0; i < n * n; i++) cft__set(x->data, dtype, i, i / n == i % n);
+    if (cft_failed(x))
+        return x;
+    for (int64_t i = 0; i < n * n; i++)
+        cft__set(x->data, dtype, i, i / n == i % n);
     return x;
 }
 
 /* ---- inspection ---- */
 
-cft_dtype cft_array_dtype(const cft_array *x) { return cft_failed(x) ? CFT_F32 : x->aval.dtype; }
-int cft_array_ndim(const cft_array *x) { return cft_failed(x) ? 0 : x->aval.ndim; }
+cft_dtype cft_array_dtype(const cft_array *x) {
+    return cft_failed(x) ? CFT_F32 : x->aval.dtype;
+}
+int cft_array_ndim(const cft_array *x) {
+    return cft_failed(x) ? 0 : x->aval.ndim;
+}
 int64_t cft_array_dim(const cft_array *x, int axis) {
-    if (cft_failed(x)) return -1;
-    if (axis < 0) axis += x->aval.ndim;
-    if (axis < 0 || axis >= x->aval.ndim) return -1;
+    if (cft_failed(x))
+        return -1;
+    if (axis < 0)
+        axis += x->aval.ndim;
+    if (axis < 0 || axis >= x->aval.ndim)
+        return -1;
     return x->aval.shape[axis];
 }
-const int64_t *cft_array_shape(const cft_array *x) { return cft_failed(x) ? NULL : x->aval.shape; }
+const int64_t *cft_array_shape(const cft_array *x) {
+    return cft_failed(x) ? NULL : x->aval.shape;
+}
 int64_t cft_array_size(const cft_array *x) {
     return cft_failed(x) ? 0 : cft__numel(x->aval.shape, x->aval.ndim);
 }
 cft_aval cft_array_aval(const cft_array *x) {
-    if (cft_failed(x)) return cft__aval(CFT_F32, NULL, 0);
+    if (cft_failed(x))
+        return cft__aval(CFT_F32, NULL, 0);
     return x->aval;
 }
-bool cft_is_concrete(const cft_array *x) { return x && x->kind == CFT_K_CONCRETE; }
+bool cft_is_concrete(const cft_array *x) {
+    return x && x->kind == CFT_K_CONCRETE;
+}
 
 cft_status cft_copy_to(const cft_array *x, cft_dtype dtype, void *out) {
-    if (cft_failed(x)) return cft__set_last(x);
+    if (cft_failed(x))
+        return cft__set_last(x);
     if (x->kind != CFT_K_CONCRETE)
-        return cft__set_last(cft__fail(CFT_E_TRACE, "cft_copy_to: the array is a tracer: its values "
-                                                    "are not known while tracing"));
-    if (!out) return cft__set_last(cft__fail(CFT_E_ARG, "cft_copy_to: out is NULL"));
+        return cft__set_last(cft__fail(CFT_E_TRACE,
+                                       "cft_copy_to: the array is a tracer: its values "
+                                       "are not known while tracing"));
+    if (!out)
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_copy_to: out is NULL"));
     cft_array *c = cft__contig((cft_array *)x);
-    if (cft_failed(c)) return cft__set_last(c);
+    if (cft_failed(c))
+        return cft__set_last(c);
     cft__cast(cft__ptr(c), c->aval.dtype, out, dtype, cft__numel(c->aval.shape, c->aval.ndim));
     return CFT_OK;
 }
 
 double cft_item_at(const cft_array *x, int64_t i) {
-    if (cft_failed(x) || x->kind != CFT_K_CONCRETE) return NAN;
+    if (cft_failed(x) || x->kind != CFT_K_CONCRETE)
+        return NAN;
     const cft_aval *a = &x->aval;
-    if (i < 0 || i >= cft__numel(a->shape, a->ndim)) return NAN;
+    if (i < 0 || i >= cft__numel(a->shape, a->ndim))
+        return NAN;
     int64_t off = x->offset, rem = i;
     for (int d = a->ndim - 1; d >= 0; d--) {
         off += (rem % a->shape[d]) * x->strides[d];
@@ -236,7 +307,8 @@ double cft_item_at(const cft_array *x, int64_t i) {
 }
 
 double cft_item(const cft_array *x) {
-    if (cft_array_size(x) != 1) return NAN;
+    if (cft_array_size(x) != 1)
+        return NAN;
     return cft_item_at(x, 0);
 }
 
@@ -248,22 +320,29 @@ const char *cft_aval_str(const cft_aval *a, char *buf) {
     return buf;
 }
 
-bool cft_allclose(const cft_array *a, const cft_array *b, double rtol, double atol, bool equal_nan) {
+bool cft_allclose(const cft_array *a, const cft_array *b, double rtol, double atol,
+                  bool equal_nan) {
     if (cft_failed(a) || cft_failed(b) || a->kind != CFT_K_CONCRETE || b->kind != CFT_K_CONCRETE)
         return false;
-    if (a->aval.ndim != b->aval.ndim) return false;
+    if (a->aval.ndim != b->aval.ndim)
+        return false;
     for (int i = 0; i < a->aval.ndim; i++)
-        if (a->aval.shape[i] != b->aval.shape[i]) return false;
+        if (a->aval.shape[i] != b->aval.shape[i])
+            return false;
     int64_t n = cft_array_size(a);
     for (int64_t i = 0; i < n; i++) {
         double x = cft_item_at(a, i), y = cft_item_at(b, i);
         if (isnan(x) || isnan(y)) {
-            if (!(equal_nan && isnan(x) && isnan(y))) return false;
+            if (!(equal_nan && isnan(x) && isnan(y)))
+                return false;
             continue;
         }
-        if (x == y) continue; /* equal infinities */
-        if (isinf(x) || isinf(y)) return false; /* else rtol*|inf| passes inf vs -inf */
-        if (!(fabs(x - y) <= atol + rtol * fabs(y))) return false;
+        if (x == y)
+            continue; /* equal infinities */
+        if (isinf(x) || isinf(y))
+            return false; /* else rtol*|inf| passes inf vs -inf */
+        if (!(fabs(x - y) <= atol + rtol * fabs(y)))
+            return false;
     }
     return true;
 }
@@ -271,13 +350,16 @@ bool cft_allclose(const cft_array *a, const cft_array *b, double rtol, double at
 double cft_max_abs_diff(const cft_array *a, const cft_array *b) {
     if (cft_failed(a) || cft_failed(b) || a->kind != CFT_K_CONCRETE || b->kind != CFT_K_CONCRETE)
         return INFINITY;
-    if (cft_array_size(a) != cft_array_size(b) || a->aval.ndim != b->aval.ndim) return INFINITY;
+    if (cft_array_size(a) != cft_array_size(b) || a->aval.ndim != b->aval.ndim)
+        return INFINITY;
     double m = 0;
     int64_t n = cft_array_size(a);
     for (int64_t i = 0; i < n; i++) {
         double d = fabs(cft_item_at(a, i) - cft_item_at(b, i));
-        if (isnan(d)) return NAN;
-        if (d > m) m = d;
+        if (isnan(d))
+            return NAN;
+        if (d > m)
+            m = d;
     }
     return m;
 }

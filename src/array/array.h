@@ -17,15 +17,22 @@ struct cft_array {
     int kind;
     cft_aval aval;
     /* concrete */
-    char *data;      /* start of the GC block: keeps it alive */
-    int64_t offset;  /* in elements */
+    char *data;                    /* start of the GC block: keeps it alive */
+    int64_t offset;                /* in elements */
     int64_t strides[CFT_MAX_NDIM]; /* in elements; 0 for broadcast dims */
     /* tracer: its trace and the trace's payload */
     struct cft_trace *trace;
     union {
-        struct { cft_array *primal, *tangent; } jvp; /* tangent NULL: symbolic zero */
-        struct { cft_array *val; int bdim; } batch;  /* bdim < 0: not batched */
-        struct { struct cft_irvar *var; } stage;
+        struct {
+            cft_array *primal, *tangent;
+        } jvp; /* tangent NULL: symbolic zero */
+        struct {
+            cft_array *val;
+            int bdim;
+        } batch; /* bdim < 0: not batched */
+        struct {
+            struct cft_irvar *var;
+        } stage;
     } u;
     /* error */
     cft_status err_code;

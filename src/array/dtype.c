@@ -11,9 +11,15 @@ static const size_t sizes[CFT_NDTYPES] = {1, 4, 8, 4, 8, 2, 2};
 const char *cft_dtype_name(cft_dtype dt) {
     return (unsigned)dt < CFT_NDTYPES ? names[dt] : "?";
 }
-size_t cft_dtype_size(cft_dtype dt) { return (unsigned)dt < CFT_NDTYPES ? sizes[dt] : 1; }
-bool cft_dtype_is_float(cft_dtype dt) { return dt == CFT_F32 || dt == CFT_F64 || dt == CFT_F16 || dt == CFT_BF16; }
-bool cft_dtype_is_half(cft_dtype dt) { return dt == CFT_F16 || dt == CFT_BF16; }
+size_t cft_dtype_size(cft_dtype dt) {
+    return (unsigned)dt < CFT_NDTYPES ? sizes[dt] : 1;
+}
+bool cft_dtype_is_float(cft_dtype dt) {
+    return dt == CFT_F32 || dt == CFT_F64 || dt == CFT_F16 || dt == CFT_BF16;
+}
+bool cft_dtype_is_half(cft_dtype dt) {
+    return dt == CFT_F16 || dt == CFT_BF16;
+}
 
 /* ---- the half types: f16 is the compiler's _Float16 (IEEE binary16);
  * bf16 is the top half of an f32, rounded to nearest-even ---- */
@@ -26,8 +32,9 @@ static inline float bf16_to_f32(uint16_t h) {
 static inline uint16_t f32_to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);                                          /* nearest-even */
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);         /* nearest-even */
     return (uint16_t)(u >> 16);
 }
 
@@ -45,8 +52,10 @@ static int rank_of(cft_dtype d) { /* bool 0, i32 1, i64 2, halves 3, f32 4, f64 
     return (unsigned)d < CFT_NDTYPES ? r[d] : 0;
 }
 cft_dtype cft_promote(cft_dtype a, cft_dtype b) {
-    if (a == b) return a;
-    if (cft_dtype_is_half(a) && cft_dtype_is_half(b)) return CFT_F32;
+    if (a == b)
+        return a;
+    if (cft_dtype_is_half(a) && cft_dtype_is_half(b))
+        return CFT_F32;
     return rank_of(a) >= rank_of(b) ? a : b;
 }
 
@@ -54,7 +63,8 @@ cft_dtype cft_promote(cft_dtype a, cft_dtype b) {
     do {                                                                                           \
         const ST *s = src;                                                                         \
         DT *d = dst;                                                                               \
-        for (int64_t i = 0; i < n; i++) d[i] = CONV(s[i]);                                         \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            d[i] = CONV(s[i]);                                                                     \
     } while (0)
 #define ID(v) (v)
 #define TOBOOL(v) ((v) != 0)
@@ -63,14 +73,29 @@ cft_dtype cft_promote(cft_dtype a, cft_dtype b) {
 #define TOBF16(v) (f32_to_bf16((float)(v)))
 #define CAST_FROM(ST)                                                                              \
     switch (ddt) {                                                                                 \
-    case CFT_F16: CAST_LOOP(ST, _Float16, TOF16); break;                                           \
-    case CFT_BF16: CAST_LOOP(ST, uint16_t, TOBF16); break;                                         \
-    case CFT_BOOL: CAST_LOOP(ST, uint8_t, TOBOOL); break;                                          \
-    case CFT_I32: CAST_LOOP(ST, int32_t, (int32_t)); break;                                        \
-    case CFT_I64: CAST_LOOP(ST, int64_t, (int64_t)); break;                                        \
-    case CFT_F32: CAST_LOOP(ST, float, (float)); break;                                            \
-    case CFT_F64: CAST_LOOP(ST, double, (double)); break;                                          \
-    default: break;                                                                                \
+    case CFT_F16:                                                                                  \
+        CAST_LOOP(ST, _Float16, TOF16);                                                            \
+        break;                                                                                     \
+    case CFT_BF16:                                                                                 \
+        CAST_LOOP(ST, uint16_t, TOBF16);                                                           \
+        break;                                                                                     \
+    case CFT_BOOL:                                                                                 \
+        CAST_LOOP(ST, uint8_t, TOBOOL);                                                            \
+        break;                                                                                     \
+    case CFT_I32:                                                                                  \
+        CAST_LOOP(ST, int32_t, (int32_t));                                                         \
+        break;                                                                                     \
+    case CFT_I64:                                                                                  \
+        CAST_LOOP(ST, int64_t, (int64_t));                                                         \
+        break;                                                                                     \
+    case CFT_F32:                                                                                  \
+        CAST_LOOP(ST, float, (float));                                                             \
+        break;                                                                                     \
+    case CFT_F64:                                                                                  \
+        CAST_LOOP(ST, double, (double));                                                           \
+        break;                                                                                     \
+    default:                                                                                       \
+        break;                                                                                     \
     }
 
 void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t n) {
@@ -79,45 +104,83 @@ void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t
         return;
     }
     switch (sdt) {
-    case CFT_BOOL: CAST_FROM(uint8_t); break;
-    case CFT_I32: CAST_FROM(int32_t); break;
-    case CFT_I64: CAST_FROM(int64_t); break;
-    case CFT_F32: CAST_FROM(float); break;
-    case CFT_F64: CAST_FROM(double); break;
-    case CFT_F16: CAST_FROM(_Float16); break;
+    case CFT_BOOL:
+        CAST_FROM(uint8_t);
+        break;
+    case CFT_I32:
+        CAST_FROM(int32_t);
+        break;
+    case CFT_I64:
+        CAST_FROM(int64_t);
+        break;
+    case CFT_F32:
+        CAST_FROM(float);
+        break;
+    case CFT_F64:
+        CAST_FROM(double);
+        break;
+    case CFT_F16:
+        CAST_FROM(_Float16);
+        break;
     case CFT_BF16: {
         float *tmp = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-        if (!tmp) return;
-        for (int64_t i = 0; i < n; i++) tmp[i] = bf16_to_f32(((const uint16_t *)src)[i]);
+        if (!tmp)
+            return;
+        for (int64_t i = 0; i < n; i++)
+            tmp[i] = bf16_to_f32(((const uint16_t *)src)[i]);
         cft__cast(tmp, CFT_F32, dst, ddt, n);
         free(tmp);
     } break;
-    default: break;
+    default:
+        break;
     }
 }
 
 double cft__get(const void *p, cft_dtype dt, int64_t i) {
     switch (dt) {
-    case CFT_BOOL: return ((const uint8_t *)p)[i];
-    case CFT_I32: return ((const int32_t *)p)[i];
-    case CFT_I64: return (double)((const int64_t *)p)[i];
-    case CFT_F32: return ((const float *)p)[i];
-    case CFT_F64: return ((const double *)p)[i];
-    case CFT_F16: return ((const _Float16 *)p)[i];
-    case CFT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return 0;
+    case CFT_BOOL:
+        return ((const uint8_t *)p)[i];
+    case CFT_I32:
+        return ((const int32_t *)p)[i];
+    case CFT_I64:
+        return (double)((const int64_t *)p)[i];
+    case CFT_F32:
+        return ((const float *)p)[i];
+    case CFT_F64:
+        return ((const double *)p)[i];
+    case CFT_F16:
+        return ((const _Float16 *)p)[i];
+    case CFT_BF16:
+        return bf16_to_f32(((const uint16_t *)p)[i]);
+    default:
+        return 0;
     }
 }
 
 void cft__set(void *p, cft_dtype dt, int64_t i, double v) {
     switch (dt) {
-    case CFT_BOOL: ((uint8_t *)p)[i] = v != 0; break;
-    case CFT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case CFT_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-    case CFT_F32: ((float *)p)[i] = (float)v; break;
-    case CFT_F64: ((double *)p)[i] = v; break;
-    case CFT_F16: ((_Float16 *)p)[i] = (_Float16)v; break;
-    case CFT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
-    default: break;
+    case CFT_BOOL:
+        ((uint8_t *)p)[i] = v != 0;
+        break;
+    case CFT_I32:
+        ((int32_t *)p)[i] = (int32_t)v;
+        break;
+    case CFT_I64:
+        ((int64_t *)p)[i] = (int64_t)v;
+        break;
+    case CFT_F32:
+        ((float *)p)[i] = (float)v;
+        break;
+    case CFT_F64:
+        ((double *)p)[i] = v;
+        break;
+    case CFT_F16:
+        ((_Float16 *)p)[i] = (_Float16)v;
+        break;
+    case CFT_BF16:
+        ((uint16_t *)p)[i] = f32_to_bf16((float)v);
+        break;
+    default:
+        break;
     }
 }

@@ -8,13 +8,18 @@
 static void print_elem(const cft_array *x, int64_t off, FILE *f) {
     double v = cft__get(x->data, x->aval.dtype, off);
     switch (x->aval.dtype) {
-    case CFT_BOOL: fputs(v != 0 ? "True" : "False", f); break;
+    case CFT_BOOL:
+        fputs(v != 0 ? "True" : "False", f);
+        break;
     case CFT_I32:
-    case CFT_I64: fprintf(f, "%lld", (long long)v); break;
+    case CFT_I64:
+        fprintf(f, "%lld", (long long)v);
+        break;
     default: {
         char buf[40];
         snprintf(buf, sizeof buf, "%.6g", v);
-        if (!strpbrk(buf, ".eni")) strcat(buf, ".");
+        if (!strpbrk(buf, ".eni"))
+            strcat(buf, ".");
         fputs(buf, f);
     }
     }
@@ -32,7 +37,8 @@ static void rec(const cft_array *x, int d, int64_t off, bool sum, int indent, FI
         if (sum && n > 6 && i == 3) {
             fputs(d == a->ndim - 1 ? "..., " : "...,\n", f);
             if (d < a->ndim - 1)
-                for (int k = 0; k < indent + d + 1; k++) fputc(' ', f);
+                for (int k = 0; k < indent + d + 1; k++)
+                    fputc(' ', f);
             i = n - 3;
         }
         rec(x, d + 1, off + i * x->strides[d], sum, indent, f);
@@ -41,7 +47,8 @@ static void rec(const cft_array *x, int d, int64_t off, bool sum, int indent, FI
                 fputs(", ", f);
             else {
                 fputs(",\n", f);
-                for (int k = 0; k < indent + d + 1; k++) fputc(' ', f);
+                for (int k = 0; k < indent + d + 1; k++)
+                    fputc(' ', f);
             }
         }
     }

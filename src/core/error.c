@@ -14,9 +14,8 @@
 static _Thread_local cft_status last_code;
 static _Thread_local char last_msg[1024];
 
-static cft_array oom_error = {.kind = CFT_K_ERROR,
-                              .err_code = CFT_E_NOMEM,
-                              .err_msg = "cft: out of memory"};
+static cft_array oom_error = {
+    .kind = CFT_K_ERROR, .err_code = CFT_E_NOMEM, .err_msg = "cft: out of memory"};
 
 cft_array *cft__oom(void) {
     last_code = CFT_E_NOMEM;
@@ -38,11 +37,13 @@ cft_array *cft__fail(cft_status code, const char *fmt, ...) {
         abort();
     }
     cft_array *e = CFT_NEW(cft_array);
-    if (!e) return cft__oom();
+    if (!e)
+        return cft__oom();
     e->kind = CFT_K_ERROR;
     e->err_code = code;
     e->err_msg = cft__strdup(buf);
-    if (!e->err_msg) return cft__oom();
+    if (!e->err_msg)
+        return cft__oom();
     return e;
 }
 
@@ -52,26 +53,35 @@ cft_status cft__set_last(const cft_array *x) {
         snprintf(last_msg, sizeof last_msg, "cft: NULL array");
         return CFT_E_ARG;
     }
-    if (x->kind != CFT_K_ERROR) return CFT_OK;
+    if (x->kind != CFT_K_ERROR)
+        return CFT_OK;
     last_code = x->err_code;
     snprintf(last_msg, sizeof last_msg, "%s", x->err_msg);
     return x->err_code;
 }
 
-bool cft_failed(const cft_array *x) { return !x || x->kind == CFT_K_ERROR; }
+bool cft_failed(const cft_array *x) {
+    return !x || x->kind == CFT_K_ERROR;
+}
 
 cft_status cft_error_code(const cft_array *x) {
-    if (!x) return CFT_E_ARG;
+    if (!x)
+        return CFT_E_ARG;
     return x->kind == CFT_K_ERROR ? x->err_code : CFT_OK;
 }
 
 const char *cft_error_message(const cft_array *x) {
-    if (!x) return "cft: NULL array";
+    if (!x)
+        return "cft: NULL array";
     return x->kind == CFT_K_ERROR ? x->err_msg : "";
 }
 
-cft_status cft_last_error(void) { return last_code; }
-const char *cft_last_error_message(void) { return last_msg; }
+cft_status cft_last_error(void) {
+    return last_code;
+}
+const char *cft_last_error_message(void) {
+    return last_msg;
+}
 void cft_clear_error(void) {
     last_code = CFT_OK;
     last_msg[0] = 0;

@@ -18,8 +18,10 @@ cft_status cft__set_last(const cft_array *x);
     do {                                                                                           \
         cft_array *const cft__pa[] = {__VA_ARGS__};                                                \
         for (size_t cft__i = 0; cft__i < sizeof cft__pa / sizeof cft__pa[0]; cft__i++) {           \
-            if (!cft__pa[cft__i]) return cft__fail(CFT_E_ARG, "%s: argument %zu is NULL", op, cft__i); \
-            if (cft_failed(cft__pa[cft__i])) return cft__pa[cft__i];                               \
+            if (!cft__pa[cft__i])                                                                  \
+                return cft__fail(CFT_E_ARG, "%s: argument %zu is NULL", op, cft__i);               \
+            if (cft_failed(cft__pa[cft__i]))                                                       \
+                return cft__pa[cft__i];                                                            \
         }                                                                                          \
     } while (0)
 

@@ -63,12 +63,14 @@ static void tune_heap(void) {
 #endif
 
 void *cft__new_data(size_t nbytes) {
-    if (nbytes == 0) nbytes = 1;
+    if (nbytes == 0)
+        nbytes = 1;
 #ifdef CFT_GC_OFF
     void *p = malloc(nbytes);
 #else
     cft_init();
-    if (nbytes >= ((size_t)1 << 20)) tune_heap();
+    if (nbytes >= ((size_t)1 << 20))
+        tune_heap();
     void *p = nbytes >= 65536 ? GC_MALLOC_ATOMIC_IGNORE_OFF_PAGE(nbytes) : GC_MALLOC_ATOMIC(nbytes);
 #endif
     return p ? p : oom();
@@ -86,7 +88,8 @@ void *cft__realloc(void *p, size_t size) {
 char *cft__strdup(const char *s) {
     size_t n = strlen(s) + 1;
     char *d = cft__new(n);
-    if (d) memcpy(d, s, n);
+    if (d)
+        memcpy(d, s, n);
     return d;
 }
 
@@ -98,7 +101,9 @@ void cft__keep(const void *p) {
 #endif
 }
 
-void *cft_alloc(size_t size) { return cft__new(size); }
+void *cft_alloc(size_t size) {
+    return cft__new(size);
+}
 
 size_t cft__gc_count(void) {
 #ifndef CFT_GC_OFF

@@ -21,14 +21,16 @@
 static const char *FLAGS = "-O3 -march=native -fopenmp -fPIC -shared -w";
 
 static uint64_t fnv(uint64_t h, const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
     return h;
 }
 
 /* what the compiled code depends on besides its source */
 static uint64_t env_hash(const char *cc) {
     static uint64_t h;
-    if (h) return h;
+    if (h)
+        return h;
     h = fnv(1469598103934665603ull, cc, strlen(cc));
     h = fnv(h, FLAGS, strlen(FLAGS));
     char line[512];
@@ -36,13 +38,16 @@ static uint64_t env_hash(const char *cc) {
     while (f && fgets(line, sizeof line, f))
         if (!strncmp(line, "model name", 10) || !strncmp(line, "flags", 5)) {
             h = fnv(h, line, strlen(line));
-            if (!strncmp(line, "flags", 5)) break;
+            if (!strncmp(line, "flags", 5))
+                break;
         }
-    if (f) fclose(f);
+    if (f)
+        fclose(f);
     struct stat st; /* a new compiler binary gives new objects */
     char path[256];
     snprintf(path, sizeof path, "/usr/bin/%s", cc);
-    if (stat(path, &st) == 0) h = fnv(h, (const char *)&st.st_mtime, sizeof st.st_mtime);
+    if (stat(path, &st) == 0)
+        h = fnv(h, (const char *)&st.st_mtime, sizeof st.st_mtime);
     return h;
 }
 
@@ -67,12 +72,14 @@ static loaded *loaded_list; /* static root: the GC sees it */
 
 bool cft__compile(const char *src, int n, cft_kernel_fn *out) {
     const char *jit = getenv("CFT_JIT");
-    if (jit && !strcmp(jit, "0")) return false;
+    if (jit && !strcmp(jit, "0"))
+        return false;
     const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
     uint64_t key = fnv(env_hash(cc), src, strlen(src));
     void *h = NULL;
     for (loaded *l = loaded_list; l; l = l->next)
-        if (l->key == key) h = l->handle;
+        if (l->key == key)
+            h = l->handle;
     if (!h) {
         char dir[1024], so[1200];
         const char *cd = getenv("CFT_CACHE_DIR"), *home = getenv("HOME");
@@ -80,33 +87,42 @@ bool cft__compile(const char *src, int n, cft_kernel_fn *out) {
             snprintf(dir, sizeof dir, "%s", cd);
         else
             snprintf(dir, sizeof dir, "%s/.cache/cft", home && *home ? home : "/tmp");
-        if (mkdirs(dir)) return false;
+        if (mkdirs(dir))
+            return false;
         snprintf(so, sizeof so, "%s/%016llx.so", dir, (unsigned long long)key);
         if (access(so, R_OK) != 0) {
             char csrc[1300], tmpso[1300], cmd[4096];
             static int counter;
             int id = counter++;
-            snprintf(csrc, sizeof csrc, "%s/%016llx.%d.%d.c", dir, (unsigned long long)key, (int)getpid(), id);
-            snprintf(tmpso, sizeof tmpso, "%s/%016llx.%d.%d.so.tmp", dir, (unsigned long long)key, (int)getpid(), id);
+            snprintf(csrc, sizeof csrc, "%s/%016llx.%d.%d.c", dir, (unsigned long long)key,
+                     (int)getpid(), id);
+            snprintf(tmpso, sizeof tmpso, "%s/%016llx.%d.%d.so.tmp", dir, (unsigned long long)key,
+                     (int)getpid(), id);
             FILE *f = fopen(csrc, "w");
-            if (!f) return false;
+            if (!f)
+                return false;
             fputs(src, f);
-            if (fclose(f) != 0) return false;
-            snprintf(cmd, sizeof cmd, "%s %s -o '%s' '%s' -lmvec -lm 2> '%s.log'", cc, FLAGS, tmpso, csrc, csrc);
+            if (fclose(f) != 0)
+                return false;
+            snprintf(cmd, sizeof cmd, "%s %s -o '%s' '%s' -lmvec -lm 2> '%s.log'", cc, FLAGS, tmpso,
+                     csrc, csrc);
             int rc = system(cmd);
             if (rc != 0 || rename(tmpso, so) != 0) {
-                if (cft__debug()) fprintf(stderr, "cft: kernel compile failed (%s); see %s.log\n", cmd, csrc);
+                if (cft__debug())
+                    fprintf(stderr, "cft: kernel compile failed (%s); see %s.log\n", cmd, csrc);
                 unlink(tmpso);
                 return false;
             }
             char log[1320];
             snprintf(log, sizeof log, "%s.log", csrc);
             unlink(log);
-            if (!getenv("CFT_KEEP_SOURCE")) unlink(csrc);
+            if (!getenv("CFT_KEEP_SOURCE"))
+                unlink(csrc);
         }
         h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
-            if (cft__debug()) fprintf(stderr, "cft: dlopen %s: %s\n", so, dlerror());
+            if (cft__debug())
+                fprintf(stderr, "cft: dlopen %s: %s\n", so, dlerror());
             return false;
         }
         loaded *l = CFT_NEW(loaded);
@@ -119,7 +135,8 @@ bool cft__compile(const char *src, int n, cft_kernel_fn *out) {
         char name[32];
         snprintf(name, sizeof name, "cft_k%d", i);
         *(void **)&out[i] = dlsym(h, name);
-        if (!out[i]) return false;
+        if (!out[i])
+            return false;
     }
     return true;
 }

@@ -11,9 +11,11 @@
 
 static bool no_half(const cft_eqn *q) { /* halves run eagerly (computed in f32) */
     for (int i = 0; i < q->nin; i++)
-        if (cft_dtype_is_half(q->in[i]->aval.dtype)) return false;
+        if (cft_dtype_is_half(q->in[i]->aval.dtype))
+            return false;
     for (int o = 0; o < q->nout; o++)
-        if (cft_dtype_is_half(q->out[o]->aval.dtype)) return false;
+        if (cft_dtype_is_half(q->out[o]->aval.dtype))
+            return false;
     return true;
 }
 static bool fusable_ew(const cft_eqn *q) {
@@ -22,25 +24,29 @@ static bool fusable_ew(const cft_eqn *q) {
 }
 static bool fusable_red(const cft_eqn *q) {
     const cft_prim *p = q->prim;
-    return (p->flags & CFT_PRIM_REDUCTION) && p->c_init && cft_dtype_is_float(q->in[0]->aval.dtype) && no_half(q);
+    return (p->flags & CFT_PRIM_REDUCTION) && p->c_init &&
+           cft_dtype_is_float(q->in[0]->aval.dtype) && no_half(q);
 }
 
 int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngroups) {
     cft_step *steps = CFT_NEWN(cft_step, ir->neqn + 1);
     cft_group *groups = CFT_NEWN(cft_group, ir->neqn + 1);
     int *owner = CFT_NEWN(int, ir->nvars + 1); /* var -> group that produces it, -1 */
-    for (int v = 0; v < ir->nvars; v++) owner[v] = -1;
+    for (int v = 0; v < ir->nvars; v++)
+        owner[v] = -1;
     int ns = 0, ng = 0, open = -1;
     for (int k = 0; k < ir->neqn; k++) {
         const cft_eqn *q = &ir->eqns[k];
         bool reads_open = false;
-        for (int i = 0; i < q->nin; i++) reads_open |= open >= 0 && owner[q->in[i]->id] == open;
+        for (int i = 0; i < q->nin; i++)
+            reads_open |= open >= 0 && owner[q->in[i]->id] == open;
         bool ew = fusable_ew(q), red = fusable_red(q);
         if (open >= 0 && ew) {
             cft_aval it = q->out[0]->aval;
             it.dtype = groups[open].iter.dtype;
-            bool same = it.ndim == groups[open].iter.ndim &&
-                        !memcmp(it.shape, groups[open].iter.shape, sizeof(int64_t) * (size_t)it.ndim);
+            bool same =
+                it.ndim == groups[open].iter.ndim &&
+                !memcmp(it.shape, groups[open].iter.shape, sizeof(int64_t) * (size_t)it.ndim);
             if (same && groups[open].neqn < 64) {
                 cft_group *g = &groups[open];
                 g->eqns[g->neqn++] = k;
@@ -51,7 +57,8 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
         if (open >= 0 && red && reads_open) {
             cft_aval it = q->in[0]->aval;
             cft_group *g = &groups[open];
-            if (it.ndim == g->iter.ndim && !memcmp(it.shape, g->iter.shape, sizeof(int64_t) * (size_t)it.ndim)) {
+            if (it.ndim == g->iter.ndim &&
+                !memcmp(it.shape, g->iter.shape, sizeof(int64_t) * (size_t)it.ndim)) {
                 g->eqns[g->neqn++] = k;
                 g->reduce = true;
                 owner[q->out[0]->id] = open;
@@ -59,9 +66,11 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
                 continue;
             }
         }
-        if (open >= 0 && reads_open) open = -1; /* a consumer that cannot join closes it */
+        if (open >= 0 && reads_open)
+            open = -1; /* a consumer that cannot join closes it */
         if (ew || red) {
-            if (open >= 0) open = -1;
+            if (open >= 0)
+                open = -1;
             cft_group *g = &groups[ng];
             g->eqns = CFT_NEWN(int, 65);
             g->eqns[g->neqn++] = k;
@@ -77,7 +86,8 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
         /* runs on its own; if the open group does not feed it, it runs before the group */
         if (open >= 0 && !reads_open) {
             int gs = ns - 1;
-            while (steps[gs].group != open) gs--;
+            while (steps[gs].group != open)
+                gs--;
             memmove(&steps[gs + 1], &steps[gs], sizeof(cft_step) * (size_t)(ns - gs));
             steps[gs] = (cft_step){k, -1};
             ns++;
@@ -87,7 +97,8 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
     }
     /* inputs: read but not produced inside; outputs: produced and read outside or returned */
     bool *used_out = CFT_NEWN(bool, ir->nvars + 1);
-    for (int i = 0; i < ir->nout; i++) used_out[ir->outvars[i]->id] = true;
+    for (int i = 0; i < ir->nout; i++)
+        used_out[ir->outvars[i]->id] = true;
     for (int g = 0; g < ng; g++) {
         cft_group *G = &groups[g];
         G->in = CFT_NEWN(int, CFT_KMAX_OPS * 4);
@@ -99,12 +110,15 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
         bool in_group = self >= 0 && q->nout == 1;
         for (int i = 0; i < q->nin; i++) {
             int v = q->in[i]->id, og = owner[v];
-            if (og >= 0 && (!in_group || og != self)) used_out[v] = true;
+            if (og >= 0 && (!in_group || og != self))
+                used_out[v] = true;
             if (in_group && og != self) {
                 cft_group *G = &groups[self];
                 bool have = false;
-                for (int j = 0; j < G->nin; j++) have |= G->in[j] == v;
-                if (!have) G->in[G->nin++] = v;
+                for (int j = 0; j < G->nin; j++)
+                    have |= G->in[j] == v;
+                if (!have)
+                    G->in[G->nin++] = v;
             }
         }
     }
@@ -112,7 +126,8 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
         cft_group *G = &groups[g];
         for (int e = 0; e < G->neqn; e++) {
             int v = ir->eqns[G->eqns[e]].out[0]->id;
-            if (used_out[v] || (G->reduce && e == G->neqn - 1)) G->out[G->nout++] = v;
+            if (used_out[v] || (G->reduce && e == G->neqn - 1))
+                G->out[G->nout++] = v;
         }
     }
     *stepsp = steps;

@@ -166,11 +166,16 @@ cft_array *cft_embedding(cft_array *ids, cft_array *table) {
                          cft__nn_av(ids), cft__nn_av(table));
     /* table rows; FILL_OR_DROP gives ids outside [0, num) zero rows */
     int n = cft_array_ndim(ids);
-    cft_gather_dnums dn = {.offset_dims = {n}, .n_offset_dims = 1, .collapsed_slice_dims = {0},
-                           .n_collapsed_slice_dims = 1, .start_index_map = {0},
-                           .n_start_index_map = 1, .index_vector_dim = n};
+    cft_gather_dnums dn = {.offset_dims = {n},
+                           .n_offset_dims = 1,
+                           .collapsed_slice_dims = {0},
+                           .n_collapsed_slice_dims = 1,
+                           .start_index_map = {0},
+                           .n_start_index_map = 1,
+                           .index_vector_dim = n};
     cft_array *ix = cft_array_dtype(ids) == CFT_BOOL ? cft_astype(ids, CFT_I32) : ids;
-    return cft_gather(table, ix, &dn, (int64_t[]){1, cft_array_dim(table, 1)}, CFT_INDEX_FILL_OR_DROP);
+    return cft_gather(table, ix, &dn, (int64_t[]){1, cft_array_dim(table, 1)},
+                      CFT_INDEX_FILL_OR_DROP);
 }
 
 cft_array *cft_flatten(cft_array *x, int start_dim, int end_dim) {

@@ -13,22 +13,27 @@ enum { LC, RC, LB, RB };
 
 static void free_dims(int nd, const cft_params *p, int ck, int bk, int *out, int *n) {
     bool used[CFT_MAX_NDIM] = {0};
-    for (int i = 0; i < p->n[ck]; i++) used[p->v[ck][i]] = true;
-    for (int i = 0; i < p->n[bk]; i++) used[p->v[bk][i]] = true;
+    for (int i = 0; i < p->n[ck]; i++)
+        used[p->v[ck][i]] = true;
+    for (int i = 0; i < p->n[bk]; i++)
+        used[p->v[bk][i]] = true;
     *n = 0;
     for (int i = 0; i < nd; i++)
-        if (!used[i]) out[(*n)++] = i;
+        if (!used[i])
+            out[(*n)++] = i;
 }
 
 static cft_array *dot_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
     const cft_aval *a = &in[0], *b = &in[1];
     if (a->dtype != b->dtype)
-        return cft__fail(CFT_E_DTYPE, "dot_general: dtypes differ: %s . %s", cft__av(a), cft__av(b));
+        return cft__fail(CFT_E_DTYPE, "dot_general: dtypes differ: %s . %s", cft__av(a),
+                         cft__av(b));
     if (a->dtype == CFT_BOOL)
         return cft__fail(CFT_E_DTYPE, "dot_general: bool operands %s . %s", cft__av(a), cft__av(b));
     if (p->n[LC] != p->n[RC] || p->n[LB] != p->n[RB])
-        return cft__fail(CFT_E_ARG, "dot_general: contracting/batch dim lists differ in length: %s . %s",
+        return cft__fail(CFT_E_ARG,
+                         "dot_general: contracting/batch dim lists differ in length: %s . %s",
                          cft__av(a), cft__av(b));
     bool ua[CFT_MAX_NDIM] = {0}, ub[CFT_MAX_NDIM] = {0};
     for (int k = 0; k < 4; k++) {
@@ -37,41 +42,51 @@ static cft_array *dot_shape(const cft_aval *in, int nin, const cft_params *p, cf
         for (int i = 0; i < p->n[k]; i++) {
             int64_t d = p->v[k][i];
             if (d < 0 || d >= s->ndim || u[d])
-                return cft__fail(CFT_E_ARG, "dot_general: bad or repeated dim %lld for %s", (long long)d, cft__av(s));
+                return cft__fail(CFT_E_ARG, "dot_general: bad or repeated dim %lld for %s",
+                                 (long long)d, cft__av(s));
             u[d] = true;
         }
     }
     for (int i = 0; i < p->n[LC]; i++)
         if (a->shape[p->v[LC][i]] != b->shape[p->v[RC][i]])
-            return cft__fail(CFT_E_SHAPE, "dot_general: contracting dims differ: %s . %s (%lld != %lld)",
+            return cft__fail(CFT_E_SHAPE,
+                             "dot_general: contracting dims differ: %s . %s (%lld != %lld)",
                              cft__av(a), cft__av(b), (long long)a->shape[p->v[LC][i]],
                              (long long)b->shape[p->v[RC][i]]);
     for (int i = 0; i < p->n[LB]; i++)
         if (a->shape[p->v[LB][i]] != b->shape[p->v[RB][i]])
-            return cft__fail(CFT_E_SHAPE, "dot_general: batch dims differ: %s . %s", cft__av(a), cft__av(b));
+            return cft__fail(CFT_E_SHAPE, "dot_general: batch dims differ: %s . %s", cft__av(a),
+                             cft__av(b));
     int fa[CFT_MAX_NDIM], fb[CFT_MAX_NDIM], na, nb;
     free_dims(a->ndim, p, LC, LB, fa, &na);
     free_dims(b->ndim, p, RC, RB, fb, &nb);
     int nd = p->n[LB] + na + nb;
-    if (nd > CFT_MAX_NDIM) return cft__fail(CFT_E_SHAPE, "dot_general: result rank %d too large", nd);
+    if (nd > CFT_MAX_NDIM)
+        return cft__fail(CFT_E_SHAPE, "dot_general: result rank %d too large", nd);
     *out = cft__aval(a->dtype, NULL, 0);
-    for (int i = 0; i < p->n[LB]; i++) out->shape[out->ndim++] = a->shape[p->v[LB][i]];
-    for (int i = 0; i < na; i++) out->shape[out->ndim++] = a->shape[fa[i]];
-    for (int i = 0; i < nb; i++) out->shape[out->ndim++] = b->shape[fb[i]];
+    for (int i = 0; i < p->n[LB]; i++)
+        out->shape[out->ndim++] = a->shape[p->v[LB][i]];
+    for (int i = 0; i < na; i++)
+        out->shape[out->ndim++] = a->shape[fa[i]];
+    for (int i = 0; i < nb; i++)
+        out->shape[out->ndim++] = b->shape[fb[i]];
     return NULL;
 }
 
 /* A group of dims (free or contracting) of an operand, read as one index:
  * its size and its stride, if consecutive non-unit dims nest row-major. */
-static bool collapse(const cft_array *x, const int64_t *dims, int n, int64_t *size, int64_t *stride) {
+static bool collapse(const cft_array *x, const int64_t *dims, int n, int64_t *size,
+                     int64_t *stride) {
     *size = 1;
     *stride = 0;
     int64_t prev = -1;
     for (int i = 0; i < n; i++) {
         int64_t d = dims[i], len = x->aval.shape[d];
         *size *= len;
-        if (len == 1) continue;
-        if (prev >= 0 && x->strides[prev] != x->strides[d] * len) return false;
+        if (len == 1)
+            continue;
+        if (prev >= 0 && x->strides[prev] != x->strides[d] * len)
+            return false;
         prev = d;
         *stride = x->strides[d];
     }
@@ -80,15 +95,18 @@ static bool collapse(const cft_array *x, const int64_t *dims, int n, int64_t *si
 
 /* rows x cols with element (i, j) at i*rs + j*cs as a BLAS matrix: row-major
  * with leading dim ld, or (trans) the row-major transpose */
-static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans, int64_t *ld) {
+static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans,
+                        int64_t *ld) {
     int64_t mc = cols > 1 ? cols : 1, mr = rows > 1 ? rows : 1;
     if (cols <= 1 || cs == 1) {
         int64_t l = rows <= 1 ? mc : rs;
-        if (l >= mc) return *trans = false, *ld = l, true;
+        if (l >= mc)
+            return *trans = false, *ld = l, true;
     }
     if (rows <= 1 || rs == 1) {
         int64_t l = cols <= 1 ? mr : cs;
-        if (l >= mr) return *trans = true, *ld = l, true;
+        if (l >= mr)
+            return *trans = true, *ld = l, true;
     }
     return false;
 }
@@ -108,7 +126,8 @@ static cft_array *as_matrix(const cft_array *x, const int64_t *bd, int nbd, cons
                             const int64_t *cd, int ncd, bool lhs, operand *o) {
     /* the dim lists of the copy outlive the iteration that makes them */
     int64_t frd[CFT_MAX_NDIM], nbd2[CFT_MAX_NDIM], nfr2[CFT_MAX_NDIM], ncd2[CFT_MAX_NDIM];
-    for (int i = 0; i < nfr; i++) frd[i] = fr[i];
+    for (int i = 0; i < nfr; i++)
+        frd[i] = fr[i];
     for (int attempt = 0; attempt < 2; attempt++) {
         int64_t fs, fst, cs, cst;
         bool ok = collapse(x, frd, nfr, &fs, &fst) && collapse(x, cd, ncd, &cs, &cst);
@@ -122,20 +141,25 @@ static cft_array *as_matrix(const cft_array *x, const int64_t *bd, int nbd, cons
         }
         if (ok) {
             o->nb = nbd;
-            for (int i = 0; i < nbd; i++) o->bshape[i] = x->aval.shape[bd[i]], o->bstr[i] = x->strides[bd[i]];
+            for (int i = 0; i < nbd; i++)
+                o->bshape[i] = x->aval.shape[bd[i]], o->bstr[i] = x->strides[bd[i]];
             return NULL;
         }
         /* copy into [batch, rows, cols] order and look again */
         int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
         int k = 0;
-        for (int i = 0; i < nbd; i++, k++) shape[k] = x->aval.shape[bd[i]], st[k] = x->strides[bd[i]], nbd2[i] = k;
+        for (int i = 0; i < nbd; i++, k++)
+            shape[k] = x->aval.shape[bd[i]], st[k] = x->strides[bd[i]], nbd2[i] = k;
         const int64_t *g1 = lhs ? frd : cd, *g2 = lhs ? cd : frd;
         int n1 = lhs ? nfr : ncd, n2 = lhs ? ncd : nfr;
         int64_t *o1 = lhs ? nfr2 : ncd2, *o2 = lhs ? ncd2 : nfr2;
-        for (int i = 0; i < n1; i++, k++) shape[k] = x->aval.shape[g1[i]], st[k] = x->strides[g1[i]], o1[i] = k;
-        for (int i = 0; i < n2; i++, k++) shape[k] = x->aval.shape[g2[i]], st[k] = x->strides[g2[i]], o2[i] = k;
+        for (int i = 0; i < n1; i++, k++)
+            shape[k] = x->aval.shape[g1[i]], st[k] = x->strides[g1[i]], o1[i] = k;
+        for (int i = 0; i < n2; i++, k++)
+            shape[k] = x->aval.shape[g2[i]], st[k] = x->strides[g2[i]], o2[i] = k;
         cft_array *c = cft__contig(cft__view(x, shape, k, st, x->offset));
-        if (cft_failed(c)) return c;
+        if (cft_failed(c))
+            return c;
         x = c;
         bd = nbd2;
         memcpy(frd, nfr2, sizeof(int64_t) * (size_t)nfr);
@@ -146,9 +170,11 @@ static cft_array *as_matrix(const cft_array *x, const int64_t *bd, int nbd, cons
 
 /* z = x y^T; vectorised (the library builds at -O2, which would not) */
 __attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default"))) static void
-outer_f32(const float *restrict x, const float *restrict y, float *restrict z, int64_t M, int64_t N) {
+outer_f32(const float *restrict x, const float *restrict y, float *restrict z, int64_t M,
+          int64_t N) {
     for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) z[i * N + j] = x[i] * y[j];
+        for (int64_t j = 0; j < N; j++)
+            z[i * N + j] = x[i] * y[j];
 }
 
 static void gemm_int(const operand *A, const operand *B, int64_t M, int64_t N, int64_t K,
@@ -172,11 +198,14 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
     free_dims(b->aval.ndim, p, RC, RB, fb, &nb);
     operand A, B;
     cft_array *e = as_matrix(a, p->v[LB], nbt, fa, na, p->v[LC], nc, true, &A);
-    if (e) return e;
+    if (e)
+        return e;
     e = as_matrix(b, p->v[RB], nbt, fb, nb, p->v[RC], nc, false, &B);
-    if (e) return e;
+    if (e)
+        return e;
     int64_t Bt = 1, M = A.rows, N = B.cols, K = A.cols;
-    for (int i = 0; i < nbt; i++) Bt *= A.bshape[i];
+    for (int i = 0; i < nbt; i++)
+        Bt *= A.bshape[i];
     cft_dtype dt = c->aval.dtype;
     size_t es = cft_dtype_size(dt);
     const char *pa = cft__ptr(A.arr), *pb = cft__ptr(B.arr);
@@ -184,27 +213,32 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
     int64_t idx[CFT_MAX_NDIM] = {0};
     for (int64_t t = 0; t < Bt; t++) {
         int64_t oa = 0, ob = 0;
-        for (int i = 0; i < nbt; i++) oa += idx[i] * A.bstr[i], ob += idx[i] * B.bstr[i];
+        for (int i = 0; i < nbt; i++)
+            oa += idx[i] * A.bstr[i], ob += idx[i] * B.bstr[i];
         for (int i = nbt - 1; i >= 0; i--) { /* next batch index */
-            if (++idx[i] < A.bshape[i]) break;
+            if (++idx[i] < A.bshape[i])
+                break;
             idx[i] = 0;
         }
         const char *Ap = pa + oa * (int64_t)es, *Bp = pb + ob * (int64_t)es;
         void *Cp = pc + (size_t)(t * M * N) * es;
-        if (M * N == 0) continue;
+        if (M * N == 0)
+            continue;
         if (K == 0) {
             memset(Cp, 0, (size_t)(M * N) * es);
             continue;
         }
-        CBLAS_TRANSPOSE ta = A.trans ? CblasTrans : CblasNoTrans, tb = B.trans ? CblasTrans : CblasNoTrans;
+        CBLAS_TRANSPOSE ta = A.trans ? CblasTrans : CblasNoTrans,
+                        tb = B.trans ? CblasTrans : CblasNoTrans;
         if (K == 1 && dt == CFT_F32 && (M == 1 || A.rs == 1) && (N == 1 || B.cs == 1)) {
-            outer_f32((const float *)Ap, (const float *)Bp, Cp, M, N); /* per-sample outer products */
+            outer_f32((const float *)Ap, (const float *)Bp, Cp, M,
+                      N); /* per-sample outer products */
         } else if (dt == CFT_F32) {
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)Ap, (int)A.ld,
-                        (const float *)Bp, (int)B.ld, 0.0f, Cp, (int)N);
+            cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)Ap,
+                        (int)A.ld, (const float *)Bp, (int)B.ld, 0.0f, Cp, (int)N);
         } else if (dt == CFT_F64) {
-            cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)Ap, (int)A.ld,
-                        (const double *)Bp, (int)B.ld, 0.0, Cp, (int)N);
+            cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)Ap,
+                        (int)A.ld, (const double *)Bp, (int)B.ld, 0.0, Cp, (int)N);
         } else {
             gemm_int(&A, &B, M, N, K, Ap, Bp, Cp, dt);
         }
@@ -217,11 +251,14 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
 static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     cft_aval o;
     cft_array *e = dot_shape((cft_aval[]){in[0]->aval, in[1]->aval}, nin, p, &o);
-    if (e) return e;
+    if (e)
+        return e;
     cft_array *c = cft__alloc(o.dtype, o.shape, o.ndim);
-    if (cft_failed(c)) return c;
+    if (cft_failed(c))
+        return c;
     e = dot_into(in, nin, p, c);
-    if (e) return e;
+    if (e)
+        return e;
     out[0] = c;
     return NULL;
 }
@@ -230,8 +267,10 @@ static cft_array *dot_jvp(cft_array *const *x, cft_array *const *y, cft_array *c
                           const cft_params *p, cft_array **ty) {
     (void)y, (void)nin;
     cft_array *r = NULL;
-    if (t[0]) r = cft__bind1(&cft_p_dot_general, p, 2, (cft_array *[]){t[0], x[1]});
-    if (t[1]) r = cft__tadd(r, cft__bind1(&cft_p_dot_general, p, 2, (cft_array *[]){x[0], t[1]}));
+    if (t[0])
+        r = cft__bind1(&cft_p_dot_general, p, 2, (cft_array *[]){t[0], x[1]});
+    if (t[1])
+        r = cft__tadd(r, cft__bind1(&cft_p_dot_general, p, 2, (cft_array *[]){x[0], t[1]}));
     ty[0] = r;
     return NULL;
 }
@@ -249,32 +288,41 @@ static cft_array *dot_ct(cft_array *ct, cft_array *other, const cft_aval *self_a
     /* ct dims: [batch (nbt), lhs free, rhs free] */
     int64_t cc[CFT_MAX_NDIM], co[CFT_MAX_NDIM], bc[CFT_MAX_NDIM], bo[CFT_MAX_NDIM];
     int ct_other0 = side ? nbt : nbt + ns; /* where the other operand's free dims sit in ct */
-    for (int i = 0; i < no; i++) cc[i] = ct_other0 + i, co[i] = fo[i];
-    for (int i = 0; i < nbt; i++) bc[i] = i, bo[i] = p->v[ob][i];
-    /* result: [batch, ct's remaining (self free), other's remaining (its contracting dims, ascending)] */
+    for (int i = 0; i < no; i++)
+        cc[i] = ct_other0 + i, co[i] = fo[i];
+    for (int i = 0; i < nbt; i++)
+        bc[i] = i, bo[i] = p->v[ob][i];
+    /* result: [batch, ct's remaining (self free), other's remaining (its contracting dims,
+     * ascending)] */
     cft_params q = {0};
     cft__param_set(&q, LC, cc, no);
     cft__param_set(&q, RC, co, no);
     cft__param_set(&q, LB, bc, nbt);
     cft__param_set(&q, RB, bo, nbt);
     cft_array *r = cft__bind1(&cft_p_dot_general, &q, 2, (cft_array *[]){ct, other});
-    if (cft_failed(r)) return r;
+    if (cft_failed(r))
+        return r;
     /* src[j]: the self dim that result dim j corresponds to */
     int src[CFT_MAX_NDIM], k = 0;
-    for (int i = 0; i < nbt; i++) src[k++] = (int)p->v[sb][i];
-    for (int i = 0; i < ns; i++) src[k++] = fs[i];
+    for (int i = 0; i < nbt; i++)
+        src[k++] = (int)p->v[sb][i];
+    for (int i = 0; i < ns; i++)
+        src[k++] = fs[i];
     for (int d = 0; d < other_av->ndim; d++) /* other's contracting dims in ascending order */
         for (int i = 0; i < p->n[oc]; i++)
-            if (p->v[oc][i] == d) src[k++] = (int)p->v[sc][i];
+            if (p->v[oc][i] == d)
+                src[k++] = (int)p->v[sc][i];
     int perm[CFT_MAX_NDIM];
-    for (int j = 0; j < k; j++) perm[src[j]] = j;
+    for (int j = 0; j < k; j++)
+        perm[src[j]] = j;
     return cft_transpose(r, perm);
 }
 
 static cft_array *dot_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
                                 int nin, const cft_params *p, cft_array **ct_in) {
     (void)nin;
-    if (!x[0] && !x[1]) return cft__fail(CFT_E_TRACE, "dot_general: transpose of a product of two linear values");
+    if (!x[0] && !x[1])
+        return cft__fail(CFT_E_TRACE, "dot_general: transpose of a product of two linear values");
     ct_in[0] = x[0] ? NULL : dot_ct(ct[0], x[1], &in[0], &in[1], p, 0);
     ct_in[1] = x[1] ? NULL : dot_ct(ct[0], x[0], &in[1], &in[0], p, 1);
     return NULL;
@@ -288,12 +336,17 @@ static cft_array *dot_vmap(int64_t size, cft_array *const *x, const int *bdim, i
     cft_params q = *p;
     cft_array *a = x[0], *b = x[1];
     for (int s = 0; s < 2; s++) {
-        if (bdim[s] < 0) continue;
-        if (s == 0) a = cft__moveaxis_b(a, bdim[0], 0);
-        else b = cft__moveaxis_b(b, bdim[1], 0);
+        if (bdim[s] < 0)
+            continue;
+        if (s == 0)
+            a = cft__moveaxis_b(a, bdim[0], 0);
+        else
+            b = cft__moveaxis_b(b, bdim[1], 0);
         int kc = s ? RC : LC, kb = s ? RB : LB;
-        for (int i = 0; i < q.n[kc]; i++) q.v[kc][i]++;
-        for (int i = 0; i < q.n[kb]; i++) q.v[kb][i]++;
+        for (int i = 0; i < q.n[kc]; i++)
+            q.v[kc][i]++;
+        for (int i = 0; i < q.n[kb]; i++)
+            q.v[kb][i]++;
     }
     int nbt = p->n[LB];
     if (bdim[0] >= 0 && bdim[1] >= 0) {
@@ -315,18 +368,22 @@ static cft_array *dot_vmap(int64_t size, cft_array *const *x, const int *bdim, i
 }
 
 /* transpose(dot(a, b)) with perm = (batch, rhs free, lhs free) is dot(b, a) */
-static bool dot_fold_transpose(const cft_params *p, const int64_t *perm, int ndim, const cft_aval *in,
-                               cft_params *out, bool *swap) {
+static bool dot_fold_transpose(const cft_params *p, const int64_t *perm, int ndim,
+                               const cft_aval *in, cft_params *out, bool *swap) {
     int fa[CFT_MAX_NDIM], fb[CFT_MAX_NDIM], na, nb, nbt = p->n[LB];
     free_dims(in[0].ndim, p, LC, LB, fa, &na);
     free_dims(in[1].ndim, p, RC, RB, fb, &nb);
-    if (ndim != nbt + na + nb) return false;
+    if (ndim != nbt + na + nb)
+        return false;
     for (int i = 0; i < nbt; i++)
-        if (perm[i] != i) return false;
+        if (perm[i] != i)
+            return false;
     for (int i = 0; i < nb; i++)
-        if (perm[nbt + i] != nbt + na + i) return false;
+        if (perm[nbt + i] != nbt + na + i)
+            return false;
     for (int i = 0; i < na; i++)
-        if (perm[nbt + nb + i] != nbt + i) return false;
+        if (perm[nbt + nb + i] != nbt + i)
+            return false;
     memset(out, 0, sizeof *out);
     cft__param_set(out, LC, p->v[RC], p->n[RC]);
     cft__param_set(out, RC, p->v[LC], p->n[LC]);
@@ -337,24 +394,35 @@ static bool dot_fold_transpose(const cft_params *p, const int64_t *perm, int ndi
 }
 
 const cft_prim cft_p_dot_general = {
-    .name = "dot_general", .nin = 2, .nout = 1, .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONTRACTION,
-    .pnames = {"lc", "rc", "lb", "rb"}, .shape = dot_shape, .impl = dot_impl, .jvp = dot_jvp,
-    .transpose = dot_transpose, .vmap = dot_vmap, .impl_into = dot_into,
+    .name = "dot_general",
+    .nin = 2,
+    .nout = 1,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONTRACTION,
+    .pnames = {"lc", "rc", "lb", "rb"},
+    .shape = dot_shape,
+    .impl = dot_impl,
+    .jvp = dot_jvp,
+    .transpose = dot_transpose,
+    .vmap = dot_vmap,
+    .impl_into = dot_into,
     .fold_transpose = dot_fold_transpose,
 };
 
 cft_array *cft_dot_general(cft_array *a, cft_array *b, const int *lc, const int *rc, int nc,
                            const int *lb, const int *rb, int nb) {
     CFT_PROPAGATE("cft_dot_general", a, b);
-    if (nc < 0 || nb < 0 || nc > CFT_PARAM_LEN || nb > CFT_PARAM_LEN || (nc && (!lc || !rc)) || (nb && (!lb || !rb)))
-        return cft__fail(CFT_E_ARG, "cft_dot_general: bad dim lists for %s . %s", cft__av(&a->aval), cft__av(&b->aval));
+    if (nc < 0 || nb < 0 || nc > CFT_PARAM_LEN || nb > CFT_PARAM_LEN || (nc && (!lc || !rc)) ||
+        (nb && (!lb || !rb)))
+        return cft__fail(CFT_E_ARG, "cft_dot_general: bad dim lists for %s . %s", cft__av(&a->aval),
+                         cft__av(&b->aval));
     cft_dtype dt = cft_promote(a->aval.dtype, b->aval.dtype);
     cft_params p = {0};
     cft__param_set_int(&p, LC, lc, nc);
     cft__param_set_int(&p, RC, rc, nc);
     cft__param_set_int(&p, LB, lb, nb);
     cft__param_set_int(&p, RB, rb, nb);
-    return cft__bind1(&cft_p_dot_general, &p, 2, (cft_array *[]){cft__convert(a, dt), cft__convert(b, dt)});
+    return cft__bind1(&cft_p_dot_general, &p, 2,
+                      (cft_array *[]){cft__convert(a, dt), cft__convert(b, dt)});
 }
 
 /* NumPy matmul: promote 1-d operands, broadcast batch dims, one dot_general */
@@ -362,7 +430,8 @@ cft_array *cft_matmul(cft_array *a, cft_array *b) {
     CFT_PROPAGATE("cft_matmul", a, b);
     int ra = a->aval.ndim, rb = b->aval.ndim;
     if (ra == 0 || rb == 0)
-        return cft__fail(CFT_E_SHAPE, "cft_matmul: scalar operand: %s @ %s", cft__av(&a->aval), cft__av(&b->aval));
+        return cft__fail(CFT_E_SHAPE, "cft_matmul: scalar operand: %s @ %s", cft__av(&a->aval),
+                         cft__av(&b->aval));
     cft_array *A = ra == 1 ? cft_expand_dims(a, 0) : a, *B = rb == 1 ? cft_expand_dims(b, 1) : b;
     int na = A->aval.ndim, nb = B->aval.ndim, nbt = (na > nb ? na : nb) - 2;
     if (A->aval.shape[na - 1] != B->aval.shape[nb - 2])
@@ -390,10 +459,13 @@ cft_array *cft_matmul(cft_array *a, cft_array *b) {
         A = cft_broadcast_to(A, sa, nbt + 2);
         B = cft_broadcast_to(B, sb, nbt + 2);
         int bd[CFT_MAX_NDIM];
-        for (int i = 0; i < nbt; i++) bd[i] = i;
+        for (int i = 0; i < nbt; i++)
+            bd[i] = i;
         y = cft_dot_general(A, B, (int[]){nbt + 1}, (int[]){nbt}, 1, bd, bd, nbt);
     }
-    if (ra == 1) y = cft_squeeze(y, (int[]){-2}, 1);
-    if (rb == 1) y = cft_squeeze(y, (int[]){-1}, 1);
+    if (ra == 1)
+        y = cft_squeeze(y, (int[]){-2}, 1);
+    if (rb == 1)
+        y = cft_squeeze(y, (int[]){-1}, 1);
     return y;
 }

@@ -17,16 +17,18 @@
 static cft_array *clamp_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)p;
     cft_array *e = cft__ew_shape("clamp", in, nin, out);
-    if (e) return e;
+    if (e)
+        return e;
     if (!cft__dtype_in(in[0].dtype, CFT_DT_NUM))
-        return cft__fail(CFT_E_DTYPE, "clamp: dtype %s not supported (%s)", cft_dtype_name(in[0].dtype),
-                         cft__av(&in[1]));
+        return cft__fail(CFT_E_DTYPE, "clamp: dtype %s not supported (%s)",
+                         cft_dtype_name(in[0].dtype), cft__av(&in[1]));
     return NULL;
 }
 
 static bool bcast_scalar(const cft_array *x) {
     for (int i = 0; i < x->aval.ndim; i++)
-        if (x->strides[i] != 0 && x->aval.shape[i] != 1) return false;
+        if (x->strides[i] != 0 && x->aval.shape[i] != 1)
+            return false;
     return true;
 }
 
@@ -49,18 +51,25 @@ static cft_array *clamp_impl(cft_array *const *in, int nin, const cft_params *p,
     for (int k = 0; k < 3; k++) {
         s[k] = !bcast_scalar(in[k]);
         a[k] = s[k] ? cft__contig(in[k]) : in[k];
-        if (cft_failed(a[k])) return a[k];
+        if (cft_failed(a[k]))
+            return a[k];
     }
     const cft_aval *av = &in[1]->aval;
     cft_array *o = cft__alloc(av->dtype, av->shape, av->ndim);
-    if (cft_failed(o)) return o;
+    if (cft_failed(o))
+        return o;
     int64_t n = cft__numel(av->shape, av->ndim);
     switch (av->dtype) {
-    case CFT_F32: CLAMP_LOOP(float);
-    case CFT_F64: CLAMP_LOOP(double);
-    case CFT_I32: CLAMP_LOOP(int32_t);
-    case CFT_I64: CLAMP_LOOP(int64_t);
-    default: break;
+    case CFT_F32:
+        CLAMP_LOOP(float);
+    case CFT_F64:
+        CLAMP_LOOP(double);
+    case CFT_I32:
+        CLAMP_LOOP(int32_t);
+    case CFT_I64:
+        CLAMP_LOOP(int64_t);
+    default:
+        break;
     }
     cft__keep(a[0]), cft__keep(a[1]), cft__keep(a[2]);
     out[0] = o;
@@ -72,7 +81,8 @@ static cft_array *clamp_jvp(cft_array *const *x, cft_array *const *y, cft_array 
                             const cft_params *p, cft_array **ty) {
     (void)y, (void)nin, (void)p;
     ty[0] = NULL;
-    if ((!t[0] && !t[1] && !t[2]) || !cft_dtype_is_float(x[1]->aval.dtype)) return NULL;
+    if ((!t[0] && !t[1] && !t[2]) || !cft_dtype_is_float(x[1]->aval.dtype))
+        return NULL;
     const cft_aval *av = &x[1]->aval;
     cft_array *below = cft_lt(x[1], x[0]);
     cft_array *above = cft_gt(cft__select(below, x[0], x[1]), x[2]);
@@ -87,8 +97,14 @@ static cft_array *clamp_vmap(int64_t size, cft_array *const *x, const int *bdim,
 }
 
 const cft_prim cft_p_clamp = {
-    .name = "clamp", .nin = 3, .nout = 1, .flags = CFT_PRIM_ELEMENTWISE,
-    .shape = clamp_shape, .impl = clamp_impl, .jvp = clamp_jvp, .vmap = clamp_vmap,
+    .name = "clamp",
+    .nin = 3,
+    .nout = 1,
+    .flags = CFT_PRIM_ELEMENTWISE,
+    .shape = clamp_shape,
+    .impl = clamp_impl,
+    .jvp = clamp_jvp,
+    .vmap = clamp_vmap,
     .c_expr = STR(CLAMP_EXPR),
 };
 
@@ -99,21 +115,26 @@ cft_array *cft_clamp(cft_array *x, cft_array *lo, cft_array *hi) {
     /* NumPy broadcast of the three shapes */
     int nd = 0;
     for (int k = 0; k < 3; k++)
-        if (xs[k]->aval.ndim > nd) nd = xs[k]->aval.ndim;
+        if (xs[k]->aval.ndim > nd)
+            nd = xs[k]->aval.ndim;
     int64_t shape[CFT_MAX_NDIM];
-    for (int i = 0; i < nd; i++) shape[i] = 1;
+    for (int i = 0; i < nd; i++)
+        shape[i] = 1;
     for (int k = 0; k < 3; k++) {
         const cft_aval *a = &xs[k]->aval;
         for (int i = 0; i < a->ndim; i++) {
             int64_t d = a->shape[i], *sh = &shape[nd - a->ndim + i];
-            if (d == *sh || d == 1) continue;
+            if (d == *sh || d == 1)
+                continue;
             if (*sh != 1)
-                return cft__fail(CFT_E_SHAPE, "cft_clamp: shapes do not broadcast: x %s, lo %s, hi %s",
+                return cft__fail(CFT_E_SHAPE,
+                                 "cft_clamp: shapes do not broadcast: x %s, lo %s, hi %s",
                                  cft__av(&x->aval), cft__av(&lo->aval), cft__av(&hi->aval));
             *sh = d;
         }
     }
-    for (int k = 0; k < 3; k++) xs[k] = cft_broadcast_to(xs[k], shape, nd);
+    for (int k = 0; k < 3; k++)
+        xs[k] = cft_broadcast_to(xs[k], shape, nd);
     return cft__bind1(&cft_p_clamp, NULL, 3, xs);
 }
 
@@ -140,7 +161,8 @@ static cft_array *ipow_shape(const cft_aval *in, int nin, const cft_params *p, c
         for (int64_t i = 0; i < n; i++) {                                                          \
             W b = (W)xs[i], acc = 1;                                                               \
             for (int64_t e = m; e; e >>= 1) {                                                      \
-                if (e & 1) acc *= b;                                                               \
+                if (e & 1)                                                                         \
+                    acc *= b;                                                                      \
                 b *= b;                                                                            \
             }                                                                                      \
             ys[i] = (T)(NEG ? 1 / acc : acc);                                                      \
@@ -151,18 +173,25 @@ static cft_array *ipow_shape(const cft_aval *in, int nin, const cft_params *p, c
 static cft_array *ipow_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin;
     cft_array *x = cft__contig(in[0]);
-    if (cft_failed(x)) return x;
+    if (cft_failed(x))
+        return x;
     cft_array *y = cft__alloc(x->aval.dtype, x->aval.shape, x->aval.ndim);
-    if (cft_failed(y)) return y;
+    if (cft_failed(y))
+        return y;
     int64_t n = cft__numel(x->aval.shape, x->aval.ndim), k = p->v[0][0];
     bool neg = k < 0;
     int64_t m = neg ? -k : k;
     switch (x->aval.dtype) {
-    case CFT_F32: IPOW_LOOP(float, float, neg);
-    case CFT_F64: IPOW_LOOP(double, double, neg);
-    case CFT_I32: IPOW_LOOP(int32_t, uint64_t, 0);
-    case CFT_I64: IPOW_LOOP(int64_t, uint64_t, 0);
-    default: break;
+    case CFT_F32:
+        IPOW_LOOP(float, float, neg);
+    case CFT_F64:
+        IPOW_LOOP(double, double, neg);
+    case CFT_I32:
+        IPOW_LOOP(int32_t, uint64_t, 0);
+    case CFT_I64:
+        IPOW_LOOP(int64_t, uint64_t, 0);
+    default:
+        break;
     }
     cft__keep(x);
     out[0] = y;
@@ -181,7 +210,8 @@ static cft_array *ipow_jvp(cft_array *const *x, cft_array *const *y, cft_array *
     (void)y, (void)nin;
     int64_t k = p->v[0][0];
     ty[0] = NULL;
-    if (!t[0] || k == 0 || !cft_dtype_is_float(x[0]->aval.dtype)) return NULL;
+    if (!t[0] || k == 0 || !cft_dtype_is_float(x[0]->aval.dtype))
+        return NULL;
     if (k == 1) {
         ty[0] = t[0];
         return NULL;
@@ -200,8 +230,15 @@ static cft_array *ipow_vmap(int64_t size, cft_array *const *x, const int *bdim, 
 }
 
 const cft_prim cft_p_integer_pow = {
-    .name = "integer_pow", .nin = 1, .nout = 1, .flags = 0, .pnames = {"#y"},
-    .shape = ipow_shape, .impl = ipow_impl, .jvp = ipow_jvp, .vmap = ipow_vmap,
+    .name = "integer_pow",
+    .nin = 1,
+    .nout = 1,
+    .flags = 0,
+    .pnames = {"#y"},
+    .shape = ipow_shape,
+    .impl = ipow_impl,
+    .jvp = ipow_jvp,
+    .vmap = ipow_vmap,
 };
 
 cft_array *cft_integer_pow(cft_array *x, int n) {

@@ -56,7 +56,8 @@ cft_array *cft_one_hot(cft_array *labels, int64_t n, cft_dtype dtype) {
         return cft__fail(CFT_E_ARG, "cft_one_hot: need integer labels and n >= 1, got %s, n=%lld",
                          cft__av(a), (long long)n);
     int64_t shape[CFT_MAX_NDIM];
-    for (int i = 0; i < a->ndim; i++) shape[i] = a->shape[i];
+    for (int i = 0; i < a->ndim; i++)
+        shape[i] = a->shape[i];
     shape[a->ndim] = n;
     cft_array *classes = cft_iota(a->dtype, shape, a->ndim + 1, a->ndim);
     return cft_astype(cft_eq(cft_expand_dims(labels, -1), classes), dtype);
@@ -65,8 +66,10 @@ cft_array *cft_one_hot(cft_array *labels, int64_t n, cft_dtype dtype) {
 cft_array *cft_cross_entropy(cft_array *logits, cft_array *labels) {
     CFT_PROPAGATE("cft_cross_entropy", logits, labels);
     const cft_aval *l = &logits->aval, *y = &labels->aval;
-    bool ok = l->ndim == y->ndim + 1 && cft_dtype_is_float(l->dtype) && !cft_dtype_is_float(y->dtype);
-    for (int i = 0; ok && i < y->ndim; i++) ok = l->shape[i] == y->shape[i];
+    bool ok =
+        l->ndim == y->ndim + 1 && cft_dtype_is_float(l->dtype) && !cft_dtype_is_float(y->dtype);
+    for (int i = 0; ok && i < y->ndim; i++)
+        ok = l->shape[i] == y->shape[i];
     if (!ok)
         return cft__fail(CFT_E_SHAPE, "cft_cross_entropy: logits %s do not fit integer labels %s",
                          cft__av(l), cft__av(y));

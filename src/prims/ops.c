@@ -4,7 +4,8 @@
  * where(). */
 #include "prims/rules.h"
 
-#define CFT_BINARY(NAME, FEXPR, IEXPR, CLS, BOOLOUT, FLAGS, TAN, TRANS) extern const cft_prim cft_p_##NAME;
+#define CFT_BINARY(NAME, FEXPR, IEXPR, CLS, BOOLOUT, FLAGS, TAN, TRANS)                            \
+    extern const cft_prim cft_p_##NAME;
 #include "prims/binary.def"
 #undef CFT_BINARY
 
@@ -12,25 +13,30 @@
 static cft_array *broadcast_all(const char *op, cft_array **xs, int n) {
     int nd = 0;
     for (int k = 0; k < n; k++)
-        if (xs[k]->aval.ndim > nd) nd = xs[k]->aval.ndim;
+        if (xs[k]->aval.ndim > nd)
+            nd = xs[k]->aval.ndim;
     int64_t shape[CFT_MAX_NDIM];
-    for (int i = 0; i < nd; i++) shape[i] = 1;
+    for (int i = 0; i < nd; i++)
+        shape[i] = 1;
     for (int k = 0; k < n; k++) {
         const cft_aval *a = &xs[k]->aval;
         for (int i = 0; i < a->ndim; i++) {
             int64_t d = a->shape[i], *s = &shape[nd - a->ndim + i];
-            if (d == *s || d == 1) continue;
+            if (d == *s || d == 1)
+                continue;
             if (*s != 1) {
                 if (n == 2)
                     return cft__fail(CFT_E_SHAPE, "%s: shapes do not broadcast: %s and %s", op,
                                      cft__av(&xs[0]->aval), cft__av(&xs[1]->aval));
                 return cft__fail(CFT_E_SHAPE, "%s: shapes do not broadcast: %s, %s and %s", op,
-                                 cft__av(&xs[0]->aval), cft__av(&xs[1]->aval), cft__av(&xs[2]->aval));
+                                 cft__av(&xs[0]->aval), cft__av(&xs[1]->aval),
+                                 cft__av(&xs[2]->aval));
             }
             *s = d;
         }
     }
-    for (int k = 0; k < n; k++) xs[k] = cft_broadcast_to(xs[k], shape, nd);
+    for (int k = 0; k < n; k++)
+        xs[k] = cft_broadcast_to(xs[k], shape, nd);
     return NULL;
 }
 
@@ -39,12 +45,15 @@ static cft_array *binop(const char *op, const cft_prim *p, cft_array *a, cft_arr
     cft_dtype dt = cft_promote(a->aval.dtype, b->aval.dtype);
     cft_array *xs[2] = {cft__convert(a, dt), cft__convert(b, dt)};
     cft_array *e = broadcast_all(op, xs, 2);
-    if (e) return e;
+    if (e)
+        return e;
     return cft__bind1(p, NULL, 2, xs);
 }
 
 #define PUBLIC(NAME, PRIM)                                                                         \
-    cft_array *cft_##NAME(cft_array *a, cft_array *b) { return binop("cft_" #NAME, &cft_p_##PRIM, a, b); }
+    cft_array *cft_##NAME(cft_array *a, cft_array *b) {                                            \
+        return binop("cft_" #NAME, &cft_p_##PRIM, a, b);                                           \
+    }
 PUBLIC(add, add)
 PUBLIC(sub, sub)
 PUBLIC(mul, mul)
@@ -95,10 +104,12 @@ cft_array *cft_mul_s(cft_array *a, double s) {
 cft_array *cft_where(cft_array *cond, cft_array *a, cft_array *b) {
     CFT_PROPAGATE("cft_where", cond, a, b);
     if (cond->aval.dtype != CFT_BOOL)
-        return cft__fail(CFT_E_DTYPE, "cft_where: condition must be bool, got %s", cft__av(&cond->aval));
+        return cft__fail(CFT_E_DTYPE, "cft_where: condition must be bool, got %s",
+                         cft__av(&cond->aval));
     cft_dtype dt = cft_promote(a->aval.dtype, b->aval.dtype);
     cft_array *xs[3] = {cond, cft__convert(a, dt), cft__convert(b, dt)};
     cft_array *e = broadcast_all("cft_where", xs, 3);
-    if (e) return e;
+    if (e)
+        return e;
     return cft__select(xs[0], xs[1], xs[2]);
 }

@@ -9,7 +9,9 @@
 
 #include "prims/rules.h"
 
-static inline uint32_t rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+static inline uint32_t rotl(uint32_t x, int r) {
+    return (x << r) | (x >> (32 - r));
+}
 
 static void threefry2x32(uint32_t k0, uint32_t k1, uint32_t c0, uint32_t c1, uint32_t out[2]) {
     static const int R[8] = {13, 15, 26, 6, 17, 29, 16, 24};
@@ -54,29 +56,37 @@ static cft_array *keys_vmap(const cft_prim *prim, cft_array *const *x, const int
 static cft_array *uni_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
     cft_array *e = key_check("random_uniform", &in[0]);
-    if (e) return e;
+    if (e)
+        return e;
     int nb = in[0].ndim - 1;
-    if (nb + p->n[1] > CFT_MAX_NDIM) return cft__fail(CFT_E_SHAPE, "random_uniform: rank too large");
+    if (nb + p->n[1] > CFT_MAX_NDIM)
+        return cft__fail(CFT_E_SHAPE, "random_uniform: rank too large");
     if ((cft_dtype)p->v[0][0] != CFT_F32 && (cft_dtype)p->v[0][0] != CFT_F64)
-        return cft__fail(CFT_E_DTYPE, "random_uniform: dtype must be f32 or f64 (convert to a half type after)");
+        return cft__fail(CFT_E_DTYPE,
+                         "random_uniform: dtype must be f32 or f64 (convert to a half type after)");
     *out = cft__aval((cft_dtype)p->v[0][0], in[0].shape, nb);
-    for (int i = 0; i < p->n[1]; i++) out->shape[out->ndim++] = p->v[1][i];
+    for (int i = 0; i < p->n[1]; i++)
+        out->shape[out->ndim++] = p->v[1][i];
     return NULL;
 }
 static cft_array *uni_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     cft_aval o;
     uni_shape(&in[0]->aval, nin, p, &o);
     cft_array *k = cft__contig(in[0]), *y = cft__alloc(o.dtype, o.shape, o.ndim);
-    if (cft_failed(y)) return y;
-    int64_t nk = cft__numel(in[0]->aval.shape, in[0]->aval.ndim - 1), n = cft__numel(p->v[1], p->n[1]);
+    if (cft_failed(y))
+        return y;
+    int64_t nk = cft__numel(in[0]->aval.shape, in[0]->aval.ndim - 1),
+            n = cft__numel(p->v[1], p->n[1]);
     const uint32_t *ks = cft__ptr(k);
     for (int64_t b = 0; b < nk; b++) {
         uint32_t k0 = ks[2 * b], k1 = ks[2 * b + 1];
         for (int64_t i = 0; i < n; i++) {
             if (o.dtype == CFT_F32) { /* 24 random bits */
-                ((float *)y->data)[b * n + i] = (float)(stream(k0, k1, (uint64_t)i) >> 8) * 0x1p-24f;
+                ((float *)y->data)[b * n + i] =
+                    (float)(stream(k0, k1, (uint64_t)i) >> 8) * 0x1p-24f;
             } else { /* 53 random bits from two words */
-                uint64_t hi = stream(k0, k1, 2 * (uint64_t)i), lo = stream(k0, k1, 2 * (uint64_t)i + 1);
+                uint64_t hi = stream(k0, k1, 2 * (uint64_t)i),
+                         lo = stream(k0, k1, 2 * (uint64_t)i + 1);
                 ((double *)y->data)[b * n + i] = (double)(((hi << 32) | lo) >> 11) * 0x1p-53;
             }
         }
@@ -91,8 +101,14 @@ static cft_array *uni_vmap(int64_t size, cft_array *const *x, const int *bdim, i
     return keys_vmap(&cft_p_random_uniform, x, bdim, p, y, ybdim);
 }
 const cft_prim cft_p_random_uniform = {
-    .name = "random_uniform", .nin = 1, .nout = 1, .flags = CFT_PRIM_NONDIFF,
-    .pnames = {"dtype", "shape"}, .shape = uni_shape, .impl = uni_impl, .vmap = uni_vmap,
+    .name = "random_uniform",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_NONDIFF,
+    .pnames = {"dtype", "shape"},
+    .shape = uni_shape,
+    .impl = uni_impl,
+    .vmap = uni_vmap,
 };
 
 /* ---- random_split[#n] ---- */
@@ -100,7 +116,8 @@ const cft_prim cft_p_random_uniform = {
 static cft_array *split_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
     cft_array *e = key_check("random_split", &in[0]);
-    if (e) return e;
+    if (e)
+        return e;
     if (in[0].ndim + 1 > CFT_MAX_NDIM || p->v[0][0] < 1)
         return cft__fail(CFT_E_ARG, "random_split: bad count %lld", (long long)p->v[0][0]);
     *out = in[0];
@@ -112,12 +129,14 @@ static cft_array *split_impl(cft_array *const *in, int nin, const cft_params *p,
     cft_aval o;
     split_shape(&in[0]->aval, nin, p, &o);
     cft_array *k = cft__contig(in[0]), *y = cft__alloc(CFT_I32, o.shape, o.ndim);
-    if (cft_failed(y)) return y;
+    if (cft_failed(y))
+        return y;
     int64_t nk = cft__numel(in[0]->aval.shape, in[0]->aval.ndim - 1), n = p->v[0][0];
     const uint32_t *ks = cft__ptr(k);
     uint32_t *ys = (uint32_t *)y->data;
     for (int64_t b = 0; b < nk; b++)
-        for (int64_t i = 0; i < n; i++) threefry2x32(ks[2 * b], ks[2 * b + 1], (uint32_t)i, 0x3c6ef372u, ys + 2 * (b * n + i));
+        for (int64_t i = 0; i < n; i++)
+            threefry2x32(ks[2 * b], ks[2 * b + 1], (uint32_t)i, 0x3c6ef372u, ys + 2 * (b * n + i));
     cft__keep(k);
     out[0] = y;
     return NULL;
@@ -128,8 +147,14 @@ static cft_array *split_vmap(int64_t size, cft_array *const *x, const int *bdim,
     return keys_vmap(&cft_p_random_split, x, bdim, p, y, ybdim);
 }
 const cft_prim cft_p_random_split = {
-    .name = "random_split", .nin = 1, .nout = 1, .flags = CFT_PRIM_NONDIFF, .pnames = {"#n"},
-    .shape = split_shape, .impl = split_impl, .vmap = split_vmap,
+    .name = "random_split",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_NONDIFF,
+    .pnames = {"#n"},
+    .shape = split_shape,
+    .impl = split_impl,
+    .vmap = split_vmap,
 };
 
 /* ---- random_fold_in[#data] ---- */
@@ -137,14 +162,17 @@ const cft_prim cft_p_random_split = {
 static cft_array *fold_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin, (void)p;
     cft_array *e = key_check("random_fold_in", &in[0]);
-    if (e) return e;
+    if (e)
+        return e;
     *out = in[0];
     return NULL;
 }
 static cft_array *fold_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin;
-    cft_array *k = cft__contig(in[0]), *y = cft__alloc(CFT_I32, in[0]->aval.shape, in[0]->aval.ndim);
-    if (cft_failed(y)) return y;
+    cft_array *k = cft__contig(in[0]),
+              *y = cft__alloc(CFT_I32, in[0]->aval.shape, in[0]->aval.ndim);
+    if (cft_failed(y))
+        return y;
     int64_t nk = cft__numel(in[0]->aval.shape, in[0]->aval.ndim - 1);
     uint64_t d = (uint64_t)p->v[0][0];
     const uint32_t *ks = cft__ptr(k);
@@ -161,8 +189,14 @@ static cft_array *fold_vmap(int64_t size, cft_array *const *x, const int *bdim, 
     return keys_vmap(&cft_p_random_fold_in, x, bdim, p, y, ybdim);
 }
 const cft_prim cft_p_random_fold_in = {
-    .name = "random_fold_in", .nin = 1, .nout = 1, .flags = CFT_PRIM_NONDIFF, .pnames = {"#data"},
-    .shape = fold_shape, .impl = fold_impl, .vmap = fold_vmap,
+    .name = "random_fold_in",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_NONDIFF,
+    .pnames = {"#data"},
+    .shape = fold_shape,
+    .impl = fold_impl,
+    .vmap = fold_vmap,
 };
 
 /* ---- public ---- */
@@ -192,10 +226,12 @@ cft_array *cft_random_uniform(cft_array *key, cft_dtype dtype, const int64_t *sh
     cft__param_set1(&p, 0, dtype);
     cft__param_set(&p, 1, shape, ndim);
     cft_array *u = cft__bind1(&cft_p_random_uniform, &p, 1, &key);
-    if (lo == 0 && hi == 1) return u;
+    if (lo == 0 && hi == 1)
+        return u;
     /* u*(hi-lo)+lo can round up to hi (u = 1-2^-24, lo = 1, hi = 2 gives 2 in
      * f32): clamp to the largest value of the dtype below hi */
-    double top = dtype == CFT_F32 ? (double)nextafterf((float)hi, -INFINITY) : nextafter(hi, -INFINITY);
+    double top =
+        dtype == CFT_F32 ? (double)nextafterf((float)hi, -INFINITY) : nextafter(hi, -INFINITY);
     return cft_minimum(cft_add_s(cft_mul_s(u, hi - lo), lo), cft_scalar(top, dtype));
 }
 /* Box-Muller on two independent uniform draws */
@@ -204,7 +240,8 @@ cft_array *cft_random_normal(cft_array *key, cft_dtype dtype, const int64_t *sha
     cft_array *ks = cft_random_split(key, 2);
     cft_array *u1 = cft_random_uniform(cft_index(ks, 0), dtype, shape, ndim, 0, 1);
     cft_array *u2 = cft_random_uniform(cft_index(ks, 1), dtype, shape, ndim, 0, 1);
-    cft_array *r = cft_sqrt(cft_mul_s(cft_log(cft_sub(cft_ones_like(u1), u1)), -2.0)); /* 1-u1 in (0,1] */
+    cft_array *r =
+        cft_sqrt(cft_mul_s(cft_log(cft_sub(cft_ones_like(u1), u1)), -2.0)); /* 1-u1 in (0,1] */
     return cft_mul(r, cft_cos(cft_mul_s(u2, 2 * M_PI)));
 }
 cft_array *cft_random_bernoulli(cft_array *key, double p, const int64_t *shape, int ndim) {

@@ -11,17 +11,20 @@
 
 /* ---- shared ---- */
 
-static cft_array *axes_shape(const char *name, const cft_aval *in, const cft_params *p, cft_aval *out) {
+static cft_array *axes_shape(const char *name, const cft_aval *in, const cft_params *p,
+                             cft_aval *out) {
     bool drop[CFT_MAX_NDIM] = {0};
     for (int i = 0; i < p->n[0]; i++) {
         int64_t a = p->v[0][i];
         if (a < 0 || a >= in[0].ndim || drop[a])
-            return cft__fail(CFT_E_ARG, "%s: bad axis %lld for %s", name, (long long)a, cft__av(&in[0]));
+            return cft__fail(CFT_E_ARG, "%s: bad axis %lld for %s", name, (long long)a,
+                             cft__av(&in[0]));
         drop[a] = true;
     }
     *out = cft__aval(in[0].dtype, NULL, 0);
     for (int i = 0; i < in[0].ndim; i++)
-        if (!drop[i]) out->shape[out->ndim++] = in[0].shape[i];
+        if (!drop[i])
+            out->shape[out->ndim++] = in[0].shape[i];
     return NULL;
 }
 
@@ -29,14 +32,18 @@ static cft_array *axes_shape(const char *name, const cft_aval *in, const cft_par
 static cft_array *rows(cft_array *x, const cft_params *p, int64_t *M, int64_t *K) {
     bool red[CFT_MAX_NDIM] = {0};
     int perm[CFT_MAX_NDIM], k = 0, nd = x->aval.ndim;
-    for (int i = 0; i < p->n[0]; i++) red[p->v[0][i]] = true;
+    for (int i = 0; i < p->n[0]; i++)
+        red[p->v[0][i]] = true;
     *M = *K = 1;
     for (int i = 0; i < nd; i++)
-        if (!red[i]) perm[k++] = i, *M *= x->aval.shape[i];
+        if (!red[i])
+            perm[k++] = i, *M *= x->aval.shape[i];
     for (int i = 0; i < nd; i++)
-        if (red[i]) perm[k++] = i, *K *= x->aval.shape[i];
+        if (red[i])
+            perm[k++] = i, *K *= x->aval.shape[i];
     int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
-    for (int i = 0; i < nd; i++) shape[i] = x->aval.shape[perm[i]], st[i] = x->strides[perm[i]];
+    for (int i = 0; i < nd; i++)
+        shape[i] = x->aval.shape[perm[i]], st[i] = x->strides[perm[i]];
     return cft__contig(cft__view(x, shape, nd, st, x->offset));
 }
 
@@ -58,43 +65,75 @@ enum { R_SUM, R_MAX, R_MIN, R_PROD };
     }                                                                                              \
     break
 
-#define FMAX_STEP if (v > acc || v != v) acc = v
-#define FMIN_STEP if (v < acc || v != v) acc = v
-#define IMAX_STEP if (v > acc) acc = v
-#define IMIN_STEP if (v < acc) acc = v
+#define FMAX_STEP                                                                                  \
+    if (v > acc || v != v)                                                                         \
+    acc = v
+#define FMIN_STEP                                                                                  \
+    if (v < acc || v != v)                                                                         \
+    acc = v
+#define IMAX_STEP                                                                                  \
+    if (v > acc)                                                                                   \
+    acc = v
+#define IMIN_STEP                                                                                  \
+    if (v < acc)                                                                                   \
+    acc = v
 
 static cft_array *reduce_run(int op, cft_array *const *in, const cft_params *p, const char *name,
                              cft_array **out) {
     cft_aval o;
     cft_array *e = axes_shape(name, &in[0]->aval, p, &o);
-    if (e) return e;
+    if (e)
+        return e;
     int64_t M, K;
     cft_array *r = rows(in[0], p, &M, &K);
     cft_array *y = cft__alloc(o.dtype, o.shape, o.ndim);
-    if (cft_failed(r)) return r;
-    if (cft_failed(y)) return y;
+    if (cft_failed(r))
+        return r;
+    if (cft_failed(y))
+        return y;
     switch (op * 8 + (int)o.dtype) {
-    case R_SUM * 8 + CFT_F32: RED_LOOP(float, double, 0, acc += v);
-    case R_SUM * 8 + CFT_F64: RED_LOOP(double, double, 0, acc += v);
-    case R_SUM * 8 + CFT_I32: RED_LOOP(int32_t, int64_t, 0, acc += v);
-    case R_SUM * 8 + CFT_I64: RED_LOOP(int64_t, int64_t, 0, acc += v);
-    case R_SUM * 8 + CFT_BOOL: RED_LOOP(uint8_t, int, 0, acc |= v);
-    case R_PROD * 8 + CFT_F32: RED_LOOP(float, double, 1, acc *= v);
-    case R_PROD * 8 + CFT_F64: RED_LOOP(double, double, 1, acc *= v);
-    case R_PROD * 8 + CFT_I32: RED_LOOP(int32_t, int64_t, 1, acc *= v);
-    case R_PROD * 8 + CFT_I64: RED_LOOP(int64_t, int64_t, 1, acc *= v);
-    case R_PROD * 8 + CFT_BOOL: RED_LOOP(uint8_t, int, 1, acc &= v);
-    case R_MAX * 8 + CFT_F32: RED_LOOP(float, float, -INFINITY, FMAX_STEP);
-    case R_MAX * 8 + CFT_F64: RED_LOOP(double, double, -INFINITY, FMAX_STEP);
-    case R_MAX * 8 + CFT_I32: RED_LOOP(int32_t, int32_t, INT32_MIN, IMAX_STEP);
-    case R_MAX * 8 + CFT_I64: RED_LOOP(int64_t, int64_t, INT64_MIN, IMAX_STEP);
-    case R_MAX * 8 + CFT_BOOL: RED_LOOP(uint8_t, uint8_t, 0, IMAX_STEP);
-    case R_MIN * 8 + CFT_F32: RED_LOOP(float, float, INFINITY, FMIN_STEP);
-    case R_MIN * 8 + CFT_F64: RED_LOOP(double, double, INFINITY, FMIN_STEP);
-    case R_MIN * 8 + CFT_I32: RED_LOOP(int32_t, int32_t, INT32_MAX, IMIN_STEP);
-    case R_MIN * 8 + CFT_I64: RED_LOOP(int64_t, int64_t, INT64_MAX, IMIN_STEP);
-    case R_MIN * 8 + CFT_BOOL: RED_LOOP(uint8_t, uint8_t, 1, IMIN_STEP);
-    default: break;
+    case R_SUM * 8 + CFT_F32:
+        RED_LOOP(float, double, 0, acc += v);
+    case R_SUM * 8 + CFT_F64:
+        RED_LOOP(double, double, 0, acc += v);
+    case R_SUM * 8 + CFT_I32:
+        RED_LOOP(int32_t, int64_t, 0, acc += v);
+    case R_SUM * 8 + CFT_I64:
+        RED_LOOP(int64_t, int64_t, 0, acc += v);
+    case R_SUM * 8 + CFT_BOOL:
+        RED_LOOP(uint8_t, int, 0, acc |= v);
+    case R_PROD * 8 + CFT_F32:
+        RED_LOOP(float, double, 1, acc *= v);
+    case R_PROD * 8 + CFT_F64:
+        RED_LOOP(double, double, 1, acc *= v);
+    case R_PROD * 8 + CFT_I32:
+        RED_LOOP(int32_t, int64_t, 1, acc *= v);
+    case R_PROD * 8 + CFT_I64:
+        RED_LOOP(int64_t, int64_t, 1, acc *= v);
+    case R_PROD * 8 + CFT_BOOL:
+        RED_LOOP(uint8_t, int, 1, acc &= v);
+    case R_MAX * 8 + CFT_F32:
+        RED_LOOP(float, float, -INFINITY, FMAX_STEP);
+    case R_MAX * 8 + CFT_F64:
+        RED_LOOP(double, double, -INFINITY, FMAX_STEP);
+    case R_MAX * 8 + CFT_I32:
+        RED_LOOP(int32_t, int32_t, INT32_MIN, IMAX_STEP);
+    case R_MAX * 8 + CFT_I64:
+        RED_LOOP(int64_t, int64_t, INT64_MIN, IMAX_STEP);
+    case R_MAX * 8 + CFT_BOOL:
+        RED_LOOP(uint8_t, uint8_t, 0, IMAX_STEP);
+    case R_MIN * 8 + CFT_F32:
+        RED_LOOP(float, float, INFINITY, FMIN_STEP);
+    case R_MIN * 8 + CFT_F64:
+        RED_LOOP(double, double, INFINITY, FMIN_STEP);
+    case R_MIN * 8 + CFT_I32:
+        RED_LOOP(int32_t, int32_t, INT32_MAX, IMIN_STEP);
+    case R_MIN * 8 + CFT_I64:
+        RED_LOOP(int64_t, int64_t, INT64_MAX, IMIN_STEP);
+    case R_MIN * 8 + CFT_BOOL:
+        RED_LOOP(uint8_t, uint8_t, 1, IMIN_STEP);
+    default:
+        break;
     }
     cft__keep(r);
     out[0] = y;
@@ -105,9 +144,11 @@ static cft_array *reduce_run(int op, cft_array *const *in, const cft_params *p, 
 static int kept_dims(const cft_aval *in, const cft_params *p, int *dims) {
     bool red[CFT_MAX_NDIM] = {0};
     int k = 0;
-    for (int i = 0; i < p->n[0]; i++) red[p->v[0][i]] = true;
+    for (int i = 0; i < p->n[0]; i++)
+        red[p->v[0][i]] = true;
     for (int i = 0; i < in->ndim; i++)
-        if (!red[i]) dims[k++] = i;
+        if (!red[i])
+            dims[k++] = i;
     return k;
 }
 static cft_array *bcast_back(cft_array *y, const cft_aval *in, const cft_params *p) {
@@ -133,11 +174,13 @@ static cft_array *reduce_vmap(const cft_prim *prim, cft_array *const *x, const i
 }
 
 #define REDUCE_COMMON(NAME, OP)                                                                    \
-    static cft_array *NAME##_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) { \
+    static cft_array *NAME##_shape(const cft_aval *in, int nin, const cft_params *p,               \
+                                   cft_aval *out) {                                                \
         (void)nin;                                                                                 \
         return axes_shape(#NAME, in, p, out);                                                      \
     }                                                                                              \
-    static cft_array *NAME##_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) { \
+    static cft_array *NAME##_impl(cft_array *const *in, int nin, const cft_params *p,              \
+                                  cft_array **out) {                                               \
         (void)nin;                                                                                 \
         return reduce_run(OP, in, p, #NAME, out);                                                  \
     }                                                                                              \
@@ -188,17 +231,22 @@ static cft_array *prod_jvp(cft_array *const *x, cft_array *const *y, cft_array *
                            const cft_params *p, cft_array **ty) {
     (void)y, (void)nin;
     ty[0] = NULL;
-    if (!t[0]) return NULL;
+    if (!t[0])
+        return NULL;
     const cft_aval *a = &x[0]->aval;
     bool red[CFT_MAX_NDIM] = {0};
     int perm[CFT_MAX_NDIM] = {0}, k = 0, ond = 0;
     int64_t K = 1, M = 1, oshape[CFT_MAX_NDIM];
-    for (int i = 0; i < p->n[0]; i++) red[p->v[0][i]] = true;
+    for (int i = 0; i < p->n[0]; i++)
+        red[p->v[0][i]] = true;
     for (int i = 0; i < a->ndim; i++)
-        if (red[i]) perm[k++] = i, K *= a->shape[i];
+        if (red[i])
+            perm[k++] = i, K *= a->shape[i];
     for (int i = 0; i < a->ndim; i++)
-        if (!red[i]) perm[k++] = i, M *= a->shape[i], oshape[ond++] = a->shape[i];
-    if (K == 0) return NULL; /* the empty product is 1: zero tangent */
+        if (!red[i])
+            perm[k++] = i, M *= a->shape[i], oshape[ond++] = a->shape[i];
+    if (K == 0)
+        return NULL; /* the empty product is 1: zero tangent */
     int64_t km[2] = {K, M};
     cft_array *v = cft__reshape(cft_transpose(x[0], perm), km, 2);
     cft_array *dv = cft__reshape(cft_transpose(t[0], perm), km, 2);
@@ -213,7 +261,8 @@ static cft_array *prod_jvp(cft_array *const *x, cft_array *const *y, cft_array *
         cft_array *v0 = cft_slice(v, s0, l, st), *v1 = cft_slice(v, s1, l, st);
         cft_array *d0 = cft_slice(dv, s0, l, st), *d1 = cft_slice(dv, s1, l, st);
         dv = cft_add(cft_mul(d0, v1), cft_mul(v0, d1));
-        if (K > 2) v = cft_mul(v0, v1);
+        if (K > 2)
+            v = cft_mul(v0, v1);
         K /= 2;
     }
     ty[0] = cft__reshape(dv, oshape, ond);
@@ -221,27 +270,59 @@ static cft_array *prod_jvp(cft_array *const *x, cft_array *const *y, cft_array *
 }
 
 const cft_prim cft_p_reduce_sum = {
-    .name = "reduce_sum", .nin = 1, .nout = 1, .flags = CFT_PRIM_LINEAR | CFT_PRIM_REDUCTION,
-    .pnames = {"axes"}, .c_expr = "acc + x", .c_init = "0",
-    .shape = reduce_sum_shape, .impl = reduce_sum_impl, .jvp = sum_jvp,
-    .transpose = sum_transpose, .vmap = reduce_sum_vmap,
+    .name = "reduce_sum",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_REDUCTION,
+    .pnames = {"axes"},
+    .c_expr = "acc + x",
+    .c_init = "0",
+    .shape = reduce_sum_shape,
+    .impl = reduce_sum_impl,
+    .jvp = sum_jvp,
+    .transpose = sum_transpose,
+    .vmap = reduce_sum_vmap,
 };
 const cft_prim cft_p_reduce_max = {
-    .name = "reduce_max", .nin = 1, .nout = 1, .flags = CFT_PRIM_REDUCTION, .pnames = {"axes"},
-    .c_expr = "(x > acc || x != x) ? x : acc", .c_iexpr = "x > acc ? x : acc", .c_init = "-INFINITY",
+    .name = "reduce_max",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_REDUCTION,
+    .pnames = {"axes"},
+    .c_expr = "(x > acc || x != x) ? x : acc",
+    .c_iexpr = "x > acc ? x : acc",
+    .c_init = "-INFINITY",
     .shape = reduce_max_shape,
-    .impl = reduce_max_impl, .jvp = extreme_jvp, .vmap = reduce_max_vmap,
+    .impl = reduce_max_impl,
+    .jvp = extreme_jvp,
+    .vmap = reduce_max_vmap,
 };
 const cft_prim cft_p_reduce_min = {
-    .name = "reduce_min", .nin = 1, .nout = 1, .flags = CFT_PRIM_REDUCTION, .pnames = {"axes"},
-    .c_expr = "(x < acc || x != x) ? x : acc", .c_iexpr = "x < acc ? x : acc", .c_init = "INFINITY",
+    .name = "reduce_min",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_REDUCTION,
+    .pnames = {"axes"},
+    .c_expr = "(x < acc || x != x) ? x : acc",
+    .c_iexpr = "x < acc ? x : acc",
+    .c_init = "INFINITY",
     .shape = reduce_min_shape,
-    .impl = reduce_min_impl, .jvp = extreme_jvp, .vmap = reduce_min_vmap,
+    .impl = reduce_min_impl,
+    .jvp = extreme_jvp,
+    .vmap = reduce_min_vmap,
 };
 const cft_prim cft_p_reduce_prod = {
-    .name = "reduce_prod", .nin = 1, .nout = 1, .flags = CFT_PRIM_REDUCTION, .pnames = {"axes"},
-    .c_expr = "acc * x", .c_init = "1", .shape = reduce_prod_shape,
-    .impl = reduce_prod_impl, .jvp = prod_jvp, .vmap = reduce_prod_vmap,
+    .name = "reduce_prod",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_REDUCTION,
+    .pnames = {"axes"},
+    .c_expr = "acc * x",
+    .c_init = "1",
+    .shape = reduce_prod_shape,
+    .impl = reduce_prod_impl,
+    .jvp = prod_jvp,
+    .vmap = reduce_prod_vmap,
 };
 
 /* ---- argmax / argmin[#axis] -> i32 ---- */
@@ -249,20 +330,25 @@ const cft_prim cft_p_reduce_prod = {
 static cft_array *arg_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
     cft_array *e = axes_shape("argmax", in, p, out);
-    if (e) return e;
+    if (e)
+        return e;
     if (in[0].shape[p->v[0][0]] == 0)
-        return cft__fail(CFT_E_SHAPE, "argmax: empty axis %lld of %s", (long long)p->v[0][0], cft__av(&in[0]));
+        return cft__fail(CFT_E_SHAPE, "argmax: empty axis %lld of %s", (long long)p->v[0][0],
+                         cft__av(&in[0]));
     out->dtype = CFT_I32;
     return NULL;
 }
 static cft_array *arg_run(cft_array *const *in, const cft_params *p, bool is_max, cft_array **out) {
     cft_aval o;
     cft_array *e = arg_shape(&in[0]->aval, 1, p, &o);
-    if (e) return e;
+    if (e)
+        return e;
     int64_t M, K;
     cft_array *r = rows(in[0], p, &M, &K), *y = cft__alloc(CFT_I32, o.shape, o.ndim);
-    if (cft_failed(r)) return r;
-    if (cft_failed(y)) return y;
+    if (cft_failed(r))
+        return r;
+    if (cft_failed(y))
+        return y;
     const char *base = cft__ptr(r);
     cft_dtype dt = r->aval.dtype;
     for (int64_t m = 0; m < M; m++) {
@@ -270,7 +356,8 @@ static cft_array *arg_run(cft_array *const *in, const cft_params *p, bool is_max
         double bv = cft__get(base, dt, m * K);
         for (int64_t k = 1; k < K && !isnan(bv); k++) {
             double v = cft__get(base, dt, m * K + k);
-            if (isnan(v) || (is_max ? v > bv : v < bv)) best = k, bv = v;
+            if (isnan(v) || (is_max ? v > bv : v < bv))
+                best = k, bv = v;
         }
         ((int32_t *)y->data)[m] = (int32_t)best;
     }
@@ -297,12 +384,24 @@ static cft_array *argmin_vmap(int64_t size, cft_array *const *x, const int *bdim
     return reduce_vmap(&cft_p_argmin, x, bdim, p, y, ybdim);
 }
 const cft_prim cft_p_argmax = {
-    .name = "argmax", .nin = 1, .nout = 1, .flags = CFT_PRIM_NONDIFF, .pnames = {"axes"},
-    .shape = arg_shape, .impl = argmax_impl, .vmap = argmax_vmap,
+    .name = "argmax",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_NONDIFF,
+    .pnames = {"axes"},
+    .shape = arg_shape,
+    .impl = argmax_impl,
+    .vmap = argmax_vmap,
 };
 const cft_prim cft_p_argmin = {
-    .name = "argmin", .nin = 1, .nout = 1, .flags = CFT_PRIM_NONDIFF, .pnames = {"axes"},
-    .shape = arg_shape, .impl = argmin_impl, .vmap = argmin_vmap,
+    .name = "argmin",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_NONDIFF,
+    .pnames = {"axes"},
+    .shape = arg_shape,
+    .impl = argmin_impl,
+    .vmap = argmin_vmap,
 };
 
 /* ---- public ops ---- */
@@ -311,7 +410,8 @@ static int norm_axes(const char *op, const cft_array *x, const int *axes, int na
     int nd = x->aval.ndim;
     bool mark[CFT_MAX_NDIM] = {0};
     if (!axes || naxes == 0) {
-        for (int i = 0; i < nd; i++) out[i] = i;
+        for (int i = 0; i < nd; i++)
+            out[i] = i;
         return nd;
     }
     for (int i = 0; i < naxes; i++) {
@@ -324,7 +424,8 @@ static int norm_axes(const char *op, const cft_array *x, const int *axes, int na
     }
     int k = 0;
     for (int i = 0; i < nd; i++)
-        if (mark[i]) out[k++] = i;
+        if (mark[i])
+            out[k++] = i;
     return k;
 }
 
@@ -333,20 +434,25 @@ static cft_array *reduce_op(const char *op, const cft_prim *prim, cft_array *x, 
     CFT_PROPAGATE(op, x);
     int64_t ax[CFT_MAX_NDIM];
     int n = norm_axes(op, x, axes, naxes, ax);
-    if (n < 0) return cft__fail(CFT_E_ARG, "%s", cft_last_error_message());
+    if (n < 0)
+        return cft__fail(CFT_E_ARG, "%s", cft_last_error_message());
     cft_params p = {0};
     cft__param_set(&p, 0, ax, n);
     cft_array *y = cft__bind1(prim, &p, 1, &x);
-    if (!keepdims || cft_failed(y)) return y;
+    if (!keepdims || cft_failed(y))
+        return y;
     int64_t shape[CFT_MAX_NDIM];
-    for (int i = 0; i < x->aval.ndim; i++) shape[i] = x->aval.shape[i];
-    for (int i = 0; i < n; i++) shape[ax[i]] = 1;
+    for (int i = 0; i < x->aval.ndim; i++)
+        shape[i] = x->aval.shape[i];
+    for (int i = 0; i < n; i++)
+        shape[ax[i]] = 1;
     return cft__reshape(y, shape, x->aval.ndim);
 }
 
 cft_array *cft__reduce_sum(cft_array *x, const int *axes, int naxes) {
     int64_t ax[CFT_MAX_NDIM];
-    for (int i = 0; i < naxes; i++) ax[i] = axes[i];
+    for (int i = 0; i < naxes; i++)
+        ax[i] = axes[i];
     cft_params p = {0};
     cft__param_set(&p, 0, ax, naxes);
     return cft__bind1(&cft_p_reduce_sum, &p, 1, &x);
@@ -369,26 +475,33 @@ cft_array *cft_min(cft_array *x, const int *axes, int naxes, bool keepdims) {
 }
 cft_array *cft_mean(cft_array *x, const int *axes, int naxes, bool keepdims) {
     CFT_PROPAGATE("cft_mean", x);
-    if (!cft_dtype_is_float(x->aval.dtype)) x = cft_astype(x, CFT_F32);
+    if (!cft_dtype_is_float(x->aval.dtype))
+        x = cft_astype(x, CFT_F32);
     int64_t ax[CFT_MAX_NDIM];
     int n = norm_axes("cft_mean", x, axes, naxes, ax);
-    if (n < 0) return cft__fail(CFT_E_ARG, "%s", cft_last_error_message());
+    if (n < 0)
+        return cft__fail(CFT_E_ARG, "%s", cft_last_error_message());
     int64_t cnt = 1;
-    for (int i = 0; i < n; i++) cnt *= x->aval.shape[ax[i]];
+    for (int i = 0; i < n; i++)
+        cnt *= x->aval.shape[ax[i]];
     return cft_mul_s(cft_sum(x, axes, naxes, keepdims), 1.0 / (double)(cnt ? cnt : 1));
 }
 cft_array *cft_var(cft_array *x, const int *axes, int naxes, int ddof, bool keepdims) {
     CFT_PROPAGATE("cft_var", x);
-    if (!cft_dtype_is_float(x->aval.dtype)) x = cft_astype(x, CFT_F32);
+    if (!cft_dtype_is_float(x->aval.dtype))
+        x = cft_astype(x, CFT_F32);
     int64_t ax[CFT_MAX_NDIM];
     int n = norm_axes("cft_var", x, axes, naxes, ax);
-    if (n < 0) return cft__fail(CFT_E_ARG, "%s", cft_last_error_message());
+    if (n < 0)
+        return cft__fail(CFT_E_ARG, "%s", cft_last_error_message());
     int64_t cnt = 1;
-    for (int i = 0; i < n; i++) cnt *= x->aval.shape[ax[i]];
+    for (int i = 0; i < n; i++)
+        cnt *= x->aval.shape[ax[i]];
     cft_array *d = cft_sub(x, cft_mean(x, axes, naxes, true));
     return cft_mul_s(cft_sum(cft_square(d), axes, naxes, keepdims), 1.0 / (double)(cnt - ddof));
 }
-static cft_array *arg_op(const char *op, const cft_prim *prim, cft_array *x, int axis, bool keepdims) {
+static cft_array *arg_op(const char *op, const cft_prim *prim, cft_array *x, int axis,
+                         bool keepdims) {
     CFT_PROPAGATE(op, x);
     return reduce_op(op, prim, x, &axis, 1, keepdims);
 }

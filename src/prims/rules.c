@@ -13,36 +13,53 @@ const char *cft__av(const cft_aval *a) {
 }
 
 cft_array *cft__tadd(cft_array *a, cft_array *b) {
-    if (!a) return b;
-    if (!b) return a;
+    if (!a)
+        return b;
+    if (!b)
+        return a;
     return cft_add(a, b);
 }
-cft_array *cft__tneg(cft_array *a) { return a ? cft_neg(a) : NULL; }
+cft_array *cft__tneg(cft_array *a) {
+    return a ? cft_neg(a) : NULL;
+}
 cft_array *cft__tsub(cft_array *a, cft_array *b) {
-    if (!b) return a;
-    if (!a) return cft_neg(b);
+    if (!b)
+        return a;
+    if (!a)
+        return cft_neg(b);
     return cft_sub(a, b);
 }
-cft_array *cft__tmul(cft_array *t, cft_array *y) { return t ? cft_mul(t, y) : NULL; }
-cft_array *cft__tdiv(cft_array *t, cft_array *y) { return t ? cft_div(t, y) : NULL; }
-cft_array *cft__zeros_aval(const cft_aval *a) { return cft_zeros(a->dtype, a->shape, a->ndim); }
-cft_array *cft__inst(cft_array *t, const cft_aval *a) { return t ? t : cft__zeros_aval(a); }
+cft_array *cft__tmul(cft_array *t, cft_array *y) {
+    return t ? cft_mul(t, y) : NULL;
+}
+cft_array *cft__tdiv(cft_array *t, cft_array *y) {
+    return t ? cft_div(t, y) : NULL;
+}
+cft_array *cft__zeros_aval(const cft_aval *a) {
+    return cft_zeros(a->dtype, a->shape, a->ndim);
+}
+cft_array *cft__inst(cft_array *t, const cft_aval *a) {
+    return t ? t : cft__zeros_aval(a);
+}
 
 cft_aval cft__aval_drop(const cft_aval *a, int axis) {
     cft_aval r = *a;
-    for (int i = axis; i < a->ndim - 1; i++) r.shape[i] = a->shape[i + 1];
+    for (int i = axis; i < a->ndim - 1; i++)
+        r.shape[i] = a->shape[i + 1];
     r.ndim--;
     r.shape[r.ndim] = 0;
     return r;
 }
 
 cft_array *cft__moveaxis_b(cft_array *x, int from, int to) {
-    if (from == to) return x;
+    if (from == to)
+        return x;
     return cft_moveaxis(x, from, to);
 }
 
 cft_array *cft__batch_at(cft_array *x, int bdim, int64_t size, int to) {
-    if (bdim >= 0) return cft__moveaxis_b(x, bdim, to);
+    if (bdim >= 0)
+        return cft__moveaxis_b(x, bdim, to);
     const cft_aval *a = &x->aval;
     int64_t shape[CFT_MAX_NDIM];
     int dims[CFT_MAX_NDIM];
@@ -60,8 +77,10 @@ cft_array *cft__batch_at(cft_array *x, int bdim, int64_t size, int to) {
 }
 
 bool cft__dtype_in(cft_dtype dt, int cls) {
-    if (cft_dtype_is_float(dt)) return cls & CFT_DT_FLOAT;
-    if (dt == CFT_BOOL) return cls & CFT_DT_BOOL;
+    if (cft_dtype_is_float(dt))
+        return cls & CFT_DT_FLOAT;
+    if (dt == CFT_BOOL)
+        return cls & CFT_DT_BOOL;
     return cls & CFT_DT_INT;
 }
 
@@ -80,7 +99,8 @@ cft_array *cft__ew_vmap(const cft_prim *p, int64_t size, cft_array *const *x, co
     int common = -1;
     bool same = true;
     for (int i = 0; i < nin; i++) {
-        if (bdim[i] < 0) continue;
+        if (bdim[i] < 0)
+            continue;
         if (common < 0)
             common = bdim[i];
         else if (bdim[i] != common)
@@ -88,7 +108,9 @@ cft_array *cft__ew_vmap(const cft_prim *p, int64_t size, cft_array *const *x, co
     }
     int target = same ? common : 0;
     cft_array *args[nin];
-    for (int i = 0; i < nin; i++) args[i] = cft__batch_at(x[i], bdim[i], size, target);
-    for (int i = 0; i < p->nout; i++) ybdim[i] = target;
+    for (int i = 0; i < nin; i++)
+        args[i] = cft__batch_at(x[i], bdim[i], size, target);
+    for (int i = 0; i < p->nout; i++)
+        ybdim[i] = target;
     return cft__bind(p, par, nin, args, p->nout, y);
 }

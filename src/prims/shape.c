@@ -10,7 +10,9 @@
 
 #define UNUSED4 (void)nin, (void)p, (void)x, (void)in
 
-static int norm_axis(int a, int ndim) { return a < 0 ? a + ndim : a; }
+static int norm_axis(int a, int ndim) {
+    return a < 0 ? a + ndim : a;
+}
 
 /* Copy a contiguous src of `shape` into a strided destination. */
 static void strided_assign(char *dst, const int64_t *dstr, const char *src, const int64_t *shape,
@@ -18,10 +20,12 @@ static void strided_assign(char *dst, const int64_t *dstr, const char *src, cons
     int64_t n = cft__numel(shape, ndim), idx[CFT_MAX_NDIM] = {0};
     for (int64_t i = 0; i < n; i++) {
         int64_t off = 0;
-        for (int d = 0; d < ndim; d++) off += idx[d] * dstr[d];
+        for (int d = 0; d < ndim; d++)
+            off += idx[d] * dstr[d];
         memcpy(dst + off * (int64_t)es, src + i * (int64_t)es, es);
         for (int d = ndim - 1; d >= 0; d--) {
-            if (++idx[d] < shape[d]) break;
+            if (++idx[d] < shape[d])
+                break;
             idx[d] = 0;
         }
     }
@@ -32,17 +36,21 @@ static void strided_assign(char *dst, const int64_t *dstr, const char *src, cons
 static cft_array *convert_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
     if ((uint64_t)p->v[0][0] >= CFT_NDTYPES)
-        return cft__fail(CFT_E_DTYPE, "convert_element_type: bad dtype %lld", (long long)p->v[0][0]);
+        return cft__fail(CFT_E_DTYPE, "convert_element_type: bad dtype %lld",
+                         (long long)p->v[0][0]);
     *out = in[0];
     out->dtype = (cft_dtype)p->v[0][0];
     return NULL;
 }
-static cft_array *convert_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+static cft_array *convert_impl(cft_array *const *in, int nin, const cft_params *p,
+                               cft_array **out) {
     (void)nin;
     cft_array *x = cft__contig(in[0]);
     cft_array *y = cft__alloc((cft_dtype)p->v[0][0], x->aval.shape, x->aval.ndim);
-    if (cft_failed(y)) return y;
-    cft__cast(cft__ptr(x), x->aval.dtype, y->data, y->aval.dtype, cft__numel(x->aval.shape, x->aval.ndim));
+    if (cft_failed(y))
+        return y;
+    cft__cast(cft__ptr(x), x->aval.dtype, y->data, y->aval.dtype,
+              cft__numel(x->aval.shape, x->aval.ndim));
     cft__keep(x);
     out[0] = y;
     return NULL;
@@ -69,20 +77,29 @@ static cft_array *convert_vmap(int64_t size, cft_array *const *x, const int *bdi
     return NULL;
 }
 const cft_prim cft_p_convert_element_type = {
-    .name = "convert_element_type", .nin = 1, .nout = 1,
-    .flags = CFT_PRIM_LINEAR | CFT_PRIM_ELEMENTWISE, .pnames = {"dtype"},
-    .shape = convert_shape, .impl = convert_impl, .jvp = convert_jvp,
-    .transpose = convert_transpose, .vmap = convert_vmap, .c_expr = "(T)x",
+    .name = "convert_element_type",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_ELEMENTWISE,
+    .pnames = {"dtype"},
+    .shape = convert_shape,
+    .impl = convert_impl,
+    .jvp = convert_jvp,
+    .transpose = convert_transpose,
+    .vmap = convert_vmap,
+    .c_expr = "(T)x",
 };
 cft_array *cft__convert(cft_array *x, cft_dtype dt) {
-    if (!cft_failed(x) && x->aval.dtype == dt) return x;
+    if (!cft_failed(x) && x->aval.dtype == dt)
+        return x;
     cft_params p = {0};
     cft__param_set1(&p, 0, dt);
     return cft__bind1(&cft_p_convert_element_type, &p, 1, &x);
 }
 cft_array *cft_astype(cft_array *x, cft_dtype dtype) {
     CFT_PROPAGATE("cft_astype", x);
-    if ((unsigned)dtype >= CFT_NDTYPES) return cft__fail(CFT_E_DTYPE, "cft_astype: bad dtype %d", (int)dtype);
+    if ((unsigned)dtype >= CFT_NDTYPES)
+        return cft__fail(CFT_E_DTYPE, "cft_astype: bad dtype %d", (int)dtype);
     return cft__convert(x, dtype);
 }
 
@@ -97,10 +114,12 @@ static cft_array *bid_shape(const cft_aval *in, int nin, const cft_params *p, cf
     for (int i = 0; i < in[0].ndim; i++) {
         int64_t d = p->v[1][i];
         if (d < 0 || d >= nd || (i && d <= p->v[1][i - 1]))
-            return cft__fail(CFT_E_SHAPE, "broadcast_in_dim: dims must increase within [0,%d) for %s",
-                             nd, cft__av(&in[0]));
+            return cft__fail(CFT_E_SHAPE,
+                             "broadcast_in_dim: dims must increase within [0,%d) for %s", nd,
+                             cft__av(&in[0]));
         if (in[0].shape[i] != 1 && in[0].shape[i] != p->v[0][d])
-            return cft__fail(CFT_E_SHAPE, "broadcast_in_dim: cannot broadcast %s: dim %d (%lld) to %lld",
+            return cft__fail(CFT_E_SHAPE,
+                             "broadcast_in_dim: cannot broadcast %s: dim %d (%lld) to %lld",
                              cft__av(&in[0]), i, (long long)in[0].shape[i], (long long)p->v[0][d]);
     }
     *out = cft__aval(in[0].dtype, p->v[0], nd);
@@ -128,9 +147,11 @@ static cft_array *bid_transpose(cft_array *const *ct, cft_array *const *x, const
     int axes[CFT_MAX_NDIM], na = 0, nd = p->n[0];
     bool mapped[CFT_MAX_NDIM] = {0};
     for (int i = 0; i < in[0].ndim; i++)
-        if (in[0].shape[i] == p->v[0][p->v[1][i]]) mapped[p->v[1][i]] = true;
+        if (in[0].shape[i] == p->v[0][p->v[1][i]])
+            mapped[p->v[1][i]] = true;
     for (int d = 0; d < nd; d++)
-        if (!mapped[d]) axes[na++] = d;
+        if (!mapped[d])
+            axes[na++] = d;
     cft_array *s = na ? cft__reduce_sum(ct[0], axes, na) : ct[0];
     ct_in[0] = cft__reshape(s, in[0].shape, in[0].ndim);
     return NULL;
@@ -143,8 +164,10 @@ static cft_array *bid_vmap(int64_t size, cft_array *const *x, const int *bdim, i
     int64_t shape[CFT_MAX_NDIM], dims[CFT_MAX_NDIM];
     shape[0] = size;
     dims[0] = 0;
-    for (int i = 0; i < p->n[0]; i++) shape[i + 1] = p->v[0][i];
-    for (int i = 0; i < p->n[1]; i++) dims[i + 1] = p->v[1][i] + 1;
+    for (int i = 0; i < p->n[0]; i++)
+        shape[i + 1] = p->v[0][i];
+    for (int i = 0; i < p->n[1]; i++)
+        dims[i + 1] = p->v[1][i] + 1;
     cft__param_set(&q, 0, shape, p->n[0] + 1);
     cft__param_set(&q, 1, dims, p->n[1] + 1);
     y[0] = cft__bind1(&cft_p_broadcast_in_dim, &q, 1, &xb);
@@ -152,18 +175,27 @@ static cft_array *bid_vmap(int64_t size, cft_array *const *x, const int *bdim, i
     return NULL;
 }
 const cft_prim cft_p_broadcast_in_dim = {
-    .name = "broadcast_in_dim", .nin = 1, .nout = 1, .flags = CFT_PRIM_LINEAR,
-    .pnames = {"shape", "dims"}, .shape = bid_shape, .impl = bid_impl, .jvp = bid_jvp,
-    .transpose = bid_transpose, .vmap = bid_vmap,
+    .name = "broadcast_in_dim",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_LINEAR,
+    .pnames = {"shape", "dims"},
+    .shape = bid_shape,
+    .impl = bid_impl,
+    .jvp = bid_jvp,
+    .transpose = bid_transpose,
+    .vmap = bid_vmap,
 };
 cft_array *cft_broadcast_in_dim(cft_array *x, const int64_t *shape, int ndim, const int *dims) {
     CFT_PROPAGATE("cft_broadcast_in_dim", x);
     if (ndim < 0 || ndim > CFT_MAX_NDIM || (ndim && !shape) || (x->aval.ndim && !dims))
-        return cft__fail(CFT_E_ARG, "cft_broadcast_in_dim: bad shape or dims for %s", cft__av(&x->aval));
+        return cft__fail(CFT_E_ARG, "cft_broadcast_in_dim: bad shape or dims for %s",
+                         cft__av(&x->aval));
     cft_params p = {0};
     cft__param_set(&p, 0, shape, ndim);
     cft__param_set_int(&p, 1, dims, x->aval.ndim);
-    if (cft__aval_eq(&x->aval, &(cft_aval){0}) && 0) return x;
+    if (cft__aval_eq(&x->aval, &(cft_aval){0}) && 0)
+        return x;
     return cft__bind1(&cft_p_broadcast_in_dim, &p, 1, &x);
 }
 cft_array *cft_broadcast_to(cft_array *x, const int64_t *shape, int ndim) {
@@ -178,7 +210,8 @@ cft_array *cft_broadcast_to(cft_array *x, const int64_t *shape, int ndim) {
         dims[i] = ndim - n + i;
         same &= x->aval.shape[i] == shape[dims[i]];
     }
-    if (same) return x;
+    if (same)
+        return x;
     return cft_broadcast_in_dim(x, shape, ndim, dims);
 }
 
@@ -192,7 +225,8 @@ static cft_array *reshape_shape(const cft_aval *in, int nin, const cft_params *p
                          cft__av(&in[0]), cft__av(out));
     return NULL;
 }
-static cft_array *reshape_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+static cft_array *reshape_impl(cft_array *const *in, int nin, const cft_params *p,
+                               cft_array **out) {
     (void)nin;
     cft_array *x = cft__contig(in[0]);
     int64_t st[CFT_MAX_NDIM];
@@ -217,18 +251,27 @@ static cft_array *reshape_vmap(int64_t size, cft_array *const *x, const int *bdi
     (void)nin;
     int64_t shape[CFT_MAX_NDIM];
     shape[0] = size;
-    for (int i = 0; i < p->n[0]; i++) shape[i + 1] = p->v[0][i];
+    for (int i = 0; i < p->n[0]; i++)
+        shape[i + 1] = p->v[0][i];
     y[0] = cft__reshape(cft__moveaxis_b(x[0], bdim[0], 0), shape, p->n[0] + 1);
     ybdim[0] = 0;
     return NULL;
 }
 const cft_prim cft_p_reshape = {
-    .name = "reshape", .nin = 1, .nout = 1, .flags = CFT_PRIM_LINEAR, .pnames = {"shape"},
-    .shape = reshape_shape, .impl = reshape_impl, .jvp = reshape_jvp,
-    .transpose = reshape_transpose, .vmap = reshape_vmap,
+    .name = "reshape",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_LINEAR,
+    .pnames = {"shape"},
+    .shape = reshape_shape,
+    .impl = reshape_impl,
+    .jvp = reshape_jvp,
+    .transpose = reshape_transpose,
+    .vmap = reshape_vmap,
 };
 cft_array *cft__reshape(cft_array *x, const int64_t *shape, int ndim) {
-    if (!cft_failed(x) && x->aval.ndim == ndim && !memcmp(x->aval.shape, shape, sizeof(int64_t) * (size_t)ndim))
+    if (!cft_failed(x) && x->aval.ndim == ndim &&
+        !memcmp(x->aval.shape, shape, sizeof(int64_t) * (size_t)ndim))
         return x;
     cft_params p = {0};
     cft__param_set(&p, 0, shape, ndim);
@@ -237,7 +280,8 @@ cft_array *cft__reshape(cft_array *x, const int64_t *shape, int ndim) {
 cft_array *cft_reshape(cft_array *x, const int64_t *shape, int ndim) {
     CFT_PROPAGATE("cft_reshape", x);
     if (ndim < 0 || ndim > CFT_MAX_NDIM || (ndim && !shape))
-        return cft__fail(CFT_E_ARG, "cft_reshape: bad target rank %d for %s", ndim, cft__av(&x->aval));
+        return cft__fail(CFT_E_ARG, "cft_reshape: bad target rank %d for %s", ndim,
+                         cft__av(&x->aval));
     int64_t s[CFT_MAX_NDIM], known = 1;
     int neg = -1;
     for (int i = 0; i < ndim; i++) {
@@ -252,7 +296,8 @@ cft_array *cft_reshape(cft_array *x, const int64_t *shape, int ndim) {
     int64_t n = cft__numel(x->aval.shape, x->aval.ndim);
     if (neg >= 0) {
         if (known == 0 || n % known)
-            return cft__fail(CFT_E_SHAPE, "cft_reshape: cannot infer -1 reshaping %s", cft__av(&x->aval));
+            return cft__fail(CFT_E_SHAPE, "cft_reshape: cannot infer -1 reshaping %s",
+                             cft__av(&x->aval));
         s[neg] = n / known;
     }
     return cft__reshape(x, s, ndim);
@@ -264,18 +309,22 @@ static cft_array *transpose_shape(const cft_aval *in, int nin, const cft_params 
     (void)nin;
     int nd = in[0].ndim;
     bool seen[CFT_MAX_NDIM] = {0};
-    if (p->n[0] != nd) return cft__fail(CFT_E_ARG, "transpose: perm of length %d for %s", p->n[0], cft__av(&in[0]));
+    if (p->n[0] != nd)
+        return cft__fail(CFT_E_ARG, "transpose: perm of length %d for %s", p->n[0],
+                         cft__av(&in[0]));
     *out = in[0];
     for (int i = 0; i < nd; i++) {
         int64_t a = p->v[0][i];
         if (a < 0 || a >= nd || seen[a])
-            return cft__fail(CFT_E_ARG, "transpose: perm is not a permutation of [0,%d) for %s", nd, cft__av(&in[0]));
+            return cft__fail(CFT_E_ARG, "transpose: perm is not a permutation of [0,%d) for %s", nd,
+                             cft__av(&in[0]));
         seen[a] = true;
         out->shape[i] = in[0].shape[a];
     }
     return NULL;
 }
-static cft_array *transpose_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+static cft_array *transpose_impl(cft_array *const *in, int nin, const cft_params *p,
+                                 cft_array **out) {
     (void)nin;
     const cft_array *x = in[0];
     int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
@@ -296,7 +345,8 @@ static cft_array *transpose_transpose(cft_array *const *ct, cft_array *const *x,
                                       int nin, const cft_params *p, cft_array **ct_in) {
     UNUSED4;
     int inv[CFT_MAX_NDIM];
-    for (int i = 0; i < p->n[0]; i++) inv[p->v[0][i]] = i;
+    for (int i = 0; i < p->n[0]; i++)
+        inv[p->v[0][i]] = i;
     ct_in[0] = cft_transpose(ct[0], inv);
     return NULL;
 }
@@ -315,13 +365,16 @@ static cft_array *transpose_vmap(int64_t size, cft_array *const *x, const int *b
     return NULL;
 }
 /* a transpose of a result whose producer can emit it permuted goes away */
-static bool transpose_simplify(const cft_eqn *q, cft_producer_fn producer, void *ctx, cft_eqn *out) {
+static bool transpose_simplify(const cft_eqn *q, cft_producer_fn producer, void *ctx,
+                               cft_eqn *out) {
     const cft_eqn *pr = producer(ctx, q->in[0]->id);
-    if (!pr || pr->nout != 1 || pr->nin != 2 || !pr->prim->fold_transpose) return false;
+    if (!pr || pr->nout != 1 || pr->nin != 2 || !pr->prim->fold_transpose)
+        return false;
     cft_params np;
     bool swap = false;
     cft_aval in[2] = {pr->in[0]->aval, pr->in[1]->aval};
-    if (!pr->prim->fold_transpose(&pr->params, q->params.v[0], q->params.n[0], in, &np, &swap)) return false;
+    if (!pr->prim->fold_transpose(&pr->params, q->params.v[0], q->params.n[0], in, &np, &swap))
+        return false;
     *out = *pr;
     out->params = np;
     out->in = CFT_NEWN(cft_irvar *, 2);
@@ -332,9 +385,17 @@ static bool transpose_simplify(const cft_eqn *q, cft_producer_fn producer, void 
 }
 
 const cft_prim cft_p_transpose = {
-    .name = "transpose", .nin = 1, .nout = 1, .flags = CFT_PRIM_LINEAR, .pnames = {"perm"},
-    .shape = transpose_shape, .impl = transpose_impl, .jvp = transpose_jvp,
-    .transpose = transpose_transpose, .vmap = transpose_vmap, .simplify = transpose_simplify,
+    .name = "transpose",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_LINEAR,
+    .pnames = {"perm"},
+    .shape = transpose_shape,
+    .impl = transpose_impl,
+    .jvp = transpose_jvp,
+    .transpose = transpose_transpose,
+    .vmap = transpose_vmap,
+    .simplify = transpose_simplify,
 };
 cft_array *cft_transpose(cft_array *x, const int *perm) {
     CFT_PROPAGATE("cft_transpose", x);
@@ -344,7 +405,8 @@ cft_array *cft_transpose(cft_array *x, const int *perm) {
         pr[i] = perm ? norm_axis(perm[i], nd) : nd - 1 - i;
         ident &= pr[i] == i;
     }
-    if (ident) return x;
+    if (ident)
+        return x;
     cft_params p = {0};
     cft__param_set_int(&p, 0, pr, nd);
     return cft__bind1(&cft_p_transpose, &p, 1, &x);
@@ -352,8 +414,10 @@ cft_array *cft_transpose(cft_array *x, const int *perm) {
 cft_array *cft_mT(cft_array *x) {
     CFT_PROPAGATE("cft_mT", x);
     int nd = x->aval.ndim, perm[CFT_MAX_NDIM];
-    if (nd < 2) return cft__fail(CFT_E_SHAPE, "cft_mT: needs rank >= 2, got %s", cft__av(&x->aval));
-    for (int i = 0; i < nd; i++) perm[i] = i;
+    if (nd < 2)
+        return cft__fail(CFT_E_SHAPE, "cft_mT: needs rank >= 2, got %s", cft__av(&x->aval));
+    for (int i = 0; i < nd; i++)
+        perm[i] = i;
     perm[nd - 2] = nd - 1;
     perm[nd - 1] = nd - 2;
     return cft_transpose(x, perm);
@@ -364,11 +428,14 @@ cft_array *cft_moveaxis(cft_array *x, int src, int dst) {
     src = norm_axis(src, nd);
     dst = norm_axis(dst, nd);
     if (src < 0 || src >= nd || dst < 0 || dst >= nd)
-        return cft__fail(CFT_E_ARG, "cft_moveaxis: axes %d -> %d out of range for %s", src, dst, cft__av(&x->aval));
+        return cft__fail(CFT_E_ARG, "cft_moveaxis: axes %d -> %d out of range for %s", src, dst,
+                         cft__av(&x->aval));
     int perm[CFT_MAX_NDIM], k = 0;
     for (int i = 0; i < nd; i++)
-        if (i != src) perm[k++] = i;
-    for (int i = nd - 1; i > dst; i--) perm[i] = perm[i - 1];
+        if (i != src)
+            perm[k++] = i;
+    for (int i = nd - 1; i > dst; i--)
+        perm[i] = perm[i - 1];
     perm[dst] = src;
     return cft_transpose(x, perm);
 }
@@ -381,36 +448,43 @@ static cft_array *squeeze_shape(const cft_aval *in, int nin, const cft_params *p
     for (int i = 0; i < p->n[0]; i++) {
         int64_t a = p->v[0][i];
         if (a < 0 || a >= in[0].ndim || in[0].shape[a] != 1)
-            return cft__fail(CFT_E_SHAPE, "squeeze: axis %lld of %s is not of size 1", (long long)a, cft__av(&in[0]));
+            return cft__fail(CFT_E_SHAPE, "squeeze: axis %lld of %s is not of size 1", (long long)a,
+                             cft__av(&in[0]));
         drop[a] = true;
     }
     *out = cft__aval(in[0].dtype, NULL, 0);
     for (int i = 0; i < in[0].ndim; i++)
-        if (!drop[i]) out->shape[out->ndim++] = in[0].shape[i];
+        if (!drop[i])
+            out->shape[out->ndim++] = in[0].shape[i];
     return NULL;
 }
 static cft_array *expand_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
     int nd = in[0].ndim + p->n[0];
-    if (nd > CFT_MAX_NDIM) return cft__fail(CFT_E_SHAPE, "expand_dims: rank %d too large", nd);
+    if (nd > CFT_MAX_NDIM)
+        return cft__fail(CFT_E_SHAPE, "expand_dims: rank %d too large", nd);
     bool ins[CFT_MAX_NDIM] = {0};
     for (int i = 0; i < p->n[0]; i++) {
         int64_t a = p->v[0][i];
         if (a < 0 || a >= nd || ins[a])
-            return cft__fail(CFT_E_ARG, "expand_dims: bad axis %lld for %s", (long long)a, cft__av(&in[0]));
+            return cft__fail(CFT_E_ARG, "expand_dims: bad axis %lld for %s", (long long)a,
+                             cft__av(&in[0]));
         ins[a] = true;
     }
     *out = cft__aval(in[0].dtype, NULL, 0);
     out->ndim = nd;
-    for (int i = 0, k = 0; i < nd; i++) out->shape[i] = ins[i] ? 1 : in[0].shape[k++];
+    for (int i = 0, k = 0; i < nd; i++)
+        out->shape[i] = ins[i] ? 1 : in[0].shape[k++];
     return NULL;
 }
 /* both are views: drop unit dims from, or insert zero strides into, x's strides */
-static cft_array *squeeze_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+static cft_array *squeeze_impl(cft_array *const *in, int nin, const cft_params *p,
+                               cft_array **out) {
     (void)nin;
     const cft_array *x = in[0];
     bool drop[CFT_MAX_NDIM] = {0};
-    for (int i = 0; i < p->n[0]; i++) drop[p->v[0][i]] = true;
+    for (int i = 0; i < p->n[0]; i++)
+        drop[p->v[0][i]] = true;
     int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
     int k = 0;
     for (int i = 0; i < x->aval.ndim; i++)
@@ -426,7 +500,8 @@ static cft_array *expand_impl(cft_array *const *in, int nin, const cft_params *p
     const cft_array *x = in[0];
     int nd = x->aval.ndim + p->n[0];
     bool ins[CFT_MAX_NDIM] = {0};
-    for (int i = 0; i < p->n[0]; i++) ins[p->v[0][i]] = true;
+    for (int i = 0; i < p->n[0]; i++)
+        ins[p->v[0][i]] = true;
     int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
     for (int i = 0, k = 0; i < nd; i++) {
         shape[i] = ins[i] ? 1 : x->aval.shape[k];
@@ -435,7 +510,8 @@ static cft_array *expand_impl(cft_array *const *in, int nin, const cft_params *p
     out[0] = cft__view(x, shape, nd, st, x->offset);
     return NULL;
 }
-static cft_array *unit_jvp(const cft_prim *prim, cft_array *const *t, const cft_params *p, cft_array **ty) {
+static cft_array *unit_jvp(const cft_prim *prim, cft_array *const *t, const cft_params *p,
+                           cft_array **ty) {
     ty[0] = t[0] ? cft__bind1(prim, p, 1, t) : NULL;
     return NULL;
 }
@@ -444,8 +520,8 @@ static cft_array *squeeze_jvp(cft_array *const *x, cft_array *const *y, cft_arra
     (void)x, (void)y, (void)nin;
     return unit_jvp(&cft_p_squeeze, t, p, ty);
 }
-static cft_array *expand_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t,
-                             int nin, const cft_params *p, cft_array **ty) {
+static cft_array *expand_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                             const cft_params *p, cft_array **ty) {
     (void)x, (void)y, (void)nin;
     return unit_jvp(&cft_p_expand_dims, t, p, ty);
 }
@@ -458,7 +534,8 @@ static cft_array *unit_transpose(cft_array *const *ct, cft_array *const *x, cons
 static cft_array *unit_vmap(const cft_prim *prim, cft_array *const *x, const int *bdim,
                             const cft_params *p, cft_array **y, int *ybdim) {
     cft_params q = *p;
-    for (int i = 0; i < q.n[0]; i++) q.v[0][i] += 1;
+    for (int i = 0; i < q.n[0]; i++)
+        q.v[0][i] += 1;
     cft_array *xb = cft__moveaxis_b(x[0], bdim[0], 0);
     y[0] = cft__bind1(prim, &q, 1, &xb);
     ybdim[0] = 0;
@@ -475,14 +552,28 @@ static cft_array *expand_vmap(int64_t size, cft_array *const *x, const int *bdim
     return unit_vmap(&cft_p_expand_dims, x, bdim, p, y, ybdim);
 }
 const cft_prim cft_p_squeeze = {
-    .name = "squeeze", .nin = 1, .nout = 1, .flags = CFT_PRIM_LINEAR, .pnames = {"axes"},
-    .shape = squeeze_shape, .impl = squeeze_impl, .jvp = squeeze_jvp,
-    .transpose = unit_transpose, .vmap = squeeze_vmap,
+    .name = "squeeze",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_LINEAR,
+    .pnames = {"axes"},
+    .shape = squeeze_shape,
+    .impl = squeeze_impl,
+    .jvp = squeeze_jvp,
+    .transpose = unit_transpose,
+    .vmap = squeeze_vmap,
 };
 const cft_prim cft_p_expand_dims = {
-    .name = "expand_dims", .nin = 1, .nout = 1, .flags = CFT_PRIM_LINEAR, .pnames = {"axes"},
-    .shape = expand_shape, .impl = expand_impl, .jvp = expand_jvp,
-    .transpose = unit_transpose, .vmap = expand_vmap,
+    .name = "expand_dims",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_LINEAR,
+    .pnames = {"axes"},
+    .shape = expand_shape,
+    .impl = expand_impl,
+    .jvp = expand_jvp,
+    .transpose = unit_transpose,
+    .vmap = expand_vmap,
 };
 cft_array *cft_squeeze(cft_array *x, const int *axes, int naxes) {
     CFT_PROPAGATE("cft_squeeze", x);
@@ -491,18 +582,22 @@ cft_array *cft_squeeze(cft_array *x, const int *axes, int naxes) {
     bool mark[CFT_MAX_NDIM] = {0};
     if (naxes == 0) {
         for (int i = 0; i < x->aval.ndim; i++)
-            if (x->aval.shape[i] == 1) mark[i] = true;
+            if (x->aval.shape[i] == 1)
+                mark[i] = true;
     } else {
         for (int i = 0; i < naxes; i++) {
             int a = norm_axis(axes[i], x->aval.ndim);
             if (a < 0 || a >= x->aval.ndim)
-                return cft__fail(CFT_E_ARG, "cft_squeeze: axis %d out of range for %s", axes[i], cft__av(&x->aval));
+                return cft__fail(CFT_E_ARG, "cft_squeeze: axis %d out of range for %s", axes[i],
+                                 cft__av(&x->aval));
             mark[a] = true;
         }
     }
     for (int i = 0; i < x->aval.ndim; i++)
-        if (mark[i]) ax[n++] = i;
-    if (!n) return x;
+        if (mark[i])
+            ax[n++] = i;
+    if (!n)
+        return x;
     cft_params p = {0};
     cft__param_set(&p, 0, ax, n);
     return cft__bind1(&cft_p_squeeze, &p, 1, &x);
@@ -511,7 +606,8 @@ cft_array *cft_expand_dims(cft_array *x, int axis) {
     CFT_PROPAGATE("cft_expand_dims", x);
     int a = norm_axis(axis, x->aval.ndim + 1);
     if (a < 0 || a > x->aval.ndim)
-        return cft__fail(CFT_E_ARG, "cft_expand_dims: axis %d out of range for %s", axis, cft__av(&x->aval));
+        return cft__fail(CFT_E_ARG, "cft_expand_dims: axis %d out of range for %s", axis,
+                         cft__av(&x->aval));
     cft_params p = {0};
     cft__param_set1(&p, 0, a);
     return cft__bind1(&cft_p_expand_dims, &p, 1, &x);
@@ -519,7 +615,9 @@ cft_array *cft_expand_dims(cft_array *x, int axis) {
 
 /* ======== slice[start, limit, strides] ======== */
 
-static int64_t slice_len(int64_t s, int64_t l, int64_t st) { return l <= s ? 0 : (l - s + st - 1) / st; }
+static int64_t slice_len(int64_t s, int64_t l, int64_t st) {
+    return l <= s ? 0 : (l - s + st - 1) / st;
+}
 
 static cft_array *slice_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
@@ -576,24 +674,35 @@ static cft_array *slice_vmap(int64_t size, cft_array *const *x, const int *bdim,
     int b = bdim[0], nd = p->n[0] + 1;
     for (int k = 0; k < 3; k++) {
         q.n[k] = (int8_t)nd;
-        for (int i = 0, j = 0; i < nd; i++) q.v[k][i] = i == b ? (k == 0 ? 0 : k == 1 ? size : 1) : p->v[k][j++];
+        for (int i = 0, j = 0; i < nd; i++)
+            q.v[k][i] = i == b ? (k == 0 ? 0 : k == 1 ? size : 1) : p->v[k][j++];
     }
     y[0] = cft__bind1(&cft_p_slice, &q, 1, x);
     ybdim[0] = b;
     return NULL;
 }
 const cft_prim cft_p_slice = {
-    .name = "slice", .nin = 1, .nout = 1, .flags = CFT_PRIM_LINEAR,
-    .pnames = {"start", "limit", "strides"}, .shape = slice_shape, .impl = slice_impl,
-    .jvp = slice_jvp, .transpose = slice_transpose, .vmap = slice_vmap,
+    .name = "slice",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_LINEAR,
+    .pnames = {"start", "limit", "strides"},
+    .shape = slice_shape,
+    .impl = slice_impl,
+    .jvp = slice_jvp,
+    .transpose = slice_transpose,
+    .vmap = slice_vmap,
 };
-cft_array *cft_slice(cft_array *x, const int64_t *start, const int64_t *limit, const int64_t *strides) {
+cft_array *cft_slice(cft_array *x, const int64_t *start, const int64_t *limit,
+                     const int64_t *strides) {
     CFT_PROPAGATE("cft_slice", x);
     int nd = x->aval.ndim;
-    if (nd && (!start || !limit)) return cft__fail(CFT_E_ARG, "cft_slice: start/limit NULL for %s", cft__av(&x->aval));
+    if (nd && (!start || !limit))
+        return cft__fail(CFT_E_ARG, "cft_slice: start/limit NULL for %s", cft__av(&x->aval));
     cft_params p = {0};
     int64_t one[CFT_MAX_NDIM];
-    for (int i = 0; i < nd; i++) one[i] = 1;
+    for (int i = 0; i < nd; i++)
+        one[i] = 1;
     cft__param_set(&p, 0, start, nd);
     cft__param_set(&p, 1, limit, nd);
     cft__param_set(&p, 2, strides ? strides : one, nd);
@@ -602,9 +711,11 @@ cft_array *cft_slice(cft_array *x, const int64_t *start, const int64_t *limit, c
 cft_array *cft_index(cft_array *x, int64_t i) {
     CFT_PROPAGATE("cft_index", x);
     if (x->aval.ndim < 1 || i < 0 || i >= x->aval.shape[0])
-        return cft__fail(CFT_E_ARG, "cft_index: index %lld out of range for %s", (long long)i, cft__av(&x->aval));
+        return cft__fail(CFT_E_ARG, "cft_index: index %lld out of range for %s", (long long)i,
+                         cft__av(&x->aval));
     int64_t s[CFT_MAX_NDIM] = {0}, l[CFT_MAX_NDIM];
-    for (int d = 0; d < x->aval.ndim; d++) l[d] = x->aval.shape[d];
+    for (int d = 0; d < x->aval.ndim; d++)
+        l[d] = x->aval.shape[d];
     s[0] = i;
     l[0] = i + 1;
     return cft_squeeze(cft_slice(x, s, l, NULL), (int[]){0}, 1);
@@ -620,9 +731,12 @@ static cft_array *pad_shape(const cft_aval *in, int nin, const cft_params *p, cf
     *out = in[0];
     for (int i = 0; i < in[0].ndim; i++) {
         int64_t n = in[0].shape[i], it = p->v[2][i];
-        if (it < 0) return cft__fail(CFT_E_ARG, "pad: negative interior padding on dim %d", i);
+        if (it < 0)
+            return cft__fail(CFT_E_ARG, "pad: negative interior padding on dim %d", i);
         int64_t m = p->v[0][i] + p->v[1][i] + n + (n > 0 ? (n - 1) * it : 0);
-        if (m < 0) return cft__fail(CFT_E_SHAPE, "pad: dim %d of %s would have size %lld", i, cft__av(&in[0]), (long long)m);
+        if (m < 0)
+            return cft__fail(CFT_E_SHAPE, "pad: dim %d of %s would have size %lld", i,
+                             cft__av(&in[0]), (long long)m);
         out->shape[i] = m;
     }
     return NULL;
@@ -631,11 +745,13 @@ static cft_array *pad_impl(cft_array *const *in, int nin, const cft_params *p, c
     cft_aval o;
     pad_shape((cft_aval[]){in[0]->aval, in[1]->aval}, nin, p, &o);
     cft_array *x = cft__contig(in[0]), *y = cft__alloc(o.dtype, o.shape, o.ndim);
-    if (cft_failed(y)) return y;
+    if (cft_failed(y))
+        return y;
     size_t es = cft_dtype_size(o.dtype);
     int64_t n = cft__numel(o.shape, o.ndim), nx = cft__numel(x->aval.shape, x->aval.ndim);
     const char *pv = cft__ptr(in[1]);
-    for (int64_t i = 0; i < n; i++) memcpy(y->data + i * (int64_t)es, pv, es);
+    for (int64_t i = 0; i < n; i++)
+        memcpy(y->data + i * (int64_t)es, pv, es);
     int64_t idx[CFT_MAX_NDIM] = {0};
     const char *src = cft__ptr(x);
     for (int64_t i = 0; i < nx; i++) {
@@ -646,9 +762,11 @@ static cft_array *pad_impl(cft_array *const *in, int nin, const cft_params *p, c
             inside &= od >= 0 && od < o.shape[d];
             off = off * o.shape[d] + od;
         }
-        if (inside) memcpy(y->data + off * (int64_t)es, src + i * (int64_t)es, es);
+        if (inside)
+            memcpy(y->data + off * (int64_t)es, src + i * (int64_t)es, es);
         for (int d = o.ndim - 1; d >= 0; d--) {
-            if (++idx[d] < x->aval.shape[d]) break;
+            if (++idx[d] < x->aval.shape[d])
+                break;
             idx[d] = 0;
         }
     }
@@ -674,7 +792,8 @@ static cft_array *pad_transpose(cft_array *const *ct, cft_array *const *x, const
                                 int nin, const cft_params *p, cft_array **ct_in) {
     (void)nin, (void)x;
     int nd = in[0].ndim;
-    int64_t lo[CFT_MAX_NDIM], hi[CFT_MAX_NDIM], z[CFT_MAX_NDIM] = {0}, s[CFT_MAX_NDIM], l[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
+    int64_t lo[CFT_MAX_NDIM], hi[CFT_MAX_NDIM], z[CFT_MAX_NDIM] = {0}, s[CFT_MAX_NDIM],
+                                                l[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
     bool empty = false;
     for (int i = 0; i < nd; i++) {
         lo[i] = p->v[0][i] < 0 ? -p->v[0][i] : 0;
@@ -700,7 +819,8 @@ static cft_array *pad_vmap(int64_t size, cft_array *const *x, const int *bdim, i
     cft_params q = {0};
     for (int k = 0; k < 3; k++) {
         q.n[k] = (int8_t)(p->n[k] + 1);
-        for (int i = 0; i < p->n[k]; i++) q.v[k][i + 1] = p->v[k][i];
+        for (int i = 0; i < p->n[k]; i++)
+            q.v[k][i + 1] = p->v[k][i];
     }
     ybdim[0] = 0;
     if (bdim[1] < 0) {
@@ -717,15 +837,23 @@ static cft_array *pad_vmap(int64_t size, cft_array *const *x, const int *bdim, i
     return NULL;
 }
 const cft_prim cft_p_pad = {
-    .name = "pad", .nin = 2, .nout = 1, .flags = CFT_PRIM_LINEAR,
-    .pnames = {"lo", "hi", "interior"}, .shape = pad_shape, .impl = pad_impl, .jvp = pad_jvp,
-    .transpose = pad_transpose, .vmap = pad_vmap,
+    .name = "pad",
+    .nin = 2,
+    .nout = 1,
+    .flags = CFT_PRIM_LINEAR,
+    .pnames = {"lo", "hi", "interior"},
+    .shape = pad_shape,
+    .impl = pad_impl,
+    .jvp = pad_jvp,
+    .transpose = pad_transpose,
+    .vmap = pad_vmap,
 };
 cft_array *cft_pad(cft_array *x, cft_array *value, const int64_t *lo, const int64_t *hi,
                    const int64_t *interior) {
     CFT_PROPAGATE("cft_pad", x, value);
     int nd = x->aval.ndim;
-    if (nd && (!lo || !hi)) return cft__fail(CFT_E_ARG, "cft_pad: lo/hi NULL for %s", cft__av(&x->aval));
+    if (nd && (!lo || !hi))
+        return cft__fail(CFT_E_ARG, "cft_pad: lo/hi NULL for %s", cft__av(&x->aval));
     int64_t z[CFT_MAX_NDIM] = {0};
     cft_params p = {0};
     cft__param_set(&p, 0, lo, nd);
@@ -738,15 +866,19 @@ cft_array *cft_pad(cft_array *x, cft_array *value, const int64_t *lo, const int6
 
 static cft_array *concat_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     int ax = (int)p->v[0][0];
-    if (nin < 1) return cft__fail(CFT_E_ARG, "concatenate: no operands");
+    if (nin < 1)
+        return cft__fail(CFT_E_ARG, "concatenate: no operands");
     if (ax < 0 || ax >= in[0].ndim)
-        return cft__fail(CFT_E_ARG, "concatenate: axis %d out of range for %s", ax, cft__av(&in[0]));
+        return cft__fail(CFT_E_ARG, "concatenate: axis %d out of range for %s", ax,
+                         cft__av(&in[0]));
     *out = in[0];
     for (int k = 1; k < nin; k++) {
         bool ok = in[k].dtype == in[0].dtype && in[k].ndim == in[0].ndim;
-        for (int i = 0; ok && i < in[0].ndim; i++) ok = i == ax || in[k].shape[i] == in[0].shape[i];
+        for (int i = 0; ok && i < in[0].ndim; i++)
+            ok = i == ax || in[k].shape[i] == in[0].shape[i];
         if (!ok)
-            return cft__fail(CFT_E_SHAPE, "concatenate: operand %d %s does not fit %s along axis %d", k,
+            return cft__fail(CFT_E_SHAPE,
+                             "concatenate: operand %d %s does not fit %s along axis %d", k,
                              cft__av(&in[k]), cft__av(&in[0]), ax);
         out->shape[ax] += in[k].shape[ax];
     }
@@ -754,11 +886,14 @@ static cft_array *concat_shape(const cft_aval *in, int nin, const cft_params *p,
 }
 static cft_array *concat_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     cft_aval *avs = CFT_NEWN(cft_aval, nin > 0 ? nin : 1), o = {0};
-    if (nin < 1 || !avs) return cft__fail(CFT_E_ARG, "concatenate: %d operands", nin);
-    for (int k = 0; k < nin; k++) avs[k] = in[k]->aval;
+    if (nin < 1 || !avs)
+        return cft__fail(CFT_E_ARG, "concatenate: %d operands", nin);
+    for (int k = 0; k < nin; k++)
+        avs[k] = in[k]->aval;
     concat_shape(avs, nin, p, &o);
     cft_array *y = cft__alloc(o.dtype, o.shape, o.ndim);
-    if (cft_failed(y)) return y;
+    if (cft_failed(y))
+        return y;
     int ax = (int)p->v[0][0];
     int64_t at = 0;
     size_t es = cft_dtype_size(o.dtype);
@@ -789,7 +924,8 @@ static cft_array *concat_transpose(cft_array *const *ct, cft_array *const *x, co
     int ax = (int)p->v[0][0], nd = in[0].ndim;
     int64_t s[CFT_MAX_NDIM] = {0}, l[CFT_MAX_NDIM], at = 0;
     for (int k = 0; k < nin; k++) {
-        for (int i = 0; i < nd; i++) l[i] = in[0].shape[i];
+        for (int i = 0; i < nd; i++)
+            l[i] = in[0].shape[i];
         s[ax] = at;
         l[ax] = at + in[k].shape[ax];
         ct_in[k] = x[k] ? NULL : cft_slice(ct[0], s, l, NULL);
@@ -800,7 +936,8 @@ static cft_array *concat_transpose(cft_array *const *ct, cft_array *const *x, co
 static cft_array *concat_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
                               const cft_params *p, cft_array **y, int *ybdim) {
     cft_array *xs[nin];
-    for (int k = 0; k < nin; k++) xs[k] = cft__batch_at(x[k], bdim[k], size, 0);
+    for (int k = 0; k < nin; k++)
+        xs[k] = cft__batch_at(x[k], bdim[k], size, 0);
     cft_params q = *p;
     q.v[0][0] += 1;
     y[0] = cft__bind1(&cft_p_concatenate, &q, nin, xs);
@@ -808,30 +945,45 @@ static cft_array *concat_vmap(int64_t size, cft_array *const *x, const int *bdim
     return NULL;
 }
 const cft_prim cft_p_concatenate = {
-    .name = "concatenate", .nin = -1, .nout = 1, .flags = CFT_PRIM_LINEAR, .pnames = {"#axis"},
-    .shape = concat_shape, .impl = concat_impl, .jvp = concat_jvp,
-    .transpose = concat_transpose, .vmap = concat_vmap,
+    .name = "concatenate",
+    .nin = -1,
+    .nout = 1,
+    .flags = CFT_PRIM_LINEAR,
+    .pnames = {"#axis"},
+    .shape = concat_shape,
+    .impl = concat_impl,
+    .jvp = concat_jvp,
+    .transpose = concat_transpose,
+    .vmap = concat_vmap,
 };
 cft_array *cft_concatenate(cft_array *const *xs, int n, int axis) {
-    if (!xs || n < 1) return cft__fail(CFT_E_ARG, "cft_concatenate: no arrays");
+    if (!xs || n < 1)
+        return cft__fail(CFT_E_ARG, "cft_concatenate: no arrays");
     for (int k = 0; k < n; k++) {
-        if (!xs[k]) return cft__fail(CFT_E_ARG, "cft_concatenate: array %d is NULL", k);
-        if (cft_failed(xs[k])) return xs[k];
+        if (!xs[k])
+            return cft__fail(CFT_E_ARG, "cft_concatenate: array %d is NULL", k);
+        if (cft_failed(xs[k]))
+            return xs[k];
     }
     cft_dtype dt = xs[0]->aval.dtype;
-    for (int k = 1; k < n; k++) dt = cft_promote(dt, xs[k]->aval.dtype);
+    for (int k = 1; k < n; k++)
+        dt = cft_promote(dt, xs[k]->aval.dtype);
     cft_array *ys[n];
-    for (int k = 0; k < n; k++) ys[k] = cft__convert(xs[k], dt);
-    if (n == 1) return ys[0];
+    for (int k = 0; k < n; k++)
+        ys[k] = cft__convert(xs[k], dt);
+    if (n == 1)
+        return ys[0];
     cft_params p = {0};
     cft__param_set1(&p, 0, norm_axis(axis, xs[0]->aval.ndim));
     return cft__bind1(&cft_p_concatenate, &p, n, ys);
 }
 cft_array *cft_stack(cft_array *const *xs, int n, int axis) {
-    if (!xs || n < 1) return cft__fail(CFT_E_ARG, "cft_stack: no arrays");
+    if (!xs || n < 1)
+        return cft__fail(CFT_E_ARG, "cft_stack: no arrays");
     cft_array *ys[n];
     for (int k = 0; k < n; k++) {
-        if (!xs[k]) return cft__fail(CFT_E_ARG, "cft_stack: array %d is NULL", k);
+        if (!xs[k])
+            return cft__fail(CFT_E_ARG, "cft_stack: array %d is NULL", k);
         ys[k] = cft_expand_dims(xs[k], axis);
     }
     return cft_concatenate(ys, n, axis < 0 ? axis : axis);
@@ -842,17 +994,20 @@ cft_array *cft_stack(cft_array *const *xs, int n, int axis) {
 static cft_array *iota_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)in, (void)nin;
     if ((uint64_t)p->v[0][0] >= CFT_NDTYPES || p->v[2][0] < 0 || p->v[2][0] >= p->n[1])
-        return cft__fail(CFT_E_ARG, "iota: bad dtype or dim %lld for rank %d", (long long)p->v[2][0], p->n[1]);
+        return cft__fail(CFT_E_ARG, "iota: bad dtype or dim %lld for rank %d",
+                         (long long)p->v[2][0], p->n[1]);
     *out = cft__aval((cft_dtype)p->v[0][0], p->v[1], p->n[1]);
     return NULL;
 }
 static cft_array *iota_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)in, (void)nin;
     cft_array *y = cft__alloc((cft_dtype)p->v[0][0], p->v[1], p->n[1]);
-    if (cft_failed(y)) return y;
+    if (cft_failed(y))
+        return y;
     int d = (int)p->v[2][0];
     int64_t n = cft__numel(p->v[1], p->n[1]);
-    for (int64_t i = 0; i < n; i++) cft__set(y->data, y->aval.dtype, i, (double)((i / y->strides[d]) % p->v[1][d]));
+    for (int64_t i = 0; i < n; i++)
+        cft__set(y->data, y->aval.dtype, i, (double)((i / y->strides[d]) % p->v[1][d]));
     out[0] = y;
     return NULL;
 }
@@ -864,8 +1019,14 @@ static cft_array *iota_vmap(int64_t size, cft_array *const *x, const int *bdim, 
     return NULL;
 }
 const cft_prim cft_p_iota = {
-    .name = "iota", .nin = 0, .nout = 1, .flags = CFT_PRIM_NONDIFF,
-    .pnames = {"dtype", "shape", "#dim"}, .shape = iota_shape, .impl = iota_impl, .vmap = iota_vmap,
+    .name = "iota",
+    .nin = 0,
+    .nout = 1,
+    .flags = CFT_PRIM_NONDIFF,
+    .pnames = {"dtype", "shape", "#dim"},
+    .shape = iota_shape,
+    .impl = iota_impl,
+    .vmap = iota_vmap,
 };
 cft_array *cft_iota(cft_dtype dtype, const int64_t *shape, int ndim, int dim) {
     if (ndim < 1 || ndim > CFT_MAX_NDIM || !shape)
@@ -897,8 +1058,14 @@ static cft_array *sg_vmap(int64_t size, cft_array *const *x, const int *bdim, in
     return NULL;
 }
 const cft_prim cft_p_stop_gradient = {
-    .name = "stop_gradient", .nin = 1, .nout = 1, .flags = CFT_PRIM_NONDIFF | CFT_PRIM_ELEMENTWISE,
-    .shape = sg_shape, .impl = sg_impl, .vmap = sg_vmap, .c_expr = "x",
+    .name = "stop_gradient",
+    .nin = 1,
+    .nout = 1,
+    .flags = CFT_PRIM_NONDIFF | CFT_PRIM_ELEMENTWISE,
+    .shape = sg_shape,
+    .impl = sg_impl,
+    .vmap = sg_vmap,
+    .c_expr = "x",
 };
 cft_array *cft_stop_gradient(cft_array *x) {
     CFT_PROPAGATE("cft_stop_gradient", x);

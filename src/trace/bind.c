@@ -15,9 +15,11 @@ static _Thread_local cft_trace *stack[MAX_DEPTH];
 static _Thread_local int depth;
 
 cft_trace *cft__trace_push(const cft_trace_vt *vt, void *state) {
-    if (depth >= MAX_DEPTH) return NULL;
+    if (depth >= MAX_DEPTH)
+        return NULL;
     cft_trace *t = CFT_NEW(cft_trace);
-    if (!t) return NULL;
+    if (!t)
+        return NULL;
     t->vt = vt;
     t->level = depth + 1;
     t->active = true;
@@ -33,11 +35,14 @@ void cft__trace_pop(cft_trace *t) {
     }
 }
 
-int cft__trace_depth(void) { return depth; }
+int cft__trace_depth(void) {
+    return depth;
+}
 
 cft_array *cft__tracer(cft_trace *t, const cft_aval *aval) {
     cft_array *x = CFT_NEW(cft_array);
-    if (!x) return cft__oom();
+    if (!x)
+        return cft__oom();
     x->kind = CFT_K_TRACER;
     x->trace = t;
     x->aval = *aval;
@@ -46,11 +51,13 @@ cft_array *cft__tracer(cft_trace *t, const cft_aval *aval) {
 
 void cft__param_set(cft_params *p, int k, const int64_t *v, int n) {
     p->n[k] = (int8_t)n;
-    for (int i = 0; i < n && i < CFT_PARAM_LEN; i++) p->v[k][i] = v[i];
+    for (int i = 0; i < n && i < CFT_PARAM_LEN; i++)
+        p->v[k][i] = v[i];
 }
 void cft__param_set_int(cft_params *p, int k, const int *v, int n) {
     p->n[k] = (int8_t)n;
-    for (int i = 0; i < n && i < CFT_PARAM_LEN; i++) p->v[k][i] = v[i];
+    for (int i = 0; i < n && i < CFT_PARAM_LEN; i++)
+        p->v[k][i] = v[i];
 }
 void cft__param_set1(cft_params *p, int k, int64_t v) {
     p->n[k] = 1;
@@ -69,10 +76,12 @@ static cft_array *annotate(cft_array *e) {
     return cft__fail(e->err_code, "%s%s", e->err_msg, buf);
 }
 
-cft_array *cft__annotate(cft_array *e) { return e && cft_failed(e) ? annotate(e) : e; }
+cft_array *cft__annotate(cft_array *e) {
+    return e && cft_failed(e) ? annotate(e) : e;
+}
 
-cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin,
-                              const cft_aval *in, cft_aval *out) {
+cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin, const cft_aval *in,
+                              cft_aval *out) {
     if (p->nin >= 0 && nin != p->nin)
         return cft__fail(CFT_E_ARG, "%s: expected %d inputs, got %d", p->name, p->nin, nin);
     memset(out, 0, sizeof(cft_aval) * (size_t)cft__nout(p, par, nin));
@@ -80,35 +89,45 @@ cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin,
 }
 
 static cft_array *fail_all(cft_array *e, int nout, cft_array **out) {
-    for (int i = 0; i < nout; i++) out[i] = e;
+    for (int i = 0; i < nout; i++)
+        out[i] = e;
     return e;
 }
 
-cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in, int nout,
-                         const cft_aval *out_avals, cft_array **out) {
+cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
+                         int nout, const cft_aval *out_avals, cft_array **out) {
     bool half = false;
-    for (int i = 0; i < nin; i++) half |= cft_dtype_is_half(in[i]->aval.dtype);
-    for (int j = 0; j < nout && out_avals; j++) half |= cft_dtype_is_half(out_avals[j].dtype);
-    if (!half) return p->impl(in, nin, par, out);
+    for (int i = 0; i < nin; i++)
+        half |= cft_dtype_is_half(in[i]->aval.dtype);
+    for (int j = 0; j < nout && out_avals; j++)
+        half |= cft_dtype_is_half(out_avals[j].dtype);
+    if (!half)
+        return p->impl(in, nin, par, out);
     cft_array *wide[nin > 0 ? nin : 1];
     for (int i = 0; i < nin; i++) {
         cft_array *x = in[i];
         if (cft_dtype_is_half(x->aval.dtype)) {
             cft_array *c = cft__contig(x), *w = cft__alloc(CFT_F32, x->aval.shape, x->aval.ndim);
-            if (cft_failed(c) || cft_failed(w)) return cft_failed(c) ? c : w;
-            cft__cast(cft__ptr(c), c->aval.dtype, w->data, CFT_F32, cft__numel(x->aval.shape, x->aval.ndim));
+            if (cft_failed(c) || cft_failed(w))
+                return cft_failed(c) ? c : w;
+            cft__cast(cft__ptr(c), c->aval.dtype, w->data, CFT_F32,
+                      cft__numel(x->aval.shape, x->aval.ndim));
             x = w;
         }
         wide[i] = x;
     }
     cft_array *e = p->impl(wide, nin, par, out);
-    if (e) return e;
+    if (e)
+        return e;
     for (int j = 0; j < nout && out_avals; j++) { /* round on store */
         cft_dtype want = out_avals[j].dtype;
-        if (out[j]->aval.dtype == want) continue;
+        if (out[j]->aval.dtype == want)
+            continue;
         cft_array *c = cft__contig(out[j]), *h = cft__alloc(want, c->aval.shape, c->aval.ndim);
-        if (cft_failed(c) || cft_failed(h)) return cft_failed(c) ? c : h;
-        cft__cast(cft__ptr(c), c->aval.dtype, h->data, want, cft__numel(c->aval.shape, c->aval.ndim));
+        if (cft_failed(c) || cft_failed(h))
+            return cft_failed(c) ? c : h;
+        cft__cast(cft__ptr(c), c->aval.dtype, h->data, want,
+                  cft__numel(c->aval.shape, c->aval.ndim));
         out[j] = h;
     }
     return NULL;
@@ -125,7 +144,8 @@ cft_array *cft__bind(const cft_prim *p, const cft_params *par, int nin, cft_arra
     for (int i = 0; i < nin; i++) {
         if (!in[i])
             return fail_all(cft__fail(CFT_E_ARG, "%s: input %d is NULL", p->name, i), nout, out);
-        if (in[i]->kind == CFT_K_ERROR) return fail_all(in[i], nout, out);
+        if (in[i]->kind == CFT_K_ERROR)
+            return fail_all(in[i], nout, out);
         if (in[i]->kind == CFT_K_TRACER) {
             if (!in[i]->trace->active)
                 return fail_all(cft__fail(CFT_E_TRACE,
@@ -133,30 +153,38 @@ cft_array *cft__bind(const cft_prim *p, const cft_params *par, int nin, cft_arra
                                           "already returned (a leaked tracer)",
                                           p->name, i, in[i]->trace->vt->name),
                                 nout, out);
-            if (!top || in[i]->trace->level > top->level) top = in[i]->trace;
+            if (!top || in[i]->trace->level > top->level)
+                top = in[i]->trace;
         }
     }
     cft_array *e;
     if (!top) {
         cft_aval avs[nin > 0 ? nin : 1], oav[nout];
-        for (int i = 0; i < nin; i++) avs[i] = in[i]->aval;
+        for (int i = 0; i < nin; i++)
+            avs[i] = in[i]->aval;
         e = cft__abstract_eval(p, par, nin, avs, oav);
-        if (e) return fail_all(annotate(e), nout, out);
+        if (e)
+            return fail_all(annotate(e), nout, out);
         e = cft__run_impl(p, par, nin, in, nout, oav, out);
-        if (e) return fail_all(annotate(e), nout, out);
+        if (e)
+            return fail_all(annotate(e), nout, out);
         for (int i = 0; i < nout; i++)
-            if (cft_failed(out[i])) return fail_all(out[i], nout, out);
+            if (cft_failed(out[i]))
+                return fail_all(out[i], nout, out);
         return NULL;
     }
     cft_array *lifted[nin > 0 ? nin : 1];
     for (int i = 0; i < nin; i++) {
         lifted[i] = cft__is_tracer_of(in[i], top) ? in[i] : top->vt->lift(top, in[i]);
-        if (cft_failed(lifted[i])) return fail_all(lifted[i], nout, out);
+        if (cft_failed(lifted[i]))
+            return fail_all(lifted[i], nout, out);
     }
     e = top->vt->process(top, p, par, nin, lifted, out);
-    if (e) return fail_all(annotate(e), nout, out);
+    if (e)
+        return fail_all(annotate(e), nout, out);
     for (int i = 0; i < nout; i++)
-        if (cft_failed(out[i])) return fail_all(out[i], nout, out);
+        if (cft_failed(out[i]))
+            return fail_all(out[i], nout, out);
     return NULL;
 }
 

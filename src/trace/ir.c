@@ -29,14 +29,21 @@ static cft_irvar *re(renum *r, cft_irvar *v) {
 
 static int max_id(const cft_ir *ir) {
     int m = -1;
-#define UPD(v) if ((v)->id > m) m = (v)->id
-    for (int i = 0; i < ir->nconst; i++) UPD(ir->constvars[i]);
-    for (int i = 0; i < ir->nin; i++) UPD(ir->invars[i]);
+#define UPD(v)                                                                                     \
+    if ((v)->id > m)                                                                               \
+    m = (v)->id
+    for (int i = 0; i < ir->nconst; i++)
+        UPD(ir->constvars[i]);
+    for (int i = 0; i < ir->nin; i++)
+        UPD(ir->invars[i]);
     for (int k = 0; k < ir->neqn; k++) {
-        for (int i = 0; i < ir->eqns[k].nin; i++) UPD(ir->eqns[k].in[i]);
-        for (int i = 0; i < ir->eqns[k].nout; i++) UPD(ir->eqns[k].out[i]);
+        for (int i = 0; i < ir->eqns[k].nin; i++)
+            UPD(ir->eqns[k].in[i]);
+        for (int i = 0; i < ir->eqns[k].nout; i++)
+            UPD(ir->eqns[k].out[i]);
     }
-    for (int i = 0; i < ir->nout; i++) UPD(ir->outvars[i]);
+    for (int i = 0; i < ir->nout; i++)
+        UPD(ir->outvars[i]);
 #undef UPD
     return m;
 }
@@ -56,23 +63,30 @@ cft_ir *cft__ir_finish(cft_ir *src) {
         ir->constvars[i] = re(&r, src->constvars[i]);
         ir->constvals[i] = src->constvals ? src->constvals[i] : NULL;
     }
-    for (int i = 0; i < src->nin; i++) ir->invars[i] = re(&r, src->invars[i]);
+    for (int i = 0; i < src->nin; i++)
+        ir->invars[i] = re(&r, src->invars[i]);
     for (int k = 0; k < src->neqn; k++) {
         const cft_eqn *q = &src->eqns[k];
         cft_eqn *d = &ir->eqns[k];
         *d = *q;
         d->in = CFT_NEWN(cft_irvar *, q->nin + 1);
         d->out = CFT_NEWN(cft_irvar *, q->nout + 1);
-        for (int i = 0; i < q->nin; i++) d->in[i] = re(&r, q->in[i]);
-        for (int i = 0; i < q->nout; i++) d->out[i] = re(&r, q->out[i]);
+        for (int i = 0; i < q->nin; i++)
+            d->in[i] = re(&r, q->in[i]);
+        for (int i = 0; i < q->nout; i++)
+            d->out[i] = re(&r, q->out[i]);
     }
-    for (int i = 0; i < src->nout; i++) ir->outvars[i] = re(&r, src->outvars[i]);
+    for (int i = 0; i < src->nout; i++)
+        ir->outvars[i] = re(&r, src->outvars[i]);
     ir->nvars = r.n;
     ir->last_use = CFT_NEWN(int, r.n + 1);
-    for (int i = 0; i < r.n; i++) ir->last_use[i] = -1;
+    for (int i = 0; i < r.n; i++)
+        ir->last_use[i] = -1;
     for (int k = 0; k < ir->neqn; k++)
-        for (int i = 0; i < ir->eqns[k].nin; i++) ir->last_use[ir->eqns[k].in[i]->id] = k;
-    for (int i = 0; i < ir->nout; i++) ir->last_use[ir->outvars[i]->id] = ir->neqn;
+        for (int i = 0; i < ir->eqns[k].nin; i++)
+            ir->last_use[ir->eqns[k].in[i]->id] = k;
+    for (int i = 0; i < ir->nout; i++)
+        ir->last_use[ir->outvars[i]->id] = ir->neqn;
     return ir;
 }
 
@@ -107,7 +121,8 @@ static void var_name(int id, char *out) {
         tmp[n++] = (char)('a' + id % 26);
         id /= 26;
     } while (id > 0 && n < 15);
-    for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    for (int i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
     out[n] = 0;
 }
 
@@ -124,24 +139,30 @@ static void put_params(sbuf *s, const cft_eqn *q) {
     bool any = false;
     for (int k = 0; k < CFT_NPARAM; k++) {
         const char *nm = q->prim->pnames[k];
-        if (!nm) continue;
+        if (!nm)
+            continue;
         put(s, any ? " " : "[");
         any = true;
         bool scalar = nm[0] == '#', sub = nm[0] == '@';
-        if (scalar || sub) nm++;
+        if (scalar || sub)
+            nm++;
         put(s, "%s=", nm);
         if (sub) { /* nested IRs, indented */
-            if (q->params.n[k] > 1) put(s, "(");
+            if (q->params.n[k] > 1)
+                put(s, "(");
             for (int b = 0; b < q->params.n[k]; b++) {
-                if (b) put(s, ",\n        ");
+                if (b)
+                    put(s, ",\n        ");
                 const char *t = cft_ir_str((const cft_ir *)(uintptr_t)q->params.v[k][b]);
                 for (; *t; t++) {
                     put(s, "%c", *t);
-                    if (*t == '\n' && t[1]) put(s, "        ");
+                    if (*t == '\n' && t[1])
+                        put(s, "        ");
                 }
                 s->n--; /* drop the nested IR's final newline */
             }
-            if (q->params.n[k] > 1) put(s, ")");
+            if (q->params.n[k] > 1)
+                put(s, ")");
         } else if (strcmp(nm, "dtype") == 0) {
             put(s, "%s", cft_dtype_name((cft_dtype)q->params.v[k][0]));
         } else if (scalar) {
@@ -153,18 +174,21 @@ static void put_params(sbuf *s, const cft_eqn *q) {
             put(s, ")");
         }
     }
-    if (any) put(s, "]");
+    if (any)
+        put(s, "]");
 }
 
 const char *cft_ir_str(const cft_ir *ir) {
-    if (!ir) return "<null ir>";
+    if (!ir)
+        return "<null ir>";
     sbuf s = {cft__new(256), 0, 256};
     put(&s, "{ lambda ");
     for (int i = 0; i < ir->nconst; i++) {
         put_var(&s, ir->constvars[i], true);
         put(&s, " ");
     }
-    if (ir->nconst) put(&s, "; ");
+    if (ir->nconst)
+        put(&s, "; ");
     for (int i = 0; i < ir->nin; i++) {
         put_var(&s, ir->invars[i], true);
         put(&s, " ");
@@ -174,7 +198,8 @@ const char *cft_ir_str(const cft_ir *ir) {
         const cft_eqn *q = &ir->eqns[k];
         put(&s, k ? "      " : "  let ");
         for (int i = 0; i < q->nout; i++) {
-            if (i) put(&s, " ");
+            if (i)
+                put(&s, " ");
             put_var(&s, q->out[i], true);
         }
         put(&s, " = %s", q->prim->name);
@@ -187,48 +212,60 @@ const char *cft_ir_str(const cft_ir *ir) {
     }
     put(&s, "  in (");
     for (int i = 0; i < ir->nout; i++) {
-        if (i) put(&s, ", ");
+        if (i)
+            put(&s, ", ");
         put_var(&s, ir->outvars[i], false);
     }
     put(&s, ") }\n");
     return s.buf;
 }
 
-void cft_ir_print(const cft_ir *ir, FILE *f) { fputs(cft_ir_str(ir), f); }
+void cft_ir_print(const cft_ir *ir, FILE *f) {
+    fputs(cft_ir_str(ir), f);
+}
 
 /* ---- typecheck ---- */
 
 cft_status cft_ir_typecheck(const cft_ir *ir) {
-    if (!ir) return cft__set_last(cft__fail(CFT_E_ARG, "cft_ir_typecheck: NULL ir"));
+    if (!ir)
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_ir_typecheck: NULL ir"));
     bool *def = CFT_NEWN(bool, ir->nvars + 1);
     char a[96], b[96];
-    for (int i = 0; i < ir->nconst; i++) def[ir->constvars[i]->id] = true;
-    for (int i = 0; i < ir->nin; i++) def[ir->invars[i]->id] = true;
+    for (int i = 0; i < ir->nconst; i++)
+        def[ir->constvars[i]->id] = true;
+    for (int i = 0; i < ir->nin; i++)
+        def[ir->invars[i]->id] = true;
     for (int k = 0; k < ir->neqn; k++) {
         const cft_eqn *q = &ir->eqns[k];
         cft_aval in[q->nin > 0 ? q->nin : 1], out[q->nout];
         for (int i = 0; i < q->nin; i++) {
             if (!def[q->in[i]->id])
-                return cft__set_last(cft__fail(CFT_E_TRACE, "cft_ir_typecheck: eqn %d (%s) reads "
-                                               "an undefined var", k, q->prim->name));
+                return cft__set_last(cft__fail(CFT_E_TRACE,
+                                               "cft_ir_typecheck: eqn %d (%s) reads "
+                                               "an undefined var",
+                                               k, q->prim->name));
             in[i] = q->in[i]->aval;
         }
         cft_array *e = cft__abstract_eval(q->prim, &q->params, q->nin, in, out);
-        if (e) return cft__set_last(e);
+        if (e)
+            return cft__set_last(e);
         for (int i = 0; i < q->nout; i++) {
             if (!cft__aval_eq(&out[i], &q->out[i]->aval))
                 return cft__set_last(cft__fail(
                     CFT_E_TRACE, "cft_ir_typecheck: eqn %d (%s) declares %s, its rule gives %s", k,
                     q->prim->name, cft_aval_str(&q->out[i]->aval, a), cft_aval_str(&out[i], b)));
             if (def[q->out[i]->id])
-                return cft__set_last(cft__fail(CFT_E_TRACE, "cft_ir_typecheck: eqn %d (%s) "
-                                               "redefines a var", k, q->prim->name));
+                return cft__set_last(cft__fail(CFT_E_TRACE,
+                                               "cft_ir_typecheck: eqn %d (%s) "
+                                               "redefines a var",
+                                               k, q->prim->name));
             def[q->out[i]->id] = true;
         }
     }
     for (int i = 0; i < ir->nout; i++)
         if (!def[ir->outvars[i]->id])
-            return cft__set_last(cft__fail(CFT_E_TRACE, "cft_ir_typecheck: output %d undefined", i));
+            return cft__set_last(
+                cft__fail(CFT_E_TRACE, "cft_ir_typecheck: output %d undefined", i));
     return CFT_OK;
 }
 
@@ -238,42 +275,53 @@ cft_status cft__ir_eval_with(const cft_ir *ir, cft_array *const *consts, cft_arr
                              cft_array **out) {
     cft_array **env = CFT_NEWN(cft_array *, ir->nvars + 1);
     if (!env) {
-        for (int i = 0; i < ir->nout; i++) out[i] = cft__oom();
+        for (int i = 0; i < ir->nout; i++)
+            out[i] = cft__oom();
         return CFT_E_NOMEM;
     }
-    for (int i = 0; i < ir->nconst; i++) env[ir->constvars[i]->id] = consts[i];
-    for (int i = 0; i < ir->nin; i++) env[ir->invars[i]->id] = in[i];
+    for (int i = 0; i < ir->nconst; i++)
+        env[ir->constvars[i]->id] = consts[i];
+    for (int i = 0; i < ir->nin; i++)
+        env[ir->invars[i]->id] = in[i];
     for (int k = 0; k < ir->neqn; k++) {
         const cft_eqn *q = &ir->eqns[k];
         cft_array *args[q->nin > 0 ? q->nin : 1], *res[q->nout];
-        for (int i = 0; i < q->nin; i++) args[i] = env[q->in[i]->id];
+        for (int i = 0; i < q->nin; i++)
+            args[i] = env[q->in[i]->id];
         cft_array *e = cft__bind(q->prim, &q->params, q->nin, args, q->nout, res);
         if (e) {
-            for (int i = 0; i < ir->nout; i++) out[i] = e;
+            for (int i = 0; i < ir->nout; i++)
+                out[i] = e;
             return cft__set_last(e);
         }
-        for (int i = 0; i < q->nout; i++) env[q->out[i]->id] = res[i];
+        for (int i = 0; i < q->nout; i++)
+            env[q->out[i]->id] = res[i];
         for (int i = 0; i < q->nin; i++) /* free what is no longer needed */
-            if (ir->last_use[q->in[i]->id] == k) env[q->in[i]->id] = NULL;
+            if (ir->last_use[q->in[i]->id] == k)
+                env[q->in[i]->id] = NULL;
     }
-    for (int i = 0; i < ir->nout; i++) out[i] = env[ir->outvars[i]->id];
+    for (int i = 0; i < ir->nout; i++)
+        out[i] = env[ir->outvars[i]->id];
     return CFT_OK;
 }
 
 cft_status cft_ir_eval(const cft_ir *ir, cft_array *const *in, cft_array **out) {
-    if (!ir) return cft__set_last(cft__fail(CFT_E_ARG, "cft_ir_eval: NULL ir"));
+    if (!ir)
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_ir_eval: NULL ir"));
     for (int i = 0; i < ir->nin; i++) {
         if (cft_failed(in[i])) {
             cft_array *e = in[i] ? in[i] : cft__fail(CFT_E_ARG, "cft_ir_eval: input %d is NULL", i);
-            for (int j = 0; j < ir->nout; j++) out[j] = e;
+            for (int j = 0; j < ir->nout; j++)
+                out[j] = e;
             return cft__set_last(e);
         }
         if (!cft__aval_eq(&in[i]->aval, &ir->invars[i]->aval)) {
             char a[96], b[96];
-            cft_array *e = cft__fail(CFT_E_SHAPE, "cft_ir_eval: input %d is %s, the IR takes %s", i,
-                                     cft_aval_str(&in[i]->aval, a),
-                                     cft_aval_str(&ir->invars[i]->aval, b));
-            for (int j = 0; j < ir->nout; j++) out[j] = e;
+            cft_array *e =
+                cft__fail(CFT_E_SHAPE, "cft_ir_eval: input %d is %s, the IR takes %s", i,
+                          cft_aval_str(&in[i]->aval, a), cft_aval_str(&ir->invars[i]->aval, b));
+            for (int j = 0; j < ir->nout; j++)
+                out[j] = e;
             return cft__set_last(e);
         }
     }
@@ -295,14 +343,17 @@ cft_ir *cft__ir_dce_outputs(const cft_ir *ir, const bool *keep) {
         }
     for (int k = ir->neqn - 1; k >= 0; k--) {
         const cft_eqn *q = &ir->eqns[k];
-        for (int i = 0; i < q->nout; i++) keq[k] |= live[q->out[i]->id];
+        for (int i = 0; i < q->nout; i++)
+            keq[k] |= live[q->out[i]->id];
         if (keq[k])
-            for (int i = 0; i < q->nin; i++) live[q->in[i]->id] = true;
+            for (int i = 0; i < q->nin; i++)
+                live[q->in[i]->id] = true;
     }
     d.eqns = CFT_NEWN(cft_eqn, ir->neqn + 1);
     d.neqn = 0;
     for (int k = 0; k < ir->neqn; k++)
-        if (keq[k]) d.eqns[d.neqn++] = ir->eqns[k];
+        if (keq[k])
+            d.eqns[d.neqn++] = ir->eqns[k];
     /* unused constants go too */
     d.constvars = CFT_NEWN(cft_irvar *, ir->nconst + 1);
     d.constvals = CFT_NEWN(cft_array *, ir->nconst + 1);
@@ -315,34 +366,44 @@ cft_ir *cft__ir_dce_outputs(const cft_ir *ir, const bool *keep) {
     return cft__ir_finish(&d);
 }
 
-cft_ir *cft_ir_dce(const cft_ir *ir) { return ir ? cft__ir_dce_outputs(ir, NULL) : NULL; }
+cft_ir *cft_ir_dce(const cft_ir *ir) {
+    return ir ? cft__ir_dce_outputs(ir, NULL) : NULL;
+}
 
 /* ---- CSE ---- */
 
 static uint64_t eqn_hash(const cft_eqn *q, cft_irvar *const *sub) {
     uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)q->prim;
     const unsigned char *pb = (const unsigned char *)&q->params;
-    for (size_t i = 0; i < sizeof q->params; i++) h = (h ^ pb[i]) * 1099511628211ull;
-    for (int i = 0; i < q->nin; i++) h = (h ^ (uint64_t)sub[q->in[i]->id]->id) * 1099511628211ull;
+    for (size_t i = 0; i < sizeof q->params; i++)
+        h = (h ^ pb[i]) * 1099511628211ull;
+    for (int i = 0; i < q->nin; i++)
+        h = (h ^ (uint64_t)sub[q->in[i]->id]->id) * 1099511628211ull;
     return h;
 }
 
 cft_ir *cft_ir_cse(const cft_ir *ir) {
-    if (!ir) return NULL;
+    if (!ir)
+        return NULL;
     cft_irvar **sub = CFT_NEWN(cft_irvar *, ir->nvars + 1); /* var -> representative */
-    for (int i = 0; i < ir->nconst; i++) sub[ir->constvars[i]->id] = ir->constvars[i];
-    for (int i = 0; i < ir->nin; i++) sub[ir->invars[i]->id] = ir->invars[i];
+    for (int i = 0; i < ir->nconst; i++)
+        sub[ir->constvars[i]->id] = ir->constvars[i];
+    for (int i = 0; i < ir->nin; i++)
+        sub[ir->invars[i]->id] = ir->invars[i];
     size_t cap = 16;
-    while (cap < (size_t)ir->neqn * 2) cap *= 2;
+    while (cap < (size_t)ir->neqn * 2)
+        cap *= 2;
     int *table = malloc(sizeof(int) * cap);
-    for (size_t i = 0; i < cap; i++) table[i] = -1;
+    for (size_t i = 0; i < cap; i++)
+        table[i] = -1;
     cft_ir d = *ir;
     d.eqns = CFT_NEWN(cft_eqn, ir->neqn + 1);
     d.neqn = 0;
     for (int k = 0; k < ir->neqn; k++) {
         cft_eqn q = ir->eqns[k];
         cft_irvar **nin = CFT_NEWN(cft_irvar *, q.nin + 1);
-        for (int i = 0; i < q.nin; i++) nin[i] = sub[q.in[i]->id];
+        for (int i = 0; i < q.nin; i++)
+            nin[i] = sub[q.in[i]->id];
         q.in = nin;
         uint64_t h = eqn_hash(&q, sub);
         size_t slot = h & (cap - 1);
@@ -353,32 +414,44 @@ cft_ir *cft_ir_cse(const cft_ir *ir) {
                 memcmp(&o->params, &q.params, sizeof q.params))
                 continue;
             bool same = true;
-            for (int i = 0; i < q.nin && same; i++) same = o->in[i] == q.in[i];
+            for (int i = 0; i < q.nin && same; i++)
+                same = o->in[i] == q.in[i];
             if (same) {
                 found = table[slot];
                 break;
             }
         }
         if (found >= 0) {
-            for (int i = 0; i < q.nout; i++) sub[q.out[i]->id] = d.eqns[found].out[i];
+            for (int i = 0; i < q.nout; i++)
+                sub[q.out[i]->id] = d.eqns[found].out[i];
             continue;
         }
-        for (int i = 0; i < q.nout; i++) sub[q.out[i]->id] = q.out[i];
+        for (int i = 0; i < q.nout; i++)
+            sub[q.out[i]->id] = q.out[i];
         table[slot] = d.neqn;
         d.eqns[d.neqn++] = q;
     }
     free(table);
     d.outvars = CFT_NEWN(cft_irvar *, ir->nout + 1);
-    for (int i = 0; i < ir->nout; i++) d.outvars[i] = sub[ir->outvars[i]->id];
+    for (int i = 0; i < ir->nout; i++)
+        d.outvars[i] = sub[ir->outvars[i]->id];
     return cft__ir_finish(&d);
 }
 
 /* ---- accessors ---- */
 
-int cft_ir_num_inputs(const cft_ir *ir) { return ir ? ir->nin : 0; }
-int cft_ir_num_outputs(const cft_ir *ir) { return ir ? ir->nout : 0; }
-int cft_ir_num_consts(const cft_ir *ir) { return ir ? ir->nconst : 0; }
-int cft_ir_num_eqns(const cft_ir *ir) { return ir ? ir->neqn : 0; }
+int cft_ir_num_inputs(const cft_ir *ir) {
+    return ir ? ir->nin : 0;
+}
+int cft_ir_num_outputs(const cft_ir *ir) {
+    return ir ? ir->nout : 0;
+}
+int cft_ir_num_consts(const cft_ir *ir) {
+    return ir ? ir->nconst : 0;
+}
+int cft_ir_num_eqns(const cft_ir *ir) {
+    return ir ? ir->neqn : 0;
+}
 const char *cft_ir_eqn_prim(const cft_ir *ir, int i) {
     return ir && i >= 0 && i < ir->neqn ? ir->eqns[i].prim->name : NULL;
 }

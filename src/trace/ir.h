@@ -57,7 +57,8 @@ typedef struct cft_split {
     cft_ir *known, *unknown;
     int nres;
 } cft_split;
-cft_split *cft__split_ir(const cft_ir *ir, const bool *in_known, const bool *want_unknown, bool *out_known);
+cft_split *cft__split_ir(const cft_ir *ir, const bool *in_known, const bool *want_unknown,
+                         bool *out_known);
 
 /* DCE keeping only the outputs marked in `keep` (NULL: all). */
 cft_ir *cft__ir_dce_outputs(const cft_ir *ir, const bool *keep);

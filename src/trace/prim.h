@@ -20,10 +20,10 @@ typedef struct cft_params {
 } cft_params;
 
 enum {
-    CFT_PRIM_LINEAR = 1u,      /* has a transpose rule (linear in some inputs) */
-    CFT_PRIM_NONDIFF = 2u,     /* outputs have zero derivative: no jvp rule */
-    CFT_PRIM_ELEMENTWISE = 4u, /* same-shape inputs, output of that shape */
-    CFT_PRIM_REDUCTION = 8u,   /* reduces over the axes in parameter slot 0 */
+    CFT_PRIM_LINEAR = 1u,       /* has a transpose rule (linear in some inputs) */
+    CFT_PRIM_NONDIFF = 2u,      /* outputs have zero derivative: no jvp rule */
+    CFT_PRIM_ELEMENTWISE = 4u,  /* same-shape inputs, output of that shape */
+    CFT_PRIM_REDUCTION = 8u,    /* reduces over the axes in parameter slot 0 */
     CFT_PRIM_CONTRACTION = 16u, /* GEMM-like work (dot, conv): what checkpoint policies save */
 };
 
@@ -35,7 +35,7 @@ typedef const struct cft_eqn *(*cft_producer_fn)(void *ctx, int var);
 
 typedef struct cft_prim {
     const char *name;
-    int nin; /* -1: variadic */
+    int nin;  /* -1: variadic */
     int nout; /* -1: given by nout_of */
     unsigned flags;
     const char *pnames[CFT_NPARAM]; /* printed names of the parameter slots */
@@ -68,7 +68,8 @@ typedef struct cft_prim {
     /* optional simplification: rewrite equation q (looking at the equations
      * that produce its inputs) into *out, which computes the same outputs;
      * return false to keep q */
-    bool (*simplify)(const struct cft_eqn *q, cft_producer_fn producer, void *ctx, struct cft_eqn *out);
+    bool (*simplify)(const struct cft_eqn *q, cft_producer_fn producer, void *ctx,
+                     struct cft_eqn *out);
     /* outputs of a variadic-output primitive (nout -1) for these params */
     int (*nout_of)(const cft_params *p, int nin);
     /* optional partial evaluation (reverse mode of loops): with inputs

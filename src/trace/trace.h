@@ -51,10 +51,10 @@ cft_array *cft__annotate(cft_array *e);
  * shape rule (out_avals: what it promised). f16/bf16 are storage types:
  * half inputs are widened to f32 first, and outputs promised as half are
  * rounded to it on store, so no kernel needs half arithmetic. */
-cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in, int nout,
-                         const cft_aval *out_avals, cft_array **out);
+cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
+                         int nout, const cft_aval *out_avals, cft_array **out);
 /* Abstract evaluation only: check and compute output avals. */
-cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin,
-                              const cft_aval *in, cft_aval *out);
+cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin, const cft_aval *in,
+                              cft_aval *out);
 
 #endif

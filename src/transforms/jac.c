@@ -13,7 +13,8 @@ typedef struct {
 
 static jac_env *env_new(cft_fn *f, const int *argnums, int nargs, const char *who) {
     static const int first[1] = {0};
-    if (!argnums || nargs <= 0) argnums = first, nargs = 1;
+    if (!argnums || nargs <= 0)
+        argnums = first, nargs = 1;
     jac_env *e = CFT_NEW(jac_env);
     e->f = f;
     e->nargs = nargs;
@@ -21,7 +22,8 @@ static jac_env *env_new(cft_fn *f, const int *argnums, int nargs, const char *wh
     for (int k = 0; k < nargs; k++) {
         int a = argnums[k] < 0 ? argnums[k] + f->nin : argnums[k];
         if (a < 0 || a >= f->nin) {
-            cft__set_last(cft__fail(CFT_E_ARG, "%s: argnum %d out of range for %d inputs", who, argnums[k], f->nin));
+            cft__set_last(cft__fail(CFT_E_ARG, "%s: argnum %d out of range for %d inputs", who,
+                                    argnums[k], f->nin));
             return NULL;
         }
         e->argnums[k] = a;
@@ -33,7 +35,8 @@ static jac_env *env_new(cft_fn *f, const int *argnums, int nargs, const char *wh
 static cft_array *basis(const cft_aval *a) {
     int64_t n = cft__numel(a->shape, a->ndim), shape[CFT_MAX_NDIM + 1];
     shape[0] = n;
-    for (int i = 0; i < a->ndim; i++) shape[i + 1] = a->shape[i];
+    for (int i = 0; i < a->ndim; i++)
+        shape[i + 1] = a->shape[i];
     return cft_reshape(cft_eye(n, a->dtype), shape, a->ndim + 1);
 }
 
@@ -41,9 +44,12 @@ static cft_array *basis(const cft_aval *a) {
 static cft_array *reshape_joined(cft_array *x, const cft_aval *lead, const cft_aval *tail) {
     int64_t shape[2 * CFT_MAX_NDIM];
     int nd = 0;
-    for (int i = 0; i < lead->ndim; i++) shape[nd++] = lead->shape[i];
-    for (int i = 0; i < tail->ndim; i++) shape[nd++] = tail->shape[i];
-    if (nd > CFT_MAX_NDIM) return cft__fail(CFT_E_SHAPE, "jacobian: rank %d exceeds %d", nd, CFT_MAX_NDIM);
+    for (int i = 0; i < lead->ndim; i++)
+        shape[nd++] = lead->shape[i];
+    for (int i = 0; i < tail->ndim; i++)
+        shape[nd++] = tail->shape[i];
+    if (nd > CFT_MAX_NDIM)
+        return cft__fail(CFT_E_SHAPE, "jacobian: rank %d exceeds %d", nd, CFT_MAX_NDIM);
     return cft_reshape(x, shape, nd);
 }
 
@@ -53,7 +59,8 @@ static cft_status jacrev_cb(void *envp, int nin, cft_array *const *in, int nout,
     cft_array *vals[m];
     cft_fn *pb;
     cft_status st = cft_vjp(e->f, in, vals, &pb);
-    if (st != CFT_OK) return cft__fail_outs(vals[0], nout, out);
+    if (st != CFT_OK)
+        return cft__fail_outs(vals[0], nout, out);
     for (int j = 0; j < m; j++) {
         int in_axes[m], out_axes[nin];
         cft_array *cts[m], *res[nin];
@@ -61,9 +68,11 @@ static cft_status jacrev_cb(void *envp, int nin, cft_array *const *in, int nout,
             in_axes[k] = k == j ? 0 : CFT_NOT_BATCHED;
             cts[k] = k == j ? basis(&vals[j]->aval) : cft__zeros_aval(&vals[k]->aval);
         }
-        for (int i = 0; i < nin; i++) out_axes[i] = 0;
+        for (int i = 0; i < nin; i++)
+            out_axes[i] = 0;
         st = cft_fn_call(cft_vmap(pb, in_axes, out_axes), cts, res);
-        if (st != CFT_OK) return cft__fail_outs(res[0], nout, out);
+        if (st != CFT_OK)
+            return cft__fail_outs(res[0], nout, out);
         for (int a = 0; a < e->nargs; a++) {
             int i = e->argnums[a];
             out[j * e->nargs + a] = reshape_joined(res[i], &vals[j]->aval, &in[i]->aval);
@@ -78,15 +87,19 @@ typedef struct {
     int a;
 } partial_env;
 
-static cft_status partial_jvp_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+static cft_status partial_jvp_cb(void *envp, int nin, cft_array *const *in, int nout,
+                                 cft_array **out) {
     partial_env *p = envp;
     int n = p->f->nin;
     (void)nin;
     cft_array *t[n > 0 ? n : 1], *vals[nout];
-    for (int i = 0; i < n; i++) t[i] = i == p->a ? in[n] : NULL;
+    for (int i = 0; i < n; i++)
+        t[i] = i == p->a ? in[n] : NULL;
     cft_status st = cft__jvp_apply(p->f, in, t, vals, out);
-    if (st != CFT_OK) return cft__fail_outs(vals[0], nout, out);
-    for (int j = 0; j < nout; j++) out[j] = cft__inst(out[j], &vals[j]->aval);
+    if (st != CFT_OK)
+        return cft__fail_outs(vals[0], nout, out);
+    for (int j = 0; j < nout; j++)
+        out[j] = cft__inst(out[j], &vals[j]->aval);
     return CFT_OK;
 }
 
@@ -97,19 +110,23 @@ static cft_status jacfwd_cb(void *envp, int nin, cft_array *const *in, int nout,
         int i = e->argnums[a];
         if (!cft_dtype_is_float(in[i]->aval.dtype))
             return cft__fail_outs(cft__fail(CFT_E_DTYPE, "cft_jacfwd: input %d is %s, not float", i,
-                                            cft__av(&in[i]->aval)), nout, out);
+                                            cft__av(&in[i]->aval)),
+                                  nout, out);
         partial_env *p = CFT_NEW(partial_env);
         p->f = e->f;
         p->a = i;
         cft_fn *pj = cft_fn_new(partial_jvp_cb, p, nin + 1, m);
         int in_axes[nin + 1], out_axes[m];
         cft_array *args[nin + 1], *res[m];
-        for (int k = 0; k < nin; k++) in_axes[k] = CFT_NOT_BATCHED, args[k] = in[k];
+        for (int k = 0; k < nin; k++)
+            in_axes[k] = CFT_NOT_BATCHED, args[k] = in[k];
         in_axes[nin] = 0;
         args[nin] = basis(&in[i]->aval);
-        for (int j = 0; j < m; j++) out_axes[j] = -1;
+        for (int j = 0; j < m; j++)
+            out_axes[j] = -1;
         cft_status st = cft_fn_call(cft_vmap(pj, in_axes, out_axes), args, res);
-        if (st != CFT_OK) return cft__fail_outs(res[0], nout, out);
+        if (st != CFT_OK)
+            return cft__fail_outs(res[0], nout, out);
         for (int j = 0; j < m; j++) {
             cft_aval oav = cft__aval_drop(&res[j]->aval, res[j]->aval.ndim - 1);
             out[j * e->nargs + a] = reshape_joined(res[j], &oav, &in[i]->aval);
@@ -119,12 +136,14 @@ static cft_status jacfwd_cb(void *envp, int nin, cft_array *const *in, int nout,
 }
 
 cft_fn *cft_jacrev(cft_fn *f, const int *argnums, int nargnums) {
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     jac_env *e = env_new(f, argnums, nargnums, "cft_jacrev");
     return e ? cft_fn_named(cft_fn_new(jacrev_cb, e, f->nin, f->nout * e->nargs), "jacrev") : NULL;
 }
 cft_fn *cft_jacfwd(cft_fn *f, const int *argnums, int nargnums) {
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     jac_env *e = env_new(f, argnums, nargnums, "cft_jacfwd");
     return e ? cft_fn_named(cft_fn_new(jacfwd_cb, e, f->nin, f->nout * e->nargs), "jacfwd") : NULL;
 }

@@ -13,7 +13,7 @@ cft_status cft__jvp_apply(cft_fn *f, cft_array *const *primals, cft_array *const
  * was evaluated and a part linear in the tangents, kept as an IR with its
  * residual values. */
 typedef struct cft_lin {
-    cft_ir *lin;          /* inputs: residuals, then tangents of the diff inputs */
+    cft_ir *lin; /* inputs: residuals, then tangents of the diff inputs */
     int nres;
     cft_array **res;      /* residual values */
     int nin, nout;        /* of f */

@@ -10,12 +10,15 @@ static cft_status pullback_cb(void *env, int nin, cft_array *const *in, int nout
     cft_lin *lin = env;
     for (int j = 0; j < nin; j++)
         if (!cft__aval_eq(&in[j]->aval, &lin->out_avals[j]))
-            return cft__fail_outs(cft__fail(CFT_E_SHAPE, "pullback: cotangent %d is %s, the output is %s",
-                                            j, cft__av(&in[j]->aval), cft__av(&lin->out_avals[j])),
+            return cft__fail_outs(cft__fail(CFT_E_SHAPE,
+                                            "pullback: cotangent %d is %s, the output is %s", j,
+                                            cft__av(&in[j]->aval), cft__av(&lin->out_avals[j])),
                                   nout, out);
     cft_status st = cft__backward(lin, in, out);
-    if (st != CFT_OK) return st;
-    for (int i = 0; i < nout; i++) out[i] = cft__inst(out[i], &lin->in_avals[i]);
+    if (st != CFT_OK)
+        return st;
+    for (int i = 0; i < nout; i++)
+        out[i] = cft__inst(out[i], &lin->in_avals[i]);
     return CFT_OK;
 }
 
@@ -26,13 +29,15 @@ cft_status cft_vjp(cft_fn *f, cft_array *const *primals, cft_array **outs, cft_f
     bool diff[f->nin > 0 ? f->nin : 1];
     for (int i = 0; i < f->nin; i++) {
         if (cft_failed(primals[i]))
-            return cft__fail_outs(primals[i] ? primals[i] : cft__fail(CFT_E_ARG, "cft_vjp: primal %d is NULL", i),
-                                  f->nout, outs);
+            return cft__fail_outs(
+                primals[i] ? primals[i] : cft__fail(CFT_E_ARG, "cft_vjp: primal %d is NULL", i),
+                f->nout, outs);
         diff[i] = cft_dtype_is_float(primals[i]->aval.dtype);
     }
     cft_lin *lin;
     cft_status st = cft__linearize(f, primals, diff, NULL, outs, &lin);
-    if (st != CFT_OK) return st;
+    if (st != CFT_OK)
+        return st;
     *pullback = cft_fn_named(cft_fn_new(pullback_cb, lin, f->nout, f->nin), "pullback");
     return CFT_OK;
 }
@@ -40,7 +45,8 @@ cft_status cft_vjp(cft_fn *f, cft_array *const *primals, cft_array **outs, cft_f
 int cft_print_saved_residuals(cft_fn *f, cft_array *const *primals, FILE *out) {
     cft_array *outs[f ? f->nout : 1];
     cft_fn *pb;
-    if (!f || cft_vjp(f, primals, outs, &pb) != CFT_OK) return -1;
+    if (!f || cft_vjp(f, primals, outs, &pb) != CFT_OK)
+        return -1;
     const cft_lin *lin = pb->env;
     char buf[96];
     fprintf(out, "%d residuals saved for the backward pass:\n", lin->nres);
@@ -64,27 +70,38 @@ static cft_status grad_cb(void *envp, int nin, cft_array *const *in, int nout, c
     for (int k = 0; k < g->nargs; k++) {
         int a = g->argnums[k];
         if (!cft_dtype_is_float(in[a]->aval.dtype))
-            return cft__fail_outs(cft__fail(CFT_E_DTYPE, "cft_grad: input %d is %s; only float inputs "
-                                            "are differentiable", a, cft__av(&in[a]->aval)), nout, out);
+            return cft__fail_outs(cft__fail(CFT_E_DTYPE,
+                                            "cft_grad: input %d is %s; only float inputs "
+                                            "are differentiable",
+                                            a, cft__av(&in[a]->aval)),
+                                  nout, out);
         diff[a] = true;
     }
-    for (int j = 0; j < f->nout; j++) need[j] = j == 0;
+    for (int j = 0; j < f->nout; j++)
+        need[j] = j == 0;
     cft_array *vals[f->nout];
     cft_lin *lin;
     cft_status st = cft__linearize(f, in, diff, need, vals, &lin);
-    if (st != CFT_OK) return cft__fail_outs(vals[0], nout, out);
+    if (st != CFT_OK)
+        return cft__fail_outs(vals[0], nout, out);
     const cft_aval *l = &vals[0]->aval;
     if (l->ndim != 0 || !cft_dtype_is_float(l->dtype))
-        return cft__fail_outs(cft__fail(CFT_E_SHAPE, "cft_grad: the function must return a float scalar "
-                                        "(first output), got %s", cft__av(l)), nout, out);
+        return cft__fail_outs(cft__fail(CFT_E_SHAPE,
+                                        "cft_grad: the function must return a float scalar "
+                                        "(first output), got %s",
+                                        cft__av(l)),
+                              nout, out);
     cft_array *cts[f->nout], *ct_in[nin > 0 ? nin : 1];
     cts[0] = cft_ones(l->dtype, NULL, 0);
-    for (int j = 1; j < f->nout; j++) cts[j] = NULL;
+    for (int j = 1; j < f->nout; j++)
+        cts[j] = NULL;
     st = cft__backward(lin, cts, ct_in);
-    if (st != CFT_OK) return cft__fail_outs(ct_in[0], nout, out);
+    if (st != CFT_OK)
+        return cft__fail_outs(ct_in[0], nout, out);
     int k = 0;
     if (g->with_value)
-        for (int j = 0; j < (g->has_aux ? f->nout : 1); j++) out[k++] = vals[j];
+        for (int j = 0; j < (g->has_aux ? f->nout : 1); j++)
+            out[k++] = vals[j];
     for (int a = 0; a < g->nargs; a++) {
         int i = g->argnums[a];
         out[k++] = cft__inst(ct_in[i], &in[i]->aval);
@@ -94,14 +111,17 @@ static cft_status grad_cb(void *envp, int nin, cft_array *const *in, int nout, c
 
 static cft_fn *make_grad(cft_fn *f, const int *argnums, int nargs, bool with_value, bool has_aux) {
     static const int first[1] = {0};
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     if (!argnums || nargs <= 0) {
         argnums = first;
         nargs = 1;
     }
     if (!has_aux && f->nout != 1) {
-        cft__set_last(cft__fail(CFT_E_ARG, "cft_grad: the function has %d outputs; use "
-                                "cft_value_and_grad with has_aux", f->nout));
+        cft__set_last(cft__fail(CFT_E_ARG,
+                                "cft_grad: the function has %d outputs; use "
+                                "cft_value_and_grad with has_aux",
+                                f->nout));
         return NULL;
     }
     grad_env *g = CFT_NEW(grad_env);
@@ -110,7 +130,8 @@ static cft_fn *make_grad(cft_fn *f, const int *argnums, int nargs, bool with_val
     for (int k = 0; k < nargs; k++) {
         int a = argnums[k] < 0 ? argnums[k] + f->nin : argnums[k];
         if (a < 0 || a >= f->nin) {
-            cft__set_last(cft__fail(CFT_E_ARG, "cft_grad: argnum %d out of range for %d inputs", argnums[k], f->nin));
+            cft__set_last(cft__fail(CFT_E_ARG, "cft_grad: argnum %d out of range for %d inputs",
+                                    argnums[k], f->nin));
             return NULL;
         }
         g->argnums[k] = a;
@@ -119,7 +140,8 @@ static cft_fn *make_grad(cft_fn *f, const int *argnums, int nargs, bool with_val
     g->with_value = with_value;
     g->has_aux = has_aux;
     int nout = nargs + (with_value ? (has_aux ? f->nout : 1) : 0);
-    return cft_fn_named(cft_fn_new(grad_cb, g, f->nin, nout), with_value ? "value_and_grad" : "grad");
+    return cft_fn_named(cft_fn_new(grad_cb, g, f->nin, nout),
+                        with_value ? "value_and_grad" : "grad");
 }
 
 cft_fn *cft_grad(cft_fn *f, const int *argnums, int nargnums) {

@@ -19,18 +19,24 @@ cft_status cft__backward(const cft_lin *lin, cft_array *const *cts, cft_array **
     for (int k = 0; k < ir->nout; k++) {
         int v = ir->outvars[k]->id;
         cft_array *c = cts[lin->tan_of[k]];
-        if (!isres[v] && c) ct[v] = ct[v] ? cft_add(ct[v], c) : c;
+        if (!isres[v] && c)
+            ct[v] = ct[v] ? cft_add(ct[v], c) : c;
     }
     for (int k = ir->neqn - 1; k >= 0; k--) {
         const cft_eqn *q = &ir->eqns[k];
         cft_array *cto[q->nout];
         bool any = false;
-        for (int i = 0; i < q->nout; i++) any |= (cto[i] = ct[q->out[i]->id]) != NULL;
-        if (!any) continue;
-        for (int i = 0; i < q->nout; i++) cto[i] = cft__inst(cto[i], &q->out[i]->aval);
+        for (int i = 0; i < q->nout; i++)
+            any |= (cto[i] = ct[q->out[i]->id]) != NULL;
+        if (!any)
+            continue;
+        for (int i = 0; i < q->nout; i++)
+            cto[i] = cft__inst(cto[i], &q->out[i]->aval);
         if (!q->prim->transpose)
-            return cft__fail_outs(cft__fail(CFT_E_TRACE, "grad: primitive %s has no transpose rule "
-                                            "(it is not linear in the tangents)", q->prim->name),
+            return cft__fail_outs(cft__fail(CFT_E_TRACE,
+                                            "grad: primitive %s has no transpose rule "
+                                            "(it is not linear in the tangents)",
+                                            q->prim->name),
                                   lin->nin, ct_in);
         cft_array *x[q->nin > 0 ? q->nin : 1], *cti[q->nin > 0 ? q->nin : 1];
         cft_aval av[q->nin > 0 ? q->nin : 1];
@@ -40,21 +46,27 @@ cft_status cft__backward(const cft_lin *lin, cft_array *const *cts, cft_array **
             cti[i] = NULL;
         }
         cft_array *e = q->prim->transpose(cto, x, av, q->nin, &q->params, cti);
-        if (e) return cft__fail_outs(e, lin->nin, ct_in);
+        if (e)
+            return cft__fail_outs(e, lin->nin, ct_in);
         for (int i = 0; i < q->nin; i++) {
-            if (x[i] || !cti[i]) continue;
-            if (cft_failed(cti[i])) return cft__fail_outs(cti[i], lin->nin, ct_in);
+            if (x[i] || !cti[i])
+                continue;
+            if (cft_failed(cti[i]))
+                return cft__fail_outs(cti[i], lin->nin, ct_in);
             int v = q->in[i]->id;
             ct[v] = ct[v] ? cft_add(ct[v], cti[i]) : cti[i];
         }
-        for (int i = 0; i < q->nout; i++) ct[q->out[i]->id] = NULL;
+        for (int i = 0; i < q->nout; i++)
+            ct[q->out[i]->id] = NULL;
     }
     for (int i = 0, k = 0; i < lin->nin; i++) {
         ct_in[i] = NULL;
-        if (!lin->diff[i]) continue;
+        if (!lin->diff[i])
+            continue;
         ct_in[i] = ct[ir->invars[lin->nres + k]->id];
         k++;
-        if (ct_in[i] && cft_failed(ct_in[i])) return cft__fail_outs(ct_in[i], lin->nin, ct_in);
+        if (ct_in[i] && cft_failed(ct_in[i]))
+            return cft__fail_outs(ct_in[i], lin->nin, ct_in);
     }
     return CFT_OK;
 }

@@ -8,16 +8,21 @@
 #include "transforms/transforms.h"
 
 static cft_array *jvp_tracer(cft_trace *t, cft_array *primal, cft_array *tangent) {
-    if (cft_failed(primal)) return primal;
-    if (tangent && cft_failed(tangent)) return tangent;
+    if (cft_failed(primal))
+        return primal;
+    if (tangent && cft_failed(tangent))
+        return tangent;
     cft_array *x = cft__tracer(t, &primal->aval);
-    if (cft_failed(x)) return x;
+    if (cft_failed(x))
+        return x;
     x->u.jvp.primal = primal;
     x->u.jvp.tangent = tangent;
     return x;
 }
 
-static cft_array *jvp_lift(cft_trace *t, cft_array *x) { return jvp_tracer(t, x, NULL); }
+static cft_array *jvp_lift(cft_trace *t, cft_array *x) {
+    return jvp_tracer(t, x, NULL);
+}
 
 static cft_array *jvp_process(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
                               cft_array *const *in, cft_array **out) {
@@ -30,16 +35,21 @@ static cft_array *jvp_process(cft_trace *t, const cft_prim *p, const cft_params 
         any |= dx[i] != NULL;
     }
     cft_array *e = cft__bind(p, par, nin, x, nout, y);
-    if (e) return e;
-    for (int i = 0; i < nout; i++) dy[i] = NULL;
+    if (e)
+        return e;
+    for (int i = 0; i < nout; i++)
+        dy[i] = NULL;
     if (any && !(p->flags & CFT_PRIM_NONDIFF)) {
-        if (!p->jvp) return cft__fail(CFT_E_TRACE, "%s: no jvp rule", p->name);
+        if (!p->jvp)
+            return cft__fail(CFT_E_TRACE, "%s: no jvp rule", p->name);
         e = p->jvp(x, y, dx, nin, par, dy);
-        if (e) return e;
+        if (e)
+            return e;
     }
     for (int i = 0; i < nout; i++) {
         out[i] = jvp_tracer(t, y[i], dy[i]);
-        if (cft_failed(out[i])) return out[i];
+        if (cft_failed(out[i]))
+            return out[i];
     }
     return NULL;
 }
@@ -49,13 +59,16 @@ static const cft_trace_vt jvp_vt = {"jvp", jvp_process, jvp_lift};
 cft_status cft__jvp_apply(cft_fn *f, cft_array *const *primals, cft_array *const *tangents,
                           cft_array **outs, cft_array **tangents_out) {
     cft_trace *t = cft__trace_push(&jvp_vt, NULL);
-    if (!t) return cft__fail_outs(cft__fail(CFT_E_TRACE, "jvp: trace stack full"), f->nout, outs);
+    if (!t)
+        return cft__fail_outs(cft__fail(CFT_E_TRACE, "jvp: trace stack full"), f->nout, outs);
     cft_array *in[f->nin > 0 ? f->nin : 1], *res[f->nout];
-    for (int i = 0; i < f->nin; i++) in[i] = jvp_tracer(t, primals[i], tangents ? tangents[i] : NULL);
+    for (int i = 0; i < f->nin; i++)
+        in[i] = jvp_tracer(t, primals[i], tangents ? tangents[i] : NULL);
     cft_status st = cft__fn_apply(f, in, res);
     cft__trace_pop(t);
     if (st != CFT_OK) {
-        for (int j = 0; j < f->nout; j++) outs[j] = tangents_out[j] = res[j];
+        for (int j = 0; j < f->nout; j++)
+            outs[j] = tangents_out[j] = res[j];
         return st;
     }
     for (int j = 0; j < f->nout; j++) {
@@ -76,16 +89,20 @@ static cft_status jvp_cb(void *env, int nin, cft_array *const *in, int nout, cft
     int n = f->nin, m = f->nout;
     for (int i = 0; i < n; i++)
         if (!cft__aval_eq(&in[i]->aval, &in[n + i]->aval))
-            return cft__fail_outs(cft__fail(CFT_E_SHAPE, "cft_jvp: tangent %d is %s, its primal is %s",
-                                            i, cft__av(&in[n + i]->aval), cft__av(&in[i]->aval)),
+            return cft__fail_outs(cft__fail(CFT_E_SHAPE,
+                                            "cft_jvp: tangent %d is %s, its primal is %s", i,
+                                            cft__av(&in[n + i]->aval), cft__av(&in[i]->aval)),
                                   nout, out);
     cft_status st = cft__jvp_apply(f, in, in + n, out, out + m);
-    if (st != CFT_OK) return st;
-    for (int j = 0; j < m; j++) out[m + j] = cft__inst(out[m + j], &out[j]->aval);
+    if (st != CFT_OK)
+        return st;
+    for (int j = 0; j < m; j++)
+        out[m + j] = cft__inst(out[m + j], &out[j]->aval);
     return CFT_OK;
 }
 
 cft_fn *cft_jvp(cft_fn *f) {
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     return cft_fn_named(cft_fn_new(jvp_cb, f, 2 * f->nin, 2 * f->nout), "jvp");
 }

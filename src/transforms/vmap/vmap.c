@@ -11,16 +11,20 @@ typedef struct {
 } batch_state;
 
 static cft_array *batch_tracer(cft_trace *t, cft_array *val, int bdim) {
-    if (cft_failed(val)) return val;
+    if (cft_failed(val))
+        return val;
     cft_aval a = bdim >= 0 ? cft__aval_drop(&val->aval, bdim) : val->aval;
     cft_array *x = cft__tracer(t, &a);
-    if (cft_failed(x)) return x;
+    if (cft_failed(x))
+        return x;
     x->u.batch.val = val;
     x->u.batch.bdim = bdim;
     return x;
 }
 
-static cft_array *batch_lift(cft_trace *t, cft_array *x) { return batch_tracer(t, x, -1); }
+static cft_array *batch_lift(cft_trace *t, cft_array *x) {
+    return batch_tracer(t, x, -1);
+}
 
 static cft_array *batch_process(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
                                 cft_array *const *in, cft_array **out) {
@@ -37,15 +41,19 @@ static cft_array *batch_process(cft_trace *t, const cft_prim *p, const cft_param
     cft_array *e;
     if (!any) { /* nothing batched: run it once */
         e = cft__bind(p, par, nin, x, nout, y);
-        for (int i = 0; i < nout; i++) ybd[i] = -1;
+        for (int i = 0; i < nout; i++)
+            ybd[i] = -1;
     } else {
-        if (!p->vmap) return cft__fail(CFT_E_TRACE, "vmap: primitive %s has no batching rule", p->name);
+        if (!p->vmap)
+            return cft__fail(CFT_E_TRACE, "vmap: primitive %s has no batching rule", p->name);
         e = p->vmap(s->size, x, bd, nin, par, y, ybd);
     }
-    if (e) return e;
+    if (e)
+        return e;
     for (int i = 0; i < nout; i++) {
         out[i] = batch_tracer(t, y[i], ybd[i]);
-        if (cft_failed(out[i])) return out[i];
+        if (cft_failed(out[i]))
+            return out[i];
     }
     return NULL;
 }
@@ -70,25 +78,32 @@ static cft_status vmap_cb(void *envp, int nin, cft_array *const *in, int nout, c
         int nd = in[i]->aval.ndim;
         ax[i] = a < 0 ? a + nd : a;
         if (ax[i] < 0 || ax[i] >= nd)
-            return cft__fail_outs(cft__fail(CFT_E_ARG, "cft_vmap: in_axes[%d] = %d is out of range "
-                                            "for input %s", i, a, cft__av(&in[i]->aval)), nout, out);
+            return cft__fail_outs(cft__fail(CFT_E_ARG,
+                                            "cft_vmap: in_axes[%d] = %d is out of range "
+                                            "for input %s",
+                                            i, a, cft__av(&in[i]->aval)),
+                                  nout, out);
         int64_t n = in[i]->aval.shape[ax[i]];
         if (size < 0)
             size = n, first = i;
         else if (n != size)
-            return cft__fail_outs(cft__fail(CFT_E_SHAPE, "cft_vmap: batch sizes differ: input %d "
-                                            "has %lld along axis %d, input %d has %lld along axis %d", first,
-                                            (long long)size, ax[first], i, (long long)n, ax[i]),
-                                  nout, out);
+            return cft__fail_outs(
+                cft__fail(CFT_E_SHAPE,
+                          "cft_vmap: batch sizes differ: input %d "
+                          "has %lld along axis %d, input %d has %lld along axis %d",
+                          first, (long long)size, ax[first], i, (long long)n, ax[i]),
+                nout, out);
     }
     if (size < 0)
         return cft__fail_outs(cft__fail(CFT_E_ARG, "cft_vmap: no input is batched"), nout, out);
     batch_state *s = CFT_NEW(batch_state);
     s->size = size;
     cft_trace *t = cft__trace_push(&batch_vt, s);
-    if (!t) return cft__fail_outs(cft__fail(CFT_E_TRACE, "vmap: trace stack full"), nout, out);
+    if (!t)
+        return cft__fail_outs(cft__fail(CFT_E_TRACE, "vmap: trace stack full"), nout, out);
     cft_array *bin[nin > 0 ? nin : 1], *res[nout];
-    for (int i = 0; i < nin; i++) bin[i] = batch_tracer(t, in[i], ax[i]);
+    for (int i = 0; i < nin; i++)
+        bin[i] = batch_tracer(t, in[i], ax[i]);
     cft_status st = cft__fn_apply(env->f, bin, res);
     cft_array *vals[nout];
     int bds[nout];
@@ -102,37 +117,48 @@ static cft_status vmap_cb(void *envp, int nin, cft_array *const *in, int nout, c
         }
     }
     cft__trace_pop(t);
-    if (st != CFT_OK) return cft__fail_outs(res[0], nout, out);
+    if (st != CFT_OK)
+        return cft__fail_outs(res[0], nout, out);
     for (int j = 0; j < nout; j++) {
         int oa = env->out_axes ? env->out_axes[j] : 0;
         if (oa == CFT_NOT_BATCHED) {
             if (bds[j] >= 0)
-                return cft__fail_outs(cft__fail(CFT_E_ARG, "cft_vmap: output %d depends on the batch "
-                                                "but out_axes[%d] is CFT_NOT_BATCHED", j, j), nout, out);
+                return cft__fail_outs(cft__fail(CFT_E_ARG,
+                                                "cft_vmap: output %d depends on the batch "
+                                                "but out_axes[%d] is CFT_NOT_BATCHED",
+                                                j, j),
+                                      nout, out);
             out[j] = vals[j];
             continue;
         }
         int nd = vals[j]->aval.ndim + (bds[j] < 0);
         int a = oa < 0 ? oa + nd : oa;
         if (a < 0 || a >= nd)
-            return cft__fail_outs(cft__fail(CFT_E_ARG, "cft_vmap: out_axes[%d] = %d out of range for "
-                                            "rank %d", j, oa, nd), nout, out);
+            return cft__fail_outs(cft__fail(CFT_E_ARG,
+                                            "cft_vmap: out_axes[%d] = %d out of range for "
+                                            "rank %d",
+                                            j, oa, nd),
+                                  nout, out);
         out[j] = cft__batch_at(vals[j], bds[j], size, a);
-        if (cft_failed(out[j])) return cft__fail_outs(out[j], nout, out);
+        if (cft_failed(out[j]))
+            return cft__fail_outs(out[j], nout, out);
     }
     return CFT_OK;
 }
 
 cft_fn *cft_vmap(cft_fn *f, const int *in_axes, const int *out_axes) {
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     vmap_env *env = CFT_NEW(vmap_env);
     if (in_axes) {
         env->in_axes = CFT_NEWN(int, f->nin + 1);
-        for (int i = 0; i < f->nin; i++) env->in_axes[i] = in_axes[i];
+        for (int i = 0; i < f->nin; i++)
+            env->in_axes[i] = in_axes[i];
     }
     if (out_axes) {
         env->out_axes = CFT_NEWN(int, f->nout + 1);
-        for (int i = 0; i < f->nout; i++) env->out_axes[i] = out_axes[i];
+        for (int i = 0; i < f->nout; i++)
+            env->out_axes[i] = out_axes[i];
     }
     env->f = f;
     return cft_fn_named(cft_fn_new(vmap_cb, env, f->nin, f->nout), "vmap");
