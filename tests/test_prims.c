@@ -22,17 +22,18 @@
 
 #include "check.h"
 #include "trace/prim.h"
+#include "prims/special_fns.h"
 
 /* ---------------------------------------------------------------- table */
 
 enum { F, B, I, K };               /* input kinds: float, bool, int32, random key */
 enum { SIGNED = 1, DISCRETE = 2 }; /* input flags: random sign; integers in [lo, hi] */
 enum {
-    NONDIFF = 1,   /* zero derivative (or integer/bool inputs): the tangent must be 0 */
-    O2 = 2,        /* check the jvp of the jvp */
-    LINEAR_FD = 4, /* jvp checked as J t = f(t) exactly (f linear; FD through an f32
-                      rounding is meaningless) */
-    ANY_DTYPE = 8, /* the f32 variant's output dtype need not be f32 */
+    NONDIFF = 1,       /* zero derivative (or integer/bool inputs): the tangent must be 0 */
+    O2 = 2,            /* check the jvp of the jvp */
+    LINEAR_FD = 4,     /* jvp checked as J t = f(t) exactly (f linear; FD through an f32
+                          rounding is meaningless) */
+    ANY_DTYPE = 8,     /* the f32 variant's output dtype need not be f32 */
     FORWARD_ONLY = 16, /* no reverse mode (an unbounded loop): vjp must be an error naming it */
     BLAS_SHAPES = 32,  /* vmap vs loop at 1e-13: the batched op runs BLAS at other matrix sizes,
                           whose kernels may sum in another order (conv's folded GEMMs) */
@@ -85,6 +86,22 @@ struct row {
     X(ceil, F, cft_ceil(x), ceil(a), -3, 3, 0, NONDIFF)                                            \
     X(round, F, cft_round(x), round(a), -3, 3, 0, NONDIFF)                                         \
     X(erf, F, cft_erf(x), erf(a), -2, 2, 0, O2)                                                    \
+    /* special functions (special.h; references: special_fns.h, libm) */                           \
+    X(erfc, F, cft_erfc(x), erfc(a), -2, 2, 0, O2)                                                 \
+    X(erfcx, F, cft_erfcx(x), cft_sf_erfcx(a), -2, 3, 0, O2)                                       \
+    X(erfinv, F, cft_erfinv(x), cft_sf_erfinv(a), -0.9, 0.9, 0, O2)                                \
+    X(lgamma, F, cft_lgamma(x), lgamma(a), 0.5, 4, 0, O2)                                          \
+    X(digamma, F, cft_digamma(x), cft_sf_digamma(a), 0.5, 4, 0, O2)                                \
+    X(i0, F, cft_i0(x), cft_sf_i0(a), -3, 3, 0, O2)                                                \
+    X(i0e, F, cft_i0e(x), cft_sf_i0e(a), 0.2, 3, SIGNED, O2)                                       \
+    X(i1, F, cft_i1(x), cft_sf_i1(a), -3, 3, 0, O2)                                                \
+    X(i1e, F, cft_i1e(x), cft_sf_i1e(a), 0.2, 3, SIGNED, O2)                                       \
+    X(ndtr, F, cft_ndtr(x), cft_sf_ndtr(a), -3, 3, 0, O2)                                          \
+    X(ndtri, F, cft_ndtri(x), cft_sf_ndtri(a), 0.05, 0.95, 0, O2)                                  \
+    X(log_ndtr, F, cft_log_ndtr(x), cft_sf_log_ndtr(a), -6, 3, 0, O2)                              \
+    X(exp2, F, cft_exp2(x), exp2(a), -3, 3, 0, O2)                                                 \
+    X(bessel_j0, F, cft_bessel_j0(x), j0(a), -5, 5, 0, O2)                                         \
+    X(bessel_j1, F, cft_bessel_j1(x), j1(a), -5, 5, 0, O2)                                         \
     X(square, F, cft_square(x), a *a, -2, 2, 0, O2)                                                \
     X(reciprocal, F, cft_reciprocal(x), 1 / a, 0.3, 2, SIGNED, O2)                                 \
     X(logical_not, B, cft_logical_not(x), !a, 0, 1, 0, NONDIFF)
@@ -99,6 +116,14 @@ struct row {
     X(max, F, cft_maximum(x, y), a > b ? a : b, -2, 2, 0, -2, 2, 0, O2)                            \
     X(min, F, cft_minimum(x, y), a < b ? a : b, -2, 2, 0, -2, 2, 0, O2)                            \
     X(atan2, F, cft_atan2(x, y), atan2(a, b), -2, 2, 0, -2, 2, 0, O2)                              \
+    /* special: first operand an integer through round (no derivative in it) */                    \
+    X(zeta, F, cft_zeta(cft_round(x), y), cft_sf_zeta(round(a), b), 2, 5, DISCRETE, 0.5, 3, 0, O2) \
+    X(polygamma, F, cft_polygamma(cft_round(x), y), cft_sf_polygamma(round(a), b), 0, 3, DISCRETE, \
+      0.5, 3, 0, O2)                                                                               \
+    X(gammainc, F, cft_gammainc(cft_round(x), y), cft_sf_gammainc(round(a), b), 1, 5, DISCRETE,    \
+      0.2, 6, 0, O2)                                                                               \
+    X(gammaincc, F, cft_gammaincc(cft_round(x), y), cft_sf_gammaincc(round(a), b), 1, 5, DISCRETE, \
+      0.2, 6, 0, O2)                                                                               \
     X(eq, F, cft_eq(x, y), a == b, 0, 2, DISCRETE, 0, 2, DISCRETE, NONDIFF)                        \
     X(ne, F, cft_ne(x, y), a != b, 0, 2, DISCRETE, 0, 2, DISCRETE, NONDIFF)                        \
     X(lt, F, cft_lt(x, y), a < b, 0, 2, DISCRETE, 0, 2, DISCRETE, NONDIFF)                         \
@@ -447,7 +472,8 @@ static cft_status while_body(void *env, int nin, cft_array *const *in, int nout,
 FN(fn_while) {
     UNUSED_FN;
     static cft_fn *c, *b;
-    if (!c) c = cft_fn_new(while_cond, NULL, 2, 1), b = cft_fn_new(while_body, NULL, 2, 2);
+    if (!c)
+        c = cft_fn_new(while_cond, NULL, 2, 1), b = cft_fn_new(while_body, NULL, 2, 2);
     cft_array *args[2] = {in[0], cft_scalar(0, CFT_I32)}, *res[2];
     cft_status st = cft_while_loop(c, b, 0, 2, args, res);
     out[0] = res[0];
@@ -455,7 +481,8 @@ FN(fn_while) {
 }
 static double ref_while(const double *v) {
     double x = v[0];
-    for (int n = 0; n < 4; n++) x = 0.9 * x + 0.1 * sin(x);
+    for (int n = 0; n < 4; n++)
+        x = 0.9 * x + 0.1 * sin(x);
     return x;
 }
 
@@ -473,15 +500,20 @@ static cft_status cond_cos(void *env, int nin, cft_array *const *in, int nout, c
 FN(fn_cond) {
     UNUSED_FN;
     static cft_fn *t, *f;
-    if (!t) t = cft_fn_new(cond_sin, NULL, 1, 1), f = cft_fn_new(cond_cos, NULL, 1, 1);
-    cft_array *pred = cft_gt(cft_sum(in[0], NULL, 0, false), cft_zeros(cft_array_dtype(in[0]), NULL, 0));
+    if (!t)
+        t = cft_fn_new(cond_sin, NULL, 1, 1), f = cft_fn_new(cond_cos, NULL, 1, 1);
+    cft_array *pred =
+        cft_gt(cft_sum(in[0], NULL, 0, false), cft_zeros(cft_array_dtype(in[0]), NULL, 0));
     return cft_cond(pred, t, f, 1, in, out);
 }
-static void ref_cond(const row *r, double *const *x, const cft_aval *av, const cft_aval *o, double *y) {
+static void ref_cond(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                     double *y) {
     (void)r, (void)o;
     double s = 0;
-    for (int64_t i = 0; i < av[0].shape[0]; i++) s += x[0][i];
-    for (int64_t i = 0; i < av[0].shape[0]; i++) y[i] = s > 0 ? sin(x[0][i]) : cos(x[0][i]);
+    for (int64_t i = 0; i < av[0].shape[0]; i++)
+        s += x[0][i];
+    for (int64_t i = 0; i < av[0].shape[0]; i++)
+        y[i] = s > 0 ? sin(x[0][i]) : cos(x[0][i]);
 }
 
 /* checkpoint: a rematerialized tanh(x * y) + x */
@@ -493,10 +525,13 @@ static cft_status ckpt_body(void *env, int nin, cft_array *const *in, int nout, 
 FN(fn_checkpoint) {
     UNUSED_FN;
     static cft_fn *c;
-    if (!c) c = cft_checkpoint(cft_fn_new(ckpt_body, NULL, 2, 1), CFT_SAVE_NOTHING);
+    if (!c)
+        c = cft_checkpoint(cft_fn_new(ckpt_body, NULL, 2, 1), CFT_SAVE_NOTHING);
     return cft_fn_call(c, in, out);
 }
-static double ref_checkpoint(const double *v) { return tanh(v[0] * v[1]) + v[0]; }
+static double ref_checkpoint(const double *v) {
+    return tanh(v[0] * v[1]) + v[0];
+}
 
 /* scan: body (a, h, x) -> (h' = tanh(a*h + x), y = h'^2); the row returns ys */
 static cft_status scan_body(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
@@ -509,17 +544,20 @@ static cft_status scan_body(void *env, int nin, cft_array *const *in, int nout, 
 FN(fn_scan) {
     UNUSED_FN;
     static cft_fn *body;
-    if (!body) body = cft_fn_new(scan_body, NULL, 3, 2);
+    if (!body)
+        body = cft_fn_new(scan_body, NULL, 3, 2);
     cft_array *res[2];
     cft_status st = cft_scan(body, 1, 1, cft_array_dim(in[2], 0), false, in, res);
     out[0] = res[1];
     return st;
 }
-static void ref_scan(const row *r, double *const *x, const cft_aval *av, const cft_aval *o, double *y) {
+static void ref_scan(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                     double *y) {
     (void)r, (void)o;
     int64_t T = av[2].shape[0], n = av[2].shape[1];
     double h[8];
-    for (int64_t j = 0; j < n; j++) h[j] = x[1][j];
+    for (int64_t j = 0; j < n; j++)
+        h[j] = x[1][j];
     for (int64_t t = 0; t < T; t++)
         for (int64_t j = 0; j < n; j++) {
             h[j] = tanh(x[0][j] * h[j] + x[2][t * n + j]);
@@ -699,15 +737,19 @@ static void ref_take_along1(const row *r, double *const *x, const cft_aval *av, 
 }
 FN(fn_gather_points) { /* x [a, b, c] at points idx [p, 2] -> [p, c], FILL_OR_DROP */
     UNUSED_FN;
-    cft_gather_dnums dn = {.offset_dims = {1}, .n_offset_dims = 1, .collapsed_slice_dims = {0, 1},
-                           .n_collapsed_slice_dims = 2, .start_index_map = {0, 1},
-                           .n_start_index_map = 2, .index_vector_dim = 1};
+    cft_gather_dnums dn = {.offset_dims = {1},
+                           .n_offset_dims = 1,
+                           .collapsed_slice_dims = {0, 1},
+                           .n_collapsed_slice_dims = 2,
+                           .start_index_map = {0, 1},
+                           .n_start_index_map = 2,
+                           .index_vector_dim = 1};
     int64_t ss[3] = {1, 1, cft_array_dim(in[0], 2)};
     out[0] = cft_gather(in[0], in[1], &dn, ss, CFT_INDEX_FILL_OR_DROP);
     return CFT_OK;
 }
-static void ref_gather_points(const row *r, double *const *x, const cft_aval *av,
-                              const cft_aval *o, double *y) {
+static void ref_gather_points(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                              double *y) {
     (void)r, (void)o;
     int64_t a = av[0].shape[0], b = av[0].shape[1], c = av[0].shape[2];
     for (int64_t i = 0; i < av[1].shape[0]; i++) {
@@ -720,8 +762,11 @@ static void ref_gather_points(const row *r, double *const *x, const cft_aval *av
 FN(fn_gather_windows) { /* x [a, b], idx [2, n] (index_vector_dim 0, components on dims 1, 0),
                            windows 2x3 -> [2, n, 3], CLIP */
     UNUSED_FN;
-    cft_gather_dnums dn = {.offset_dims = {0, 2}, .n_offset_dims = 2, .start_index_map = {1, 0},
-                           .n_start_index_map = 2, .index_vector_dim = 0};
+    cft_gather_dnums dn = {.offset_dims = {0, 2},
+                           .n_offset_dims = 2,
+                           .start_index_map = {1, 0},
+                           .n_start_index_map = 2,
+                           .index_vector_dim = 0};
     out[0] = cft_gather(in[0], in[1], &dn, (int64_t[]){2, 3}, CFT_INDEX_CLIP);
     return CFT_OK;
 }
@@ -730,7 +775,8 @@ static void ref_gather_windows(const row *r, double *const *x, const cft_aval *a
     (void)r, (void)o;
     int64_t a = av[0].shape[0], b = av[0].shape[1], n = av[1].shape[1];
     for (int64_t k = 0; k < n; k++) {
-        int64_t s1 = clampi((int64_t)x[1][k], 0, b - 3), s0 = clampi((int64_t)x[1][n + k], 0, a - 2);
+        int64_t s1 = clampi((int64_t)x[1][k], 0, b - 3),
+                s0 = clampi((int64_t)x[1][n + k], 0, a - 2);
         for (int64_t w0 = 0; w0 < 2; w0++)
             for (int64_t w1 = 0; w1 < 3; w1++)
                 y[(w0 * n + k) * 3 + w1] = x[0][(s0 + w0) * b + s1 + w1];
@@ -756,9 +802,11 @@ static void ref_at_add0(const row *r, double *const *x, const cft_aval *av, cons
 }
 FN(fn_scatter_add_points) { /* x [a, b] += v [p] at points idx [p, 2], FILL_OR_DROP */
     UNUSED_FN;
-    cft_scatter_dnums dn = {.inserted_window_dims = {0, 1}, .n_inserted_window_dims = 2,
+    cft_scatter_dnums dn = {.inserted_window_dims = {0, 1},
+                            .n_inserted_window_dims = 2,
                             .scatter_dims_to_operand_dims = {0, 1},
-                            .n_scatter_dims_to_operand_dims = 2, .index_vector_dim = 1};
+                            .n_scatter_dims_to_operand_dims = 2,
+                            .index_vector_dim = 1};
     out[0] = cft_scatter_add(in[0], in[1], in[2], &dn, CFT_INDEX_FILL_OR_DROP);
     return CFT_OK;
 }
@@ -793,9 +841,11 @@ static void ref_at_set1(const row *r, double *const *x, const cft_aval *av, cons
 }
 FN(fn_scatter_windows) { /* x [a, b], windows v [p, 2, 3] at starts idx [p, 2], CLIP */
     UNUSED_FN;
-    cft_scatter_dnums dn = {.update_window_dims = {1, 2}, .n_update_window_dims = 2,
+    cft_scatter_dnums dn = {.update_window_dims = {1, 2},
+                            .n_update_window_dims = 2,
                             .scatter_dims_to_operand_dims = {0, 1},
-                            .n_scatter_dims_to_operand_dims = 2, .index_vector_dim = 1};
+                            .n_scatter_dims_to_operand_dims = 2,
+                            .index_vector_dim = 1};
     out[0] = cft_scatter(in[0], in[1], in[2], &dn, CFT_INDEX_CLIP);
     return CFT_OK;
 }
@@ -817,8 +867,8 @@ FN(fn_dynamic_slice) { /* x [a, b] at start [2], sizes 2x3 */
     out[0] = cft_dynamic_slice(in[0], in[1], (int64_t[]){2, 3});
     return CFT_OK;
 }
-static void ref_dynamic_slice(const row *r, double *const *x, const cft_aval *av,
-                              const cft_aval *o, double *y) {
+static void ref_dynamic_slice(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                              double *y) {
     (void)r, (void)o;
     int64_t a = av[0].shape[0], b = av[0].shape[1];
     int64_t s0 = clampi((int64_t)x[1][0], 0, a - 2), s1 = clampi((int64_t)x[1][1], 0, b - 3);
@@ -850,12 +900,12 @@ typedef struct {
     int64_t s[3], pad[6], ld[3], rd[3], G, B;
 } conv_p;
 static const conv_p conv_ps[] = {
-    {{1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, 1},  /* plain */
-    {{2, 1}, {1, 2, 0, 1}, {1, 1}, {1, 1}, 1, 1},  /* strided, padded */
-    {{1, 1}, {1, 0, 0, 1}, {2, 1}, {1, 2}, 1, 1},  /* lhs and rhs dilation */
-    {{2, 2}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 2, 1},  /* feature groups */
-    {{1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, 2},  /* batch groups */
-    {{2}, {2, -1}, {1}, {2}, 1, 1},                /* 1-d, negative padding */
+    {{1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, 1}, /* plain */
+    {{2, 1}, {1, 2, 0, 1}, {1, 1}, {1, 1}, 1, 1}, /* strided, padded */
+    {{1, 1}, {1, 0, 0, 1}, {2, 1}, {1, 2}, 1, 1}, /* lhs and rhs dilation */
+    {{2, 2}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 2, 1}, /* feature groups */
+    {{1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, 2}, /* batch groups */
+    {{2}, {2, -1}, {1}, {2}, 1, 1},               /* 1-d, negative padding */
 };
 FN(fn_conv_general_dilated) {
     UNUSED_FN;
@@ -971,7 +1021,8 @@ static void ref_window(const row *r, double *const *x, const cft_aval *av, const
     int nd = xa->ndim;
     int64_t os[8], oi[8], ki[8], xi[8];
     for (int d = 0; d < nd; d++) {
-        int64_t pd = xa->shape[d] + w->pad[2 * d] + w->pad[2 * d + 1], kd = (w->win[d] - 1) * w->d[d] + 1;
+        int64_t pd = xa->shape[d] + w->pad[2 * d] + w->pad[2 * d + 1],
+                kd = (w->win[d] - 1) * w->d[d] + 1;
         os[d] = pd >= kd ? (pd - kd) / w->s[d] + 1 : 0;
     }
     if (op == W_SCATTER)
@@ -1014,12 +1065,14 @@ static void ref_window(const row *r, double *const *x, const cft_aval *av, const
     { F, 3, {2, 3, 4}, -2, 2, 0 }
 
 #include "rows_scan_sort.h" /* scans, sorting, extra elementwise ops */
+#include "rows_linalg.h"    /* linear algebra (definitions) */
 
 /* clang-format off */
 static const row rows[] = {
     UNARY_ROWS(ROW_UNARY)
     BINARY_ROWS(ROW_BINARY)
     ROWS_SCAN_SORT
+#include "rows_linalg.h" /* linear algebra (rows) */
     /* integer paths of the numeric elementwise rows (derivative zero) */
     {.prim = "neg", .label = "neg (i32)", .fn = fn_neg, .nin = 1, .in = {{I, 2, {2, 3}, -5, 5, 0}},
      EW23, .ew = ref_neg, .flags = NONDIFF},
@@ -1562,7 +1615,8 @@ static void check_ir(const row *r) {
  * sums add in another order: 1e-12 relative in f64, 1e-5 in f32. */
 static void check_jit(const row *r, cft_dtype fdt) {
     cft_array *x[3], *out[1];
-    for (int i = 0; i < r->nin; i++) x[i] = make_input(&r->in[i], fdt);
+    for (int i = 0; i < r->nin; i++)
+        x[i] = make_input(&r->in[i], fdt);
     cft_array *want = eager(r, x);
     cft_fn *j = cft_jit(row_fn(r));
     for (int call = 0; call < 2; call++) {
@@ -1575,7 +1629,8 @@ static void check_jit(const row *r, cft_dtype fdt) {
 /* FORWARD_ONLY rows: reverse mode is refused with an error naming the primitive */
 static void check_no_vjp(const row *r) {
     cft_array *x[3], *out[1];
-    for (int i = 0; i < r->nin; i++) x[i] = make_input(&r->in[i], CFT_F64);
+    for (int i = 0; i < r->nin; i++)
+        x[i] = make_input(&r->in[i], CFT_F64);
     cft_fn *pb = NULL;
     cft_status st = cft_vjp(row_fn(r), x, out, &pb);
     if (st == CFT_OK) { /* linearizing works; transposing is what it cannot do */
@@ -1583,7 +1638,8 @@ static void check_no_vjp(const row *r) {
         st = cft_fn_call(pb, &ct, ctx);
     }
     CHECK(st != CFT_OK);
-    CHECK_MSG(strstr(cft_last_error_message(), r->prim) != NULL, "message: %s", cft_last_error_message());
+    CHECK_MSG(strstr(cft_last_error_message(), r->prim) != NULL, "message: %s",
+              cft_last_error_message());
 }
 
 /* (f) jvp of jvp against finite differences of the jvp */
@@ -1721,22 +1777,42 @@ int main(int argc, char **argv) {
         const row *r = &rows[ri];
         const char *nm = row_name(r), *jvp_what = "jvp vs finite differences";
         bool fin = has_float_input(r);
-        if (r->flags & NONDIFF) jvp_what = "jvp tangent is zero";
-        if (r->flags & LINEAR_FD) jvp_what = "jvp = f(t) (linear)";
-        TEST("%s: impl f64 vs reference", nm) { check_impl(r, CFT_F64); }
-        if (fin) TEST("%s: impl f32 vs reference", nm) { check_impl(r, CFT_F32); }
-        TEST("%s: %s", nm, jvp_what) { check_jvp_vjp(r, false); }
+        if (r->flags & NONDIFF)
+            jvp_what = "jvp tangent is zero";
+        if (r->flags & LINEAR_FD)
+            jvp_what = "jvp = f(t) (linear)";
+        TEST("%s: impl f64 vs reference", nm) {
+            check_impl(r, CFT_F64);
+        }
+        if (fin)
+            TEST("%s: impl f32 vs reference", nm) {
+                check_impl(r, CFT_F32);
+            }
+        TEST("%s: %s", nm, jvp_what) {
+            check_jvp_vjp(r, false);
+        }
         const char *vjp_what = r->flags & NONDIFF ? "cotangent is zero" : "dot-product test";
-        if (fin && !(r->flags & FORWARD_ONLY)) TEST("%s: vjp %s", nm, vjp_what) { check_jvp_vjp(r, true); }
-        if (r->flags & FORWARD_ONLY) TEST("%s: vjp is an error naming it", nm) { check_no_vjp(r); }
+        if (fin && !(r->flags & FORWARD_ONLY))
+            TEST("%s: vjp %s", nm, vjp_what) {
+                check_jvp_vjp(r, true);
+            }
+        if (r->flags & FORWARD_ONLY)
+            TEST("%s: vjp is an error naming it", nm) {
+                check_no_vjp(r);
+            }
         int maxnd = 0, axes[3];
-        for (int i = 0; i < r->nin; i++) maxnd = r->in[i].ndim > maxnd ? r->in[i].ndim : maxnd;
+        for (int i = 0; i < r->nin; i++)
+            maxnd = r->in[i].ndim > maxnd ? r->in[i].ndim : maxnd;
         for (int b = -1; b <= maxnd; b++) { /* all inputs at b (at most their rank) */
-            for (int i = 0; i < r->nin; i++) axes[i] = b > r->in[i].ndim ? r->in[i].ndim : b;
-            TEST("%s: vmap in_axes %d", nm, b) { check_vmap(r, axes); }
+            for (int i = 0; i < r->nin; i++)
+                axes[i] = b > r->in[i].ndim ? r->in[i].ndim : b;
+            TEST("%s: vmap in_axes %d", nm, b) {
+                check_vmap(r, axes);
+            }
         }
         if (r->nin > 1) { /* every input batched, at different axes */
-            for (int i = 0; i < r->nin; i++) axes[i] = r->in[i].ndim > i ? r->in[i].ndim - i : 0;
+            for (int i = 0; i < r->nin; i++)
+                axes[i] = r->in[i].ndim > i ? r->in[i].ndim - i : 0;
             TEST("%s: vmap in_axes (%d,%d%s)", nm, axes[0], axes[1], r->nin > 2 ? ",..." : "") {
                 check_vmap(r, axes);
             }
@@ -1748,12 +1824,24 @@ int main(int argc, char **argv) {
                 snprintf(desc + strlen(desc), sizeof desc - strlen(desc), "%s%s", i ? "," : "",
                          axes[i] == CFT_NOT_BATCHED ? "-" : (char[]){(char)('0' + axes[i]), 0});
             }
-            TEST("%s: vmap in_axes (%s)", nm, desc) { check_vmap(r, axes); }
+            TEST("%s: vmap in_axes (%s)", nm, desc) {
+                check_vmap(r, axes);
+            }
         }
-        TEST("%s: IR eval and typecheck", nm) { check_ir(r); }
-        TEST("%s: compiled (jit) vs eager, f64", nm) { check_jit(r, CFT_F64); }
-        if (has_float_input(r)) TEST("%s: compiled (jit) vs eager, f32", nm) { check_jit(r, CFT_F32); }
-        if (r->flags & O2) TEST("%s: jvp of jvp vs finite differences", nm) { check_jvp2(r); }
+        TEST("%s: IR eval and typecheck", nm) {
+            check_ir(r);
+        }
+        TEST("%s: compiled (jit) vs eager, f64", nm) {
+            check_jit(r, CFT_F64);
+        }
+        if (has_float_input(r))
+            TEST("%s: compiled (jit) vs eager, f32", nm) {
+                check_jit(r, CFT_F32);
+            }
+        if (r->flags & O2)
+            TEST("%s: jvp of jvp vs finite differences", nm) {
+                check_jvp2(r);
+            }
     }
 
     TEST("every registry primitive has a row whose IR contains it") {

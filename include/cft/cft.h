@@ -33,7 +33,9 @@
 #include "ir.h"
 #include "nn.h"
 #include "jit.h"
+#include "linalg.h"
 #include "ops.h"
 #include "random.h"
+#include "special.h"
 
 #endif

@@ -6,7 +6,9 @@
  * source; sizes and outer strides come at run time, so one compiled kernel
  * serves every size. Expressions come from the primitive records (c_expr,
  * c_iexpr), and the prelude declares libm's functions `simd`, so glibc's
- * libmvec vectorises exp, log, tanh, erf, ... without fast-math. */
+ * libmvec vectorises exp, log, tanh, erf, ... without fast-math. The
+ * prelude also carries prims/special_fns.h's functions, pasted as text, so
+ * the special rows (digamma, erfinv, zeta, ...) fuse like the others. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,11 +18,16 @@
 
 static const char *ctype(cft_dtype dt) {
     switch (dt) {
-    case CFT_BOOL: return "uint8_t";
-    case CFT_I32: return "int32_t";
-    case CFT_I64: return "int64_t";
-    case CFT_F32: return "float";
-    default: return "double";
+    case CFT_BOOL:
+        return "uint8_t";
+    case CFT_I32:
+        return "int32_t";
+    case CFT_I64:
+        return "int64_t";
+    case CFT_F32:
+        return "float";
+    default:
+        return "double";
     }
 }
 
@@ -49,30 +56,39 @@ const char *cft__emit_prelude(void) {
            "#define D2(n) float n##f(float, float) SIMD; double n(double, double) SIMD;\n"
            "D1(exp) D1(log) D1(log1p) D1(expm1) D1(sin) D1(cos) D1(tan) D1(tanh) D1(erf)\n"
            "D2(pow) D2(atan2)\n"
-           "#include <tgmath.h>\n\n";
+           "#include <tgmath.h>\n\n"
+    /* the special functions of the special rows, as one line of text */
+#define CFT_SF_EMIT(...) #__VA_ARGS__
+#include "prims/special_fns.h"
+           "\n\n";
 }
 
 void cft__loop_of(const cft_aval *iter, int64_t (*st)[CFT_MAX_NDIM], int nops, cft_loop *lp) {
     memset(lp, 0, sizeof *lp);
     int nd = 0;
     for (int d = 0; d < iter->ndim; d++) {
-        if (iter->shape[d] == 1) continue;
+        if (iter->shape[d] == 1)
+            continue;
         if (nd > 0) { /* merge with the previous dim if contiguous for all */
             bool merge = true;
-            for (int k = 0; k < nops && merge; k++) merge = st[k][d] * iter->shape[d] == lp->st[k][nd - 1];
+            for (int k = 0; k < nops && merge; k++)
+                merge = st[k][d] * iter->shape[d] == lp->st[k][nd - 1];
             if (merge) {
                 lp->dims[nd - 1] *= iter->shape[d];
-                for (int k = 0; k < nops; k++) lp->st[k][nd - 1] = st[k][d];
+                for (int k = 0; k < nops; k++)
+                    lp->st[k][nd - 1] = st[k][d];
                 continue;
             }
         }
         lp->dims[nd] = iter->shape[d];
-        for (int k = 0; k < nops; k++) lp->st[k][nd] = st[k][d];
+        for (int k = 0; k < nops; k++)
+            lp->st[k][nd] = st[k][d];
         nd++;
     }
     if (nd == 0) {
         lp->dims[0] = 1;
-        for (int k = 0; k < nops; k++) lp->st[k][0] = 1;
+        for (int k = 0; k < nops; k++)
+            lp->st[k][0] = 1;
         nd = 1;
     }
     lp->nd = nd;
@@ -85,10 +101,13 @@ void cft__loop_of(const cft_aval *iter, int64_t (*st)[CFT_MAX_NDIM], int nops, c
 }
 
 /* the C expression of an equation, over named values */
-static void emit_eqn(char **b, size_t *l, size_t *c, const cft_eqn *q, const char *const *names, int out) {
+static void emit_eqn(char **b, size_t *l, size_t *c, const cft_eqn *q, const char *const *names,
+                     int out) {
     cft_dtype din = q->in[q->nin == 3 ? 1 : 0]->aval.dtype, dout = q->out[0]->aval.dtype;
-    const char *expr = cft_dtype_is_float(din) || !q->prim->c_iexpr ? q->prim->c_expr : q->prim->c_iexpr;
-    put(b, l, c, "            %s v%d; { typedef %s T; (void)sizeof(T); ", ctype(dout), out, ctype(dout));
+    const char *expr =
+        cft_dtype_is_float(din) || !q->prim->c_iexpr ? q->prim->c_expr : q->prim->c_iexpr;
+    put(b, l, c, "            %s v%d; { typedef %s T; (void)sizeof(T); ", ctype(dout), out,
+        ctype(dout));
     static const char *one[] = {"x"}, *two[] = {"x", "y"}, *three[] = {"c", "x", "y"};
     const char *const *nm = q->nin == 1 ? one : q->nin == 2 ? two : three;
     for (int i = 0; i < q->nin; i++)
@@ -105,41 +124,58 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     bool inner_reduced = false;
     if (red)
         for (int k = g->nin; k < nops; k++)
-            if (g->out[k - g->nin] == red->out[0]->id) red_out = k, inner_reduced = cls[k] == '0';
-    put(b, l, c, "void cft_k%d(char *const *ptrs, const int64_t *dims, const int64_t *st, int nth) {\n", id);
+            if (g->out[k - g->nin] == red->out[0]->id)
+                red_out = k, inner_reduced = cls[k] == '0';
+    put(b, l, c,
+        "void cft_k%d(char *const *ptrs, const int64_t *dims, const int64_t *st, int nth) {\n", id);
     for (int k = 0; k < nops; k++) {
         int v = k < g->nin ? g->in[k] : g->out[k - g->nin];
         cft_dtype dt = CFT_F32;
         /* find the var's dtype */
-        for (int q = 0; q < ir->nconst; q++) if (ir->constvars[q]->id == v) dt = ir->constvars[q]->aval.dtype;
-        for (int q = 0; q < ir->nin; q++) if (ir->invars[q]->id == v) dt = ir->invars[q]->aval.dtype;
+        for (int q = 0; q < ir->nconst; q++)
+            if (ir->constvars[q]->id == v)
+                dt = ir->constvars[q]->aval.dtype;
+        for (int q = 0; q < ir->nin; q++)
+            if (ir->invars[q]->id == v)
+                dt = ir->invars[q]->aval.dtype;
         for (int q = 0; q < ir->neqn; q++)
             for (int o = 0; o < ir->eqns[q].nout; o++)
-                if (ir->eqns[q].out[o]->id == v) dt = ir->eqns[q].out[o]->aval.dtype;
-        put(b, l, c, "    %s%s *restrict o%d = (%s%s *)ptrs[%d];\n", k < g->nin ? "const " : "", ctype(dt), k,
-            k < g->nin ? "const " : "", ctype(dt), k);
+                if (ir->eqns[q].out[o]->id == v)
+                    dt = ir->eqns[q].out[o]->aval.dtype;
+        put(b, l, c, "    %s%s *restrict o%d = (%s%s *)ptrs[%d];\n", k < g->nin ? "const " : "",
+            ctype(dt), k, k < g->nin ? "const " : "", ctype(dt), k);
     }
     put(b, l, c, "    const int64_t inner = dims[%d];\n    int64_t nouter = 1;\n", nd - 1);
-    if (nd > 1) put(b, l, c, "    for (int d = 0; d < %d; d++) nouter *= dims[d];\n", nd - 1);
-    if (!red) put(b, l, c, "    #pragma omp parallel for num_threads(nth) if (nth > 1 && nouter > 1 && nouter * inner > 65536) schedule(static)\n");
-    else put(b, l, c, "    (void)nth;\n");
+    if (nd > 1)
+        put(b, l, c, "    for (int d = 0; d < %d; d++) nouter *= dims[d];\n", nd - 1);
+    if (!red)
+        put(b, l, c,
+            "    #pragma omp parallel for num_threads(nth) if (nth > 1 && nouter > 1 && nouter * "
+            "inner > 65536) schedule(static)\n");
+    else
+        put(b, l, c, "    (void)nth;\n");
     put(b, l, c, "    for (int64_t r = 0; r < nouter; r++) {\n");
-    for (int k = 0; k < nops; k++) put(b, l, c, "        int64_t f%d = 0;\n", k);
+    for (int k = 0; k < nops; k++)
+        put(b, l, c, "        int64_t f%d = 0;\n", k);
     if (nd > 1) {
         put(b, l, c, "        int64_t rem = r;\n");
         for (int d = nd - 2; d >= 0; d--) {
             put(b, l, c, "        { int64_t i = rem %% dims[%d]; rem /= dims[%d];", d, d);
-            for (int k = 0; k < nops; k++) put(b, l, c, " f%d += i * st[%d];", k, k * nd + d);
+            for (int k = 0; k < nops; k++)
+                put(b, l, c, " f%d += i * st[%d];", k, k * nd + d);
             put(b, l, c, " }\n");
         }
     }
     for (int k = 0; k < nops; k++)
-        if (cls[k] == 'g') put(b, l, c, "        const int64_t s%d = st[%d];\n", k, k * nd + nd - 1);
+        if (cls[k] == 'g')
+            put(b, l, c, "        const int64_t s%d = st[%d];\n", k, k * nd + nd - 1);
     const char *acc_t = "double";
     if (inner_reduced) {
         put(b, l, c, "        %s acc = (%s)(%s);\n", acc_t, acc_t, red->prim->c_init);
-        if (!strcmp(red->prim->c_expr, "acc + x")) put(b, l, c, "        #pragma omp simd reduction(+:acc)\n");
-        else if (!strcmp(red->prim->c_expr, "acc * x")) put(b, l, c, "        #pragma omp simd reduction(*:acc)\n");
+        if (!strcmp(red->prim->c_expr, "acc + x"))
+            put(b, l, c, "        #pragma omp simd reduction(+:acc)\n");
+        else if (!strcmp(red->prim->c_expr, "acc * x"))
+            put(b, l, c, "        #pragma omp simd reduction(*:acc)\n");
     } else if (!red) {
         put(b, l, c, "        #pragma omp simd\n");
     }
@@ -149,35 +185,43 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     for (int k = 0; k < g->nin; k++) {
         const char *ix = cls[k] == '0' ? "0" : cls[k] == '1' ? "j" : NULL;
         char tmp[48];
-        if (ix) snprintf(tmp, sizeof tmp, "o%d[f%d + %s]", k, k, ix);
-        else snprintf(tmp, sizeof tmp, "o%d[f%d + j * s%d]", k, k, k);
+        if (ix)
+            snprintf(tmp, sizeof tmp, "o%d[f%d + %s]", k, k, ix);
+        else
+            snprintf(tmp, sizeof tmp, "o%d[f%d + j * s%d]", k, k, k);
         name[g->in[k]] = cft__strdup(tmp);
     }
     int n_ew = red ? g->neqn - 1 : g->neqn;
     for (int e = 0; e < n_ew; e++) {
         const cft_eqn *q = &ir->eqns[g->eqns[e]];
         const char *ins[3];
-        for (int i = 0; i < q->nin; i++) ins[i] = name[q->in[i]->id];
+        for (int i = 0; i < q->nin; i++)
+            ins[i] = name[q->in[i]->id];
         emit_eqn(b, l, c, q, ins, q->out[0]->id);
         char tmp[24];
         snprintf(tmp, sizeof tmp, "v%d", q->out[0]->id);
         name[q->out[0]->id] = cft__strdup(tmp);
     }
     for (int k = g->nin; k < nops; k++) {
-        if (k == red_out) continue;
+        if (k == red_out)
+            continue;
         put(b, l, c, "            o%d[f%d + j] = %s;\n", k, k, name[g->out[k - g->nin]]);
     }
     if (red) {
         const char *x = name[red->in[0]->id];
         if (inner_reduced)
-            put(b, l, c, "            { const double x = %s; acc = (%s); }\n", x, red->prim->c_expr);
+            put(b, l, c, "            { const double x = %s; acc = (%s); }\n", x,
+                red->prim->c_expr);
         else
-            put(b, l, c, "            { const double x = %s; const double acc = o%d[f%d + j]; o%d[f%d + j] = (%s); }\n", x,
-                red_out, red_out, red_out, red_out, red->prim->c_expr);
+            put(b, l, c,
+                "            { const double x = %s; const double acc = o%d[f%d + j]; o%d[f%d + j] "
+                "= (%s); }\n",
+                x, red_out, red_out, red_out, red_out, red->prim->c_expr);
     }
     put(b, l, c, "        }\n");
     if (inner_reduced)
-        put(b, l, c, "        { const double x = acc; { const double acc = o%d[f%d]; o%d[f%d] = (%s); } }\n", red_out,
-            red_out, red_out, red_out, red->prim->c_expr);
+        put(b, l, c,
+            "        { const double x = acc; { const double acc = o%d[f%d]; o%d[f%d] = (%s); } }\n",
+            red_out, red_out, red_out, red_out, red->prim->c_expr);
     put(b, l, c, "    }\n}\n\n");
 }

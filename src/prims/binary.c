@@ -6,6 +6,7 @@
 #include <tgmath.h>
 
 #include "prims/rules.h"
+#include "prims/special_fns.h"
 
 /* ---- rules that do not fit on a row ---- */
 
@@ -39,8 +40,10 @@ static cft_array *minmax_tangent(cft_array *a, cft_array *b, cft_array *ta, cft_
 /* rem(a, b) = a - b trunc(a/b): d/da = 1, d/db = -trunc(a/b) (as JAX);
  * zero for integer operands */
 static cft_array *rem_tangent(cft_array *a, cft_array *b, cft_array *ta, cft_array *tb) {
-    if (!cft_dtype_is_float(a->aval.dtype)) return NULL;
-    if (!tb) return ta;
+    if (!cft_dtype_is_float(a->aval.dtype))
+        return NULL;
+    if (!tb)
+        return ta;
     cft_array *q = cft_div(a, b);
     return cft__tsub(ta, cft_mul(tb, cft_mul(cft_sign(q), cft_floor(cft_abs(q)))));
 }
@@ -63,7 +66,8 @@ static cft_array *sub_transpose(cft_array *const *ct, cft_array *const *x, const
 static cft_array *mul_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
                                 int nin, const cft_params *p, cft_array **ct_in) {
     (void)in, (void)nin, (void)p;
-    if (!x[0] && !x[1]) return cft__fail(CFT_E_TRACE, "mul: transpose of a product of two linear values");
+    if (!x[0] && !x[1])
+        return cft__fail(CFT_E_TRACE, "mul: transpose of a product of two linear values");
     ct_in[0] = x[0] ? NULL : cft_mul(ct[0], x[1]);
     ct_in[1] = x[1] ? NULL : cft_mul(x[0], ct[0]);
     return NULL;
@@ -76,7 +80,8 @@ static cft_array *mul_transpose(cft_array *const *ct, cft_array *const *x, const
 static cft_array *div_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
                                 int nin, const cft_params *p, cft_array **ct_in) {
     (void)in, (void)nin, (void)p;
-    if (!x[1]) return cft__fail(CFT_E_TRACE, "div: transpose with a linear denominator");
+    if (!x[1])
+        return cft__fail(CFT_E_TRACE, "div: transpose with a linear denominator");
     cft_array *zero = cft_zeros_like(ct[0]);
     ct_in[0] = cft__select(cft_eq(ct[0], zero), zero, cft_div(ct[0], x[1]));
     ct_in[1] = NULL;
@@ -101,21 +106,33 @@ static cft_array *div_transpose(cft_array *const *ct, cft_array *const *x, const
                             cft_dtype dt, int64_t n) {                                             \
         if (BOOLOUT) {                                                                             \
             switch (dt) {                                                                          \
-            case CFT_F32: LOOP(float, uint8_t, FEXPR);                                             \
-            case CFT_F64: LOOP(double, uint8_t, FEXPR);                                            \
-            case CFT_I32: LOOP(int32_t, uint8_t, IEXPR);                                           \
-            case CFT_I64: LOOP(int64_t, uint8_t, IEXPR);                                           \
-            case CFT_BOOL: LOOP(uint8_t, uint8_t, IEXPR);                                          \
-            default: break;                                                                        \
+            case CFT_F32:                                                                          \
+                LOOP(float, uint8_t, FEXPR);                                                       \
+            case CFT_F64:                                                                          \
+                LOOP(double, uint8_t, FEXPR);                                                      \
+            case CFT_I32:                                                                          \
+                LOOP(int32_t, uint8_t, IEXPR);                                                     \
+            case CFT_I64:                                                                          \
+                LOOP(int64_t, uint8_t, IEXPR);                                                     \
+            case CFT_BOOL:                                                                         \
+                LOOP(uint8_t, uint8_t, IEXPR);                                                     \
+            default:                                                                               \
+                break;                                                                             \
             }                                                                                      \
         } else {                                                                                   \
             switch (dt) {                                                                          \
-            case CFT_F32: LOOP(float, float, FEXPR);                                               \
-            case CFT_F64: LOOP(double, double, FEXPR);                                             \
-            case CFT_I32: LOOP(int32_t, int32_t, IEXPR);                                           \
-            case CFT_I64: LOOP(int64_t, int64_t, IEXPR);                                           \
-            case CFT_BOOL: LOOP(uint8_t, uint8_t, (IEXPR) != 0);                                   \
-            default: break;                                                                        \
+            case CFT_F32:                                                                          \
+                LOOP(float, float, FEXPR);                                                         \
+            case CFT_F64:                                                                          \
+                LOOP(double, double, FEXPR);                                                       \
+            case CFT_I32:                                                                          \
+                LOOP(int32_t, int32_t, IEXPR);                                                     \
+            case CFT_I64:                                                                          \
+                LOOP(int64_t, int64_t, IEXPR);                                                     \
+            case CFT_BOOL:                                                                         \
+                LOOP(uint8_t, uint8_t, (IEXPR) != 0);                                              \
+            default:                                                                               \
+                break;                                                                             \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
@@ -123,11 +140,13 @@ static cft_array *div_transpose(cft_array *const *ct, cft_array *const *x, const
                                    cft_aval *out) {                                                \
         (void)p;                                                                                   \
         cft_array *e = cft__ew_shape(#NAME, in, nin, out);                                         \
-        if (e) return e;                                                                           \
+        if (e)                                                                                     \
+            return e;                                                                              \
         if (!cft__dtype_in(in[0].dtype, CLS))                                                      \
             return cft__fail(CFT_E_DTYPE, "%s: dtype %s not supported (%s, %s)", #NAME,            \
                              cft_dtype_name(in[0].dtype), cft__av(&in[0]), cft__av(&in[1]));       \
-        if (BOOLOUT) out->dtype = CFT_BOOL;                                                        \
+        if (BOOLOUT)                                                                               \
+            out->dtype = CFT_BOOL;                                                                 \
         return NULL;                                                                               \
     }                                                                                              \
     static cft_array *NAME##_impl(cft_array *const *in, int nin, const cft_params *p,              \
@@ -150,7 +169,8 @@ typedef void (*bin_loop)(const void *, int64_t, const void *, int64_t, void *, c
 
 static bool all_zero_strides(const cft_array *x) {
     for (int i = 0; i < x->aval.ndim; i++)
-        if (x->strides[i] != 0 && x->aval.shape[i] != 1) return false;
+        if (x->strides[i] != 0 && x->aval.shape[i] != 1)
+            return false;
     return true;
 }
 
@@ -165,11 +185,15 @@ static cft_array *binary_run(bin_loop loop, cft_array *a, cft_array *b, const cf
         sb = 0;
     else
         b = cft__contig(b);
-    if (cft_failed(a)) return a;
-    if (cft_failed(b)) return b;
+    if (cft_failed(a))
+        return a;
+    if (cft_failed(b))
+        return b;
     cft_array *o = cft__alloc(oav->dtype, oav->shape, oav->ndim);
-    if (cft_failed(o)) return o;
-    loop(cft__ptr(a), sa, cft__ptr(b), sb, o->data, a->aval.dtype, cft__numel(oav->shape, oav->ndim));
+    if (cft_failed(o))
+        return o;
+    loop(cft__ptr(a), sa, cft__ptr(b), sb, o->data, a->aval.dtype,
+         cft__numel(oav->shape, oav->ndim));
     cft__keep(a);
     cft__keep(b);
     out[0] = o;
@@ -189,7 +213,7 @@ static cft_array *binary_run(bin_loop loop, cft_array *a, cft_array *b, const cf
         .flags = (FLAGS) | CFT_PRIM_ELEMENTWISE,                                                   \
         .shape = NAME##_shape,                                                                     \
         .impl = NAME##_impl,                                                                       \
-        .jvp = (FLAGS) & CFT_PRIM_NONDIFF ? NULL : NAME##_jvp,                                     \
+        .jvp = (FLAGS)&CFT_PRIM_NONDIFF ? NULL : NAME##_jvp,                                       \
         .transpose = TRANS,                                                                        \
         .vmap = NAME##_vmap,                                                                       \
         .c_expr = #FEXPR,                                                                          \
@@ -224,7 +248,7 @@ static cft_array *select_shape(const cft_aval *in, int nin, const cft_params *p,
     {                                                                                              \
         const T *as = (const T *)ap, *bs = (const T *)bp;                                          \
         T *os = (T *)o->data;                                                                      \
-        for (int64_t i = 0; i < n; i++) { /* branch-free: conditions are often random */         \
+        for (int64_t i = 0; i < n; i++) { /* branch-free: conditions are often random */           \
             T m = (T)0 - (T)(cs[i * sc] != 0);                                                     \
             os[i] = (T)((as[i * sa] & m) | (bs[i * sb] & (T)~m));                                  \
         }                                                                                          \
@@ -236,28 +260,36 @@ static cft_array *select_impl(cft_array *const *in, int nin, const cft_params *p
     (void)nin, (void)p;
     cft_array *c = in[0], *a = in[1], *b = in[2];
     int64_t sc = !all_zero_strides(c), sa = !all_zero_strides(a), sb = !all_zero_strides(b);
-    if (sc) c = cft__contig(c);
-    if (sa) a = cft__contig(a);
-    if (sb) b = cft__contig(b);
-    if (cft_failed(c) || cft_failed(a) || cft_failed(b)) return cft_failed(c) ? c : cft_failed(a) ? a : b;
+    if (sc)
+        c = cft__contig(c);
+    if (sa)
+        a = cft__contig(a);
+    if (sb)
+        b = cft__contig(b);
+    if (cft_failed(c) || cft_failed(a) || cft_failed(b))
+        return cft_failed(c) ? c : cft_failed(a) ? a : b;
     const cft_aval *av = &in[1]->aval;
     cft_array *o = cft__alloc(av->dtype, av->shape, av->ndim);
-    if (cft_failed(o)) return o;
+    if (cft_failed(o))
+        return o;
     int64_t n = cft__numel(av->shape, av->ndim);
     const uint8_t *cs = cft__ptr(c);
     const void *ap = cft__ptr(a), *bp = cft__ptr(b);
     switch (cft_dtype_size(av->dtype)) {
-    case 1: SELECT_LOOP(uint8_t);
-    case 4: SELECT_LOOP(uint32_t);
-    default: SELECT_LOOP(uint64_t);
+    case 1:
+        SELECT_LOOP(uint8_t);
+    case 4:
+        SELECT_LOOP(uint32_t);
+    default:
+        SELECT_LOOP(uint64_t);
     }
     cft__keep(c), cft__keep(a), cft__keep(b);
     out[0] = o;
     return NULL;
 }
 
-static cft_array *select_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t,
-                             int nin, const cft_params *p, cft_array **ty) {
+static cft_array *select_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                             const cft_params *p, cft_array **ty) {
     (void)y, (void)nin, (void)p;
     if (!t[1] && !t[2]) {
         ty[0] = NULL;
@@ -273,7 +305,8 @@ static cft_array *select_jvp(cft_array *const *x, cft_array *const *y, cft_array
 static cft_array *select_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
                                    int nin, const cft_params *p, cft_array **ct_in) {
     (void)nin, (void)p;
-    if (!x[0]) return cft__fail(CFT_E_TRACE, "select: transpose with a linear condition");
+    if (!x[0])
+        return cft__fail(CFT_E_TRACE, "select: transpose with a linear condition");
     cft_array *z = cft__zeros_aval(&in[1]);
     ct_in[0] = NULL;
     ct_in[1] = x[1] ? NULL : cft__select(x[0], ct[0], z);

@@ -46,20 +46,19 @@ cft_array *cft__convert(cft_array *x, cft_dtype dt);
 cft_array *cft__reshape(cft_array *x, const int64_t *shape, int ndim);
 
 /* primitive records used by other prim files */
-extern const cft_prim cft_p_select, cft_p_convert_element_type, cft_p_reduce_sum,
-    cft_p_reduce_max, cft_p_reshape, cft_p_broadcast_in_dim, cft_p_transpose, cft_p_pad,
-    cft_p_slice, cft_p_dot_general, cft_p_squeeze, cft_p_expand_dims, cft_p_concatenate,
-    cft_p_iota, cft_p_stop_gradient, cft_p_reduce_min, cft_p_reduce_prod, cft_p_argmax,
-    cft_p_argmin, cft_p_mul, cft_p_add, cft_p_random_uniform, cft_p_random_split,
-    cft_p_random_fold_in;
+extern const cft_prim cft_p_select, cft_p_convert_element_type, cft_p_reduce_sum, cft_p_reduce_max,
+    cft_p_reshape, cft_p_broadcast_in_dim, cft_p_transpose, cft_p_pad, cft_p_slice,
+    cft_p_dot_general, cft_p_squeeze, cft_p_expand_dims, cft_p_concatenate, cft_p_iota,
+    cft_p_stop_gradient, cft_p_reduce_min, cft_p_reduce_prod, cft_p_argmax, cft_p_argmin, cft_p_mul,
+    cft_p_add, cft_p_random_uniform, cft_p_random_split, cft_p_random_fold_in;
 extern const cft_prim cft_p_gather, cft_p_scatter, cft_p_scatter_add, cft_p_dynamic_slice,
     cft_p_dynamic_update_slice; /* index.c */
 
 /* scans, sorting and the elementwise ops off the rows (scan.c, sort.c,
  * ew_extra.c) */
-extern const cft_prim cft_p_cumsum, cft_p_cumprod, cft_p_cummax, cft_p_cummin,
-    cft_p_cumlogsumexp, cft_p_sort, cft_p_top_k, cft_p_gather_along, cft_p_scatter_add_along,
-    cft_p_clamp, cft_p_integer_pow;
+extern const cft_prim cft_p_cumsum, cft_p_cumprod, cft_p_cummax, cft_p_cummin, cft_p_cumlogsumexp,
+    cft_p_sort, cft_p_top_k, cft_p_gather_along, cft_p_scatter_add_along, cft_p_clamp,
+    cft_p_integer_pow;
 /* The element offsets (from `strides`) of the first element of each line
  * along `axis` of an array of aval `a`, the lines in row-major order of the
  * other dims; *count gets their number. A GC buffer (never NULL unless out
@@ -71,6 +70,14 @@ extern const cft_prim cft_p_conv_general_dilated, cft_p_rev, cft_p_reduce_window
     cft_p_reduce_window_max, cft_p_select_and_gather_add, cft_p_select_and_scatter_add;
 
 extern const cft_prim cft_p_scan, cft_p_while, cft_p_cond, cft_p_remat;
+
+/* special.c: tangents of the special-function rows (NULL = zero) */
+cft_array *cft__i1_deriv(cft_array *x, cft_array *y, bool scaled); /* d i1 (d i1e) / dx */
+cft_array *cft__j1_deriv(cft_array *x, cft_array *y);              /* d bessel_j1 / dx */
+cft_array *cft__zeta_tangent(cft_array *s, cft_array *q, cft_array *ts, cft_array *tq);
+cft_array *cft__polygamma_tangent(cft_array *n, cft_array *x, cft_array *tn, cft_array *tx);
+cft_array *cft__gammainc_tangent(cft_array *a, cft_array *x, cft_array *ta, cft_array *tx,
+                                 bool upper);
 
 /* format an aval into a static per-call buffer slot (up to 4 per message) */
 const char *cft__av(const cft_aval *a);

@@ -7,6 +7,7 @@
 #include <tgmath.h>
 
 #include "prims/rules.h"
+#include "prims/special_fns.h"
 
 #define NOTNULL(e) (e)
 
@@ -26,19 +27,27 @@
     }                                                                                              \
     break
 /* rows flagged CFT_EW_BOOL_OUT write bool from float inputs */
-#define BOOL_OUT(FLAGS) (((FLAGS) & CFT_EW_BOOL_OUT) != 0)
+#define BOOL_OUT(FLAGS) (((FLAGS)&CFT_EW_BOOL_OUT) != 0)
 
 #define CFT_UNARY(NAME, FEXPR, IEXPR, CLS, FLAGS, TAN)                                             \
     static void NAME##_loop(const void *xp, void *yp, cft_dtype dt, int64_t n) {                   \
         switch (dt * 2 + BOOL_OUT(FLAGS)) {                                                        \
-        case CFT_F32 * 2: ULOOP(float, float, float, FEXPR);                                       \
-        case CFT_F64 * 2: ULOOP(double, double, double, FEXPR);                                    \
-        case CFT_F32 * 2 + 1: ULOOP(float, float, uint8_t, FEXPR);                                 \
-        case CFT_F64 * 2 + 1: ULOOP(double, double, uint8_t, FEXPR);                               \
-        case CFT_I32 * 2: ULOOP(int32_t, int32_t, int32_t, IEXPR);                                 \
-        case CFT_I64 * 2: ULOOP(int64_t, int64_t, int64_t, IEXPR);                                 \
-        case CFT_BOOL * 2: ULOOP(uint8_t, int, uint8_t, (IEXPR) != 0);                             \
-        default: break;                                                                            \
+        case CFT_F32 * 2:                                                                          \
+            ULOOP(float, float, float, FEXPR);                                                     \
+        case CFT_F64 * 2:                                                                          \
+            ULOOP(double, double, double, FEXPR);                                                  \
+        case CFT_F32 * 2 + 1:                                                                      \
+            ULOOP(float, float, uint8_t, FEXPR);                                                   \
+        case CFT_F64 * 2 + 1:                                                                      \
+            ULOOP(double, double, uint8_t, FEXPR);                                                 \
+        case CFT_I32 * 2:                                                                          \
+            ULOOP(int32_t, int32_t, int32_t, IEXPR);                                               \
+        case CFT_I64 * 2:                                                                          \
+            ULOOP(int64_t, int64_t, int64_t, IEXPR);                                               \
+        case CFT_BOOL * 2:                                                                         \
+            ULOOP(uint8_t, int, uint8_t, (IEXPR) != 0);                                            \
+        default:                                                                                   \
+            break;                                                                                 \
         }                                                                                          \
     }                                                                                              \
     static cft_array *NAME##_shape(const cft_aval *in, int nin, const cft_params *p,               \
@@ -49,7 +58,8 @@
             return cft__fail(CFT_E_DTYPE, "%s: dtype %s not supported (%s)", #NAME,                \
                              cft_dtype_name(in[0].dtype), cft__av(&in[0]));                        \
         *out = in[0];                                                                              \
-        if (BOOL_OUT(FLAGS)) out->dtype = CFT_BOOL;                                                \
+        if (BOOL_OUT(FLAGS))                                                                       \
+            out->dtype = CFT_BOOL;                                                                 \
         return NULL;                                                                               \
     }                                                                                              \
     static cft_array *NAME##_impl(cft_array *const *in, int nin, const cft_params *p,              \
@@ -57,10 +67,12 @@
         (void)nin;                                                                                 \
         (void)p;                                                                                   \
         cft_array *x = cft__contig(in[0]);                                                         \
-        if (cft_failed(x)) return x;                                                               \
-        cft_array *y = cft__alloc(BOOL_OUT(FLAGS) ? CFT_BOOL : x->aval.dtype, x->aval.shape,       \
-                                  x->aval.ndim);                                                   \
-        if (cft_failed(y)) return y;                                                               \
+        if (cft_failed(x))                                                                         \
+            return x;                                                                              \
+        cft_array *y =                                                                             \
+            cft__alloc(BOOL_OUT(FLAGS) ? CFT_BOOL : x->aval.dtype, x->aval.shape, x->aval.ndim);   \
+        if (cft_failed(y))                                                                         \
+            return y;                                                                              \
         NAME##_loop(cft__ptr(x), y->data, x->aval.dtype, cft__numel(x->aval.shape, x->aval.ndim)); \
         cft__keep(x);                                                                              \
         out[0] = y;                                                                                \
@@ -93,7 +105,7 @@ static cft_array *neg_transpose(cft_array *const *ct, cft_array *const *x, const
     return NULL;
 }
 
-#define TRANSPOSE_OF(NAME, FLAGS) ((FLAGS) & CFT_PRIM_LINEAR ? neg_transpose : NULL)
+#define TRANSPOSE_OF(NAME, FLAGS) ((FLAGS)&CFT_PRIM_LINEAR ? neg_transpose : NULL)
 #define CFT_UNARY(NAME, FEXPR, IEXPR, CLS, FLAGS, TAN)                                             \
     const cft_prim cft_p_##NAME = {                                                                \
         .name = #NAME,                                                                             \
@@ -102,7 +114,7 @@ static cft_array *neg_transpose(cft_array *const *ct, cft_array *const *x, const
         .flags = ((FLAGS) & ~CFT_EW_BOOL_OUT) | CFT_PRIM_ELEMENTWISE,                              \
         .shape = NAME##_shape,                                                                     \
         .impl = NAME##_impl,                                                                       \
-        .jvp = (FLAGS) & CFT_PRIM_NONDIFF ? NULL : NAME##_jvp,                                     \
+        .jvp = (FLAGS)&CFT_PRIM_NONDIFF ? NULL : NAME##_jvp,                                       \
         .transpose = TRANSPOSE_OF(NAME, FLAGS),                                                    \
         .vmap = NAME##_vmap,                                                                       \
         .c_expr = #FEXPR,                                                                          \
