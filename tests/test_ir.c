@@ -435,6 +435,14 @@ int main(int argc, char **argv) {
     if (eager)
         printf("CFT_EAGER set: the trace-cache tests are skipped\n");
     if (!eager) {
+        TEST("cft_fn_uncached: every call runs the callback (environment changes take effect)") {
+            int n = 0;
+            cft_fn *f = cft_fn_uncached(cft_fn_new(counted, &n, 1, 1));
+            cft_array *a = cft_from_f32((float[]){1, 2, 3}, (int64_t[]){3}, 1);
+            cft_fn_call1(f, &a);
+            cft_fn_call1(f, &a);
+            CHECK_EQ(n, 2);
+        }
         TEST("a function is traced once per input signature") {
             int n = 0;
             cft_fn *f = cft_fn_new(counted, &n, 1, 1);

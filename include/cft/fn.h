@@ -14,6 +14,10 @@
  * reading of array values, no side effects that matter. On the first call
  * with new input shapes a function is traced once into the IR (ir.h) and
  * later calls with the same shapes and dtypes run that IR, never re-tracing.
+ * So, as under jax.jit, whatever the callback reads from its environment
+ * (a learning rate in a struct, a captured array) is fixed at that trace:
+ * pass values that change between calls as inputs, or mark the function
+ * with cft_fn_uncached.
  */
 #ifndef CFT_FN_H
 #define CFT_FN_H
@@ -43,6 +47,10 @@ typedef struct cft_fn cft_fn;
 cft_fn *cft_fn_new(cft_fn_cb cb, void *env, int nin, int nout);
 /** Give a function a name (used in the IR printer and errors). Returns f. */
 cft_fn *cft_fn_named(cft_fn *f, const char *name);
+/** Never cache f's trace: every top-level call runs the callback again (op
+ *  by op), so changes to what it reads from its environment take effect.
+ *  Slower; transforms of f still trace it. Returns f. */
+cft_fn *cft_fn_uncached(cft_fn *f);
 /** Number of inputs / outputs. */
 int cft_fn_nin(const cft_fn *f);
 int cft_fn_nout(const cft_fn *f);
