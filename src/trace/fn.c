@@ -34,6 +34,12 @@ cft_fn *cft_fn_named(cft_fn *f, const char *name) {
     return f;
 }
 
+cft_fn *cft_fn_uncached(cft_fn *f) {
+    if (f)
+        f->direct = true;
+    return f;
+}
+
 int cft_fn_nin(const cft_fn *f) {
     return f ? f->nin : 0;
 }
