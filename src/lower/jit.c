@@ -456,9 +456,15 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
         return cft__fail_outs(err, ir->nout, out);
     for (int i = 0; i < ir->nout; i++) {
         out[i] = env[ir->outvars[i]->id];
-        if (P->arena && out[i]->data == P->arena)
-            out[i] = cft__contig(cft__view(out[i], out[i]->aval.shape, out[i]->aval.ndim,
-                                           out[i]->strides, out[i]->offset));
+        if (P->arena && out[i]->data == P->arena) { /* never hand out arena memory */
+            const cft_aval *a = &out[i]->aval;
+            cft_array *c = cft__contig(out[i]), *fresh = cft__alloc(a->dtype, a->shape, a->ndim);
+            if (cft_failed(c) || cft_failed(fresh))
+                return cft__fail_outs(cft_failed(c) ? c : fresh, ir->nout, out);
+            memcpy(fresh->data, cft__ptr(c),
+                   (size_t)cft__numel(a->shape, a->ndim) * cft_dtype_size(a->dtype));
+            out[i] = fresh;
+        }
     }
     if (first) {
         compile_plan(P, loops);
