@@ -22,87 +22,15 @@
 
 #include <cft/cft.h>
 
+#include "../examples/maml.h"
 #include "bench.h"
 
-#define NP 6
-#define KS 10
-static const double INNER_LR = 0.01, LR = 1e-3, B1 = 0.9, B2 = 0.999, EPS = 1e-8;
+#define KS K_SHOT
 
-/* ---- model, task loss, meta-objective, Adam (as in the example) ---- */
-
-static cft_array *mlp(cft_array *const *p, cft_array *x) {
-    cft_array *h = cft_relu(cft_add(cft_matmul(x, p[0]), p[1]));
-    h = cft_relu(cft_add(cft_matmul(h, p[2]), p[3]));
-    return cft_add(cft_matmul(h, p[4]), p[5]);
-}
-
-static cft_status mse_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    (void)env, (void)nin, (void)nout;
-    out[0] = cft_mse(mlp(in, in[NP]), in[NP + 1]);
-    return CFT_OK;
-}
-
-typedef struct {
-    cft_fn *grad;
-    int n_inner;
-} inner_cfg;
-static inner_cfg cfgs[6]; /* env of task_loss, by n_inner (static: GC-visible) */
-
-/* (params[6], xs, ys, xq, yq) -> query loss after n_inner SGD steps */
-static cft_status task_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    const inner_cfg *c = env;
-    (void)nin, (void)nout;
-    cft_array *a[NP + 2], *g[NP];
-    memcpy(a, in, sizeof(cft_array *) * (NP + 2));
-    for (int s = 0; s < c->n_inner; s++) {
-        cft_status st = cft_fn_call(c->grad, a, g);
-        if (st != CFT_OK)
-            return st;
-        for (int l = 0; l < NP; l++)
-            a[l] = cft_sub(a[l], cft_mul_s(g[l], INNER_LR));
-    }
-    a[NP] = in[NP + 2], a[NP + 1] = in[NP + 3];
-    return mse_loss(NULL, NP + 2, a, 1, out);
-}
-
-/* (params[6], xs, ys, xq, yq [T, ...]) -> mean of the per-task losses */
-static cft_status meta_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    (void)nin, (void)nout;
-    cft_array *l;
-    cft_status st = cft_fn_call(env, in, &l);
-    out[0] = cft_mean(l, NULL, 0, false);
-    return st;
-}
-
-/* (params[6], m[6], v[6], c1, c2, grads[6]) -> (params, m, v) */
+/* the loop baseline's Adam step: (params, m, v, c1, c2, mean grads[6]) -> (params, m, v) */
 static cft_status adam(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
-    cft_array *c1 = in[3 * NP], *c2 = in[3 * NP + 1];
-    for (int l = 0; l < NP; l++) {
-        cft_array *g = in[3 * NP + 2 + l];
-        cft_array *m = cft_add(cft_mul_s(in[NP + l], B1), cft_mul_s(g, 1 - B1));
-        cft_array *v = cft_add(cft_mul_s(in[2 * NP + l], B2), cft_mul_s(cft_square(g), 1 - B2));
-        out[l] = cft_sub(
-            in[l],
-            cft_mul_s(cft_div(cft_mul(m, c1), cft_add_s(cft_sqrt(cft_mul(v, c2)), EPS)), LR));
-        out[NP + l] = m, out[2 * NP + l] = v;
-    }
-    return CFT_OK;
-}
-
-/* the vmapped meta-step: (params, m, v, c1, c2, xs, ys, xq, yq) -> (params, m, v, loss) */
-static cft_status meta_step(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    (void)nin, (void)nout;
-    cft_array *a[NP + 4], *vg[1 + NP], *ad[3 * NP + 2 + NP];
-    memcpy(a, in, sizeof(cft_array *) * NP);
-    memcpy(a + NP, in + 3 * NP + 2, sizeof(cft_array *) * 4);
-    cft_status st = cft_fn_call(env, a, vg);
-    if (st != CFT_OK)
-        return st;
-    memcpy(ad, in, sizeof(cft_array *) * (3 * NP + 2));
-    memcpy(ad + 3 * NP + 2, vg + 1, sizeof(cft_array *) * NP);
-    adam(NULL, 4 * NP + 2, ad, 3 * NP, out);
-    out[3 * NP] = vg[0];
+    adam_update(in, in + 3 * NP + 2, out);
     return CFT_OK;
 }
 
@@ -172,34 +100,13 @@ static void make_tasks(int T, uint64_t seed, cft_array **out) {
 int main(void) {
     openblas_set_num_threads(1);
     cft_init();
-    static const int64_t sz[4] = {1, 40, 40, 1};
     cft_array *params[NP];
-    cft_array *keys = cft_random_split(cft_random_key(1), NP);
-    for (int l = 0; l < 3; l++) {
-        double bound = 1.0 / sqrt((double)sz[l]);
-        int64_t ws[2] = {sz[l], sz[l + 1]};
-        params[2 * l] = cft_random_uniform(cft_index(keys, 2 * l), CFT_F32, ws, 2, -bound, bound);
-        params[2 * l + 1] =
-            cft_random_uniform(cft_index(keys, 2 * l + 1), CFT_F32, ws + 1, 1, -bound, bound);
-    }
+    mlp_init(1, params);
     int argnums[NP] = {0, 1, 2, 3, 4, 5};
-    int in_axes[NP + 4] = {CFT_NOT_BATCHED,
-                           CFT_NOT_BATCHED,
-                           CFT_NOT_BATCHED,
-                           CFT_NOT_BATCHED,
-                           CFT_NOT_BATCHED,
-                           CFT_NOT_BATCHED,
-                           0,
-                           0,
-                           0,
-                           0};
-    cft_fn *mse_grad = cft_grad(cft_fn_new(mse_loss, NULL, NP + 2, 1), argnums, NP);
     cft_fn *adam_fn = cft_fn_new(adam, NULL, 4 * NP + 2, 3 * NP);
     int inners[2] = {5, 1}, Ts[3] = {5, 25, 100};
     for (int a = 0; a < 2; a++) {
         int n = inners[a];
-        cfgs[n] = (inner_cfg){mse_grad, n};
-        cft_fn *task = cft_fn_new(task_loss, &cfgs[n], NP + 4, 1);
         for (int b = 0; b < 3; b++) {
             static job j;
             j.T = Ts[b];
@@ -207,17 +114,17 @@ int main(void) {
                 j.state[l] = params[l];
                 j.state[NP + l] = j.state[2 * NP + l] = cft_zeros_like(params[l]);
             }
-            j.state[3 * NP] = cft_scalar(1 / (1 - B1), CFT_F32);
-            j.state[3 * NP + 1] = cft_scalar(1 / (1 - B2), CFT_F32);
+            j.state[3 * NP] = cft_scalar(1 / (1 - BETA1), CFT_F32);
+            j.state[3 * NP + 1] = cft_scalar(1 / (1 - BETA2), CFT_F32);
             make_tasks(j.T, 7, j.state + 3 * NP + 2);
             for (int t = 0; t < j.T; t++)
                 for (int i = 0; i < 4; i++)
                     j.task[t][i] = cft_index(j.state[3 * NP + 2 + i], t);
             /* fresh functions per config, so the first call (trace) can be timed */
-            cft_fn *meta = cft_fn_new(meta_loss, cft_vmap(task, in_axes, NULL), NP + 4, 1);
-            j.step = cft_fn_new(meta_step, cft_value_and_grad(meta, argnums, NP, false), 3 * NP + 6,
+            cft_fn *meta = cft_fn_new(maml_objective, per_task_losses(n, false), NP + 4, 1);
+            j.step = cft_fn_new(adam_step, cft_value_and_grad(meta, argnums, NP, false), 3 * NP + 6,
                                 3 * NP + 1);
-            j.task_vg = cft_value_and_grad(task, argnums, NP, false);
+            j.task_vg = cft_value_and_grad(task_fn(n, false), argnums, NP, false);
             j.adam_fn = adam_fn;
             double t0 = now_ms();
             run_vmap(&j);
