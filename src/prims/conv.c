@@ -728,22 +728,9 @@ static cft_array *rev_impl(cft_array *const *in, int nin, const cft_params *p, c
     cft_array *v = cft__view(x, x->aval.shape, nd, st, off);
     if (cft_failed(v))
         return v;
-    cft_array *y = cft__alloc(x->aval.dtype, x->aval.shape, nd);
+    cft_array *y = cft__contig(v); /* the shared strided copy */
     if (cft_failed(y))
         return y;
-    int64_t n = cft__numel(x->aval.shape, nd), idx[CFT_MAX_NDIM] = {0};
-    size_t es = cft_dtype_size(x->aval.dtype);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t o = v->offset;
-        for (int d = 0; d < nd; d++)
-            o += idx[d] * st[d];
-        memcpy(y->data + (size_t)i * es, v->data + o * (int64_t)es, es);
-        for (int d = nd - 1; d >= 0; d--) {
-            if (++idx[d] < x->aval.shape[d])
-                break;
-            idx[d] = 0;
-        }
-    }
     cft__keep(x);
     out[0] = y;
     return NULL;
