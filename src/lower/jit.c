@@ -48,8 +48,9 @@ typedef struct plan {
     int nsteps;
     cft_group *groups;
     int ngroups;
-    int *last_step; /* per var: last step reading it (nsteps: returned) */
-    int *root;      /* per var: the buffer it is a view of (first call) */
+    int *last_step;        /* per var: last step reading it (nsteps: returned) */
+    const cft_aval **aval; /* per var produced by an equation: its aval */
+    int *root;             /* per var: the buffer it is a view of (first call) */
     int runs;
     cft_kernel_fn *kernels; /* per group, NULL entries: not compiled */
     int64_t *slot;          /* per var: arena offset in bytes, -1: none */
@@ -191,12 +192,8 @@ static void fill(cft_array *a, const char *init) {
 static cft_array *out_array(plan *P, int v, bool use_arena) {
     if (use_arena && P->slot && P->slot[v] >= 0)
         return P->hdr[v];
-    const cft_irvar *var = NULL;
-    for (int k = 0; k < P->ir->neqn && !var; k++)
-        for (int o = 0; o < P->ir->eqns[k].nout; o++)
-            if (P->ir->eqns[k].out[o]->id == v)
-                var = P->ir->eqns[k].out[o];
-    return cft__alloc(var->aval.dtype, var->aval.shape, var->aval.ndim);
+    const cft_aval *a = P->aval[v];
+    return cft__alloc(a->dtype, a->shape, a->ndim);
 }
 
 static cft_array *run_group(plan *P, int gi, cft_array **env, bool use_arena, cft_loop *record) {
@@ -316,13 +313,8 @@ static void plan_memory(plan *P) {
             P->slot[v] = -1;
             if (!cand[v] || out_root[v] || P->root[v] != v)
                 continue;
-            const cft_irvar *var = NULL;
-            for (int k = 0; k < ir->neqn && !var; k++)
-                for (int o = 0; o < ir->eqns[k].nout; o++)
-                    if (ir->eqns[k].out[o]->id == v)
-                        var = ir->eqns[k].out[o];
-            int64_t bytes = cft__numel(var->aval.shape, var->aval.ndim) *
-                            (int64_t)cft_dtype_size(var->aval.dtype);
+            const cft_aval *av = P->aval[v];
+            int64_t bytes = cft__numel(av->shape, av->ndim) * (int64_t)cft_dtype_size(av->dtype);
             if (bytes == 0)
                 continue;
             bytes = (bytes + 63) / 64 * 64;
@@ -347,9 +339,9 @@ static void plan_memory(plan *P) {
             P->slot[v] = at;
             cft_array *h = CFT_NEW(cft_array);
             h->kind = CFT_K_CONCRETE;
-            h->aval = var->aval;
-            cft__row_major(var->aval.shape, var->aval.ndim, h->strides);
-            h->offset = at / (int64_t)cft_dtype_size(var->aval.dtype);
+            h->aval = *av;
+            cft__row_major(av->shape, av->ndim, h->strides);
+            h->offset = at / (int64_t)cft_dtype_size(av->dtype);
             P->hdr[v] = h;
         }
     P->arena_bytes = total;
@@ -488,6 +480,10 @@ static plan *build_plan(cft_ir *ir) {
     P->ir = ir;
     P->nsteps = cft__fuse(ir, &P->steps, &P->groups, &P->ngroups);
     P->last_step = CFT_NEWN(int, ir->nvars + 1);
+    P->aval = CFT_NEWN(const cft_aval *, ir->nvars + 1);
+    for (int k = 0; k < ir->neqn; k++)
+        for (int o = 0; o < ir->eqns[k].nout; o++)
+            P->aval[ir->eqns[k].out[o]->id] = &ir->eqns[k].out[o]->aval;
     for (int v = 0; v < ir->nvars; v++)
         P->last_step[v] = -1;
     for (int s = 0; s < P->nsteps; s++) {
