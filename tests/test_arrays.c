@@ -61,27 +61,37 @@ int main(int argc, char **argv) {
     /* ---------------- dtypes ---------------- */
 
     TEST("dtype names, sizes, float-ness") {
-        static const char *names[CFT_NDTYPES] = {"bool", "i32", "i64", "f32", "f64", "f16", "bf16"};
-        static const size_t sizes[CFT_NDTYPES] = {1, 4, 8, 4, 8, 2, 2};
+        static const char *names[CFT_NDTYPES] = {"bool", "i32", "i64",  "f32", "f64",
+                                                        "f16",  "bf16", "c64", "c128"};
+        static const size_t sizes[CFT_NDTYPES] = {1, 4, 8, 4, 8, 2, 2, 8, 16};
         for (int d = 0; d < CFT_NDTYPES; d++) {
             CHECK(strcmp(cft_dtype_name((cft_dtype)d), names[d]) == 0);
             CHECK_EQ(cft_dtype_size((cft_dtype)d), sizes[d]);
-            CHECK_EQ(cft_dtype_is_float((cft_dtype)d), d >= CFT_F32);
+            CHECK_EQ(cft_dtype_is_float((cft_dtype)d), d >= CFT_F32 && d <= CFT_BF16);
+            CHECK_EQ(cft_dtype_is_complex((cft_dtype)d), d >= CFT_C64);
+            CHECK_EQ(cft_dtype_is_inexact((cft_dtype)d), d >= CFT_F32);
         }
     }
 
     TEST("cft_promote: the full table of core.h (JAX's lattice on this set)") {
-        /* rows a, columns b: bool < i32 < i64 < {f16, bf16} < f32 < f64; f16 v bf16 = f32 */
+        /* rows a, columns b: bool < i32 < i64 < {f16, bf16} < f32 < f64; f16 v bf16 = f32;
+         * c64 above f32, c128 above f64 and c64; f64 v c64 = c128 */
+#define C1 CFT_C64
+#define C2 CFT_C128
         static const cft_dtype want[CFT_NDTYPES][CFT_NDTYPES] = {
-            /*          bool      i32      i64      f32      f64      f16      bf16 */
-            /* bool */ {CFT_BOOL, CFT_I32, CFT_I64, CFT_F32, CFT_F64, CFT_F16, CFT_BF16},
-            /* i32  */ {CFT_I32, CFT_I32, CFT_I64, CFT_F32, CFT_F64, CFT_F16, CFT_BF16},
-            /* i64  */ {CFT_I64, CFT_I64, CFT_I64, CFT_F32, CFT_F64, CFT_F16, CFT_BF16},
-            /* f32  */ {CFT_F32, CFT_F32, CFT_F32, CFT_F32, CFT_F64, CFT_F32, CFT_F32},
-            /* f64  */ {CFT_F64, CFT_F64, CFT_F64, CFT_F64, CFT_F64, CFT_F64, CFT_F64},
-            /* f16  */ {CFT_F16, CFT_F16, CFT_F16, CFT_F32, CFT_F64, CFT_F16, CFT_F32},
-            /* bf16 */ {CFT_BF16, CFT_BF16, CFT_BF16, CFT_F32, CFT_F64, CFT_F32, CFT_BF16},
+            /*          bool      i32      i64      f32      f64      f16      bf16 c64 c128 */
+            /* bool */ {CFT_BOOL, CFT_I32, CFT_I64, CFT_F32, CFT_F64, CFT_F16, CFT_BF16, C1, C2},
+            /* i32  */ {CFT_I32, CFT_I32, CFT_I64, CFT_F32, CFT_F64, CFT_F16, CFT_BF16, C1, C2},
+            /* i64  */ {CFT_I64, CFT_I64, CFT_I64, CFT_F32, CFT_F64, CFT_F16, CFT_BF16, C1, C2},
+            /* f32  */ {CFT_F32, CFT_F32, CFT_F32, CFT_F32, CFT_F64, CFT_F32, CFT_F32, C1, C2},
+            /* f64  */ {CFT_F64, CFT_F64, CFT_F64, CFT_F64, CFT_F64, CFT_F64, CFT_F64, C2, C2},
+            /* f16  */ {CFT_F16, CFT_F16, CFT_F16, CFT_F32, CFT_F64, CFT_F16, CFT_F32, C1, C2},
+            /* bf16 */ {CFT_BF16, CFT_BF16, CFT_BF16, CFT_F32, CFT_F64, CFT_F32, CFT_BF16, C1, C2},
+            /* c64  */ {C1, C1, C1, C1, C2, C1, C1, C1, C2},
+            /* c128 */ {C2, C2, C2, C2, C2, C2, C2, C2, C2},
         };
+#undef C1
+#undef C2
         for (int a = 0; a < CFT_NDTYPES; a++)
             for (int b = 0; b < CFT_NDTYPES; b++)
                 CHECK_MSG(cft_promote((cft_dtype)a, (cft_dtype)b) == want[a][b],
@@ -113,14 +123,18 @@ int main(int argc, char **argv) {
         double f64[3] = {0.1, -1e300, 3.0};
         uint16_t f16[3] = {0x3E00, 0xC080, 0x3400},
                  bf16[3] = {0x3FC0, 0xC010, 0x3E80}; /* raw bits */
-        const void *src[CFT_NDTYPES] = {b, i32, i64, f32, f64, f16, bf16};
+        float c64[6] = {1.5f, 7, -2.25f, 0, 1e-3f, -1};
+        double c128[6] = {0.1, 2, -1e300, 0, 3.0, 4};
+        const void *src[CFT_NDTYPES] = {b, i32, i64, f32, f64, f16, bf16, c64, c128};
         double want[CFT_NDTYPES][3] = {{1, 0, 1},
                                        {-7, 0, 2147483647.0},
                                        {-5, 1099511627776.0, 3},
                                        {1.5, -2.25, (double)1e-3f},
                                        {0.1, -1e300, 3.0},
                                        {1.5, -2.25, 0.25},
-                                       {1.5, -2.25, 0.25}};
+                                       {1.5, -2.25, 0.25},
+                                       {1.5, -2.25, (double)1e-3f}, /* real parts */
+                                       {0.1, -1e300, 3.0}};
         for (int d = 0; d < CFT_NDTYPES; d++) {
             cft_array *x = cft_from_data(src[d], (cft_dtype)d, (int64_t[]){3}, 1);
             CHECK(cft_is_concrete(x));

@@ -28,7 +28,10 @@ extern "C" {
  *  bool < i32 < i64 < {f16, bf16} < f32 < f64, with f16 and bf16 joining
  *  to f32 (so i64 with f32 gives f32, as in JAX, not f64 as in NumPy).
  *  f16 (IEEE half) and bf16 (bfloat16) are storage types: every operation
- *  computes in f32 and rounds its result to nearest-even on store. */
+ *  computes in f32 and rounds its result to nearest-even on store.
+ *  The complex types sit on top: c64 above f32, c128 above f64 and c64, so
+ *  f64 with c64 gives c128 (as JAX). Complex values are stored as C99's
+ *  float _Complex / double _Complex (re, im interleaved). */
 typedef enum cft_dtype {
     CFT_BOOL = 0,
     CFT_I32,
@@ -37,6 +40,8 @@ typedef enum cft_dtype {
     CFT_F64,
     CFT_F16,
     CFT_BF16,
+    CFT_C64,  /* complex: two f32 (re, im), C's float _Complex */
+    CFT_C128, /* complex: two f64, C's double _Complex */
     CFT_NDTYPES
 } cft_dtype;
 
@@ -79,6 +84,16 @@ const char *cft_dtype_name(cft_dtype dt);
 size_t cft_dtype_size(cft_dtype dt);
 /** True for f16, bf16, f32 and f64. */
 bool cft_dtype_is_float(cft_dtype dt);
+/** True for c64 and c128. */
+bool cft_dtype_is_complex(cft_dtype dt);
+/** True for float and complex dtypes: the ones that carry derivatives. */
+bool cft_dtype_is_inexact(cft_dtype dt);
+/** The real dtype of the same precision: f32 for c64, f64 for c128; other
+ *  dtypes are their own real dtype. */
+cft_dtype cft_dtype_real(cft_dtype dt);
+/** The complex dtype of the same precision: c128 for f64 (and c128), c64
+ *  for every other dtype. */
+cft_dtype cft_dtype_complex(cft_dtype dt);
 /** True for the storage-only half types f16 and bf16. */
 bool cft_dtype_is_half(cft_dtype dt);
 /** The promoted dtype of a and b (see cft_dtype). */

@@ -1,12 +1,14 @@
 /* dtype.c: element types: names, sizes, promotion and conversion loops. */
+#include <complex.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "array/array.h"
 
-static const char *names[CFT_NDTYPES] = {"bool", "i32", "i64", "f32", "f64", "f16", "bf16"};
-static const size_t sizes[CFT_NDTYPES] = {1, 4, 8, 4, 8, 2, 2};
+static const char *names[CFT_NDTYPES] = {"bool", "i32", "i64", "f32",
+                                                "f64",  "f16", "bf16", "c64", "c128"};
+static const size_t sizes[CFT_NDTYPES] = {1, 4, 8, 4, 8, 2, 2, 8, 16};
 
 const char *cft_dtype_name(cft_dtype dt) {
     return (unsigned)dt < CFT_NDTYPES ? names[dt] : "?";
@@ -16,6 +18,18 @@ size_t cft_dtype_size(cft_dtype dt) {
 }
 bool cft_dtype_is_float(cft_dtype dt) {
     return dt == CFT_F32 || dt == CFT_F64 || dt == CFT_F16 || dt == CFT_BF16;
+}
+bool cft_dtype_is_complex(cft_dtype dt) {
+    return dt == CFT_C64 || dt == CFT_C128;
+}
+bool cft_dtype_is_inexact(cft_dtype dt) {
+    return cft_dtype_is_float(dt) || cft_dtype_is_complex(dt);
+}
+cft_dtype cft_dtype_real(cft_dtype dt) {
+    return dt == CFT_C64 ? CFT_F32 : dt == CFT_C128 ? CFT_F64 : dt;
+}
+cft_dtype cft_dtype_complex(cft_dtype dt) {
+    return dt == CFT_F64 || dt == CFT_C128 ? CFT_C128 : CFT_C64;
 }
 bool cft_dtype_is_half(cft_dtype dt) {
     return dt == CFT_F16 || dt == CFT_BF16;
@@ -47,8 +61,8 @@ static inline uint16_t f32_to_bf16(float f) {
  *  i64   i64   i64  i64  f32  f64
  *  f32   f32   f32  f32  f32  f64
  *  f64   f64   f64  f64  f64  f64 */
-static int rank_of(cft_dtype d) { /* bool 0, i32 1, i64 2, halves 3, f32 4, f64 5 */
-    static const int r[CFT_NDTYPES] = {0, 1, 2, 4, 5, 3, 3};
+static int rank_of(cft_dtype d) { /* bool 0, i32 1, i64 2, halves 3, f32 4, f64 5, c64 6, c128 7 */
+    static const int r[CFT_NDTYPES] = {0, 1, 2, 4, 5, 3, 3, 6, 7};
     return (unsigned)d < CFT_NDTYPES ? r[d] : 0;
 }
 cft_dtype cft_promote(cft_dtype a, cft_dtype b) {
@@ -56,6 +70,9 @@ cft_dtype cft_promote(cft_dtype a, cft_dtype b) {
         return a;
     if (cft_dtype_is_half(a) && cft_dtype_is_half(b))
         return CFT_F32;
+    /* f64 with c64: c128 (the complex type of the wider precision) */
+    if ((a == CFT_F64 && b == CFT_C64) || (a == CFT_C64 && b == CFT_F64))
+        return CFT_C128;
     return rank_of(a) >= rank_of(b) ? a : b;
 }
 
@@ -69,6 +86,8 @@ cft_dtype cft_promote(cft_dtype a, cft_dtype b) {
 #define ID(v) (v)
 #define TOBOOL(v) ((v) != 0)
 
+/* complex to real keeps the real part (as NumPy, without its warning) */
+#define RE(v) creal(v)
 #define TOF16(v) ((_Float16)(v))
 #define TOBF16(v) (f32_to_bf16((float)(v)))
 #define CAST_FROM(ST)                                                                              \
@@ -93,6 +112,12 @@ cft_dtype cft_promote(cft_dtype a, cft_dtype b) {
         break;                                                                                     \
     case CFT_F64:                                                                                  \
         CAST_LOOP(ST, double, (double));                                                           \
+        break;                                                                                     \
+    case CFT_C64:                                                                                  \
+        CAST_LOOP(ST, float complex, (float complex));                                             \
+        break;                                                                                     \
+    case CFT_C128:                                                                                 \
+        CAST_LOOP(ST, double complex, (double complex));                                           \
         break;                                                                                     \
     default:                                                                                       \
         break;                                                                                     \
@@ -122,6 +147,25 @@ void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t
     case CFT_F16:
         CAST_FROM(_Float16);
         break;
+    case CFT_C64:
+    case CFT_C128: {
+        /* complex to real dtypes: the real part first, then the real cast */
+        if (cft_dtype_is_complex(ddt)) {
+            if (sdt == CFT_C64)
+                CAST_LOOP(float complex, double complex, (double complex));
+            else
+                CAST_LOOP(double complex, float complex, (float complex));
+            break;
+        }
+        double *tmp = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+        if (!tmp)
+            return;
+        for (int64_t i = 0; i < n; i++)
+            tmp[i] = sdt == CFT_C64 ? RE(((const float complex *)src)[i])
+                                    : RE(((const double complex *)src)[i]);
+        cft__cast(tmp, CFT_F64, dst, ddt, n);
+        free(tmp);
+    } break;
     case CFT_BF16: {
         float *tmp = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
         if (!tmp)
@@ -152,6 +196,10 @@ double cft__get(const void *p, cft_dtype dt, int64_t i) {
         return ((const _Float16 *)p)[i];
     case CFT_BF16:
         return bf16_to_f32(((const uint16_t *)p)[i]);
+    case CFT_C64: /* the real part */
+        return crealf(((const float complex *)p)[i]);
+    case CFT_C128:
+        return creal(((const double complex *)p)[i]);
     default:
         return 0;
     }
@@ -179,6 +227,12 @@ void cft__set(void *p, cft_dtype dt, int64_t i, double v) {
         break;
     case CFT_BF16:
         ((uint16_t *)p)[i] = f32_to_bf16((float)v);
+        break;
+    case CFT_C64:
+        ((float complex *)p)[i] = (float)v;
+        break;
+    case CFT_C128:
+        ((double complex *)p)[i] = v;
         break;
     default:
         break;

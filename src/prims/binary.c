@@ -280,6 +280,14 @@ static cft_array *select_impl(cft_array *const *in, int nin, const cft_params *p
         SELECT_LOOP(uint8_t);
     case 4:
         SELECT_LOOP(uint32_t);
+    case 16: { /* c128: two 8-byte halves */
+        const uint64_t *as = ap, *bs = bp;
+        uint64_t *os = (uint64_t *)o->data;
+        for (int64_t i = 0; i < n; i++) {
+            const uint64_t *s = cs[i * sc] ? as + 2 * i * sa : bs + 2 * i * sb;
+            os[2 * i] = s[0], os[2 * i + 1] = s[1];
+        }
+    } break;
     default:
         SELECT_LOOP(uint64_t);
     }
