@@ -131,6 +131,14 @@ struct row {
     X(gt, F, cft_gt(x, y), a > b, 0, 2, DISCRETE, 0, 2, DISCRETE, NONDIFF)                         \
     X(ge, F, cft_ge(x, y), a >= b, 0, 2, DISCRETE, 0, 2, DISCRETE, NONDIFF)                        \
     X(and, B, cft_logical_and(x, y), a &&b, 0, 1, 0, 0, 1, 0, NONDIFF)                             \
+    /* complex intermediates (complex.h): real in, real out, so every check applies as is */       \
+    X(complex, F, cft_real(cft_log(cft_complex(x, y))), 0.5 * log(a * a + b * b), 0.5, 2, SIGNED,  \
+      -2, 2, 0, O2)                                                                                \
+    X(real, F, cft_real(cft_square(cft_complex(x, y))), a *a - b * b, -2, 2, 0, -2, 2, 0, O2)      \
+    X(imag, F, cft_imag(cft_square(cft_complex(x, y))), 2 * a * b, -2, 2, 0, -2, 2, 0, O2)         \
+    X(conj, F, cft_imag(cft_mul(cft_conj(cft_complex(x, y)), cft_exp(cft_complex(y, x)))),         \
+      exp(b) * (a * sin(a) - b * cos(a)), -2, 2, 0, -2, 2, 0, O2)                                  \
+    X(cabs, F, cft_abs(cft_complex(x, y)), hypot(a, b), 0.5, 2, SIGNED, -2, 2, 0, O2)              \
     X(or, B, cft_logical_or(x, y), a || b, 0, 1, 0, 0, 1, 0, NONDIFF)
 
 #define DEF_UNARY(NAME, KIND, OP, REF, LO, HI, IFL, FL)                                            \

@@ -7,15 +7,29 @@
 #include <math.h>
 #include <string.h>
 
+#include "array/dim.h"
 #include "core/error.h"
 #include "core/mem.h"
 
-int64_t cft__numel(const int64_t *shape, int ndim) {
+/* the element count of a shape with symbolic dims: a symbolic product */
+static int64_t numel_sym(const int64_t *shape, int ndim) {
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
+    for (int i = 0; i < ndim && n != CFT_DIM_INVALID; i++)
+        n = cft_dim_mul(n, shape[i]);
     return n;
 }
+
+int64_t cft__numel(const int64_t *shape, int ndim) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (cft__dim_maybe_sym(shape[i]))
+            return numel_sym(shape, ndim);
+        n *= shape[i];
+    }
+    return n;
+}
+
+cft_array *(*cft__full_sym)(double value, cft_dtype dt, const int64_t *shape, int ndim);
 
 bool cft__aval_eq(const cft_aval *a, const cft_aval *b) {
     if (a->dtype != b->dtype || a->ndim != b->ndim)
@@ -52,12 +66,20 @@ static cft_array *check_shape(const char *op, cft_dtype dt, const int64_t *shape
     if (ndim > 0 && !shape)
         return cft__fail(CFT_E_ARG, "%s: shape is NULL", op);
     for (int i = 0; i < ndim; i++)
-        if (shape[i] < 0)
+        if (shape[i] < 0 && !cft_dim_is_symbolic(shape[i]))
             return cft__fail(CFT_E_SHAPE, "%s: negative dim %lld", op, (long long)shape[i]);
     return NULL;
 }
 
 cft_array *cft__alloc(cft_dtype dt, const int64_t *shape, int ndim) {
+    if (cft__shape_symbolic(shape, ndim)) { /* never a garbage size */
+        char b[96];
+        cft_aval a = cft__aval(dt, shape, ndim);
+        return cft__fail(CFT_E_SHAPE,
+                         "cannot make a concrete %s: the shape is symbolic (its size is known "
+                         "only when the traced function runs)",
+                         cft_aval_str(&a, b));
+    }
     cft_array *x = CFT_NEW(cft_array);
     if (!x)
         return cft__oom();
@@ -79,12 +101,15 @@ cft_array *cft__view(const cft_array *x, const int64_t *shape, int ndim, const i
     v->aval = cft__aval(x->aval.dtype, shape, ndim);
     v->data = x->data;
     v->offset = offset;
+    v->conj = x->conj;
     for (int i = 0; i < ndim; i++)
         v->strides[i] = strides[i];
     return v;
 }
 
 bool cft__is_contig(const cft_array *x) {
+    if (x->conj)
+        return false;
     int64_t s = 1;
     for (int i = x->aval.ndim - 1; i >= 0; i--) {
         if (x->aval.shape[i] != 1 && x->strides[i] != s)
@@ -92,6 +117,16 @@ bool cft__is_contig(const cft_array *x) {
         s *= x->aval.shape[i];
     }
     return true;
+}
+
+/* negate the imaginary parts of n complex elements */
+static void conj_inplace(void *p, cft_dtype dt, int64_t n) {
+    if (dt == CFT_C64)
+        for (int64_t i = 0; i < n; i++)
+            ((float *)p)[2 * i + 1] = -((float *)p)[2 * i + 1];
+    else if (dt == CFT_C128)
+        for (int64_t i = 0; i < n; i++)
+            ((double *)p)[2 * i + 1] = -((double *)p)[2 * i + 1];
 }
 
 /* Copy a strided array into a contiguous one, innermost dim as a loop. */
@@ -107,6 +142,12 @@ cft_array *cft__contig(cft_array *x) {
     int64_t n = cft__numel(a->shape, nd);
     if (n == 0)
         return y;
+    if (nd == 0) { /* a conjugated scalar */
+        memcpy(y->data, cft__ptr(x), es);
+        conj_inplace(y->data, a->dtype, 1);
+        cft__keep(x);
+        return y;
+    }
     int64_t inner = a->shape[nd - 1], istr = x->strides[nd - 1];
     int64_t idx[CFT_MAX_NDIM] = {0};
     char *dst = y->data;
@@ -128,9 +169,13 @@ cft_array *cft__contig(cft_array *x) {
             for (int64_t i = 0; i < inner; i++)
                 ((int32_t *)dst)[i] = ((const int32_t *)src)[i * istr];
             break;
-        default:
+        case 8:
             for (int64_t i = 0; i < inner; i++)
                 ((int64_t *)dst)[i] = ((const int64_t *)src)[i * istr];
+            break;
+        default: /* c128 */
+            for (int64_t i = 0; i < inner; i++)
+                memcpy(dst + i * (int64_t)es, src + i * istr * (int64_t)es, es);
         }
         dst += inner * (int64_t)es;
         for (int d = nd - 2; d >= 0; d--) {
@@ -139,6 +184,8 @@ cft_array *cft__contig(cft_array *x) {
             idx[d] = 0;
         }
     }
+    if (x->conj)
+        conj_inplace(y->data, a->dtype, n);
     cft__keep(x);
     return y;
 }
@@ -149,6 +196,8 @@ cft_array *cft_from_data(const void *data, cft_dtype dtype, const int64_t *shape
     cft_array *e = check_shape("cft_from_data", dtype, shape, ndim);
     if (e)
         return e;
+    if (cft__shape_symbolic(shape, ndim))
+        return cft__alloc(dtype, shape, ndim); /* the error */
     if (!data)
         return cft__fail(CFT_E_ARG, "cft_from_data: data is NULL");
     cft_array *x = cft__alloc(dtype, shape, ndim);
@@ -171,6 +220,11 @@ cft_array *cft_full(double value, cft_dtype dtype, const int64_t *shape, int ndi
     cft_array *e = check_shape("cft_full", dtype, shape, ndim);
     if (e)
         return e;
+    if (cft__shape_symbolic(shape, ndim)) { /* staged: a scalar broadcast to the shape */
+        if (cft__full_sym)
+            return cft__full_sym(value, dtype, shape, ndim);
+        return cft__alloc(dtype, shape, ndim); /* the error */
+    }
     /* one element broadcast with zero strides: O(1) whatever the shape */
     cft_array *one = cft__alloc(dtype, NULL, 0);
     if (cft_failed(one))
@@ -306,6 +360,42 @@ double cft_item_at(const cft_array *x, int64_t i) {
     return cft__get(x->data, a->dtype, off);
 }
 
+cft_status cft_item_complex_at(const cft_array *x, int64_t i, double *re, double *im) {
+    if (cft_failed(x))
+        return cft__set_last(x);
+    if (x->kind != CFT_K_CONCRETE)
+        return cft__set_last(cft__fail(CFT_E_TRACE,
+                                       "cft_item_complex_at: the array is a tracer: its values "
+                                       "are not known while tracing"));
+    const cft_aval *a = &x->aval;
+    int64_t n = cft__numel(a->shape, a->ndim);
+    if (i < 0 || i >= n)
+        return cft__set_last(cft__fail(CFT_E_ARG,
+                                       "cft_item_complex_at: index %lld out of [0, %lld)",
+                                       (long long)i, (long long)n));
+    int64_t off = x->offset, rem = i;
+    for (int d = a->ndim - 1; d >= 0; d--) {
+        off += (rem % a->shape[d]) * x->strides[d];
+        rem /= a->shape[d];
+    }
+    double r = cft__get(x->data, a->dtype, off), m = 0;
+    if (a->dtype == CFT_C64)
+        m = ((const float *)x->data)[2 * off + 1];
+    else if (a->dtype == CFT_C128)
+        m = ((const double *)x->data)[2 * off + 1];
+    if (re)
+        *re = r;
+    if (im)
+        *im = x->conj ? -m : m;
+    return CFT_OK;
+}
+
+/* element i as (re, im); im 0 for real dtypes and NaN for bad input */
+static void item2(const cft_array *x, int64_t i, double *re, double *im) {
+    if (cft_item_complex_at(x, i, re, im) != CFT_OK)
+        *re = *im = NAN;
+}
+
 double cft_item(const cft_array *x) {
     if (cft_array_size(x) != 1)
         return NAN;
@@ -314,8 +404,10 @@ double cft_item(const cft_array *x) {
 
 const char *cft_aval_str(const cft_aval *a, char *buf) {
     int n = snprintf(buf, 96, "%s[", cft_dtype_name(a->dtype));
-    for (int i = 0; i < a->ndim && n < 80; i++)
-        n += snprintf(buf + n, 96 - n, i ? ",%lld" : "%lld", (long long)a->shape[i]);
+    for (int i = 0; i < a->ndim && n < 80; i++) {
+        char d[64];
+        n += snprintf(buf + n, 96 - n, i ? ",%s" : "%s", cft_dim_str(a->shape[i], d, sizeof d));
+    }
     snprintf(buf + n, 96 - n, "]");
     return buf;
 }
@@ -331,7 +423,21 @@ bool cft_allclose(const cft_array *a, const cft_array *b, double rtol, double at
             return false;
     int64_t n = cft_array_size(a);
     for (int64_t i = 0; i < n; i++) {
-        double x = cft_item_at(a, i), y = cft_item_at(b, i);
+        double x, y, xi, yi;
+        item2(a, i, &x, &xi);
+        item2(b, i, &y, &yi);
+        if (xi != 0 || yi != 0) { /* complex: |x - y| <= atol + rtol |y| */
+            if (isnan(x) || isnan(xi) || isnan(y) || isnan(yi)) {
+                if (!(equal_nan && (isnan(x) || isnan(xi)) && (isnan(y) || isnan(yi))))
+                    return false;
+                continue;
+            }
+            if (x == y && xi == yi)
+                continue;
+            if (!(hypot(x - y, xi - yi) <= atol + rtol * hypot(y, yi)))
+                return false;
+            continue;
+        }
         if (isnan(x) || isnan(y)) {
             if (!(equal_nan && isnan(x) && isnan(y)))
                 return false;
@@ -355,7 +461,10 @@ double cft_max_abs_diff(const cft_array *a, const cft_array *b) {
     double m = 0;
     int64_t n = cft_array_size(a);
     for (int64_t i = 0; i < n; i++) {
-        double d = fabs(cft_item_at(a, i) - cft_item_at(b, i));
+        double x, y, xi, yi;
+        item2(a, i, &x, &xi);
+        item2(b, i, &y, &yi);
+        double d = hypot(x - y, xi - yi);
         if (isnan(d))
             return NAN;
         if (d > m)

@@ -20,6 +20,7 @@ struct cft_array {
     char *data;                    /* start of the GC block: keeps it alive */
     int64_t offset;                /* in elements */
     int64_t strides[CFT_MAX_NDIM]; /* in elements; 0 for broadcast dims */
+    bool conj;                     /* complex views made by cft_conj: elements read conjugated */
     /* tracer: its trace and the trace's payload */
     struct cft_trace *trace;
     union {
@@ -39,20 +40,25 @@ struct cft_array {
     const char *err_msg;
 };
 
-/* numel of an aval / shape */
+/* numel of an aval / shape (a symbolic product if a dim is symbolic) */
 int64_t cft__numel(const int64_t *shape, int ndim);
 /* aval equality */
 bool cft__aval_eq(const cft_aval *a, const cft_aval *b);
 /* build an aval */
 cft_aval cft__aval(cft_dtype dt, const int64_t *shape, int ndim);
-/* a fresh contiguous concrete array (payload uninitialised) */
+/* a fresh contiguous concrete array (payload uninitialised); an error for
+ * a symbolic shape */
 cft_array *cft__alloc(cft_dtype dt, const int64_t *shape, int ndim);
+/* cft_full of a symbolic shape: set by the primitive layer (a staged
+ * broadcast of the scalar); NULL: an error */
+extern cft_array *(*cft__full_sym)(double value, cft_dtype dt, const int64_t *shape, int ndim);
 /* a view of x's buffer */
 cft_array *cft__view(const cft_array *x, const int64_t *shape, int ndim, const int64_t *strides,
                      int64_t offset);
-/* true when x's elements are row-major contiguous from its offset */
+/* true when x's elements are row-major contiguous from its offset (and not
+ * a pending conjugate) */
 bool cft__is_contig(const cft_array *x);
-/* x if contiguous, else a contiguous copy */
+/* x if contiguous, else a contiguous copy (conjugated when x->conj) */
 cft_array *cft__contig(cft_array *x);
 /* pointer to element 0 */
 static inline void *cft__ptr(const cft_array *x) {

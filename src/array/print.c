@@ -5,8 +5,29 @@
 
 #include "array/array.h"
 
+static void print_real(double v, FILE *f) {
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.6g", v);
+    if (!strpbrk(buf, ".eni"))
+        strcat(buf, ".");
+    fputs(buf, f);
+}
+
 static void print_elem(const cft_array *x, int64_t off, FILE *f) {
     double v = cft__get(x->data, x->aval.dtype, off);
+    if (cft_dtype_is_complex(x->aval.dtype)) { /* NumPy's 1.5-2.j */
+        double im = x->aval.dtype == CFT_C64 ? ((const float *)x->data)[2 * off + 1]
+                                             : ((const double *)x->data)[2 * off + 1];
+        if (x->conj)
+            im = -im;
+        print_real(v, f);
+        char buf[40];
+        snprintf(buf, sizeof buf, "%+.6g", im);
+        if (!strpbrk(buf, ".eni"))
+            strcat(buf, ".");
+        fprintf(f, "%sj", buf);
+        return;
+    }
     switch (x->aval.dtype) {
     case CFT_BOOL:
         fputs(v != 0 ? "True" : "False", f);
@@ -15,13 +36,8 @@ static void print_elem(const cft_array *x, int64_t off, FILE *f) {
     case CFT_I64:
         fprintf(f, "%lld", (long long)v);
         break;
-    default: {
-        char buf[40];
-        snprintf(buf, sizeof buf, "%.6g", v);
-        if (!strpbrk(buf, ".eni"))
-            strcat(buf, ".");
-        fputs(buf, f);
-    }
+    default:
+        print_real(v, f);
     }
 }
 

@@ -9,12 +9,17 @@
 #include "core/mem.h"
 #include "lower/lower.h"
 
-static bool no_half(const cft_eqn *q) { /* halves run eagerly (computed in f32) */
+/* halves run eagerly (computed in f32); so do complex values, whose
+ * kernels (complex rows, cgemm) are the library's */
+static bool eager_dtype(cft_dtype dt) {
+    return cft_dtype_is_half(dt) || cft_dtype_is_complex(dt);
+}
+static bool no_half(const cft_eqn *q) {
     for (int i = 0; i < q->nin; i++)
-        if (cft_dtype_is_half(q->in[i]->aval.dtype))
+        if (eager_dtype(q->in[i]->aval.dtype))
             return false;
     for (int o = 0; o < q->nout; o++)
-        if (cft_dtype_is_half(q->out[o]->aval.dtype))
+        if (eager_dtype(q->out[o]->aval.dtype))
             return false;
     return true;
 }

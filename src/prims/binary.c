@@ -2,6 +2,7 @@
  * plus select (the ternary `cond ? a : b`). Kernels run on contiguous or
  * scalar-broadcast operands without copying them; other strided operands are
  * made contiguous first. Batching uses the family's generic rule. */
+#include <complex.h>
 #include <stdint.h>
 #include <tgmath.h>
 
@@ -101,7 +102,7 @@ static cft_array *div_transpose(cft_array *const *ct, cft_array *const *x, const
     }                                                                                              \
     break
 
-#define CFT_BINARY(NAME, FEXPR, IEXPR, CLS, BOOLOUT, FLAGS, TAN, TRANS)                            \
+#define CFT_BINARY(NAME, FEXPR, IEXPR, CEXPR, CLS, BOOLOUT, FLAGS, TAN, TRANS)                     \
     static void NAME##_loop(const void *ap, int64_t sa, const void *bp, int64_t sb, void *op,      \
                             cft_dtype dt, int64_t n) {                                             \
         if (BOOLOUT) {                                                                             \
@@ -116,6 +117,10 @@ static cft_array *div_transpose(cft_array *const *ct, cft_array *const *x, const
                 LOOP(int64_t, uint8_t, IEXPR);                                                     \
             case CFT_BOOL:                                                                         \
                 LOOP(uint8_t, uint8_t, IEXPR);                                                     \
+            case CFT_C64:                                                                          \
+                LOOP(float complex, uint8_t, CEXPR);                                               \
+            case CFT_C128:                                                                         \
+                LOOP(double complex, uint8_t, CEXPR);                                              \
             default:                                                                               \
                 break;                                                                             \
             }                                                                                      \
@@ -131,6 +136,10 @@ static cft_array *div_transpose(cft_array *const *ct, cft_array *const *x, const
                 LOOP(int64_t, int64_t, IEXPR);                                                     \
             case CFT_BOOL:                                                                         \
                 LOOP(uint8_t, uint8_t, (IEXPR) != 0);                                              \
+            case CFT_C64:                                                                          \
+                LOOP(float complex, float complex, CEXPR);                                         \
+            case CFT_C128:                                                                         \
+                LOOP(double complex, double complex, CEXPR);                                       \
             default:                                                                               \
                 break;                                                                             \
             }                                                                                      \
@@ -203,7 +212,7 @@ static cft_array *binary_run(bin_loop loop, cft_array *a, cft_array *b, const cf
 #include "prims/binary.def"
 #undef CFT_BINARY
 
-#define CFT_BINARY(NAME, FEXPR, IEXPR, CLS, BOOLOUT, FLAGS, TAN, TRANS)                            \
+#define CFT_BINARY(NAME, FEXPR, IEXPR, CEXPR, CLS, BOOLOUT, FLAGS, TAN, TRANS)                     \
     static cft_array *NAME##_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,     \
                                   const cft_params *p, cft_array **y, int *ybdim);                 \
     const cft_prim cft_p_##NAME = {                                                                \

@@ -139,6 +139,8 @@ static cft_array *as_matrix(const cft_array *x, const int64_t *bd, int nbd, cons
             o->cs = lhs ? cst : fst;
             ok = blas_layout(o->rows, o->cols, o->rs, o->cs, &o->trans, &o->ld);
         }
+        if (ok && x->conj && !o->trans) /* no conjugate-only GEMM flag: copy */
+            ok = false;
         if (ok) {
             o->nb = nbd;
             for (int i = 0; i < nbd; i++)
@@ -228,8 +230,9 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
             memset(Cp, 0, (size_t)(M * N) * es);
             continue;
         }
-        CBLAS_TRANSPOSE ta = A.trans ? CblasTrans : CblasNoTrans,
-                        tb = B.trans ? CblasTrans : CblasNoTrans;
+        /* a conjugate view read in place is conjugated by the GEMM itself */
+        CBLAS_TRANSPOSE ta = A.trans ? (A.arr->conj ? CblasConjTrans : CblasTrans) : CblasNoTrans,
+                        tb = B.trans ? (B.arr->conj ? CblasConjTrans : CblasTrans) : CblasNoTrans;
         if (K == 1 && dt == CFT_F32 && (M == 1 || A.rs == 1) && (N == 1 || B.cs == 1)) {
             outer_f32((const float *)Ap, (const float *)Bp, Cp, M,
                       N); /* per-sample outer products */
@@ -239,6 +242,14 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
         } else if (dt == CFT_F64) {
             cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)Ap,
                         (int)A.ld, (const double *)Bp, (int)B.ld, 0.0, Cp, (int)N);
+        } else if (dt == CFT_C64) {
+            static const float one[2] = {1, 0}, zero[2] = {0, 0};
+            cblas_cgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, one, Ap, (int)A.ld, Bp,
+                        (int)B.ld, zero, Cp, (int)N);
+        } else if (dt == CFT_C128) {
+            static const double one[2] = {1, 0}, zero[2] = {0, 0};
+            cblas_zgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, one, Ap, (int)A.ld, Bp,
+                        (int)B.ld, zero, Cp, (int)N);
         } else {
             gemm_int(&A, &B, M, N, K, Ap, Bp, Cp, dt);
         }
@@ -397,7 +408,7 @@ const cft_prim cft_p_dot_general = {
     .name = "dot_general",
     .nin = 2,
     .nout = 1,
-    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONTRACTION,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONTRACTION | CFT_PRIM_CONJ_AWARE,
     .pnames = {"lc", "rc", "lb", "rb"},
     .shape = dot_shape,
     .impl = dot_impl,

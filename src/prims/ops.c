@@ -4,7 +4,7 @@
  * where(). */
 #include "prims/rules.h"
 
-#define CFT_BINARY(NAME, FEXPR, IEXPR, CLS, BOOLOUT, FLAGS, TAN, TRANS)                            \
+#define CFT_BINARY(NAME, FEXPR, IEXPR, CEXPR, CLS, BOOLOUT, FLAGS, TAN, TRANS)                     \
     extern const cft_prim cft_p_##NAME;
 #include "prims/binary.def"
 #undef CFT_BINARY
@@ -38,6 +38,9 @@ static cft_array *broadcast_all(const char *op, cft_array **xs, int n) {
     for (int k = 0; k < n; k++)
         xs[k] = cft_broadcast_to(xs[k], shape, nd);
     return NULL;
+}
+cft_array *cft__broadcast_all(const char *op, cft_array **xs, int n) {
+    return broadcast_all(op, xs, n);
 }
 
 static cft_array *binop(const char *op, const cft_prim *p, cft_array *a, cft_array *b) {

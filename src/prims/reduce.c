@@ -3,6 +3,7 @@
  * its rules, then the public ops (sum, max, min, prod, mean, var, argmax,
  * argmin). Kernels lay the reduced axes last and contiguous, then reduce
  * rows; float sums accumulate in double. */
+#include <complex.h>
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -14,6 +15,10 @@
 static cft_array *axes_shape(const char *name, const cft_aval *in, const cft_params *p,
                              cft_aval *out) {
     bool drop[CFT_MAX_NDIM] = {0};
+    if (cft_dtype_is_complex(in[0].dtype) && strcmp(name, "reduce_sum") != 0 &&
+        strcmp(name, "reduce_prod") != 0) /* complex numbers have no order */
+        return cft__fail(CFT_E_DTYPE, "%s: complex operands are not ordered (%s)", name,
+                         cft__av(&in[0]));
     for (int i = 0; i < p->n[0]; i++) {
         int64_t a = p->v[0][i];
         if (a < 0 || a >= in[0].ndim || drop[a])
@@ -91,46 +96,54 @@ static cft_array *reduce_run(int op, cft_array *const *in, const cft_params *p, 
         return r;
     if (cft_failed(y))
         return y;
-    switch (op * 8 + (int)o.dtype) {
-    case R_SUM * 8 + CFT_F32:
+    switch (op * 16 + (int)o.dtype) {
+    case R_SUM * 16 + CFT_F32:
         RED_LOOP(float, double, 0, acc += v);
-    case R_SUM * 8 + CFT_F64:
+    case R_SUM * 16 + CFT_F64:
         RED_LOOP(double, double, 0, acc += v);
-    case R_SUM * 8 + CFT_I32:
+    case R_SUM * 16 + CFT_I32:
         RED_LOOP(int32_t, int64_t, 0, acc += v);
-    case R_SUM * 8 + CFT_I64:
+    case R_SUM * 16 + CFT_I64:
         RED_LOOP(int64_t, int64_t, 0, acc += v);
-    case R_SUM * 8 + CFT_BOOL:
+    case R_SUM * 16 + CFT_BOOL:
         RED_LOOP(uint8_t, int, 0, acc |= v);
-    case R_PROD * 8 + CFT_F32:
+    case R_SUM * 16 + CFT_C64:
+        RED_LOOP(float complex, double complex, 0, acc += v);
+    case R_SUM * 16 + CFT_C128:
+        RED_LOOP(double complex, double complex, 0, acc += v);
+    case R_PROD * 16 + CFT_F32:
         RED_LOOP(float, double, 1, acc *= v);
-    case R_PROD * 8 + CFT_F64:
+    case R_PROD * 16 + CFT_F64:
         RED_LOOP(double, double, 1, acc *= v);
-    case R_PROD * 8 + CFT_I32:
+    case R_PROD * 16 + CFT_I32:
         RED_LOOP(int32_t, int64_t, 1, acc *= v);
-    case R_PROD * 8 + CFT_I64:
+    case R_PROD * 16 + CFT_I64:
         RED_LOOP(int64_t, int64_t, 1, acc *= v);
-    case R_PROD * 8 + CFT_BOOL:
+    case R_PROD * 16 + CFT_BOOL:
         RED_LOOP(uint8_t, int, 1, acc &= v);
-    case R_MAX * 8 + CFT_F32:
+    case R_PROD * 16 + CFT_C64:
+        RED_LOOP(float complex, double complex, 1, acc *= v);
+    case R_PROD * 16 + CFT_C128:
+        RED_LOOP(double complex, double complex, 1, acc *= v);
+    case R_MAX * 16 + CFT_F32:
         RED_LOOP(float, float, -INFINITY, FMAX_STEP);
-    case R_MAX * 8 + CFT_F64:
+    case R_MAX * 16 + CFT_F64:
         RED_LOOP(double, double, -INFINITY, FMAX_STEP);
-    case R_MAX * 8 + CFT_I32:
+    case R_MAX * 16 + CFT_I32:
         RED_LOOP(int32_t, int32_t, INT32_MIN, IMAX_STEP);
-    case R_MAX * 8 + CFT_I64:
+    case R_MAX * 16 + CFT_I64:
         RED_LOOP(int64_t, int64_t, INT64_MIN, IMAX_STEP);
-    case R_MAX * 8 + CFT_BOOL:
+    case R_MAX * 16 + CFT_BOOL:
         RED_LOOP(uint8_t, uint8_t, 0, IMAX_STEP);
-    case R_MIN * 8 + CFT_F32:
+    case R_MIN * 16 + CFT_F32:
         RED_LOOP(float, float, INFINITY, FMIN_STEP);
-    case R_MIN * 8 + CFT_F64:
+    case R_MIN * 16 + CFT_F64:
         RED_LOOP(double, double, INFINITY, FMIN_STEP);
-    case R_MIN * 8 + CFT_I32:
+    case R_MIN * 16 + CFT_I32:
         RED_LOOP(int32_t, int32_t, INT32_MAX, IMIN_STEP);
-    case R_MIN * 8 + CFT_I64:
+    case R_MIN * 16 + CFT_I64:
         RED_LOOP(int64_t, int64_t, INT64_MAX, IMIN_STEP);
-    case R_MIN * 8 + CFT_BOOL:
+    case R_MIN * 16 + CFT_BOOL:
         RED_LOOP(uint8_t, uint8_t, 1, IMIN_STEP);
     default:
         break;
@@ -475,7 +488,7 @@ cft_array *cft_min(cft_array *x, const int *axes, int naxes, bool keepdims) {
 }
 cft_array *cft_mean(cft_array *x, const int *axes, int naxes, bool keepdims) {
     CFT_PROPAGATE("cft_mean", x);
-    if (!cft_dtype_is_float(x->aval.dtype))
+    if (!cft_dtype_is_inexact(x->aval.dtype))
         x = cft_astype(x, CFT_F32);
     int64_t ax[CFT_MAX_NDIM];
     int n = norm_axes("cft_mean", x, axes, naxes, ax);

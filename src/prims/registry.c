@@ -10,6 +10,8 @@
 #include "prims/binary.def"
 #undef CFT_BINARY
 
+extern const cft_prim cft_p_real, cft_p_imag, cft_p_conj, cft_p_complex, cft_p_cabs;
+
 const cft_prim *const cft__prims[] = {
 #define CFT_UNARY(NAME, ...) &cft_p_##NAME,
 #include "prims/unary.def"
@@ -18,6 +20,11 @@ const cft_prim *const cft__prims[] = {
 #include "prims/binary.def"
 #undef CFT_BINARY
     &cft_p_select,
+    &cft_p_real,
+    &cft_p_imag,
+    &cft_p_conj,
+    &cft_p_complex,
+    &cft_p_cabs,
     &cft_p_convert_element_type,
     &cft_p_broadcast_in_dim,
     &cft_p_reshape,

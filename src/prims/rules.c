@@ -77,6 +77,8 @@ cft_array *cft__batch_at(cft_array *x, int bdim, int64_t size, int to) {
 }
 
 bool cft__dtype_in(cft_dtype dt, int cls) {
+    if (cft_dtype_is_complex(dt))
+        return cls & CFT_DT_COMPLEX;
     if (cft_dtype_is_float(dt))
         return cls & CFT_DT_FLOAT;
     if (dt == CFT_BOOL)

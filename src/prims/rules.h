@@ -32,11 +32,26 @@ cft_array *cft__ew_shape(const char *name, const cft_aval *in, int nin, cft_aval
 cft_array *cft__ew_vmap(const cft_prim *p, int64_t size, cft_array *const *x, const int *bdim,
                         int nin, const cft_params *par, cft_array **y, int *ybdim);
 /* the dtype classes an elementwise op accepts */
-enum { CFT_DT_FLOAT = 1, CFT_DT_INT = 2, CFT_DT_BOOL = 4, CFT_DT_NUM = 3, CFT_DT_ANY = 7 };
+enum {
+    CFT_DT_FLOAT = 1,
+    CFT_DT_INT = 2,
+    CFT_DT_BOOL = 4,
+    CFT_DT_NUM = 3,
+    CFT_DT_ANY = 7, /* every real dtype */
+    CFT_DT_COMPLEX = 8,
+    CFT_DT_INEXACT = 9, /* float and complex */
+};
 /* unary.def rows only, in the flags column: the output is bool (is_finite);
  * masked out of the record's flags */
 #define CFT_EW_BOOL_OUT (1u << 30)
 bool cft__dtype_in(cft_dtype dt, int cls);
+
+/* broadcast n operands (2 or 3) to their common shape in place; NULL on
+ * success, else an error naming `op` */
+cft_array *cft__broadcast_all(const char *op, cft_array **xs, int n);
+/* unary.c's public op of the abs row, for real arrays (cft_abs, in
+ * complex.c, takes complex ones to the cabs primitive) */
+cft_array *cft__abs_real(cft_array *x);
 
 /* internal binders (strict: no broadcasting or promotion) */
 cft_array *cft__reduce_sum(cft_array *x, const int *axes, int naxes);

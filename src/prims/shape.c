@@ -55,11 +55,12 @@ static cft_array *convert_impl(cft_array *const *in, int nin, const cft_params *
     out[0] = y;
     return NULL;
 }
-/* float -> float: the tangent converts too; to or from ints: zero */
+/* float or complex -> float or complex: the tangent converts too (complex to
+ * real keeps the real part); to or from ints: zero */
 static cft_array *convert_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t,
                               int nin, const cft_params *p, cft_array **ty) {
     (void)nin;
-    bool ff = cft_dtype_is_float(x[0]->aval.dtype) && cft_dtype_is_float(y[0]->aval.dtype);
+    bool ff = cft_dtype_is_inexact(x[0]->aval.dtype) && cft_dtype_is_inexact(y[0]->aval.dtype);
     ty[0] = ff && t[0] ? cft__convert(t[0], (cft_dtype)p->v[0][0]) : NULL;
     return NULL;
 }
@@ -178,7 +179,7 @@ const cft_prim cft_p_broadcast_in_dim = {
     .name = "broadcast_in_dim",
     .nin = 1,
     .nout = 1,
-    .flags = CFT_PRIM_LINEAR,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONJ_AWARE,
     .pnames = {"shape", "dims"},
     .shape = bid_shape,
     .impl = bid_impl,
@@ -388,7 +389,7 @@ const cft_prim cft_p_transpose = {
     .name = "transpose",
     .nin = 1,
     .nout = 1,
-    .flags = CFT_PRIM_LINEAR,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONJ_AWARE,
     .pnames = {"perm"},
     .shape = transpose_shape,
     .impl = transpose_impl,

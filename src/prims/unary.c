@@ -3,6 +3,7 @@
  * the jvp rule (the row's tangent), and the record. neg is the one linear
  * row; its transpose is neg. Batching uses the family's generic rule. Rows
  * flagged CFT_EW_BOOL_OUT (is_finite) give bool outputs. */
+#include <complex.h>
 #include <stdint.h>
 #include <tgmath.h>
 
@@ -13,7 +14,8 @@
 
 /* one loop: elements of type ST read into x of type VT, written as OT. T
  * names the output type, as in the generated kernels (bitwise_not uses it
- * to tell bools from ints). */
+ * to tell bools from ints). Complex dtypes run the row's complex expression
+ * (rows whose class has CFT_DT_COMPLEX). */
 #define ULOOP(ST, VT, OT, EXPR)                                                                    \
     {                                                                                              \
         typedef OT T;                                                                              \
@@ -29,7 +31,7 @@
 /* rows flagged CFT_EW_BOOL_OUT write bool from float inputs */
 #define BOOL_OUT(FLAGS) (((FLAGS)&CFT_EW_BOOL_OUT) != 0)
 
-#define CFT_UNARY(NAME, FEXPR, IEXPR, CLS, FLAGS, TAN)                                             \
+#define CFT_UNARY(NAME, FEXPR, IEXPR, CEXPR, CLS, FLAGS, TAN)                                      \
     static void NAME##_loop(const void *xp, void *yp, cft_dtype dt, int64_t n) {                   \
         switch (dt * 2 + BOOL_OUT(FLAGS)) {                                                        \
         case CFT_F32 * 2:                                                                          \
@@ -46,6 +48,10 @@
             ULOOP(int64_t, int64_t, int64_t, IEXPR);                                               \
         case CFT_BOOL * 2:                                                                         \
             ULOOP(uint8_t, int, uint8_t, (IEXPR) != 0);                                            \
+        case CFT_C64 * 2:                                                                          \
+            ULOOP(float complex, float complex, float complex, CEXPR);                             \
+        case CFT_C128 * 2:                                                                         \
+            ULOOP(double complex, double complex, double complex, CEXPR);                          \
         default:                                                                                   \
             break;                                                                                 \
         }                                                                                          \
@@ -106,7 +112,7 @@ static cft_array *neg_transpose(cft_array *const *ct, cft_array *const *x, const
 }
 
 #define TRANSPOSE_OF(NAME, FLAGS) ((FLAGS)&CFT_PRIM_LINEAR ? neg_transpose : NULL)
-#define CFT_UNARY(NAME, FEXPR, IEXPR, CLS, FLAGS, TAN)                                             \
+#define CFT_UNARY(NAME, FEXPR, IEXPR, CEXPR, CLS, FLAGS, TAN)                                      \
     const cft_prim cft_p_##NAME = {                                                                \
         .name = #NAME,                                                                             \
         .nin = 1,                                                                                  \
@@ -128,5 +134,7 @@ static cft_array *neg_transpose(cft_array *const *ct, cft_array *const *x, const
         CFT_PROPAGATE("cft_" #NAME, x);                                                            \
         return cft__bind1(&cft_p_##NAME, NULL, 1, &x);                                             \
     }
+#define cft_abs cft__abs_real /* cft_abs itself dispatches on complex (complex.c) */
 #include "prims/unary.def"
+#undef cft_abs
 #undef CFT_UNARY

@@ -94,8 +94,26 @@ static cft_array *fail_all(cft_array *e, int nout, cft_array **out) {
     return e;
 }
 
+cft_array *cft__unconj(const cft_prim *p, cft_array *x) {
+    return x->kind == CFT_K_CONCRETE && x->conj && !(p->flags & CFT_PRIM_CONJ_AWARE)
+               ? cft__contig(x)
+               : x;
+}
+
 cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
                          int nout, const cft_aval *out_avals, cft_array **out) {
+    bool conj = false;
+    for (int i = 0; i < nin; i++)
+        conj |= in[i]->kind == CFT_K_CONCRETE && in[i]->conj;
+    if (conj && !(p->flags & CFT_PRIM_CONJ_AWARE)) { /* resolve pending conjugates */
+        cft_array *res[nin];
+        for (int i = 0; i < nin; i++) {
+            res[i] = cft__unconj(p, in[i]);
+            if (cft_failed(res[i]))
+                return res[i];
+        }
+        return cft__run_impl(p, par, nin, res, nout, out_avals, out);
+    }
     bool half = false;
     for (int i = 0; i < nin; i++)
         half |= cft_dtype_is_half(in[i]->aval.dtype);

@@ -25,6 +25,8 @@ enum {
     CFT_PRIM_ELEMENTWISE = 4u,  /* same-shape inputs, output of that shape */
     CFT_PRIM_REDUCTION = 8u,    /* reduces over the axes in parameter slot 0 */
     CFT_PRIM_CONTRACTION = 16u, /* GEMM-like work (dot, conv): what checkpoint policies save */
+    CFT_PRIM_CONJ_AWARE = 32u,  /* impl reads conjugate views (cft_array.conj) itself; other
+                                   impls get them materialised by cft__run_impl */
 };
 
 struct cft_eqn;

@@ -51,6 +51,9 @@ cft_array *cft__annotate(cft_array *e);
  * shape rule (out_avals: what it promised). f16/bf16 are storage types:
  * half inputs are widened to f32 first, and outputs promised as half are
  * rounded to it on store, so no kernel needs half arithmetic. */
+/* x, or a materialised copy when x is a conjugate view and p's impl does not
+ * read those (CFT_PRIM_CONJ_AWARE) */
+cft_array *cft__unconj(const cft_prim *p, cft_array *x);
 cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
                          int nout, const cft_aval *out_avals, cft_array **out);
 /* Abstract evaluation only: check and compute output avals. */
