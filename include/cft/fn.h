@@ -78,6 +78,16 @@ int cft_print_saved_residuals(cft_fn *f, cft_array *const *primals, FILE *out);
 /** Gradient of f's single scalar float output with respect to the inputs
  *  listed in argnums (NULL, 0: input 0). Outputs: one gradient per argnum. */
 cft_fn *cft_grad(cft_fn *f, const int *argnums, int nargnums);
+/** Flags of the _ex transforms. CFT_HOLOMORPHIC: f is holomorphic in its
+ *  complex inputs, and the result is the complex derivative f'(z) (inputs
+ *  must be complex, and for grad and jacrev the outputs too). Without it,
+ *  grad needs a real output (complex inputs are allowed and get JAX's
+ *  conjugate Wirtinger gradient, see complex.h), jacrev real inputs and
+ *  outputs, jacfwd real inputs. */
+enum { CFT_HOLOMORPHIC = 1 };
+/** cft_grad with flags (CFT_HOLOMORPHIC: f's scalar output is complex and
+ *  the result is f'(z)). */
+cft_fn *cft_grad_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags);
 /** Like cft_grad but also returns the value: outputs (value, aux..., grads...).
  *  With has_aux, f returns (loss, aux...) and only loss is differentiated. */
 cft_fn *cft_value_and_grad(cft_fn *f, const int *argnums, int nargnums, bool has_aux);
@@ -95,6 +105,11 @@ cft_fn *cft_vmap(cft_fn *f, const int *in_axes, const int *out_axes);
  *  vmap of jvp over basis tangents. */
 cft_fn *cft_jacrev(cft_fn *f, const int *argnums, int nargnums);
 cft_fn *cft_jacfwd(cft_fn *f, const int *argnums, int nargnums);
+/** cft_jacrev / cft_jacfwd with flags: CFT_HOLOMORPHIC gives the complex
+ *  Jacobian of a holomorphic f of complex inputs. Without it, jacrev needs
+ *  real inputs and outputs and jacfwd real inputs (as JAX). */
+cft_fn *cft_jacrev_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags);
+cft_fn *cft_jacfwd_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags);
 /** Hessian of f's scalar output with respect to input `argnum`:
  *  jacfwd(jacrev(f)), shape in_shape + in_shape. */
 cft_fn *cft_hessian(cft_fn *f, int argnum);

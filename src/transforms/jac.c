@@ -9,7 +9,23 @@ typedef struct {
     cft_fn *f;
     int *argnums;
     int nargs;
+    bool holomorphic;
 } jac_env;
+
+/* the dtype check of JAX's jacrev/jacfwd: real values, or complex ones when
+ * holomorphic; NULL when `a` passes */
+static cft_array *check_dtype(const jac_env *e, const char *who, const char *what, int i,
+                              const cft_aval *a) {
+    bool ok = e->holomorphic ? cft_dtype_is_complex(a->dtype) : cft_dtype_is_float(a->dtype);
+    if (ok)
+        return NULL;
+    return cft__fail(CFT_E_DTYPE,
+                     e->holomorphic
+                         ? "%s: holomorphic differentiation needs complex %ss; %s %d is %s"
+                         : "%s: needs real float %ss; %s %d is %s (pass CFT_HOLOMORPHIC "
+                           "for holomorphic functions of complex inputs)",
+                     who, what, what, i, cft__av(a));
+}
 
 static jac_env *env_new(cft_fn *f, const int *argnums, int nargs, const char *who) {
     static const int first[1] = {0};
@@ -58,9 +74,20 @@ static cft_status jacrev_cb(void *envp, int nin, cft_array *const *in, int nout,
     int m = e->f->nout;
     cft_array *vals[m];
     cft_fn *pb;
+    for (int a = 0; a < e->nargs; a++) {
+        cft_array *bad =
+            check_dtype(e, "cft_jacrev", "input", e->argnums[a], &in[e->argnums[a]]->aval);
+        if (bad)
+            return cft__fail_outs(bad, nout, out);
+    }
     cft_status st = cft_vjp(e->f, in, vals, &pb);
     if (st != CFT_OK)
         return cft__fail_outs(vals[0], nout, out);
+    for (int j = 0; j < m; j++) {
+        cft_array *bad = check_dtype(e, "cft_jacrev", "output", j, &vals[j]->aval);
+        if (bad)
+            return cft__fail_outs(bad, nout, out);
+    }
     for (int j = 0; j < m; j++) {
         int in_axes[m], out_axes[nin];
         cft_array *cts[m], *res[nin];
@@ -108,10 +135,9 @@ static cft_status jacfwd_cb(void *envp, int nin, cft_array *const *in, int nout,
     int m = e->f->nout;
     for (int a = 0; a < e->nargs; a++) {
         int i = e->argnums[a];
-        if (!cft_dtype_is_float(in[i]->aval.dtype))
-            return cft__fail_outs(cft__fail(CFT_E_DTYPE, "cft_jacfwd: input %d is %s, not float", i,
-                                            cft__av(&in[i]->aval)),
-                                  nout, out);
+        cft_array *bad = check_dtype(e, "cft_jacfwd", "input", i, &in[i]->aval);
+        if (bad)
+            return cft__fail_outs(bad, nout, out);
         partial_env *p = CFT_NEW(partial_env);
         p->f = e->f;
         p->a = i;
@@ -135,17 +161,29 @@ static cft_status jacfwd_cb(void *envp, int nin, cft_array *const *in, int nout,
     return CFT_OK;
 }
 
-cft_fn *cft_jacrev(cft_fn *f, const int *argnums, int nargnums) {
+cft_fn *cft_jacrev_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags) {
     if (!f)
         return NULL;
     jac_env *e = env_new(f, argnums, nargnums, "cft_jacrev");
-    return e ? cft_fn_named(cft_fn_new(jacrev_cb, e, f->nin, f->nout * e->nargs), "jacrev") : NULL;
+    if (!e)
+        return NULL;
+    e->holomorphic = flags & CFT_HOLOMORPHIC;
+    return cft_fn_named(cft_fn_new(jacrev_cb, e, f->nin, f->nout * e->nargs), "jacrev");
 }
-cft_fn *cft_jacfwd(cft_fn *f, const int *argnums, int nargnums) {
+cft_fn *cft_jacfwd_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags) {
     if (!f)
         return NULL;
     jac_env *e = env_new(f, argnums, nargnums, "cft_jacfwd");
-    return e ? cft_fn_named(cft_fn_new(jacfwd_cb, e, f->nin, f->nout * e->nargs), "jacfwd") : NULL;
+    if (!e)
+        return NULL;
+    e->holomorphic = flags & CFT_HOLOMORPHIC;
+    return cft_fn_named(cft_fn_new(jacfwd_cb, e, f->nin, f->nout * e->nargs), "jacfwd");
+}
+cft_fn *cft_jacrev(cft_fn *f, const int *argnums, int nargnums) {
+    return cft_jacrev_ex(f, argnums, nargnums, 0);
+}
+cft_fn *cft_jacfwd(cft_fn *f, const int *argnums, int nargnums) {
+    return cft_jacfwd_ex(f, argnums, nargnums, 0);
 }
 cft_fn *cft_hessian(cft_fn *f, int argnum) {
     return cft_jacfwd(cft_jacrev(f, &argnum, 1), &argnum, 1);

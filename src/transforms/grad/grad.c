@@ -32,7 +32,7 @@ cft_status cft_vjp(cft_fn *f, cft_array *const *primals, cft_array **outs, cft_f
             return cft__fail_outs(
                 primals[i] ? primals[i] : cft__fail(CFT_E_ARG, "cft_vjp: primal %d is NULL", i),
                 f->nout, outs);
-        diff[i] = cft_dtype_is_float(primals[i]->aval.dtype);
+        diff[i] = cft_dtype_is_inexact(primals[i]->aval.dtype);
     }
     cft_lin *lin;
     cft_status st = cft__linearize(f, primals, diff, NULL, outs, &lin);
@@ -59,7 +59,7 @@ typedef struct {
     cft_fn *f;
     int *argnums;
     int nargs;
-    bool with_value, has_aux;
+    bool with_value, has_aux, holomorphic;
 } grad_env;
 
 static cft_status grad_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
@@ -69,10 +69,16 @@ static cft_status grad_cb(void *envp, int nin, cft_array *const *in, int nout, c
     memset(diff, 0, sizeof diff);
     for (int k = 0; k < g->nargs; k++) {
         int a = g->argnums[k];
-        if (!cft_dtype_is_float(in[a]->aval.dtype))
+        if (!cft_dtype_is_inexact(in[a]->aval.dtype))
             return cft__fail_outs(cft__fail(CFT_E_DTYPE,
-                                            "cft_grad: input %d is %s; only float inputs "
-                                            "are differentiable",
+                                            "cft_grad: input %d is %s; only float and complex "
+                                            "inputs are differentiable",
+                                            a, cft__av(&in[a]->aval)),
+                                  nout, out);
+        if (g->holomorphic && !cft_dtype_is_complex(in[a]->aval.dtype))
+            return cft__fail_outs(cft__fail(CFT_E_DTYPE,
+                                            "cft_grad: holomorphic differentiation needs complex "
+                                            "inputs; input %d is %s",
                                             a, cft__av(&in[a]->aval)),
                                   nout, out);
         diff[a] = true;
@@ -85,10 +91,15 @@ static cft_status grad_cb(void *envp, int nin, cft_array *const *in, int nout, c
     if (st != CFT_OK)
         return cft__fail_outs(vals[0], nout, out);
     const cft_aval *l = &vals[0]->aval;
-    if (l->ndim != 0 || !cft_dtype_is_float(l->dtype))
+    bool ok_dtype = g->holomorphic ? cft_dtype_is_complex(l->dtype) : cft_dtype_is_float(l->dtype);
+    if (l->ndim != 0 || !ok_dtype)
         return cft__fail_outs(cft__fail(CFT_E_SHAPE,
-                                        "cft_grad: the function must return a float scalar "
-                                        "(first output), got %s",
+                                        g->holomorphic
+                                            ? "cft_grad: a holomorphic function must return a "
+                                              "complex scalar (first output), got %s"
+                                            : "cft_grad: the function must return a real float "
+                                              "scalar (first output), got %s; for complex outputs "
+                                              "use CFT_HOLOMORPHIC or cft_vjp",
                                         cft__av(l)),
                               nout, out);
     cft_array *cts[f->nout], *ct_in[nin > 0 ? nin : 1];
@@ -109,7 +120,8 @@ static cft_status grad_cb(void *envp, int nin, cft_array *const *in, int nout, c
     return CFT_OK;
 }
 
-static cft_fn *make_grad(cft_fn *f, const int *argnums, int nargs, bool with_value, bool has_aux) {
+static cft_fn *make_grad(cft_fn *f, const int *argnums, int nargs, bool with_value, bool has_aux,
+                         bool holomorphic) {
     static const int first[1] = {0};
     if (!f)
         return NULL;
@@ -139,14 +151,18 @@ static cft_fn *make_grad(cft_fn *f, const int *argnums, int nargs, bool with_val
     g->nargs = nargs;
     g->with_value = with_value;
     g->has_aux = has_aux;
+    g->holomorphic = holomorphic;
     int nout = nargs + (with_value ? (has_aux ? f->nout : 1) : 0);
     return cft_fn_named(cft_fn_new(grad_cb, g, f->nin, nout),
                         with_value ? "value_and_grad" : "grad");
 }
 
 cft_fn *cft_grad(cft_fn *f, const int *argnums, int nargnums) {
-    return make_grad(f, argnums, nargnums, false, false);
+    return make_grad(f, argnums, nargnums, false, false, false);
+}
+cft_fn *cft_grad_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags) {
+    return make_grad(f, argnums, nargnums, false, false, flags & CFT_HOLOMORPHIC);
 }
 cft_fn *cft_value_and_grad(cft_fn *f, const int *argnums, int nargnums, bool has_aux) {
-    return make_grad(f, argnums, nargnums, true, has_aux);
+    return make_grad(f, argnums, nargnums, true, has_aux, false);
 }
