@@ -1074,6 +1074,7 @@ static void ref_window(const row *r, double *const *x, const cft_aval *av, const
 
 #include "rows_scan_sort.h" /* scans, sorting, extra elementwise ops */
 #include "rows_linalg.h"    /* linear algebra (definitions) */
+#include "rows_fft.h"       /* fft (definitions) */
 
 /* clang-format off */
 static const row rows[] = {
@@ -1081,6 +1082,7 @@ static const row rows[] = {
     BINARY_ROWS(ROW_BINARY)
     ROWS_SCAN_SORT
 #include "rows_linalg.h" /* linear algebra (rows) */
+#include "rows_fft.h"    /* fft (rows) */
     /* integer paths of the numeric elementwise rows (derivative zero) */
     {.prim = "neg", .label = "neg (i32)", .fn = fn_neg, .nin = 1, .in = {{I, 2, {2, 3}, -5, 5, 0}},
      EW23, .ew = ref_neg, .flags = NONDIFF},

@@ -2,6 +2,7 @@
  * tools that walk all rules. Adding a primitive adds one line here. */
 #include "prims/rules.h"
 #include "prims/linalg_prims.h"
+#include "prims/fft_prims.h"
 
 #define CFT_UNARY(NAME, ...) extern const cft_prim cft_p_##NAME;
 #include "prims/unary.def"
@@ -79,5 +80,6 @@ const cft_prim *const cft__prims[] = {
     &cft_p_eigh,
     &cft_p_qr,
     &cft_p_svd,
+    &cft_p_fft,
     NULL,
 };
