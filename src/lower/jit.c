@@ -413,12 +413,10 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
         } else {
             const cft_eqn *q = &ir->eqns[st->eqn];
             int o = q->out[0]->id;
-            /* halves and complex values: through the eager impls */
-            bool half = cft_dtype_is_half(q->out[0]->aval.dtype) ||
-                        cft_dtype_is_complex(q->out[0]->aval.dtype);
+            /* halves: through the eager impls (computed in f32) */
+            bool half = cft_dtype_is_half(q->out[0]->aval.dtype);
             for (int i = 0; i < q->nin; i++)
-                half |= cft_dtype_is_half(q->in[i]->aval.dtype) ||
-                        cft_dtype_is_complex(q->in[i]->aval.dtype);
+                half |= cft_dtype_is_half(q->in[i]->aval.dtype);
             if (q->prim->impl_into && q->nout == 1 && !first && !half) {
                 cft_array *dst = out_array(P, o, use_arena), *args[q->nin > 0 ? q->nin : 1];
                 for (int i = 0; i < q->nin; i++)

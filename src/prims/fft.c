@@ -458,22 +458,17 @@ static void scale_inplace(void *p, bool dbl, int64_t n, double s, double si) {
     }
 }
 
-static cft_array *fft_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
-    cft_aval o;
-    cft_array *e = fft_shape(&in[0]->aval, nin, p, &o);
-    if (e)
-        return e;
+/* the transform into y, a contiguous array of the output aval (the jit's
+ * planned buffers come here) */
+static cft_array *fft_into(cft_array *const *in, int nin, const cft_params *p, cft_array *y) {
+    (void)nin;
+    cft_aval o = y->aval;
     cft_array *x = in[0];
     int type = TYPE(p), r = RANK(p), nb = o.ndim - r;
     bool dbl = o.dtype == CFT_F64 || o.dtype == CFT_C128;
     double s = scale_of(p);
-    cft_array *y = cft__alloc(o.dtype, o.shape, o.ndim);
-    if (cft_failed(y))
-        return y;
-    if (!cft__numel(o.shape, o.ndim)) {
-        out[0] = y;
+    if (!cft__numel(o.shape, o.ndim))
         return NULL;
-    }
     /* FFTW reads any strides but a transformed axis of stride 0 (a
      * broadcast): copy those */
     for (int i = 0; i < r; i++)
@@ -501,6 +496,20 @@ static cft_array *fft_impl(cft_array *const *in, int nin, const cft_params *p, c
         return cft__fail(CFT_E_FOREIGN, "fft: FFTW could not plan %s of %s", type_names[type],
                          cft__av(&x->aval));
     cft__keep(x);
+    return NULL;
+}
+
+static cft_array *fft_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    cft_aval o;
+    cft_array *e = fft_shape(&in[0]->aval, nin, p, &o);
+    if (e)
+        return e;
+    cft_array *y = cft__alloc(o.dtype, o.shape, o.ndim);
+    if (cft_failed(y))
+        return y;
+    e = fft_into(in, nin, p, y);
+    if (e)
+        return e;
     out[0] = y;
     return NULL;
 }
@@ -573,6 +582,7 @@ const cft_prim cft_p_fft = {
     .pnames = {"#fft_type", "fft_lengths", "#scale"},
     .shape = fft_shape,
     .impl = fft_impl,
+    .impl_into = fft_into,
     .jvp = fft_jvp,
     .transpose = fft_transpose,
     .vmap = fft_vmap,
