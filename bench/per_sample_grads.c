@@ -5,7 +5,9 @@
  * loss, interpreted and compiled), all in the same process. Prints one JSON
  * object per line; ratios are against the loop measured here. The first
  * call of the compiled function (trace, transforms, plan, compile or cache
- * load) is reported too. Then model "cnn" (conv 3x3, 8 channels -> relu
+ * load) is reported too, and automatic dynamic shapes (one jitted function
+ * called at new batch sizes after its retrace with B symbolic: no trace per
+ * size; see dynamic_bench). Then model "cnn" (conv 3x3, 8 channels -> relu
  * -> linear on 1x8x8 digits, B = 256; see cnn_bench) with the same
  * methods, without the first-call timings. */
 #include <cblas.h>
@@ -138,6 +140,77 @@ static void cnn_bench(const digits *d, int B) {
     free(y);
 }
 
+/* ---- automatic dynamic shapes: one jitted vmap(grad) called at B = 64
+ * (trace, compile), at 128 (retrace with B symbolic, compile), then at 8
+ * new sizes from 256: each first call there costs a memory plan and a run
+ * without the arena, no trace; against the first call of a fresh jit at
+ * the same sizes, and the steady state of both plans at 256 ---- */
+
+static void fill_job(job *j, const digits *d, cft_array *const *params, int B) {
+    float *x = malloc(sizeof(float) * 64 * (size_t)B);
+    int32_t *y = malloc(sizeof(int32_t) * (size_t)B);
+    for (int i = 0; i < B; i++) {
+        memcpy(x + i * 64, d->x + (i % d->n) * 64, sizeof(float) * 64);
+        y[i] = d->y[i % d->n];
+    }
+    memcpy(j->in, params, sizeof(cft_array *) * MLP_NPARAMS);
+    j->in[6] = cft_from_f32(x, (int64_t[]){B, 64}, 2);
+    j->in[7] = cft_from_i32(y, (int64_t[]){B}, 1);
+    j->B = B;
+    j->d = d;
+    free(x);
+    free(y);
+}
+
+static double first_call(job *j) {
+    double t0 = now_ms();
+    run_vmap(j);
+    return now_ms() - t0;
+}
+
+static void dynamic_bench(const digits *d, cft_array *const *params, cft_fn *loss,
+                          const int *argnums, const int *in_axes) {
+    enum { NEW = 8 };
+    job j;
+    cft_fn *f = cft_jit(cft_vmap(cft_grad(loss, argnums, MLP_NPARAMS), in_axes, NULL));
+    fill_job(&j, d, params, 64);
+    j.f = f;
+    double first = first_call(&j);
+    fill_job(&j, d, params, 128);
+    double retrace = first_call(&j);
+    double tn[NEW], tf[NEW], nm, nmin, fm, fmin;
+    for (int k = 0; k < NEW; k++) {
+        fill_job(&j, d, params, 256 + 8 * k);
+        j.f = f;
+        tn[k] = first_call(&j);
+        j.f = cft_jit(cft_vmap(cft_grad(loss, argnums, MLP_NPARAMS), in_axes, NULL));
+        tf[k] = first_call(&j);
+    }
+    bench_stats(tn, NEW, &nm, &nmin); /* medians: a GC collection lands on some calls */
+    bench_stats(tf, NEW, &fm, &fmin);
+    double sm, smin, cm, cmin;
+    fill_job(&j, d, params, 256);
+    j.f = f;
+    timeit(run_vmap, &j, &sm, &smin);
+    j.f = cft_jit(cft_vmap(cft_grad(loss, argnums, MLP_NPARAMS), in_axes, NULL));
+    timeit(run_vmap, &j, &cm, &cmin);
+    cft_jit_stats st;
+    cft_jit_stats_of(f, &st);
+    const char *fmt = "{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", "
+                      "\"B\": \"%s\", \"calls\": \"%s\"}, \"method\": \"%s\", \"median_ms\": %.3f, "
+                      "\"min_ms\": %.3f, \"threads\": 1, \"baseline\": \"%s\", "
+                      "\"baseline_median_ms\": %.3f, \"traces\": %d}\n";
+    printf(fmt, "64", "64", "cft_jit_vmap_grad_first_call", first, first, "none", 0.0, 1);
+    printf(fmt, "128", "64,128", "cft_jit_vmap_grad_symbolic_retrace", retrace, retrace,
+           "cft_jit_vmap_grad_first_call", first, 2);
+    printf(fmt, "256..312", "64,128,then each size once",
+           "cft_jit_vmap_grad_new_size_after_retrace", nm, nmin,
+           "cft_jit_vmap_grad_first_call_fresh_jit", fm, st.traces);
+    printf(fmt, "256", "64,128,256,...", "cft_jit_vmap_grad_symbolic_plan", sm, smin,
+           "cft_jit_vmap_grad_specialised_plan", cm, st.traces);
+    fflush(stdout);
+}
+
 int main(void) {
     openblas_set_num_threads(1);
     cft_init();
@@ -211,6 +284,7 @@ int main(void) {
         free(x);
         free(y);
     }
+    dynamic_bench(&d, params, loss, argnums, in_axes);
     cnn_bench(&d, 256);
     return 0;
 }

@@ -27,7 +27,9 @@ extern "C" {
 typedef struct cft_ir cft_ir;
 
 /** Trace f at the given input avals (nin of them). On a trace-time error
- *  returns NULL and sets cft_last_error(). */
+ *  returns NULL and sets cft_last_error(). Avals may hold symbolic dims
+ *  (cft/shape.h: f32[B,64]); the IR then serves every size, and
+ *  cft_ir_eval binds the symbols from its inputs' shapes. */
 cft_ir *cft_make_ir(cft_fn *f, const cft_aval *in_avals);
 /** Print the IR in its stable text form. */
 void cft_ir_print(const cft_ir *ir, FILE *f);
@@ -35,7 +37,10 @@ void cft_ir_print(const cft_ir *ir, FILE *f);
 const char *cft_ir_str(const cft_ir *ir);
 /** Re-run every equation's shape rule and check the declared avals. */
 cft_status cft_ir_typecheck(const cft_ir *ir);
-/** Evaluate the IR on inputs (concrete arrays or tracers): in[nin] -> out[nout]. */
+/** Evaluate the IR on inputs (concrete arrays or tracers): in[nin] -> out[nout].
+ *  For an IR with symbolic input dims, inputs of concrete shapes bind the
+ *  symbols (inputs that disagree, e.g. x [4,64] and y [5] for B, are an
+ *  error naming the symbol). */
 cft_status cft_ir_eval(const cft_ir *ir, cft_array *const *in, cft_array **out);
 /** A copy without equations whose outputs are unused. */
 cft_ir *cft_ir_dce(const cft_ir *ir);

@@ -9,8 +9,20 @@
  * to OpenBLAS. Later calls replay the plan. Without a compiler, or with
  * CFT_JIT=0, the interpreter runs instead with the same results.
  *
- * CFT_DEBUG=1 prints the IR given to the lowering, 2 adds the fusion groups
- * and the memory plan, 3 the generated source, 4 per-step timings.
+ * Automatic dynamic shapes (as PyTorch 2): the first call specialises on
+ * the shapes it sees. When a later call changes a dim, f is traced once
+ * more with that dim symbolic (cft/shape.h; one symbol per changed dim,
+ * shared by dims that were equal in both calls, so x[B,64] and y[B] get
+ * the same B), and that one plan and its kernels serve every later size:
+ * a new size costs a memory plan (microseconds), not a trace. Sizes 0 and 1
+ * are never symbolic (they get their own trace). If f cannot be traced
+ * with a symbol (a rule that cannot express it), the function falls back
+ * to one trace per shape.
+ *
+ * CFT_DEBUG=1 says why each (re)trace happens (which input dim changed,
+ * from what to what, the symbol it became) and prints the IR given to the
+ * lowering; 2 adds the fusion groups and the memory plan, 3 the generated
+ * source, 4 per-step timings.
  */
 #ifndef CFT_JIT_H
 #define CFT_JIT_H
@@ -24,6 +36,19 @@ extern "C" {
 /** A compiled version of f (same inputs and outputs). Inside another
  *  transform it behaves as f itself; transforms of a jitted function see f. */
 cft_fn *cft_jit(cft_fn *f);
+
+/** What a jitted function did so far (for tests and tuning). */
+typedef struct cft_jit_stats {
+    int traces;          /* times f was traced and lowered */
+    int symbolic_traces; /* of those, with symbolic dims */
+    int instances;       /* concrete shapes planned (a trace's memory plan per shape) */
+    int compiles;        /* kernel files compiled or loaded from the disk cache */
+    bool fallback;       /* tracing with symbols failed: one trace per shape */
+} cft_jit_stats;
+
+/** The counters of `jitted`, a function made by cft_jit; CFT_E_ARG for any
+ *  other function. */
+cft_status cft_jit_stats_of(const cft_fn *jitted, cft_jit_stats *out);
 
 /** Threads used by compiled kernels (above 65536 elements) and by OpenBLAS;
  *  default 1 (the first cft_jit also sets OpenBLAS to this count). */

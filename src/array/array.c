@@ -7,15 +7,29 @@
 #include <math.h>
 #include <string.h>
 
+#include "array/dim.h"
 #include "core/error.h"
 #include "core/mem.h"
 
-int64_t cft__numel(const int64_t *shape, int ndim) {
+/* the element count of a shape with symbolic dims: a symbolic product */
+static int64_t numel_sym(const int64_t *shape, int ndim) {
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
+    for (int i = 0; i < ndim && n != CFT_DIM_INVALID; i++)
+        n = cft_dim_mul(n, shape[i]);
     return n;
 }
+
+int64_t cft__numel(const int64_t *shape, int ndim) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (cft__dim_maybe_sym(shape[i]))
+            return numel_sym(shape, ndim);
+        n *= shape[i];
+    }
+    return n;
+}
+
+cft_array *(*cft__full_sym)(double value, cft_dtype dt, const int64_t *shape, int ndim);
 
 bool cft__aval_eq(const cft_aval *a, const cft_aval *b) {
     if (a->dtype != b->dtype || a->ndim != b->ndim)
@@ -52,12 +66,20 @@ static cft_array *check_shape(const char *op, cft_dtype dt, const int64_t *shape
     if (ndim > 0 && !shape)
         return cft__fail(CFT_E_ARG, "%s: shape is NULL", op);
     for (int i = 0; i < ndim; i++)
-        if (shape[i] < 0)
+        if (shape[i] < 0 && !cft_dim_is_symbolic(shape[i]))
             return cft__fail(CFT_E_SHAPE, "%s: negative dim %lld", op, (long long)shape[i]);
     return NULL;
 }
 
 cft_array *cft__alloc(cft_dtype dt, const int64_t *shape, int ndim) {
+    if (cft__shape_symbolic(shape, ndim)) { /* never a garbage size */
+        char b[96];
+        cft_aval a = cft__aval(dt, shape, ndim);
+        return cft__fail(CFT_E_SHAPE,
+                         "cannot make a concrete %s: the shape is symbolic (its size is known "
+                         "only when the traced function runs)",
+                         cft_aval_str(&a, b));
+    }
     cft_array *x = CFT_NEW(cft_array);
     if (!x)
         return cft__oom();
@@ -174,6 +196,8 @@ cft_array *cft_from_data(const void *data, cft_dtype dtype, const int64_t *shape
     cft_array *e = check_shape("cft_from_data", dtype, shape, ndim);
     if (e)
         return e;
+    if (cft__shape_symbolic(shape, ndim))
+        return cft__alloc(dtype, shape, ndim); /* the error */
     if (!data)
         return cft__fail(CFT_E_ARG, "cft_from_data: data is NULL");
     cft_array *x = cft__alloc(dtype, shape, ndim);
@@ -196,6 +220,11 @@ cft_array *cft_full(double value, cft_dtype dtype, const int64_t *shape, int ndi
     cft_array *e = check_shape("cft_full", dtype, shape, ndim);
     if (e)
         return e;
+    if (cft__shape_symbolic(shape, ndim)) { /* staged: a scalar broadcast to the shape */
+        if (cft__full_sym)
+            return cft__full_sym(value, dtype, shape, ndim);
+        return cft__alloc(dtype, shape, ndim); /* the error */
+    }
     /* one element broadcast with zero strides: O(1) whatever the shape */
     cft_array *one = cft__alloc(dtype, NULL, 0);
     if (cft_failed(one))
@@ -375,8 +404,10 @@ double cft_item(const cft_array *x) {
 
 const char *cft_aval_str(const cft_aval *a, char *buf) {
     int n = snprintf(buf, 96, "%s[", cft_dtype_name(a->dtype));
-    for (int i = 0; i < a->ndim && n < 80; i++)
-        n += snprintf(buf + n, 96 - n, i ? ",%lld" : "%lld", (long long)a->shape[i]);
+    for (int i = 0; i < a->ndim && n < 80; i++) {
+        char d[64];
+        n += snprintf(buf + n, 96 - n, i ? ",%s" : "%s", cft_dim_str(a->shape[i], d, sizeof d));
+    }
     snprintf(buf + n, 96 - n, "]");
     return buf;
 }

@@ -40,14 +40,18 @@ struct cft_array {
     const char *err_msg;
 };
 
-/* numel of an aval / shape */
+/* numel of an aval / shape (a symbolic product if a dim is symbolic) */
 int64_t cft__numel(const int64_t *shape, int ndim);
 /* aval equality */
 bool cft__aval_eq(const cft_aval *a, const cft_aval *b);
 /* build an aval */
 cft_aval cft__aval(cft_dtype dt, const int64_t *shape, int ndim);
-/* a fresh contiguous concrete array (payload uninitialised) */
+/* a fresh contiguous concrete array (payload uninitialised); an error for
+ * a symbolic shape */
 cft_array *cft__alloc(cft_dtype dt, const int64_t *shape, int ndim);
+/* cft_full of a symbolic shape: set by the primitive layer (a staged
+ * broadcast of the scalar); NULL: an error */
+extern cft_array *(*cft__full_sym)(double value, cft_dtype dt, const int64_t *shape, int ndim);
 /* a view of x's buffer */
 cft_array *cft__view(const cft_array *x, const int64_t *shape, int ndim, const int64_t *strides,
                      int64_t offset);

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "array/dim.h"
+#include "cft/jit.h"
 #include "core/error.h"
 #include "core/mem.h"
 #include "lower/lower.h"
@@ -42,7 +44,13 @@ int cft__debug(void) {
     return level;
 }
 
+struct splan;
+
+/* A plan for one set of concrete input shapes (an instance of a traced
+ * splan, below): the IR with concrete dims, memory plan, arena. */
 typedef struct plan {
+    struct splan *S;                 /* the traced plan it instantiates */
+    int64_t symval[CFT_DIM_MAXSYMS]; /* the values of S's symbols */
     cft_ir *ir;
     cft_step *steps;
     int nsteps;
@@ -57,8 +65,34 @@ typedef struct plan {
     cft_array **hdr;        /* per var: its arena array */
     char *arena;
     size_t arena_bytes;
-    bool busy;
 } plan;
+
+#define MAX_INSTANCES 8 /* concrete shapes kept per traced plan (the most recent) */
+
+/* One trace of the function: at concrete input avals, or at avals with
+ * symbolic dims (then it serves every value of its symbols). Lowered once:
+ * fusion groups and kernels are shared by its instances. */
+typedef struct splan {
+    cft_aval *avals; /* input avals, symbols included */
+    int nsym;        /* symbols, bound from the inputs in this order */
+    int atom[CFT_DIM_MAXSYMS];
+    cft_ir *ir; /* the lowered IR (dims may be symbolic) */
+    cft_step *steps;
+    int nsteps;
+    cft_group *groups; /* iteration shapes may be symbolic; sig recorded once */
+    int ngroups;
+    int *last_step;
+    bool compiled; /* the first instance recorded the loops and compiled */
+    int *root;     /* which results were views of which buffers in that run */
+    char *arena;   /* the arena of every instance (the largest they need) */
+    size_t arena_bytes;
+    bool busy; /* running in the arena (a nested call runs without it) */
+    cft_kernel_fn *kernels;
+    plan *inst[MAX_INSTANCES]; /* most recently used first */
+    int ninst;
+    cft_jit_stats *stats; /* the jitted function's counters */
+    struct splan *next;
+} splan;
 
 /* ---- passes before lowering ---- */
 
@@ -76,7 +110,7 @@ static cft_ir *fold_constants(const cft_ir *ir) {
     memcpy(d.constvals, ir->constvals, sizeof(cft_array *) * (size_t)ir->nconst);
     for (int k = 0; k < ir->neqn; k++) {
         const cft_eqn *q = &ir->eqns[k];
-        bool all = q->nin > 0;
+        bool all = q->nin > 0 && !cft__eqn_symbolic(q); /* symbolic: known when it runs */
         for (int i = 0; i < q->nin && all; i++)
             all = val[q->in[i]->id] && val[q->in[i]->id]->kind == CFT_K_CONCRETE;
         cft_array *args[q->nin > 0 ? q->nin : 1], *res[q->nout];
@@ -377,25 +411,50 @@ static double now_ms(void) {
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+/* a copy of x in fresh memory */
+static cft_array *copy_out(cft_array *x) {
+    if (!cft__is_contig(x))
+        return cft__contig(x);
+    const cft_aval *a = &x->aval;
+    cft_array *y = cft__alloc(a->dtype, a->shape, a->ndim);
+    if (!cft_failed(y))
+        memcpy(y->data, cft__ptr(x),
+               (size_t)cft__numel(a->shape, a->ndim) * cft_dtype_size(a->dtype));
+    return y;
+}
+
 static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
     const cft_ir *ir = P->ir;
-    bool first = P->runs == 0, use_arena = !first && !P->busy && P->slot;
-    if (use_arena && !P->arena && P->arena_bytes) {
-        P->arena = cft__new_data(P->arena_bytes);
-        if (!P->arena)
+    splan *S = P->S;
+    bool first = P->runs == 0, use_arena = !first && !S->busy && P->slot;
+    /* one arena per traced plan, shared by its instances (one runs at a
+     * time), grown to the largest */
+    if (use_arena && P->arena_bytes > S->arena_bytes) {
+        /* room to grow: sizes that increase call by call reallocate rarely */
+        size_t want = S->nsym ? P->arena_bytes + P->arena_bytes / 4 : P->arena_bytes;
+        char *a = cft__new_data(want);
+        if (a)
+            S->arena = a, S->arena_bytes = want;
+        else
             use_arena = false;
-        for (int v = 0; v < ir->nvars && P->arena; v++)
+    }
+    if (use_arena && P->arena_bytes && P->arena != S->arena) {
+        P->arena = S->arena;
+        for (int v = 0; v < ir->nvars; v++)
             if (P->hdr[v])
                 P->hdr[v]->data = P->arena;
     }
     if (use_arena)
-        P->busy = true;
+        S->busy = true;
     cft_array **env = CFT_NEWN(cft_array *, ir->nvars + 1);
     for (int i = 0; i < ir->nconst; i++)
         env[ir->constvars[i]->id] = ir->constvals[i];
     for (int i = 0; i < ir->nin; i++)
         env[ir->invars[i]->id] = in[i];
-    cft_loop *loops = first ? CFT_NEWN(cft_loop, P->ngroups + 1) : NULL;
+    /* the first run of the first instance records the loops and compiles;
+     * later instances start with the kernels (no arena on their first run) */
+    bool record = first && !P->S->compiled;
+    cft_loop *loops = record ? CFT_NEWN(cft_loop, P->ngroups + 1) : NULL;
     if (first) {
         P->root = CFT_NEWN(int, ir->nvars + 1);
         for (int v = 0; v < ir->nvars; v++)
@@ -407,7 +466,7 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
         const cft_step *st = &P->steps[s];
         double t0 = timing ? now_ms() : 0;
         if (st->group >= 0) {
-            if (first)
+            if (record)
                 run_group(P, st->group, env, false, &loops[st->group]);
             err = run_group(P, st->group, env, use_arena, NULL);
         } else {
@@ -425,6 +484,12 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                 env[o] = dst;
             } else {
                 err = run_eqn(q, env);
+                if (!err && use_arena && P->arena) /* a view the plan did not foresee */
+                    for (int k = 0; k < q->nout; k++) {
+                        int v = q->out[k]->id;
+                        if (env[v]->data == P->arena && P->root[v] == v && P->slot[v] < 0)
+                            env[v] = copy_out(env[v]);
+                    }
             }
             if (first && !err) /* views share their input's buffer */
                 for (int k = 0; k < q->nout; k++)
@@ -444,7 +509,7 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                     env[q->in[i]->id] = NULL;
         }
     }
-    P->busy = false;
+    S->busy = false;
     if (err)
         return cft__fail_outs(err, ir->nout, out);
     for (int i = 0; i < ir->nout; i++) {
@@ -460,7 +525,15 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
         }
     }
     if (first) {
-        compile_plan(P, loops);
+        if (record) {
+            compile_plan(P, loops);
+            S->compiled = true;
+            S->kernels = P->kernels;
+            for (int g = 0; g < P->ngroups; g++)
+                memcpy(S->groups[g].sig, P->groups[g].sig, sizeof S->groups[g].sig);
+            S->root = P->root;
+            S->stats->compiles += P->ngroups > 0;
+        }
         plan_memory(P);
         if (cft__debug() >= 2)
             print_groups(P);
@@ -469,7 +542,9 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
     return CFT_OK;
 }
 
-static plan *build_plan(cft_ir *ir) {
+/* ---- tracing and lowering once per splan ---- */
+
+static splan *build_splan(cft_ir *ir, const cft_aval *avals, int nin, cft_jit_stats *stats) {
     ir = cft_ir_cse(cft_ir_dce(ir));
     ir = fold_constants(ir);
     ir = simplify(ir);
@@ -477,70 +552,250 @@ static plan *build_plan(cft_ir *ir) {
         fprintf(stderr, "cft: lowering:\n");
         cft_ir_print(ir, stderr);
     }
+    splan *S = CFT_NEW(splan);
+    S->stats = stats;
+    S->avals = CFT_NEWN(cft_aval, nin + 1);
+    memcpy(S->avals, avals, sizeof(cft_aval) * (size_t)nin);
+    for (int i = 0; i < nin; i++)
+        for (int d = 0; d < avals[i].ndim; d++) {
+            int a = cft__dim_atom(avals[i].shape[d]);
+            bool have = a < 0;
+            for (int k = 0; k < S->nsym && !have; k++)
+                have = S->atom[k] == a;
+            if (!have && S->nsym < CFT_DIM_MAXSYMS)
+                S->atom[S->nsym++] = a;
+        }
+    S->ir = ir;
+    S->nsteps = cft__fuse(ir, &S->steps, &S->groups, &S->ngroups);
+    S->last_step = CFT_NEWN(int, ir->nvars + 1);
+    for (int v = 0; v < ir->nvars; v++)
+        S->last_step[v] = -1;
+    for (int s = 0; s < S->nsteps; s++) {
+        const cft_step *st = &S->steps[s];
+        if (st->group >= 0) {
+            const cft_group *g = &S->groups[st->group];
+            for (int k = 0; k < g->nin; k++)
+                S->last_step[g->in[k]] = s;
+        } else {
+            const cft_eqn *q = &ir->eqns[st->eqn];
+            for (int i = 0; i < q->nin; i++)
+                S->last_step[q->in[i]->id] = s;
+        }
+    }
+    for (int i = 0; i < ir->nout; i++)
+        S->last_step[ir->outvars[i]->id] = S->nsteps;
+    return S;
+}
+
+/* The plan of S for concrete values of its symbols: the IR and the
+ * groups' iteration shapes with those values (O(size of the IR), no
+ * tracing), sharing S's steps and kernels. NULL (last error set) when a
+ * dim cannot be evaluated. */
+static plan *instantiate(splan *S, const int64_t *val) {
+    cft_dimenv env = {0};
+    for (int k = 0; k < S->nsym; k++)
+        cft__dimenv_bind(&env, S->atom[k], val[k]);
+    cft_ir *ir = S->nsym ? cft__ir_concretize(S->ir, &env) : S->ir;
+    if (!ir)
+        return NULL;
     plan *P = CFT_NEW(plan);
+    P->S = S;
+    memcpy(P->symval, val, sizeof(int64_t) * (size_t)S->nsym);
     P->ir = ir;
-    P->nsteps = cft__fuse(ir, &P->steps, &P->groups, &P->ngroups);
-    P->last_step = CFT_NEWN(int, ir->nvars + 1);
+    P->steps = S->steps;
+    P->nsteps = S->nsteps;
+    P->last_step = S->last_step;
+    P->ngroups = S->ngroups;
+    P->groups = CFT_NEWN(cft_group, S->ngroups + 1);
+    memcpy(P->groups, S->groups, sizeof(cft_group) * (size_t)S->ngroups);
+    for (int g = 0; g < S->ngroups; g++)
+        if (!cft__shape_eval(S->groups[g].iter.shape, S->groups[g].iter.ndim, &env,
+                             P->groups[g].iter.shape)) {
+            cft__set_last(cft__fail(CFT_E_SHAPE, "cft_jit: a fused loop has a symbolic size "
+                                                 "that the inputs do not determine"));
+            return NULL;
+        }
+    P->kernels = S->compiled ? S->kernels : NULL;
     P->aval = CFT_NEWN(const cft_aval *, ir->nvars + 1);
     for (int k = 0; k < ir->neqn; k++)
         for (int o = 0; o < ir->eqns[k].nout; o++)
             P->aval[ir->eqns[k].out[o]->id] = &ir->eqns[k].out[o]->aval;
-    for (int v = 0; v < ir->nvars; v++)
-        P->last_step[v] = -1;
-    for (int s = 0; s < P->nsteps; s++) {
-        const cft_step *st = &P->steps[s];
-        if (st->group >= 0) {
-            const cft_group *g = &P->groups[st->group];
-            for (int k = 0; k < g->nin; k++)
-                P->last_step[g->in[k]] = s;
-        } else {
-            const cft_eqn *q = &ir->eqns[st->eqn];
-            for (int i = 0; i < q->nin; i++)
-                P->last_step[q->in[i]->id] = s;
-        }
+    if (S->root) {
+        /* Which results are views of which buffers does not depend on the
+         * sizes: buffers in the arena are contiguous (kernel and GEMM
+         * outputs), and the view primitives of contiguous arrays are always
+         * views. So the first instance's record serves, the memory plan is
+         * made now and even the first call runs in the arena (execute
+         * copies out any view it did not foresee). */
+        P->root = S->root;
+        plan_memory(P);
+        P->runs = 1;
     }
-    for (int i = 0; i < ir->nout; i++)
-        P->last_step[ir->outvars[i]->id] = P->nsteps;
+    S->stats->instances++;
     return P;
 }
 
 /* ---- the jitted function ---- */
 
-typedef struct jit_cache {
-    cft_aval *avals;
-    plan *plan;
-    struct jit_cache *next;
-} jit_cache;
+/* symbol names given to dims that change, in order */
+static const char *const sym_names[] = {"B", "N", "M", "K", "L", "P", "Q", "R",
+                                        "S", "T", "U", "V", "W", "X", "Y", "Z"};
 
 typedef struct {
     cft_fn *f;
-    jit_cache *cache;
+    splan *cache;
+    int nin;
+    cft_aval *ref;               /* the first call's avals: what a change is measured from */
+    int8_t (*cls)[CFT_MAX_NDIM]; /* per input dim: its symbol (index into sym_names), -1 */
+    int ncls;
+    bool need_sym; /* dims became dynamic since the last symbolic trace */
+    bool no_sym;   /* symbolic tracing failed: one trace per shape from now on */
+    cft_jit_stats stats;
 } jit_env;
 
-/* CFT_DEBUG: why this call plans (and compiles or loads) again */
-static void explain(const jit_env *J, int nin, cft_array *const *in) {
-    char a[96], b[96];
-    if (!J->cache) {
-        fprintf(stderr, "cft: jit of %s: first call, tracing and compiling\n", J->f->name);
-        return;
-    }
-    const cft_aval *prev = J->cache->avals; /* the most recent signature */
+/* Does S serve these inputs? Binds S's symbols into val. Sizes 0 and 1
+ * never bind a symbol (as PyTorch: they get their own specialisation). */
+static bool matches(const splan *S, int nin, cft_array *const *in, int64_t *val) {
+    for (int k = 0; k < S->nsym; k++)
+        val[k] = -1;
     for (int i = 0; i < nin; i++) {
-        if (cft__aval_eq(&prev[i], &in[i]->aval))
-            continue;
-        const cft_aval *p = &prev[i], *q = &in[i]->aval;
-        if (p->dtype == q->dtype && p->ndim == q->ndim)
-            for (int d = 0; d < p->ndim; d++)
-                if (p->shape[d] != q->shape[d])
-                    fprintf(stderr,
-                            "cft: jit of %s: input %d dim %d changed %lld -> %lld: retracing "
-                            "(kernels come from the cache when only sizes changed)\n",
-                            J->f->name, i, d, (long long)p->shape[d], (long long)q->shape[d]);
-        if (p->dtype != q->dtype || p->ndim != q->ndim)
-            fprintf(stderr, "cft: jit of %s: input %d changed %s -> %s: retracing\n", J->f->name, i,
-                    cft_aval_str(p, a), cft_aval_str(q, b));
-        return;
+        const cft_aval *f = &S->avals[i], *x = &in[i]->aval;
+        if (f->dtype != x->dtype || f->ndim != x->ndim)
+            return false;
+        for (int d = 0; d < f->ndim; d++) {
+            int64_t fd = f->shape[d], xd = x->shape[d];
+            if (!cft__dim_maybe_sym(fd)) {
+                if (fd != xd)
+                    return false;
+                continue;
+            }
+            int a = cft__dim_atom(fd), k = 0;
+            while (k < S->nsym && S->atom[k] != a)
+                k++;
+            if (k == S->nsym || xd < 2 || (val[k] >= 0 && val[k] != xd))
+                return false;
+            val[k] = xd;
+        }
     }
+    return true;
+}
+
+static plan *find_instance(splan *S, const int64_t *val) {
+    for (int j = 0; j < S->ninst; j++)
+        if (!memcmp(S->inst[j]->symval, val, sizeof(int64_t) * (size_t)S->nsym)) {
+            plan *P = S->inst[j];
+            memmove(&S->inst[1], &S->inst[0], sizeof(plan *) * (size_t)j);
+            S->inst[0] = P;
+            return P;
+        }
+    plan *P = instantiate(S, val);
+    if (!P)
+        return NULL;
+    if (S->ninst < MAX_INSTANCES)
+        S->ninst++;
+    memmove(&S->inst[1], &S->inst[0], sizeof(plan *) * (size_t)(S->ninst - 1));
+    S->inst[0] = P;
+    return P;
+}
+
+static const char *fname(const jit_env *J) {
+    return J->f->name ? J->f->name : "fn";
+}
+
+static void print_avals(const cft_aval *a, int n) {
+    char b[96];
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "%s%s", i ? " " : "", cft_aval_str(&a[i], b));
+}
+
+/* Mark the dims that differ from the first call as symbolic (sharing a
+ * symbol where they were equal to each other in both calls), and split a
+ * symbol whose dims now differ. Returns true if that changed anything. */
+static bool mark_dynamic(jit_env *J, int nin, cft_array *const *in) {
+    bool changed = false;
+    /* split: the dims of one symbol that now differ: one symbol per value
+     * (the dims with the first value seen keep the old one) */
+    const int maxc = (int)(sizeof sym_names / sizeof *sym_names);
+    for (int c = 0, nc = J->ncls; c < nc; c++) {
+        int64_t vals[CFT_MAX_NDIM * 8];
+        int cls_of[CFT_MAX_NDIM * 8], nv = 0;
+        for (int i = 0; i < nin; i++)
+            for (int d = 0; d < J->ref[i].ndim; d++) {
+                if (J->cls[i][d] != c)
+                    continue;
+                int64_t v = in[i]->aval.shape[d];
+                int k = 0;
+                while (k < nv && vals[k] != v)
+                    k++;
+                if (k == nv && nv < CFT_MAX_NDIM * 8) {
+                    vals[nv] = v;
+                    cls_of[nv] = nv == 0 ? c : J->ncls < maxc ? J->ncls++ : -1;
+                    nv++;
+                }
+                if (k < nv && cls_of[k] >= 0 && cls_of[k] != c) {
+                    J->cls[i][d] = (int8_t)cls_of[k], changed = true;
+                    if (cft__debug())
+                        fprintf(stderr,
+                                "cft: cft_jit(%s): input %d dim %d is %lld, not %lld as the "
+                                "other dims of %s: retracing with it symbolic (%s)\n",
+                                fname(J), i, d, (long long)v, (long long)vals[0], sym_names[c],
+                                sym_names[cls_of[k]]);
+                }
+            }
+    }
+    /* new dynamic dims, grouped by (first value, this value) */
+    int base = J->ncls;
+    for (int i = 0; i < nin; i++)
+        for (int d = 0; d < J->ref[i].ndim; d++) {
+            int64_t r = J->ref[i].shape[d], v = in[i]->aval.shape[d];
+            if (J->cls[i][d] >= 0 || r == v)
+                continue;
+            int c = -1;
+            for (int j = 0; j <= i && c < 0; j++)
+                for (int e = 0; e < J->ref[j].ndim && c < 0; e++)
+                    if ((j < i || e < d) && J->cls[j][e] >= base && J->ref[j].shape[e] == r &&
+                        in[j]->aval.shape[e] == v)
+                        c = J->cls[j][e];
+            if (c < 0) {
+                if (J->ncls == maxc)
+                    continue; /* out of names: stays specialised */
+                c = J->ncls++;
+            }
+            J->cls[i][d] = (int8_t)c;
+            changed = true;
+            if (cft__debug())
+                fprintf(stderr,
+                        "cft: cft_jit(%s): input %d dim %d changed %lld -> %lld: retracing with "
+                        "dim symbolic (%s)\n",
+                        fname(J), i, d, (long long)r, (long long)v, sym_names[c]);
+        }
+    return changed;
+}
+
+static cft_status fail_last(int nout, cft_array **out) {
+    cft_status st = cft_last_error();
+    return cft__fail_outs(cft__fail(st ? st : CFT_E_TRACE, "%s", cft_last_error_message()), nout,
+                          out);
+}
+
+/* Trace f at avals (symbolic or not) into a new splan at the front of the
+ * cache. NULL (last error set) on a trace error; *closed false when the IR
+ * closes over tracers (then the caller runs f directly). */
+static splan *trace(jit_env *J, const cft_aval *avals, bool *closed) {
+    *closed = true;
+    cft_ir *ir = cft_make_ir(J->f, avals);
+    if (!ir)
+        return NULL;
+    for (int i = 0; i < ir->nconst; i++)
+        if (ir->constvals[i]->kind != CFT_K_CONCRETE) {
+            *closed = false;
+            return NULL;
+        }
+    J->stats.traces++;
+    splan *S = build_splan(ir, avals, J->nin, &J->stats);
+    S->next = J->cache;
+    J->cache = S;
+    return S;
 }
 
 static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
@@ -550,34 +805,103 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
         concrete &= in[i]->kind == CFT_K_CONCRETE;
     if (!concrete || cft__trace_depth() > 0)
         return cft__fn_apply(J->f, in, out);
-    jit_cache *c = J->cache;
-    for (; c; c = c->next) {
-        bool same = true;
-        for (int i = 0; i < nin && same; i++)
-            same = cft__aval_eq(&c->avals[i], &in[i]->aval);
-        if (same)
-            break;
-    }
-    if (!c) {
-        if (cft__debug())
-            explain(J, nin, in);
-        cft_aval *avals = CFT_NEWN(cft_aval, nin + 1);
+    int64_t val[CFT_DIM_MAXSYMS];
+    for (splan *S = J->cache; S; S = S->next)
+        if (matches(S, nin, in, val)) {
+            bool fresh = true;
+            for (int j = 0; j < S->ninst && fresh; j++)
+                fresh = memcmp(S->inst[j]->symval, val, sizeof(int64_t) * (size_t)S->nsym) != 0;
+            plan *P = find_instance(S, val);
+            if (!P)
+                break; /* a size the symbolic plan cannot take: specialise below */
+            if (fresh && S->nsym && cft__debug()) {
+                fprintf(stderr, "cft: cft_jit(%s): new sizes", fname(J));
+                for (int k = 0; k < S->nsym; k++)
+                    fprintf(stderr, "%s %s = %lld", k ? "," : "", cft__dim_atom_name(S->atom[k]),
+                            (long long)val[k]);
+                fprintf(stderr, ": same trace and kernels, new memory plan\n");
+            }
+            return execute(P, in, out);
+        }
+    cft_aval *avals = CFT_NEWN(cft_aval, nin + 1);
+    for (int i = 0; i < nin; i++)
+        avals[i] = in[i]->aval;
+    bool closed;
+    splan *S = NULL;
+    if (!J->ref) { /* first call: specialise on the shapes seen */
+        J->ref = avals;
+        J->cls = cft__new(sizeof(int8_t[CFT_MAX_NDIM]) * (size_t)(nin + 1));
+        memset(J->cls, -1, sizeof(int8_t[CFT_MAX_NDIM]) * (size_t)(nin + 1));
+        if (cft__debug()) {
+            fprintf(stderr, "cft: cft_jit(%s): first call: tracing at ", fname(J));
+            print_avals(avals, nin);
+            fprintf(stderr, "\n");
+        }
+    } else {
+        bool same_kind = true; /* dtypes and ranks as in the first call */
         for (int i = 0; i < nin; i++)
-            avals[i] = in[i]->aval;
-        cft_ir *ir = cft_make_ir(J->f, avals);
-        if (!ir)
-            return cft__fail_outs(cft__fail(cft_last_error(), "%s", cft_last_error_message()), nout,
-                                  out);
-        for (int i = 0; i < ir->nconst; i++)
-            if (ir->constvals[i]->kind != CFT_K_CONCRETE)
+            same_kind &= avals[i].dtype == J->ref[i].dtype && avals[i].ndim == J->ref[i].ndim;
+        bool small = false; /* a changed dim of size 0 or 1 */
+        for (int i = 0; i < nin && same_kind; i++)
+            for (int d = 0; d < avals[i].ndim; d++)
+                small |= avals[i].shape[d] != J->ref[i].shape[d] && avals[i].shape[d] < 2;
+        if (same_kind && !J->no_sym && !small)
+            J->need_sym |= mark_dynamic(J, nin, in);
+        if (same_kind && !J->no_sym && !small && J->need_sym) {
+            cft_aval sav[nin > 0 ? nin : 1];
+            for (int i = 0; i < nin; i++) {
+                sav[i] = avals[i];
+                for (int d = 0; d < avals[i].ndim; d++)
+                    if (J->cls[i][d] >= 0)
+                        sav[i].shape[d] = cft_dim_sym(sym_names[J->cls[i][d]]);
+            }
+            S = trace(J, sav, &closed);
+            if (!S && !closed)
                 return cft__fn_apply(J->f, in, out);
-        c = CFT_NEW(jit_cache);
-        c->avals = avals;
-        c->plan = build_plan(ir);
-        c->next = J->cache;
-        J->cache = c;
+            plan *P = S && matches(S, nin, in, val) ? find_instance(S, val) : NULL;
+            if (P) {
+                if (cft__debug()) {
+                    fprintf(stderr, "cft: cft_jit(%s): traced once for every size: ", fname(J));
+                    print_avals(sav, nin);
+                    fprintf(stderr, "\n");
+                }
+                /* the first run decides: an error there (a rule that cannot
+                 * take the symbols at run time) falls back to specialising,
+                 * which reports the error again if it is the function's own */
+                if (execute(P, in, out) == CFT_OK) {
+                    J->need_sym = false;
+                    J->stats.symbolic_traces++;
+                    return CFT_OK;
+                }
+            }
+            if (S) /* traced, but it cannot run: drop it */
+                J->cache = S->next;
+            J->no_sym = true;
+            J->stats.fallback = true;
+            if (cft__debug())
+                fprintf(stderr,
+                        "cft: cft_jit(%s): tracing with symbolic dims failed (%s): "
+                        "specialising on every new shape from now on\n",
+                        fname(J), cft_last_error_message());
+            cft_clear_error();
+        } else if (cft__debug()) {
+            char a[96], b[96];
+            for (int i = 0; i < nin; i++)
+                if (!cft__aval_eq(&avals[i], &J->ref[i]))
+                    fprintf(stderr, "cft: cft_jit(%s): input %d is %s (first call: %s): %s\n",
+                            fname(J), i, cft_aval_str(&avals[i], a), cft_aval_str(&J->ref[i], b),
+                            !same_kind ? "retracing for this dtype/rank"
+                            : small    ? "retracing (sizes 0 and 1 are never symbolic)"
+                                       : "retracing for these shapes");
+        }
     }
-    return execute(c->plan, in, out);
+    S = trace(J, avals, &closed);
+    if (!S)
+        return closed ? fail_last(nout, out) : cft__fn_apply(J->f, in, out);
+    plan *P = find_instance(S, val);
+    if (!P)
+        return fail_last(nout, out);
+    return execute(P, in, out);
 }
 
 cft_fn *cft_jit(cft_fn *f) {
@@ -590,8 +914,17 @@ cft_fn *cft_jit(cft_fn *f) {
     }
     jit_env *J = CFT_NEW(jit_env);
     J->f = f;
+    J->nin = f->nin;
     cft_fn *g = cft_fn_named(cft_fn_new(jit_cb, J, f->nin, f->nout), "jit");
     if (g)
         g->direct = true;
     return g;
+}
+
+cft_status cft_jit_stats_of(const cft_fn *jitted, cft_jit_stats *out) {
+    if (!jitted || !out || jitted->cb != jit_cb)
+        return cft__set_last(
+            cft__fail(CFT_E_ARG, "cft_jit_stats_of: not a function made by cft_jit"));
+    *out = ((const jit_env *)jitted->env)->stats;
+    return CFT_OK;
 }

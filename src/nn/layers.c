@@ -94,8 +94,8 @@ cft_array *cft_batch_norm(cft_array *x, cft_array *running_mean, cft_array *runn
             y = cft__fail(CFT_E_SHAPE, "cft_batch_norm: %s %s does not fit %lld channels of %s",
                           (const char *[]){"running_mean", "running_var", "weight", "bias"}[k],
                           cft__nn_av(vecs[k]), (long long)C, cft__nn_av(x));
-    int64_t n = y ? 0 : cft_array_size(x) / (C ? C : 1);
-    if (!y && train && n < 2)
+    int64_t n = y ? 0 : cft_dim_div(cft_array_size(x), C ? C : 1); /* may be symbolic */
+    if (!y && train && !cft_dim_is_symbolic(n) && n < 2)
         y = cft__fail(CFT_E_SHAPE,
                       "cft_batch_norm: training needs more than 1 value per channel, got %s",
                       cft__nn_av(x));
@@ -114,7 +114,12 @@ cft_array *cft_batch_norm(cft_array *x, cft_array *running_mean, cft_array *runn
                 axes[na++] = i;
         mean = cft_mean(x, axes, na, false);
         var = cft_var(x, axes, na, 0, false);
-        cft_array *unbiased = cft_mul_s(cft_stop_gradient(var), (double)n / (double)(n - 1));
+        cft_array *unbiased =
+            cft_dim_is_symbolic(n)
+                ? cft_mul(cft_stop_gradient(var),
+                          cft_div(cft_dim_value(n, cft_array_dtype(var)),
+                                  cft_dim_value(cft_dim_sub(n, 1), cft_array_dtype(var))))
+                : cft_mul_s(cft_stop_gradient(var), (double)n / (double)(n - 1));
         cft_dtype rdt = cft_array_dtype(running_mean);
         nm = cft_astype(cft_add(cft_mul_s(running_mean, 1 - momentum),
                                 cft_mul_s(cft_astype(cft_stop_gradient(mean), rdt), momentum)),

@@ -44,6 +44,35 @@ static int64_t dilate(int64_t n, int64_t d) {
     return n == 0 ? 0 : (n - 1) * d + 1;
 }
 
+/* Group counts and N, C, O may be symbolic (vmap folds a symbolic batch
+ * into them); a symbolic count stands for one >= 2, so "> 1" holds for it
+ * (the grouped code paths are right for one group too). */
+static bool gt1(int64_t n) {
+    return n > 1 || cft_dim_is_symbolic(n);
+}
+
+/* the non-spatial part of geometry() when a dim or count is symbolic */
+static cft_array *geometry_sym(const cft_aval *a, const cft_aval *b, geom *g) {
+    const char *nm = "conv_general_dilated";
+    bool okG = cft_dim_valid(g->G) && g->G != 0, okB = cft_dim_valid(g->B) && g->B != 0;
+    if (!okG || !okB || (gt1(g->G) && gt1(g->B)))
+        return cft__fail(CFT_E_ARG,
+                         "%s: feature_group_count %s and batch_group_count %s must be "
+                         ">= 1, not both > 1 (%s * %s)",
+                         nm, cft__dim_s(g->G), cft__dim_s(g->B), cft__av(a), cft__av(b));
+    g->K = cft_dim_mul(g->G, g->B);
+    g->Oq = cft_dim_div(g->O, g->K);
+    g->Nq = cft_dim_div(g->N, g->B);
+    if (cft_dim_mul(g->G, g->Ig) != g->C || g->Oq == CFT_DIM_INVALID || g->Nq == CFT_DIM_INVALID ||
+        cft_dim_div(g->O, g->G) == CFT_DIM_INVALID)
+        return cft__fail(
+            CFT_E_SHAPE,
+            "%s: lhs %s and rhs %s do not fit feature_group_count %s, "
+            "batch_group_count %s (need C = groups*I, O and N divisible by the groups)",
+            nm, cft__av(a), cft__av(b), cft__dim_s(g->G), cft__dim_s(g->B));
+    return NULL;
+}
+
 static cft_array *geometry(const cft_aval *a, const cft_aval *b, const cft_params *p, geom *g) {
     const char *nm = "conv_general_dilated";
     int nsp = p->n[CS];
@@ -61,18 +90,33 @@ static cft_array *geometry(const cft_aval *a, const cft_aval *b, const cft_param
     g->nsp = nsp;
     g->N = a->shape[0], g->C = a->shape[1], g->O = b->shape[0], g->Ig = b->shape[1];
     g->G = p->v[CFG][0], g->B = p->v[CBG][0];
-    if (g->G < 1 || g->B < 1 || (g->G > 1 && g->B > 1))
-        return cft__fail(CFT_E_ARG,
-                         "%s: feature_group_count %lld and batch_group_count %lld must be "
-                         ">= 1, not both > 1 (%s * %s)",
-                         nm, (long long)g->G, (long long)g->B, cft__av(a), cft__av(b));
-    if (g->C != g->G * g->Ig || g->O % g->G || g->O % g->B || g->N % g->B)
-        return cft__fail(
-            CFT_E_SHAPE,
-            "%s: lhs %s and rhs %s do not fit feature_group_count %lld, "
-            "batch_group_count %lld (need C = groups*I, O and N divisible by the groups)",
-            nm, cft__av(a), cft__av(b), (long long)g->G, (long long)g->B);
-    g->K = g->G * g->B, g->Oq = g->O / g->K, g->Nq = g->N / g->B;
+    for (int i = 2; i < nsp + 2; i++)
+        if (cft_dim_is_symbolic(a->shape[i]) || cft_dim_is_symbolic(b->shape[i]))
+            return cft__fail(CFT_E_SHAPE,
+                             "%s: symbolic spatial dims are not supported (%s * %s): "
+                             "output sizes would need floor division",
+                             nm, cft__av(a), cft__av(b));
+    bool sym = cft_dim_is_symbolic(g->N) || cft_dim_is_symbolic(g->C) ||
+               cft_dim_is_symbolic(g->O) || cft_dim_is_symbolic(g->Ig) ||
+               cft_dim_is_symbolic(g->G) || cft_dim_is_symbolic(g->B);
+    if (sym) {
+        cft_array *e = geometry_sym(a, b, g);
+        if (e)
+            return e;
+    } else {
+        if (g->G < 1 || g->B < 1 || (g->G > 1 && g->B > 1))
+            return cft__fail(CFT_E_ARG,
+                             "%s: feature_group_count %lld and batch_group_count %lld must be "
+                             ">= 1, not both > 1 (%s * %s)",
+                             nm, (long long)g->G, (long long)g->B, cft__av(a), cft__av(b));
+        if (g->C != g->G * g->Ig || g->O % g->G || g->O % g->B || g->N % g->B)
+            return cft__fail(
+                CFT_E_SHAPE,
+                "%s: lhs %s and rhs %s do not fit feature_group_count %lld, "
+                "batch_group_count %lld (need C = groups*I, O and N divisible by the groups)",
+                nm, cft__av(a), cft__av(b), (long long)g->G, (long long)g->B);
+        g->K = g->G * g->B, g->Oq = g->O / g->K, g->Nq = g->N / g->B;
+    }
     g->P = g->KK = 1;
     for (int j = 0; j < MAXSP; j++) {
         int i = j - (MAXSP - nsp); /* spatial dim, or < 0 for a padding dim */
@@ -561,9 +605,9 @@ static cft_array *conv_ct_lhs(cft_array *ct, cft_array *rhs, const cft_aval *lhs
     int nsp = g.nsp, sp[MAXSP];
     int64_t K = g.K, pad[2 * MAXSP];
     cft_array *w;
-    if (K > 1) /* [O, I, k] -> [K, O/K, I, k] -> [K, I, O/K, k] -> [K*I, O/K, k] */
+    if (gt1(K)) /* [O, I, k] -> [K, O/K, I, k] -> [K, I, O/K, k] -> [K*I, O/K, k] */
         w = reshape_v(swap(reshape_v(rhs, (int64_t[]){K, g.Oq}, 2, 1), 1, 2),
-                      (int64_t[]){K * g.Ig, g.Oq}, 2, 3);
+                      (int64_t[]){cft_dim_mul(K, g.Ig), g.Oq}, 2, 3);
     else
         w = swap(rhs, 0, 1);
     for (int i = 0; i < nsp; i++) {
@@ -577,7 +621,7 @@ static cft_array *conv_ct_lhs(cft_array *ct, cft_array *rhs, const cft_aval *lhs
     w = cft_flip(w, sp, nsp);
     cft_params q = conv_params(nsp, p->v[CLD], pad, p->v[CS], p->v[CRD], K, 1);
     cft_array *r = conv_bind(ct, w, &q); /* [N/B, K*I (= C, or B*C), sp] */
-    if (g.B > 1)                         /* [N/B, B, C, sp] -> [B, N/B, C, sp] -> [N, C, sp] */
+    if (gt1(g.B))                        /* [N/B, B, C, sp] -> [B, N/B, C, sp] -> [N, C, sp] */
         r = reshape_v(swap(reshape_v(r, (int64_t[]){g.Nq, g.B, g.C}, 3, 2), 0, 1), (int64_t[]){g.N},
                       1, 2);
     return r;
@@ -636,49 +680,54 @@ static cft_array *conv_vmap(int64_t S, cft_array *const *x, const int *bdim, int
         return rhs;
     const int64_t *ls = lhs->aval.shape, *rs = rhs->aval.shape;
     cft_array *r;
+    /* sizes through the dim functions: S (and N, ...) may be symbolic */
+#define MUL cft_dim_mul
+#define DIV cft_dim_div
     if (bdim[0] >= 0 && bdim[1] >= 0) {
         int64_t N = ls[1], C = ls[2], O = rs[1];
-        if (B > 1) {
-            lhs = reshape_v(lhs, (int64_t[]){S * N}, 1, 2);
-            q.v[CBG][0] = B * S;
+        if (gt1(B)) {
+            lhs = reshape_v(lhs, (int64_t[]){MUL(S, N)}, 1, 2);
+            q.v[CBG][0] = MUL(B, S);
         } else {
-            lhs = reshape_v(swap(lhs, 0, 1), (int64_t[]){N, S * C}, 2, 3);
-            q.v[CFG][0] = G * S;
+            lhs = reshape_v(swap(lhs, 0, 1), (int64_t[]){N, MUL(S, C)}, 2, 3);
+            q.v[CFG][0] = MUL(G, S);
         }
-        r = conv_bind(lhs, reshape_v(rhs, (int64_t[]){S * O}, 1, 2), &q); /* [N', S*O, sp] */
+        r = conv_bind(lhs, reshape_v(rhs, (int64_t[]){MUL(S, O)}, 1, 2), &q); /* [N', S*O, sp] */
         if (cft_failed(r))
             return r;
         y[0] = reshape_v(r, (int64_t[]){r->aval.shape[0], S, O}, 3, 2);
         ybdim[0] = 1;
     } else if (bdim[0] >= 0) {
         int64_t N = ls[1], C = ls[2];
-        if (B == 1) {
-            r = conv_bind(reshape_v(lhs, (int64_t[]){S * N}, 1, 2), rhs, &q);
+        if (!gt1(B)) {
+            r = conv_bind(reshape_v(lhs, (int64_t[]){MUL(S, N)}, 1, 2), rhs, &q);
         } else { /* [S, N, C] -> [S, B, N/B, C] -> [B, S, N/B, C] -> [S*N, C] */
-            cft_array *l = reshape_v(lhs, (int64_t[]){S, B, N / B, C}, 4, 3);
-            r = conv_bind(reshape_v(swap(l, 0, 1), (int64_t[]){S * N}, 1, 3), rhs, &q);
+            cft_array *l = reshape_v(lhs, (int64_t[]){S, B, DIV(N, B), C}, 4, 3);
+            r = conv_bind(reshape_v(swap(l, 0, 1), (int64_t[]){MUL(S, N)}, 1, 3), rhs, &q);
         }
         if (cft_failed(r))
             return r;
-        y[0] = reshape_v(r, (int64_t[]){S, r->aval.shape[0] / S}, 2, 1);
+        y[0] = reshape_v(r, (int64_t[]){S, DIV(r->aval.shape[0], S)}, 2, 1);
         ybdim[0] = 0;
     } else {
-        int64_t O = rs[1], Iw = rs[2], K = G * B;
-        cft_array *w = K == 1
-                           ? reshape_v(rhs, (int64_t[]){S * O}, 1, 2)
-                           : reshape_v(swap(reshape_v(rhs, (int64_t[]){S, K, O / K}, 3, 2), 0, 1),
-                                       (int64_t[]){S * O, Iw}, 2, 4);
+        int64_t O = rs[1], Iw = rs[2], K = MUL(G, B);
+        cft_array *w =
+            !gt1(K) ? reshape_v(rhs, (int64_t[]){MUL(S, O)}, 1, 2)
+                    : reshape_v(swap(reshape_v(rhs, (int64_t[]){S, K, DIV(O, K)}, 3, 2), 0, 1),
+                                (int64_t[]){MUL(S, O), Iw}, 2, 4);
         r = conv_bind(lhs, w, &q); /* [N', S*O, sp] (K-major when grouped) */
         if (cft_failed(r))
             return r;
         int64_t Np = r->aval.shape[0];
-        if (K == 1)
+        if (!gt1(K))
             y[0] = reshape_v(r, (int64_t[]){Np, S, O}, 3, 2);
         else
-            y[0] = reshape_v(swap(reshape_v(r, (int64_t[]){Np, K, S, O / K}, 4, 2), 1, 2),
+            y[0] = reshape_v(swap(reshape_v(r, (int64_t[]){Np, K, S, DIV(O, K)}, 4, 2), 1, 2),
                              (int64_t[]){Np, S, O}, 3, 4);
         ybdim[0] = 1;
     }
+#undef MUL
+#undef DIV
     return NULL;
 }
 
@@ -790,7 +839,7 @@ cft_array *cft_flip(cft_array *x, const int *axes, int naxes) {
             return cft__fail(CFT_E_ARG, "cft_flip: bad or repeated axis %d for %s",
                              naxes ? axes[i] : i, cft__av(&x->aval));
         seen[a] = true;
-        if (x->aval.shape[a] > 1)
+        if (gt1(x->aval.shape[a]))
             d[n++] = a;
     }
     if (n == 0)

@@ -49,10 +49,9 @@ static cft_array *dot_shape(const cft_aval *in, int nin, const cft_params *p, cf
     }
     for (int i = 0; i < p->n[LC]; i++)
         if (a->shape[p->v[LC][i]] != b->shape[p->v[RC][i]])
-            return cft__fail(CFT_E_SHAPE,
-                             "dot_general: contracting dims differ: %s . %s (%lld != %lld)",
-                             cft__av(a), cft__av(b), (long long)a->shape[p->v[LC][i]],
-                             (long long)b->shape[p->v[RC][i]]);
+            return cft__fail(
+                CFT_E_SHAPE, "dot_general: contracting dims differ: %s . %s (%s != %s)", cft__av(a),
+                cft__av(b), cft__dim_s(a->shape[p->v[LC][i]]), cft__dim_s(b->shape[p->v[RC][i]]));
     for (int i = 0; i < p->n[LB]; i++)
         if (a->shape[p->v[LB][i]] != b->shape[p->v[RB][i]])
             return cft__fail(CFT_E_SHAPE, "dot_general: batch dims differ: %s . %s", cft__av(a),
@@ -446,9 +445,9 @@ cft_array *cft_matmul(cft_array *a, cft_array *b) {
     cft_array *A = ra == 1 ? cft_expand_dims(a, 0) : a, *B = rb == 1 ? cft_expand_dims(b, 1) : b;
     int na = A->aval.ndim, nb = B->aval.ndim, nbt = (na > nb ? na : nb) - 2;
     if (A->aval.shape[na - 1] != B->aval.shape[nb - 2])
-        return cft__fail(CFT_E_SHAPE, "cft_matmul: contracting dims differ: %s @ %s (%lld != %lld)",
-                         cft__av(&a->aval), cft__av(&b->aval), (long long)A->aval.shape[na - 1],
-                         (long long)B->aval.shape[nb - 2]);
+        return cft__fail(CFT_E_SHAPE, "cft_matmul: contracting dims differ: %s @ %s (%s != %s)",
+                         cft__av(&a->aval), cft__av(&b->aval), cft__dim_s(A->aval.shape[na - 1]),
+                         cft__dim_s(B->aval.shape[nb - 2]));
     int64_t bs[CFT_MAX_NDIM];
     for (int i = 0; i < nbt; i++) {
         int ia = i - (nbt - (na - 2)), ib = i - (nbt - (nb - 2));
@@ -456,7 +455,7 @@ cft_array *cft_matmul(cft_array *a, cft_array *b) {
         if (da != db && da != 1 && db != 1)
             return cft__fail(CFT_E_SHAPE, "cft_matmul: batch dims do not broadcast: %s @ %s",
                              cft__av(&a->aval), cft__av(&b->aval));
-        bs[i] = da > db ? da : db;
+        bs[i] = da == 1 ? db : da; /* da may be symbolic */
     }
     cft_array *y;
     if (nb == 2) { /* [..., M, K] @ [K, N]: contract directly, no broadcast of B */

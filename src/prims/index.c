@@ -123,10 +123,10 @@ static cft_array *gather_geom(const cft_aval *x, const cft_aval *ix, const cft_p
     for (int d = 0; d < x->ndim; d++) {
         int64_t s = p->v[G_SS][d];
         bool col = contains(p->v[G_COL], ncol, d);
-        if (s < 0 || s > x->shape[d] || (col && s != 1))
+        if (!cft_dim_valid(s) || !cft__dim_ge(x->shape[d], s) || (col && s != 1))
             return cft__fail(
-                CFT_E_SHAPE, "gather: slice size %lld on dim %d does not fit operand %s%s",
-                (long long)s, d, cft__av(x), col ? " (a collapsed dim needs size 1)" : "");
+                CFT_E_SHAPE, "gather: slice size %s on dim %d does not fit operand %s%s",
+                cft__dim_s(s), d, cft__av(x), col ? " (a collapsed dim needs size 1)" : "");
         g->size[d] = s;
         if (!col)
             g->wop[g->nw++] = d;
@@ -194,16 +194,16 @@ static cft_array *scatter_geom(const char *name, const cft_aval *x, const cft_av
             continue;
         if (u->shape[d] != g->bshape[k])
             return cft__fail(CFT_E_SHAPE,
-                             "%s: updates %s dim %d (%lld) does not match indices %s dim %d (%lld)",
-                             name, cft__av(u), d, (long long)u->shape[d], cft__av(ix), g->bidx[k],
-                             (long long)g->bshape[k]);
+                             "%s: updates %s dim %d (%s) does not match indices %s dim %d (%s)",
+                             name, cft__av(u), d, cft__dim_s(u->shape[d]), cft__av(ix), g->bidx[k],
+                             cft__dim_s(g->bshape[k]));
         g->bouter[k++] = d;
     }
     for (int d = 0, j = 0; d < x->ndim; d++) {
         if (contains(p->v[S_IWD], niw, d)) {
             g->size[d] = 1;
             /* CLIP could not place a window there (FILL_OR_DROP drops them all) */
-            if (x->shape[d] < 1 && p->v[S_MODE][0] == CFT_INDEX_CLIP &&
+            if (x->shape[d] == 0 && p->v[S_MODE][0] == CFT_INDEX_CLIP &&
                 cft__numel(g->bshape, nb) > 0)
                 return cft__fail(CFT_E_SHAPE,
                                  "%s: inserted dim %d of operand %s is empty (CLIP mode)", name, d,
@@ -211,10 +211,10 @@ static cft_array *scatter_geom(const char *name, const cft_aval *x, const cft_av
             continue;
         }
         int ud = (int)p->v[S_UWD][j];
-        if (u->shape[ud] > x->shape[d])
+        if (!cft__dim_ge(x->shape[d], u->shape[ud]))
             return cft__fail(CFT_E_SHAPE,
-                             "%s: update window dim %d of %s (%lld) exceeds operand %s dim %d",
-                             name, ud, cft__av(u), (long long)u->shape[ud], cft__av(x), d);
+                             "%s: update window dim %d of %s (%s) exceeds operand %s dim %d", name,
+                             ud, cft__av(u), cft__dim_s(u->shape[ud]), cft__av(x), d);
         g->wop[j] = d, g->wouter[j] = ud, g->wshape[j] = g->size[d] = u->shape[ud];
         j++;
     }
@@ -729,10 +729,10 @@ static cft_array *ds_shape(const cft_aval *in, int nin, const cft_params *p, cft
                          cft__av(&in[0]));
     *out = in[0];
     for (int d = 0; d < in[0].ndim; d++) {
-        if (p->v[0][d] < 0 || p->v[0][d] > in[0].shape[d])
+        if (!cft_dim_valid(p->v[0][d]) || !cft__dim_ge(in[0].shape[d], p->v[0][d]))
             return cft__fail(CFT_E_SHAPE,
-                             "dynamic_slice: slice size %lld on dim %d does not fit operand %s",
-                             (long long)p->v[0][d], d, cft__av(&in[0]));
+                             "dynamic_slice: slice size %s on dim %d does not fit operand %s",
+                             cft__dim_s(p->v[0][d]), d, cft__av(&in[0]));
         out->shape[d] = p->v[0][d];
     }
     return NULL;
@@ -834,7 +834,7 @@ static cft_array *dus_shape(const cft_aval *in, int nin, const cft_params *p, cf
                          "dynamic_update_slice: update %s does not match operand %s", cft__av(u),
                          cft__av(x));
     for (int d = 0; d < x->ndim; d++)
-        if (u->shape[d] > x->shape[d])
+        if (!cft__dim_ge(x->shape[d], u->shape[d]))
             return cft__fail(CFT_E_SHAPE,
                              "dynamic_update_slice: update %s does not fit in operand %s",
                              cft__av(u), cft__av(x));
@@ -1031,7 +1031,8 @@ static cft_array *wrap_negative(cft_array *ix, int64_t n) {
     if (dt == CFT_I32 && n > INT32_MAX)
         n = INT32_MAX;
     cft_array *zero = cft_scalar(0, dt);
-    return cft_add(ix, cft_where(cft_lt(ix, zero), cft_scalar((double)n, dt), zero));
+    /* n may be symbolic: then its value is computed when the IR runs */
+    return cft_add(ix, cft_where(cft_lt(ix, zero), cft__dim_value(n, dt), zero));
 }
 
 /* the checks of the axis conveniences; *ax gets the normalised axis */

@@ -32,7 +32,7 @@ static cft_array *bcast_pair(const char *name, cft_array **A, cft_array **B) {
         if (da != db && da != 1 && db != 1)
             return cft__fail(CFT_E_SHAPE, "%s: batch dims do not broadcast: %s, %s", name,
                              cft__av(a), cft__av(b));
-        sa[i] = sb[i] = da > db ? da : db;
+        sa[i] = sb[i] = da == 1 ? db : da; /* da may be symbolic */
     }
     sa[n] = a->shape[na], sa[n + 1] = a->shape[na + 1];
     sb[n] = b->shape[nb], sb[n + 1] = b->shape[nb + 1];
@@ -294,7 +294,7 @@ cft_array *cft_linalg_cross(cft_array *a, cft_array *b, int dim) {
         if (da != db && da != 1 && db != 1)
             return cft__fail(CFT_E_SHAPE, "cft_linalg_cross: shapes do not broadcast: %s, %s",
                              cft__av(&a->aval), cft__av(&b->aval));
-        shape[i] = da > db ? da : db;
+        shape[i] = da == 1 ? db : da; /* da may be symbolic */
     }
     int d = dim < 0 ? dim + n : dim;
     if (d < 0 || d >= n || shape[d] != 3)

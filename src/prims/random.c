@@ -118,7 +118,7 @@ static cft_array *split_shape(const cft_aval *in, int nin, const cft_params *p, 
     cft_array *e = key_check("random_split", &in[0]);
     if (e)
         return e;
-    if (in[0].ndim + 1 > CFT_MAX_NDIM || p->v[0][0] < 1)
+    if (in[0].ndim + 1 > CFT_MAX_NDIM || (!cft_dim_is_symbolic(p->v[0][0]) && p->v[0][0] < 1))
         return cft__fail(CFT_E_ARG, "random_split: bad count %lld", (long long)p->v[0][0]);
     *out = in[0];
     out->shape[out->ndim - 1] = p->v[0][0];

@@ -254,10 +254,15 @@ static cft_array *prod_jvp(cft_array *const *x, cft_array *const *y, cft_array *
         red[p->v[0][i]] = true;
     for (int i = 0; i < a->ndim; i++)
         if (red[i])
-            perm[k++] = i, K *= a->shape[i];
+            perm[k++] = i, K = cft_dim_mul(K, a->shape[i]);
     for (int i = 0; i < a->ndim; i++)
         if (!red[i])
-            perm[k++] = i, M *= a->shape[i], oshape[ond++] = a->shape[i];
+            perm[k++] = i, M = cft_dim_mul(M, a->shape[i]), oshape[ond++] = a->shape[i];
+    if (cft_dim_is_symbolic(K)) /* the tree below is unrolled over K */
+        return cft__fail(CFT_E_SHAPE,
+                         "reduce_prod: the derivative of a product over a symbolic dim (%s of "
+                         "%s) is not supported",
+                         cft__dim_s(K), cft__av(a));
     if (K == 0)
         return NULL; /* the empty product is 1: zero tangent */
     int64_t km[2] = {K, M};
@@ -496,7 +501,10 @@ cft_array *cft_mean(cft_array *x, const int *axes, int naxes, bool keepdims) {
         return cft__fail(CFT_E_ARG, "%s", cft_last_error_message());
     int64_t cnt = 1;
     for (int i = 0; i < n; i++)
-        cnt *= x->aval.shape[ax[i]];
+        cnt = cft_dim_mul(cnt, x->aval.shape[ax[i]]);
+    if (cft_dim_is_symbolic(cnt)) /* the count is known when it runs */
+        return cft_div(cft_sum(x, axes, naxes, keepdims),
+                       cft__dim_value(cnt, cft_dtype_real(x->aval.dtype)));
     return cft_mul_s(cft_sum(x, axes, naxes, keepdims), 1.0 / (double)(cnt ? cnt : 1));
 }
 cft_array *cft_var(cft_array *x, const int *axes, int naxes, int ddof, bool keepdims) {
@@ -509,8 +517,11 @@ cft_array *cft_var(cft_array *x, const int *axes, int naxes, int ddof, bool keep
         return cft__fail(CFT_E_ARG, "%s", cft_last_error_message());
     int64_t cnt = 1;
     for (int i = 0; i < n; i++)
-        cnt *= x->aval.shape[ax[i]];
+        cnt = cft_dim_mul(cnt, x->aval.shape[ax[i]]);
     cft_array *d = cft_sub(x, cft_mean(x, axes, naxes, true));
+    if (cft_dim_is_symbolic(cnt))
+        return cft_div(cft_sum(cft_square(d), axes, naxes, keepdims),
+                       cft__dim_value(cft_dim_sub(cnt, ddof), x->aval.dtype));
     return cft_mul_s(cft_sum(cft_square(d), axes, naxes, keepdims), 1.0 / (double)(cnt - ddof));
 }
 static cft_array *arg_op(const char *op, const cft_prim *prim, cft_array *x, int axis,

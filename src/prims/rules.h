@@ -5,6 +5,7 @@
 #ifndef CFT_RULES_H
 #define CFT_RULES_H
 
+#include "array/dim.h"
 #include "cft/cft.h"
 #include "core/error.h"
 #include "core/mem.h"
@@ -93,6 +94,10 @@ cft_array *cft__zeta_tangent(cft_array *s, cft_array *q, cft_array *ts, cft_arra
 cft_array *cft__polygamma_tangent(cft_array *n, cft_array *x, cft_array *tn, cft_array *tx);
 cft_array *cft__gammainc_tangent(cft_array *a, cft_array *x, cft_array *ta, cft_array *tx,
                                  bool upper);
+
+/* the value of a dim as a scalar of dtype dt: a constant, or for a symbolic
+ * dim a staged computation of it (a sum of ones) */
+cft_array *cft__dim_value(int64_t d, cft_dtype dt);
 
 /* format an aval into a static per-call buffer slot (up to 4 per message) */
 const char *cft__av(const cft_aval *a);

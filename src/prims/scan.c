@@ -194,6 +194,11 @@ static cft_array *linrec(cft_array *a, cft_array *b, int axis, bool rev) {
     if (!b)
         return NULL;
     int64_t n = b->aval.shape[axis];
+    if (cft_dim_is_symbolic(n)) /* the steps below are unrolled over n */
+        return cft__fail(CFT_E_SHAPE,
+                         "cumulative scan: the derivative along a symbolic axis (%s of %s) is "
+                         "not supported",
+                         cft__dim_s(n), cft__av(&b->aval));
     for (int64_t s = 1; s < n; s *= 2) {
         b = cft_add(b, cft_mul(a, shift(b, s, axis, rev, 0)));
         if (2 * s < n)

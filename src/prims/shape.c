@@ -289,17 +289,18 @@ cft_array *cft_reshape(cft_array *x, const int64_t *shape, int ndim) {
         s[i] = shape[i];
         if (s[i] == -1 && neg < 0)
             neg = i;
-        else if (s[i] < 0)
-            return cft__fail(CFT_E_SHAPE, "cft_reshape: bad dim %lld", (long long)s[i]);
+        else if (!cft_dim_valid(s[i]))
+            return cft__fail(CFT_E_SHAPE, "cft_reshape: bad dim %s", cft__dim_s(s[i]));
         else
-            known *= s[i];
+            known = cft_dim_mul(known, s[i]);
     }
     int64_t n = cft__numel(x->aval.shape, x->aval.ndim);
     if (neg >= 0) {
-        if (known == 0 || n % known)
-            return cft__fail(CFT_E_SHAPE, "cft_reshape: cannot infer -1 reshaping %s",
-                             cft__av(&x->aval));
-        s[neg] = n / known;
+        int64_t q = known == 0 ? CFT_DIM_INVALID : cft_dim_div(n, known);
+        if (q == CFT_DIM_INVALID)
+            return cft__fail(CFT_E_SHAPE, "cft_reshape: cannot infer -1 reshaping %s (%s / %s)",
+                             cft__av(&x->aval), cft__dim_s(n), cft__dim_s(known));
+        s[neg] = q;
     }
     return cft__reshape(x, s, ndim);
 }
@@ -620,11 +621,32 @@ static int64_t slice_len(int64_t s, int64_t l, int64_t st) {
     return l <= s ? 0 : (l - s + st - 1) / st;
 }
 
+/* the length of [s:l:st] on a dim n of which some may be symbolic;
+ * CFT_DIM_INVALID when it is not provably in range or not expressible */
+static int64_t slice_len_sym(int64_t n, int64_t s, int64_t l, int64_t st) {
+    if (st < 1 || !cft_dim_valid(s) || !cft_dim_valid(l) || !cft__dim_ge(n, l) ||
+        !cft__dim_ge(l, s))
+        return CFT_DIM_INVALID;
+    int64_t len = cft_dim_sub(l, s);
+    if (!cft_dim_is_symbolic(len))
+        return slice_len(s, l, st);
+    return st == 1 ? len : cft_dim_div(cft_dim_add(len, st - 1), st);
+}
+
 static cft_array *slice_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
     *out = in[0];
     for (int i = 0; i < in[0].ndim; i++) {
         int64_t s = p->v[0][i], l = p->v[1][i], st = p->v[2][i];
+        if (cft_dim_is_symbolic(in[0].shape[i]) || cft_dim_is_symbolic(s) ||
+            cft_dim_is_symbolic(l)) {
+            out->shape[i] = slice_len_sym(in[0].shape[i], s, l, st);
+            if (out->shape[i] == CFT_DIM_INVALID)
+                return cft__fail(CFT_E_ARG,
+                                 "slice: cannot show that [%s:%s:%lld] is a range of dim %d of %s",
+                                 cft__dim_s(s), cft__dim_s(l), (long long)st, i, cft__av(&in[0]));
+            continue;
+        }
         if (s < 0 || l > in[0].shape[i] || s > l || st < 1)
             return cft__fail(CFT_E_ARG, "slice: bad range [%lld:%lld:%lld] on dim %d of %s",
                              (long long)s, (long long)l, (long long)st, i, cft__av(&in[0]));
@@ -663,7 +685,9 @@ static cft_array *slice_transpose(cft_array *const *ct, cft_array *const *x, con
     for (int i = 0; i < in[0].ndim; i++) {
         lo[i] = p->v[0][i];
         inter[i] = p->v[2][i] - 1;
-        hi[i] = in[0].shape[i] - lo[i] - (o->shape[i] - 1) * p->v[2][i] - 1;
+        /* n - lo - (m - 1) * stride - 1, symbolic dims included */
+        hi[i] = cft_dim_sub(cft_dim_sub(in[0].shape[i], lo[i]),
+                            cft_dim_add(cft_dim_mul(cft_dim_sub(o->shape[i], 1), p->v[2][i]), 1));
     }
     ct_in[0] = cft_pad(ct[0], cft_scalar(0, o->dtype), lo, hi, inter);
     return NULL;
@@ -711,7 +735,7 @@ cft_array *cft_slice(cft_array *x, const int64_t *start, const int64_t *limit,
 }
 cft_array *cft_index(cft_array *x, int64_t i) {
     CFT_PROPAGATE("cft_index", x);
-    if (x->aval.ndim < 1 || i < 0 || i >= x->aval.shape[0])
+    if (x->aval.ndim < 1 || i < 0 || !cft__dim_gt(x->aval.shape[0], i))
         return cft__fail(CFT_E_ARG, "cft_index: index %lld out of range for %s", (long long)i,
                          cft__av(&x->aval));
     int64_t s[CFT_MAX_NDIM] = {0}, l[CFT_MAX_NDIM];
@@ -734,6 +758,16 @@ static cft_array *pad_shape(const cft_aval *in, int nin, const cft_params *p, cf
         int64_t n = in[0].shape[i], it = p->v[2][i];
         if (it < 0)
             return cft__fail(CFT_E_ARG, "pad: negative interior padding on dim %d", i);
+        if (cft_dim_is_symbolic(n) || cft_dim_is_symbolic(p->v[0][i]) ||
+            cft_dim_is_symbolic(p->v[1][i])) { /* symbols are >= 1 */
+            int64_t m = cft_dim_add(cft_dim_add(p->v[0][i], p->v[1][i]),
+                                    cft_dim_add(n, cft_dim_mul(cft_dim_sub(n, 1), it)));
+            if (m == CFT_DIM_INVALID || !cft__dim_ge(m, 0))
+                return cft__fail(CFT_E_SHAPE, "pad: cannot show dim %d of %s stays >= 0", i,
+                                 cft__av(&in[0]));
+            out->shape[i] = m;
+            continue;
+        }
         int64_t m = p->v[0][i] + p->v[1][i] + n + (n > 0 ? (n - 1) * it : 0);
         if (m < 0)
             return cft__fail(CFT_E_SHAPE, "pad: dim %d of %s would have size %lld", i,
@@ -802,7 +836,7 @@ static cft_array *pad_transpose(cft_array *const *ct, cft_array *const *x, const
         int64_t n = in[0].shape[i];
         s[i] = p->v[0][i] > 0 ? p->v[0][i] : 0;
         st[i] = p->v[2][i] + 1;
-        l[i] = n ? s[i] + (n - 1) * st[i] + 1 : s[i];
+        l[i] = n ? cft_dim_add(s[i], cft_dim_add(cft_dim_mul(cft_dim_sub(n, 1), st[i]), 1)) : s[i];
         empty |= n == 0;
     }
     cft_array *c = cft_pad(ct[0], cft_scalar(0, ct[0]->aval.dtype), lo, hi, z);
@@ -881,7 +915,7 @@ static cft_array *concat_shape(const cft_aval *in, int nin, const cft_params *p,
             return cft__fail(CFT_E_SHAPE,
                              "concatenate: operand %d %s does not fit %s along axis %d", k,
                              cft__av(&in[k]), cft__av(&in[0]), ax);
-        out->shape[ax] += in[k].shape[ax];
+        out->shape[ax] = cft_dim_add(out->shape[ax], in[k].shape[ax]);
     }
     return NULL;
 }
@@ -928,9 +962,9 @@ static cft_array *concat_transpose(cft_array *const *ct, cft_array *const *x, co
         for (int i = 0; i < nd; i++)
             l[i] = in[0].shape[i];
         s[ax] = at;
-        l[ax] = at + in[k].shape[ax];
+        l[ax] = cft_dim_add(at, in[k].shape[ax]);
         ct_in[k] = x[k] ? NULL : cft_slice(ct[0], s, l, NULL);
-        at += in[k].shape[ax];
+        at = l[ax];
     }
     return NULL;
 }
@@ -988,6 +1022,31 @@ cft_array *cft_stack(cft_array *const *xs, int n, int axis) {
         ys[k] = cft_expand_dims(xs[k], axis);
     }
     return cft_concatenate(ys, n, axis < 0 ? axis : axis);
+}
+
+/* ======== constants of symbolic shape ======== */
+
+/* cft_full of a symbolic shape: the scalar broadcast to it, which bind
+ * stages (its result has a symbolic shape) */
+static cft_array *full_sym(double value, cft_dtype dt, const int64_t *shape, int ndim) {
+    return cft_broadcast_in_dim(cft_scalar(value, dt), shape, ndim, NULL);
+}
+__attribute__((constructor)) static void set_full_sym(void) {
+    cft__full_sym = full_sym;
+}
+
+cft_array *cft__dim_value(int64_t d, cft_dtype dt) {
+    if (!cft_dim_is_symbolic(d))
+        return cft_scalar((double)d, dt);
+    /* the count of ones in a vector of d elements: computed when it runs */
+    return cft__reduce_sum(cft_ones(dt, &d, 1), (int[]){0}, 1);
+}
+cft_array *cft_dim_value(int64_t d, cft_dtype dtype) {
+    if (!cft_dim_valid(d))
+        return cft__fail(CFT_E_ARG, "cft_dim_value: %s is not a dim", cft__dim_s(d));
+    if ((unsigned)dtype >= CFT_NDTYPES)
+        return cft__fail(CFT_E_DTYPE, "cft_dim_value: bad dtype %d", (int)dtype);
+    return cft__dim_value(d, dtype);
 }
 
 /* ======== iota[dtype, shape, dim] ======== */

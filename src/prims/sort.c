@@ -228,7 +228,7 @@ static cft_array *topk_shape(const cft_aval *in, int nin, const cft_params *p, c
     if (in[0].ndim < 1)
         return cft__fail(CFT_E_SHAPE, "top_k: needs at least one axis, got %s", cft__av(&in[0]));
     int64_t n = in[0].shape[in[0].ndim - 1];
-    if (k < 0 || k > n)
+    if (k < 0 || !cft__dim_ge(n, k))
         return cft__fail(CFT_E_ARG, "top_k: k = %lld out of range for %s", (long long)k,
                          cft__av(&in[0]));
     if (n > INT32_MAX)
@@ -373,7 +373,7 @@ static cft_array *gather_shape(const cft_aval *in, int nin, const cft_params *p,
     cft_array *e = along_check("gather_along", &in[0], &in[1], ax);
     if (e)
         return e;
-    if (in[0].shape[ax] == 0 && in[1].shape[ax] > 0)
+    if (in[0].shape[ax] == 0 && in[1].shape[ax] != 0)
         return cft__fail(CFT_E_SHAPE, "gather_along: gathering from an empty axis of %s",
                          cft__av(&in[0]));
     out[0] = in[1];
@@ -390,7 +390,7 @@ static cft_array *scatter_shape(const cft_aval *in, int nin, const cft_params *p
     if (in[0].shape[ax] != in[1].shape[ax])
         return cft__fail(CFT_E_SHAPE, "scatter_add_along: updates %s and indices %s differ",
                          cft__av(&in[0]), cft__av(&in[1]));
-    if (n < 0 || (n == 0 && in[0].shape[ax] > 0))
+    if (!cft_dim_valid(n) || (n == 0 && in[0].shape[ax] != 0))
         return cft__fail(CFT_E_ARG, "scatter_add_along: bad length %lld for %s", (long long)n,
                          cft__av(&in[0]));
     out[0] = in[0];
@@ -646,7 +646,7 @@ cft_status cft_top_k(cft_array *x, int64_t k, cft_array **values, cft_array **in
         e = cft__fail(CFT_E_ARG, "cft_top_k: argument 0 is NULL");
     else if (cft_failed(x))
         e = x;
-    else if (x->aval.ndim < 1 || k < 0 || k > x->aval.shape[x->aval.ndim - 1])
+    else if (x->aval.ndim < 1 || k < 0 || !cft__dim_ge(x->aval.shape[x->aval.ndim - 1], k))
         e = cft__fail(CFT_E_ARG, "cft_top_k: k = %lld does not fit %s", (long long)k,
                       cft__av(&x->aval));
     if (!e) {

@@ -53,6 +53,15 @@ static cft_array *wgeometry(const char *nm, const cft_aval *a, const cft_params 
                              "(all must be >= 1)",
                              nm, (long long)g->win[d], (long long)g->s[d], (long long)g->wd[d], d,
                              cft__av(a));
+        if (cft_dim_is_symbolic(g->in[d])) { /* a batch dim under vmap: a unit window */
+            if (g->win[d] != 1 || g->s[d] != 1 || g->lo[d] || g->hi[d])
+                return cft__fail(CFT_E_SHAPE,
+                                 "%s: dim %d of %s is symbolic: only a unit window (size 1, "
+                                 "stride 1, no padding) can slide along it",
+                                 nm, d, cft__av(a));
+            g->out[d] = g->in[d];
+            continue;
+        }
         int64_t padded = g->in[d] + g->lo[d] + g->hi[d], kd = dilate(g->win[d], g->wd[d]);
         if (padded < 0)
             return cft__fail(CFT_E_SHAPE, "%s: negative padding %lld,%lld larger than dim %d of %s",
@@ -419,6 +428,11 @@ static cft_array *rws_transpose(cft_array *const *ct, cft_array *const *x, const
     int64_t lo[CFT_MAX_NDIM], hi[CFT_MAX_NDIM], it[CFT_MAX_NDIM], one[CFT_MAX_NDIM],
         z[2 * CFT_MAX_NDIM] = {0};
     for (int d = 0; d < nd; d++) {
+        one[d] = 1;
+        if (cft_dim_is_symbolic(g.in[d])) { /* a unit window: nothing to pad */
+            lo[d] = hi[d] = it[d] = 0;
+            continue;
+        }
         int64_t kd = dilate(g.win[d], g.wd[d]), od = dilate(g.out[d], g.s[d]);
         lo[d] = kd - g.lo[d] - 1;
         hi[d] = g.in[d] + kd - 1 - od - lo[d];

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "array/dim.h"
 #include "core/error.h"
 #include "core/mem.h"
 #include "trace/trace.h"
@@ -84,8 +85,42 @@ cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin,
                               cft_aval *out) {
     if (p->nin >= 0 && nin != p->nin)
         return cft__fail(CFT_E_ARG, "%s: expected %d inputs, got %d", p->name, p->nin, nin);
-    memset(out, 0, sizeof(cft_aval) * (size_t)cft__nout(p, par, nin));
-    return p->shape(in, nin, par, out);
+    int nout = cft__nout(p, par, nin);
+    memset(out, 0, sizeof(cft_aval) * (size_t)nout);
+    cft_array *e = p->shape(in, nin, par, out);
+    if (e)
+        return e;
+    /* a dim computed with C arithmetic from a symbolic one is not a dim */
+    for (int j = 0; j < nout; j++)
+        for (int d = 0; d < out[j].ndim; d++)
+            if (!cft_dim_valid(out[j].shape[d])) {
+                char a[96], b[96];
+                return cft__fail(CFT_E_SHAPE,
+                                 "%s: cannot compute the output shape from %s%s%s: dim %d of "
+                                 "output %d is not a size (%lld); is an input dim symbolic in "
+                                 "a way this rule cannot express?",
+                                 p->name, nin ? cft_aval_str(&in[0], a) : "no inputs",
+                                 nin > 1 ? ", " : "", nin > 1 ? cft_aval_str(&in[1], b) : "", d, j,
+                                 (long long)out[j].shape[d]);
+            }
+    return NULL;
+}
+
+/* True if a parameter holds a symbolic dim (such equations are staged even
+ * when their inputs are concrete). */
+static bool params_symbolic(const cft_params *par) {
+    for (int k = 0; k < CFT_NPARAM; k++)
+        for (int i = 0; i < par->n[k] && i < CFT_PARAM_LEN; i++)
+            if (cft__dim_maybe_sym(par->v[k][i]) && cft_dim_is_symbolic(par->v[k][i]))
+                return true;
+    return false;
+}
+
+static cft_trace *innermost_stage(void) {
+    for (int i = depth - 1; i >= 0; i--)
+        if (cft__is_stage_trace(stack[i]))
+            return stack[i];
+    return NULL;
 }
 
 static cft_array *fail_all(cft_array *e, int nout, cft_array **out) {
@@ -176,13 +211,30 @@ cft_array *cft__bind(const cft_prim *p, const cft_params *par, int nin, cft_arra
         }
     }
     cft_array *e;
+    cft_aval avs[nin > 0 ? nin : 1], oav[nout > 0 ? nout : 1];
     if (!top) {
-        cft_aval avs[nin > 0 ? nin : 1], oav[nout];
         for (int i = 0; i < nin; i++)
             avs[i] = in[i]->aval;
         e = cft__abstract_eval(p, par, nin, avs, oav);
         if (e)
             return fail_all(annotate(e), nout, out);
+        bool sym = params_symbolic(par);
+        for (int i = 0; i < nout && !sym; i++)
+            sym = cft__shape_symbolic(oav[i].shape, oav[i].ndim);
+        /* concrete inputs, symbolic result (a constant broadcast to [B,64],
+         * iota over B): staged into the innermost staging trace */
+        if (sym)
+            top = innermost_stage();
+        if (sym && !top) {
+            char a[96];
+            return fail_all(cft__fail(CFT_E_SHAPE,
+                                      "%s: symbolic shape %s outside a trace (symbolic dims "
+                                      "exist only while a function is traced)",
+                                      p->name, nout ? cft_aval_str(&oav[0], a) : "[]"),
+                            nout, out);
+        }
+    }
+    if (!top) {
         e = cft__run_impl(p, par, nin, in, nout, oav, out);
         if (e)
             return fail_all(annotate(e), nout, out);

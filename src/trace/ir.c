@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array/dim.h"
 #include "core/error.h"
 #include "core/mem.h"
 #include "trace/ir.h"
@@ -135,6 +136,15 @@ static void put_var(sbuf *s, const cft_irvar *v, bool typed) {
         put(s, "%s", name);
 }
 
+/* a parameter value: symbolic dims by name */
+static void put_pval(sbuf *s, int64_t v) {
+    char d[64];
+    if (cft__dim_maybe_sym(v) && cft_dim_is_symbolic(v))
+        put(s, "%s", cft_dim_str(v, d, sizeof d));
+    else
+        put(s, "%lld", (long long)v);
+}
+
 static void put_params(sbuf *s, const cft_eqn *q) {
     bool any = false;
     for (int k = 0; k < CFT_NPARAM; k++) {
@@ -166,11 +176,14 @@ static void put_params(sbuf *s, const cft_eqn *q) {
         } else if (strcmp(nm, "dtype") == 0) {
             put(s, "%s", cft_dtype_name((cft_dtype)q->params.v[k][0]));
         } else if (scalar) {
-            put(s, "%lld", (long long)q->params.v[k][0]);
+            put_pval(s, q->params.v[k][0]);
         } else {
             put(s, "(");
-            for (int i = 0; i < q->params.n[k]; i++)
-                put(s, i ? ",%lld" : "%lld", (long long)q->params.v[k][i]);
+            for (int i = 0; i < q->params.n[k]; i++) {
+                if (i)
+                    put(s, ",");
+                put_pval(s, q->params.v[k][i]);
+            }
             put(s, ")");
         }
     }
@@ -224,6 +237,130 @@ void cft_ir_print(const cft_ir *ir, FILE *f) {
     fputs(cft_ir_str(ir), f);
 }
 
+/* ---- symbolic dims ---- */
+
+static bool params_sym(const cft_eqn *q) {
+    for (int k = 0; k < CFT_NPARAM; k++) {
+        const char *nm = q->prim->pnames[k];
+        if (nm && nm[0] == '@') {
+            for (int b = 0; b < q->params.n[k]; b++)
+                if (cft__ir_symbolic((const cft_ir *)(uintptr_t)q->params.v[k][b]))
+                    return true;
+            continue;
+        }
+        for (int i = 0; i < q->params.n[k] && i < CFT_PARAM_LEN; i++)
+            if (cft__dim_maybe_sym(q->params.v[k][i]) && cft_dim_is_symbolic(q->params.v[k][i]))
+                return true;
+    }
+    return false;
+}
+
+bool cft__eqn_symbolic(const cft_eqn *q) {
+    for (int i = 0; i < q->nout; i++)
+        if (cft_aval_is_symbolic(&q->out[i]->aval))
+            return true;
+    for (int i = 0; i < q->nin; i++)
+        if (cft_aval_is_symbolic(&q->in[i]->aval))
+            return true;
+    return params_sym(q);
+}
+
+bool cft__ir_symbolic(const cft_ir *ir) {
+    if (!ir)
+        return false;
+    for (int i = 0; i < ir->nin; i++)
+        if (cft_aval_is_symbolic(&ir->invars[i]->aval))
+            return true;
+    for (int k = 0; k < ir->neqn; k++)
+        if (cft__eqn_symbolic(&ir->eqns[k]))
+            return true;
+    for (int i = 0; i < ir->nout; i++)
+        if (cft_aval_is_symbolic(&ir->outvars[i]->aval))
+            return true;
+    return false;
+}
+
+typedef struct {
+    const cft_dimenv *env;
+    cft_irvar **vars;
+    bool ok;
+    int64_t bad; /* the dim that could not be evaluated */
+} conc;
+
+static cft_irvar *conc_var(conc *c, const cft_irvar *v) {
+    if (!c->vars[v->id]) {
+        cft_irvar *n = CFT_NEW(cft_irvar);
+        n->id = v->id;
+        n->aval = v->aval;
+        for (int d = 0; d < v->aval.ndim; d++) {
+            int64_t x = cft__dim_eval(v->aval.shape[d], c->env);
+            if (x == CFT_DIM_INVALID || x < 0) {
+                c->ok = false;
+                c->bad = v->aval.shape[d];
+                x = 0;
+            }
+            n->aval.shape[d] = x;
+        }
+        c->vars[v->id] = n;
+    }
+    return c->vars[v->id];
+}
+
+cft_ir *cft__ir_concretize(const cft_ir *ir, const cft_dimenv *env) {
+    conc c = {env, CFT_NEWN(cft_irvar *, ir->nvars + 1), true, 0};
+    cft_ir *d = CFT_NEW(cft_ir);
+    *d = *ir; /* same numbering, so last_use is shared */
+    d->constvars = CFT_NEWN(cft_irvar *, ir->nconst + 1);
+    d->invars = CFT_NEWN(cft_irvar *, ir->nin + 1);
+    d->eqns = CFT_NEWN(cft_eqn, ir->neqn + 1);
+    d->outvars = CFT_NEWN(cft_irvar *, ir->nout + 1);
+    for (int i = 0; i < ir->nconst; i++)
+        d->constvars[i] = conc_var(&c, ir->constvars[i]);
+    for (int i = 0; i < ir->nin; i++)
+        d->invars[i] = conc_var(&c, ir->invars[i]);
+    for (int k = 0; k < ir->neqn && c.ok; k++) {
+        const cft_eqn *q = &ir->eqns[k];
+        cft_eqn *e = &d->eqns[k];
+        *e = *q;
+        e->in = CFT_NEWN(cft_irvar *, q->nin + 1);
+        e->out = CFT_NEWN(cft_irvar *, q->nout + 1);
+        for (int i = 0; i < q->nin; i++)
+            e->in[i] = conc_var(&c, q->in[i]);
+        for (int i = 0; i < q->nout; i++)
+            e->out[i] = conc_var(&c, q->out[i]);
+        for (int j = 0; j < CFT_NPARAM && c.ok; j++) {
+            const char *nm = q->prim->pnames[j];
+            for (int i = 0; i < q->params.n[j] && i < CFT_PARAM_LEN && c.ok; i++) {
+                int64_t v = q->params.v[j][i];
+                if (nm && nm[0] == '@') { /* nested IRs (loop bodies) */
+                    const cft_ir *sub = (const cft_ir *)(uintptr_t)v;
+                    if (cft__ir_symbolic(sub)) {
+                        cft_ir *cs = cft__ir_concretize(sub, env);
+                        if (!cs)
+                            return NULL;
+                        e->params.v[j][i] = (int64_t)(uintptr_t)cs;
+                    }
+                } else if (cft__dim_maybe_sym(v) && cft_dim_is_symbolic(v)) {
+                    int64_t x = cft__dim_eval(v, env);
+                    if (x == CFT_DIM_INVALID)
+                        c.ok = false, c.bad = v;
+                    e->params.v[j][i] = x;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < ir->nout && c.ok; i++)
+        d->outvars[i] = conc_var(&c, ir->outvars[i]);
+    if (!c.ok) {
+        cft__set_last(cft__fail(CFT_E_SHAPE,
+                                "cft_ir_eval: the symbolic dim %s has no value for these inputs "
+                                "(a symbol not bound by an input shape, or a negative size)",
+                                cft__dim_s(c.bad)));
+        return NULL;
+    }
+    return d;
+}
+
 /* ---- typecheck ---- */
 
 cft_status cft_ir_typecheck(const cft_ir *ir) {
@@ -271,6 +408,12 @@ cft_status cft_ir_typecheck(const cft_ir *ir) {
 
 /* ---- interpreter ---- */
 
+static cft_status cft__fail_outs_(cft_array *e, int nout, cft_array **out) {
+    for (int i = 0; i < nout; i++)
+        out[i] = e;
+    return cft__set_last(e);
+}
+
 cft_status cft__ir_eval_with(const cft_ir *ir, cft_array *const *consts, cft_array *const *in,
                              cft_array **out) {
     cft_array **env = CFT_NEWN(cft_array *, ir->nvars + 1);
@@ -305,9 +448,46 @@ cft_status cft__ir_eval_with(const cft_ir *ir, cft_array *const *consts, cft_arr
     return CFT_OK;
 }
 
+/* An IR traced with symbolic dims, evaluated on inputs of concrete shapes
+ * (arrays, or tracers of a transform applied to the IR's function): bind
+ * the symbols from the input shapes, then evaluate the IR with every dim
+ * and parameter made concrete. */
+static cft_status eval_symbolic(const cft_ir *ir, cft_array *const *in, cft_array **out) {
+    cft_aval formal[ir->nin > 0 ? ir->nin : 1], actual[ir->nin > 0 ? ir->nin : 1];
+    for (int i = 0; i < ir->nin; i++) {
+        formal[i] = ir->invars[i]->aval;
+        actual[i] = in[i]->aval;
+    }
+    cft_dimenv env = {0};
+    cft_array *e = cft__dims_bind(formal, actual, ir->nin, &env, "cft_ir_eval");
+    if (e)
+        return cft__fail_outs_(e, ir->nout, out);
+    cft_ir *c = cft__ir_concretize(ir, &env);
+    if (!c)
+        return cft__fail_outs_(cft__fail(cft_last_error(), "%s", cft_last_error_message()),
+                               ir->nout, out);
+    return cft__ir_eval_with(c, ir->constvals, in, out);
+}
+
 cft_status cft_ir_eval(const cft_ir *ir, cft_array *const *in, cft_array **out) {
     if (!ir)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_ir_eval: NULL ir"));
+    /* inputs of concrete shapes for an IR with symbolic input dims bind the
+     * symbols; inputs with symbolic shapes (tracers of the trace the IR
+     * was made in) must match as they are */
+    bool ir_sym = false, in_sym = false;
+    for (int i = 0; i < ir->nin; i++) {
+        ir_sym |= cft_aval_is_symbolic(&ir->invars[i]->aval);
+        in_sym |= in[i] && !cft_failed(in[i]) && cft_aval_is_symbolic(&in[i]->aval);
+    }
+    if (ir_sym && !in_sym) {
+        for (int i = 0; i < ir->nin; i++)
+            if (cft_failed(in[i]))
+                return cft__fail_outs_(
+                    in[i] ? in[i] : cft__fail(CFT_E_ARG, "cft_ir_eval: input %d is NULL", i),
+                    ir->nout, out);
+        return eval_symbolic(ir, in, out);
+    }
     for (int i = 0; i < ir->nin; i++) {
         if (cft_failed(in[i])) {
             cft_array *e = in[i] ? in[i] : cft__fail(CFT_E_ARG, "cft_ir_eval: input %d is NULL", i);

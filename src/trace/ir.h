@@ -60,6 +60,16 @@ typedef struct cft_split {
 cft_split *cft__split_ir(const cft_ir *ir, const bool *in_known, const bool *want_unknown,
                          bool *out_known);
 
+/* Symbolic dims: does the IR (an equation) have any, in avals or params
+ * (nested IRs included)? */
+bool cft__ir_symbolic(const cft_ir *ir);
+bool cft__eqn_symbolic(const cft_eqn *q);
+/* The IR with every symbolic dim (avals, params, nested IRs) evaluated
+ * under env; same var ids and equation indices. NULL (last error set) if a
+ * dim cannot be evaluated. */
+struct cft_dimenv;
+cft_ir *cft__ir_concretize(const cft_ir *ir, const struct cft_dimenv *env);
+
 /* DCE keeping only the outputs marked in `keep` (NULL: all). */
 cft_ir *cft__ir_dce_outputs(const cft_ir *ir, const bool *keep);
 

@@ -97,6 +97,10 @@ static cft_array *stage_process(cft_trace *t, const cft_prim *p, const cft_param
 
 static const cft_trace_vt stage_vt = {"stage", stage_process, stage_lift};
 
+bool cft__is_stage_trace(const cft_trace *t) {
+    return t && t->vt == &stage_vt;
+}
+
 cft_stage *cft__stage_begin(cft_trace **trace) {
     cft_stage *s = CFT_NEW(cft_stage);
     if (!s)

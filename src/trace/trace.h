@@ -33,6 +33,9 @@ void cft__trace_pop(cft_trace *t);
 int cft__trace_depth(void);
 /* A new tracer of trace t with the given aval (payload to be filled). */
 cft_array *cft__tracer(cft_trace *t, const cft_aval *aval);
+/* True if t is a staging trace (stage.c): the one that records a
+ * primitive whose inputs are concrete but whose shapes are symbolic. */
+bool cft__is_stage_trace(const cft_trace *t);
 /* True if x is a tracer of t. */
 static inline bool cft__is_tracer_of(const cft_array *x, const cft_trace *t) {
     return x && x->kind == CFT_K_TRACER && x->trace == t;

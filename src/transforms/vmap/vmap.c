@@ -83,18 +83,18 @@ static cft_status vmap_cb(void *envp, int nin, cft_array *const *in, int nout, c
                                             "for input %s",
                                             i, a, cft__av(&in[i]->aval)),
                                   nout, out);
-        int64_t n = in[i]->aval.shape[ax[i]];
-        if (size < 0)
+        int64_t n = in[i]->aval.shape[ax[i]]; /* may be symbolic (negative) */
+        if (first < 0)
             size = n, first = i;
         else if (n != size)
-            return cft__fail_outs(
-                cft__fail(CFT_E_SHAPE,
-                          "cft_vmap: batch sizes differ: input %d "
-                          "has %lld along axis %d, input %d has %lld along axis %d",
-                          first, (long long)size, ax[first], i, (long long)n, ax[i]),
-                nout, out);
+            return cft__fail_outs(cft__fail(CFT_E_SHAPE,
+                                            "cft_vmap: batch sizes differ: input %d "
+                                            "has %s along axis %d, input %d has %s along axis %d",
+                                            first, cft__dim_s(size), ax[first], i, cft__dim_s(n),
+                                            ax[i]),
+                                  nout, out);
     }
-    if (size < 0)
+    if (first < 0)
         return cft__fail_outs(cft__fail(CFT_E_ARG, "cft_vmap: no input is batched"), nout, out);
     batch_state *s = CFT_NEW(batch_state);
     s->size = size;
