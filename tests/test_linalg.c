@@ -119,6 +119,13 @@ static void check_grad_fd(cft_fn_cb cb, cft_array *x, double tol) {
     free(fd);
 }
 
+/* sum(W * solve(A, B)), W = env */
+static cft_status fn_wsolve(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)nin, (void)nout;
+    out[0] = cft_sum(cft_mul((cft_array *)env, cft_linalg_solve(in[0], in[1])), NULL, 0, false);
+    return CFT_OK;
+}
+
 int main(int argc, char **argv) {
     check_init(argc, argv);
     const int64_t b34[3] = {2, 4, 4}, b23[3] = {2, 3, 3};
@@ -139,6 +146,47 @@ int main(int argc, char **argv) {
         cft_array *A = cft_astype(spd(b34, 3), CFT_F32), *L = cft_linalg_cholesky(A);
         CHECK(cft_array_dtype(L) == CFT_F32);
         CHECK_ARRAY_CLOSE(cft_matmul(L, cft_mT(L)), A, 1e-5, 1e-5);
+    }
+    TEST("cholesky: factors (A + A^T)/2 of a non-symmetric A, from a transposed view too, at "
+         "sizes past the kernel's tiles and L1 path (f32, f64)") {
+        const int64_t ns[4] = {5, 40, 70, 100};
+        for (int f = 0; f < 2; f++)
+            for (int t = 0; t < 4; t++) {
+                int64_t n = ns[t], s[3] = {3, n, n};
+                cft_dtype dt = f ? CFT_F32 : CFT_F64;
+                cft_array *S = spd(s, 3), *R = randn(s, 3);
+                cft_array *A = cft_astype(cft_add(S, cft_sub(R, cft_mT(R))), dt); /* S + skew */
+                cft_array *L = cft_linalg_cholesky(A);
+                double tol = f ? 2e-5 * (double)n : 1e-12 * (double)n;
+                CHECK_ARRAY_CLOSE(cft_matmul(L, cft_mT(L)), cft_astype(S, dt), tol, tol);
+                CHECK_ARRAY_CLOSE(cft_linalg_cholesky(cft_mT(A)), L, 0, 0);
+                double *v = malloc(sizeof(double) * (size_t)(3 * n * n));
+                cft_copy_to(L, CFT_F64, v);
+                bool upper_zero = true, diag_pos = true;
+                for (int64_t b = 0; b < 3; b++)
+                    for (int64_t i = 0; i < n; i++) {
+                        diag_pos &= v[(b * n + i) * n + i] > 0;
+                        for (int64_t j = i + 1; j < n; j++)
+                            upper_zero &= v[(b * n + i) * n + j] == 0;
+                    }
+                CHECK_MSG(upper_zero && diag_pos, "n = %lld, %s", (long long)n, f ? "f32" : "f64");
+                free(v);
+            }
+    }
+    TEST("solve: residuals past the kernel's tiles, a strided B, and the transposed solve (vjp)") {
+        for (int f = 0; f < 2; f++) {
+            cft_dtype dt = f ? CFT_F32 : CFT_F64;
+            double tol = f ? 1e-3 : 1e-10;
+            cft_array *A = cft_astype(shifted((int64_t[]){2, 70, 70}, 3, 20), dt);
+            cft_array *Bt = cft_astype(randn((int64_t[]){2, 5, 70}, 3), dt), *B = cft_mT(Bt);
+            cft_array *X = cft_linalg_solve(A, B);
+            CHECK_ARRAY_CLOSE(cft_matmul(A, X), B, tol, tol);
+            /* d/dB sum(W * solve(A, B)) = A^-T W, by the transposed kernel */
+            cft_array *W = cft_astype(randn((int64_t[]){2, 70, 5}, 3), dt);
+            cft_array *g = cft_fn_call1(cft_grad(cft_fn_new(fn_wsolve, W, 2, 1), (int[]){1}, 1),
+                                        (cft_array *[]){A, B});
+            CHECK_ARRAY_CLOSE(cft_matmul(cft_mT(A), g), W, tol, tol);
+        }
     }
     TEST("qr: Q R = A, Q^T Q = I (tall and wide)") {
         for (int w = 0; w < 2; w++) {

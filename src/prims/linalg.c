@@ -2,7 +2,8 @@
  * rules: cholesky, triangular_solve, solve (LU), slogdet, eigh, qr, svd.
  * They take matrices with leading batch dims (equal across operands), so
  * every vmap rule moves the batch axis to the front. Kernels copy each
- * operand once and call LAPACKE / CBLAS per matrix (row-major); a failure
+ * operand once and call LAPACKE / CBLAS per matrix (cholesky and the LU
+ * solves pick layouts so LAPACK makes no copies of its own); a failure
  * (a matrix that is not positive definite, a singular one) is an error
  * array naming the primitive, the aval and the batch element. Rules are
  * written with public ops and these primitives, so they compose under
@@ -145,6 +146,9 @@ static cft_array *trace(cft_array *x) {
 
 /* ======== cholesky ======== */
 
+/* cholesky(A): the lower Cholesky factor of (A + A^T)/2 (the public op's
+ * semantics, JAX's symmetrize_input), its upper triangle zero */
+
 static cft_array *chol_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin, (void)p;
     cft_array *e = need_mat("cholesky", &in[0], true);
@@ -154,52 +158,127 @@ static cft_array *chol_shape(const cft_aval *in, int nin, const cft_params *p, c
     return NULL;
 }
 
-static cft_array *chol_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+/* The kernel never lets LAPACKE change layouts (its row-major entry points
+ * copy every matrix to column-major and back): S = (A + A^T)/2 goes into a
+ * scratch matrix as its upper triangle, which read column-major is the
+ * lower triangle of the same S; ?potrf factors that in place (the 'L'
+ * variant: 'U' measured 1.4-1.6x slower in OpenBLAS 0.3.21), and L is the
+ * scratch's upper triangle transposed into the output, whose upper
+ * triangle is zeroed in the same pass. A is copied in whole first (a
+ * strided read of A, likely out of cache, would not stream) and
+ * symmetrised in the scratch, which stays in cache. The output is fresh
+ * memory, likely out of cache: a matrix that fits in L1 has its output
+ * lines prefetched before potrf (they arrive while it runs) and goes out
+ * row by row; a larger one goes out in blocks of TILE rows, each zeroed by
+ * one sequential memset (which brings its lines in faster than the
+ * transposed tiles would) before the tiles land. */
+enum { TILE = 16, SMALL_BYTES = 32768 };
+#define DEF_CHOL(NAME, T, POTRF)                                                                   \
+    static lapack_int NAME(const T *restrict a, T *restrict y, T *restrict sc, int64_t n,          \
+                           int64_t nb, int64_t *bad) {                                             \
+        bool small = (size_t)(n * n) * sizeof(T) <= SMALL_BYTES;                                   \
+        for (int64_t k = 0; k < nb; k++) {                                                         \
+            T *restrict o = y + k * n * n;                                                         \
+            memcpy(sc, a + k * n * n, sizeof(T) * (size_t)(n * n));                                \
+            /* S into sc's upper triangle, from its lower one (the diagonal                        \
+             * stays: (a + a)/2 = a) */                                                            \
+            for (int64_t i0 = 0; i0 < n; i0 += TILE)                                               \
+                for (int64_t j0 = i0; j0 < n; j0 += TILE) {                                        \
+                    if (j0 > i0 && j0 + TILE <= n) {                                               \
+                        for (int64_t i = i0; i < i0 + TILE; i++)                                   \
+                            for (int64_t j = j0; j < j0 + TILE; j++)                               \
+                                sc[i * n + j] = (sc[i * n + j] + sc[j * n + i]) * (T)0.5;          \
+                        continue;                                                                  \
+                    }                                                                              \
+                    int64_t ie = i0 + TILE < n ? i0 + TILE : n,                                    \
+                            je = j0 + TILE < n ? j0 + TILE : n;                                    \
+                    for (int64_t i = i0; i < ie; i++)                                              \
+                        for (int64_t j = j0 > i ? j0 : i + 1; j < je; j++)                         \
+                            sc[i * n + j] = (sc[i * n + j] + sc[j * n + i]) * (T)0.5;              \
+                }                                                                                  \
+            for (int64_t off = 0; small && off < n * n; off += 64 / (int64_t)sizeof(T))            \
+                __builtin_prefetch(o + off, 1, 3);                                                 \
+            lapack_int info = POTRF(LAPACK_COL_MAJOR, 'L', (lapack_int)n, sc, (lapack_int)n);      \
+            if (info) {                                                                            \
+                *bad = k;                                                                          \
+                return info;                                                                       \
+            }                                                                                      \
+            if (small) {                                                                           \
+                for (int64_t i = 0; i < n; i++) {                                                  \
+                    for (int64_t j = 0; j <= i; j++)                                               \
+                        o[i * n + j] = sc[j * n + i];                                              \
+                    memset(o + i * n + i + 1, 0, sizeof(T) * (size_t)(n - i - 1));                 \
+                }                                                                                  \
+                continue;                                                                          \
+            }                                                                                      \
+            for (int64_t i0 = 0; i0 < n; i0 += TILE) { /* o's lower triangle: sc's upper^T */      \
+                int64_t ie = i0 + TILE < n ? i0 + TILE : n;                                        \
+                memset(o + i0 * n, 0, sizeof(T) * (size_t)((ie - i0) * n));                        \
+                for (int64_t j0 = 0; j0 <= i0; j0 += TILE) {                                       \
+                    if (j0 < i0 && ie == i0 + TILE) {                                              \
+                        for (int64_t i = i0; i < i0 + TILE; i++)                                   \
+                            for (int64_t j = j0; j < j0 + TILE; j++)                               \
+                                o[i * n + j] = sc[j * n + i];                                      \
+                        continue;                                                                  \
+                    }                                                                              \
+                    for (int64_t i = i0; i < ie; i++)                                              \
+                        for (int64_t j = j0; j <= i && j < j0 + TILE; j++)                         \
+                            o[i * n + j] = sc[j * n + i];                                          \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        return 0;                                                                                  \
+    }
+DEF_CHOL(chol_f32, float, LAPACKE_spotrf_work)
+DEF_CHOL(chol_f64, double, LAPACKE_dpotrf_work)
+
+static cft_array *chol_into(cft_array *const *in, int nin, const cft_params *p, cft_array *out) {
     (void)nin, (void)p;
-    cft_array *y = fresh(in[0]);
+    cft_array *A = cft__contig(in[0]);
+    if (cft_failed(A))
+        return A;
+    const cft_aval *a = &in[0]->aval;
+    int64_t n = a->shape[a->ndim - 1], nb = nbatch(a, 2), bad = 0;
+    if (!n || !nb)
+        return NULL;
+    void *sc = cft__new_data((size_t)(n * n) * cft_dtype_size(a->dtype));
+    if (!sc)
+        return cft__fail(CFT_E_NOMEM, "cholesky: out of memory");
+    lapack_int info = a->dtype == CFT_F32 ? chol_f32(cft__ptr(A), cft__ptr(out), sc, n, nb, &bad)
+                                          : chol_f64(cft__ptr(A), cft__ptr(out), sc, n, nb, &bad);
+    cft__keep(sc);
+    cft__keep(A);
+    char buf[128];
+    if (info > 0)
+        return cft__fail(CFT_E_ARG,
+                         "cholesky: %s of %s is not positive definite (leading minor of order %d)",
+                         batch_el(a, 2, bad, buf, sizeof buf), cft__av(a), (int)info);
+    if (info < 0)
+        return cft__fail(CFT_E_FOREIGN, "cholesky: LAPACK ?potrf failed (info %d)", (int)info);
+    return NULL;
+}
+
+static cft_array *chol_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    const cft_aval *a = &in[0]->aval;
+    cft_array *y = cft__alloc(a->dtype, a->shape, a->ndim);
     if (cft_failed(y))
         return y;
-    const cft_aval *a = &in[0]->aval;
-    int64_t n = a->shape[a->ndim - 1], nb = nbatch(a, 2);
-    bool f32 = a->dtype == CFT_F32;
-    char buf[128];
-    for (int64_t k = 0; k < nb; k++) {
-        lapack_int info;
-        if (f32) {
-            float *m = (float *)cft__ptr(y) + k * n * n;
-            info = n ? LAPACKE_spotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, m, (lapack_int)n) : 0;
-            for (int64_t i = 0; i < n; i++)
-                for (int64_t j = i + 1; j < n; j++)
-                    m[i * n + j] = 0;
-        } else {
-            double *m = (double *)cft__ptr(y) + k * n * n;
-            info = n ? LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, m, (lapack_int)n) : 0;
-            for (int64_t i = 0; i < n; i++)
-                for (int64_t j = i + 1; j < n; j++)
-                    m[i * n + j] = 0;
-        }
-        if (info > 0)
-            return cft__fail(
-                CFT_E_ARG,
-                "cholesky: %s of %s is not positive definite (leading minor of order %d)",
-                batch_el(a, 2, k, buf, sizeof buf), cft__av(a), (int)info);
-        if (info < 0)
-            return cft__fail(CFT_E_FOREIGN, "cholesky: LAPACK ?potrf failed (info %d)", (int)info);
-    }
+    cft_array *e = chol_into(in, nin, p, y);
+    if (e)
+        return e;
     out[0] = y;
     return NULL;
 }
 
 /* dL = L Phi(L^-1 dA L^-T), Phi: the lower triangle with the diagonal
- * halved; dA is the symmetric tangent of the lower triangle (what the
- * kernel reads) */
+ * halved; dA = (t + t^T)/2, the tangent of what the kernel factors */
 static cft_array *chol_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
                            const cft_params *p, cft_array **ty) {
     (void)x, (void)nin, (void)p;
     ty[0] = NULL;
     if (!t[0])
         return NULL;
-    cft_array *L = y[0], *dA = sym_lower(t[0]);
+    cft_array *L = y[0], *dA = cft_mul_s(cft_add(t[0], cft_mT(t[0])), 0.5);
     cft_array *tmp = cft__triangular_solve(L, dA, false, true, true, false); /* dA L^-T */
     tmp = cft__triangular_solve(L, tmp, true, true, false, false);           /* L^-1 dA L^-T */
     cft_array *phi = cft_add(cft__tril(tmp, -1), cft_mul_s(cft_mul(tmp, cft__eye_like(tmp)), 0.5));
@@ -216,6 +295,7 @@ const cft_prim cft_p_cholesky = {
     .shape = chol_shape,
     .impl = chol_impl,
     .jvp = chol_jvp,
+    .impl_into = chol_into,
     .vmap = cholesky_vmap,
 };
 
@@ -343,16 +423,57 @@ cft_array *cft__triangular_solve(cft_array *a, cft_array *b, bool left, bool low
 
 /* ======== LU: solve and slogdet ======== */
 
-/* LU-factor matrix k of the contiguous copy `lu` (n x n) in place; ipiv[n] */
-static lapack_int lu_factor(cft_array *lu, int64_t k, int64_t n, lapack_int *ipiv) {
+/* LU without layout copies: a row-major matrix is its transpose read
+ * column-major, so ?getrf on a copy of A (column-major) factors
+ * A^T = P L U; read row-major, the copy then holds U^T in its lower
+ * triangle and L^T (unit diagonal) strictly above. det(A^T) = det(A), and
+ * the solves below use the factors of A^T (CBLAS takes row-major operands
+ * without copying). */
+static lapack_int lu_factor(cft_dtype dt, void *m, int64_t n, lapack_int *ipiv) {
     if (!n)
         return 0;
-    if (lu->aval.dtype == CFT_F32)
-        return LAPACKE_sgetrf(LAPACK_ROW_MAJOR, (lapack_int)n, (lapack_int)n,
-                              (float *)cft__ptr(lu) + k * n * n, (lapack_int)n, ipiv);
-    return LAPACKE_dgetrf(LAPACK_ROW_MAJOR, (lapack_int)n, (lapack_int)n,
-                          (double *)cft__ptr(lu) + k * n * n, (lapack_int)n, ipiv);
+    if (dt == CFT_F32)
+        return LAPACKE_sgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n, m, (lapack_int)n,
+                                   ipiv);
+    return LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n, m, (lapack_int)n,
+                               ipiv);
 }
+
+/* X (n x K, row-major) := op(A)^-1 X from lu_factor's copy `lu` and pivots.
+ * With A^T = P L U: A X = B is X = P L^-T U^-T B (two triangular solves,
+ * then the row interchanges backwards); A^T X = B is X = U^-1 L^-1 P^T B
+ * (interchanges forwards, then the solves). */
+#define DEF_LU_SOLVE(NAME, T, TRSM)                                                                \
+    static void NAME(const T *lu, const lapack_int *ipiv, T *x, int64_t n, int64_t K, bool tr) {   \
+        int in = (int)n, iK = (int)K;                                                              \
+        if (tr)                                                                                    \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                swap_rows_##T(x, i, ipiv[i] - 1, K);                                               \
+        TRSM(CblasRowMajor, CblasLeft, tr ? CblasUpper : CblasLower,                               \
+             tr ? CblasTrans : CblasNoTrans, tr ? CblasUnit : CblasNonUnit, in, iK, 1, lu, in, x,  \
+             iK);                                                                                  \
+        TRSM(CblasRowMajor, CblasLeft, tr ? CblasLower : CblasUpper,                               \
+             tr ? CblasTrans : CblasNoTrans, tr ? CblasNonUnit : CblasUnit, in, iK, 1, lu, in, x,  \
+             iK);                                                                                  \
+        if (!tr)                                                                                   \
+            for (int64_t i = n - 1; i >= 0; i--)                                                   \
+                swap_rows_##T(x, i, ipiv[i] - 1, K);                                               \
+    }
+#define DEF_SWAP_ROWS(T)                                                                           \
+    static inline void swap_rows_##T(T *x, int64_t i, int64_t r, int64_t K) {                      \
+        if (r == i)                                                                                \
+            return;                                                                                \
+        T *p = x + i * K, *q = x + r * K;                                                          \
+        for (int64_t c = 0; c < K; c++) {                                                          \
+            T t = p[c];                                                                            \
+            p[c] = q[c];                                                                           \
+            q[c] = t;                                                                              \
+        }                                                                                          \
+    }
+DEF_SWAP_ROWS(float)
+DEF_SWAP_ROWS(double)
+DEF_LU_SOLVE(lu_solve_f32, float, cblas_strsm)
+DEF_LU_SOLVE(lu_solve_f64, double, cblas_dtrsm)
 
 static cft_array *solve_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin, (void)p;
@@ -371,42 +492,58 @@ static cft_array *solve_shape(const cft_aval *in, int nin, const cft_params *p, 
     return NULL;
 }
 
-static cft_array *solve_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+/* B is copied into the output once and solved in place; each A is copied
+ * into one scratch matrix (in cache) and factored there */
+static cft_array *solve_into(cft_array *const *in, int nin, const cft_params *p, cft_array *X) {
     (void)nin;
-    cft_array *lu = fresh(in[0]), *X = fresh(in[1]);
-    if (cft_failed(lu))
-        return lu;
-    if (cft_failed(X))
-        return X;
+    cft_array *A = cft__contig(in[0]), *B = cft__contig(in[1]);
+    if (cft_failed(A))
+        return A;
+    if (cft_failed(B))
+        return B;
     const cft_aval *a = &in[0]->aval;
     int nd = a->ndim;
     int64_t n = a->shape[nd - 1], K = in[1]->aval.shape[nd - 1], nb = nbatch(a, 2);
-    lapack_int *ipiv = cft__new_data(sizeof(lapack_int) * (size_t)(n + 1));
-    if (!ipiv)
+    size_t es = cft_dtype_size(a->dtype);
+    memcpy(cft__ptr(X), cft__ptr(B), (size_t)(nb * n * K) * es);
+    if (!n || !nb)
+        return NULL;
+    void *lu = cft__new_data((size_t)(n * n) * es);
+    lapack_int *ipiv = cft__new_data(sizeof(lapack_int) * (size_t)n);
+    if (!lu || !ipiv)
         return cft__fail(CFT_E_NOMEM, "solve: out of memory");
-    char tr = p->v[0][0] ? 'T' : 'N', buf[128];
-    for (int64_t k = 0; k < nb; k++) {
-        lapack_int info = lu_factor(lu, k, n, ipiv);
+    bool tr = p->v[0][0];
+    char buf[128];
+    cft_array *err = NULL;
+    for (int64_t k = 0; k < nb && !err; k++) {
+        memcpy(lu, (const char *)cft__ptr(A) + (size_t)(k * n * n) * es, (size_t)(n * n) * es);
+        lapack_int info = lu_factor(a->dtype, lu, n, ipiv);
         if (info > 0)
-            return cft__fail(CFT_E_ARG, "solve: %s of %s is singular (U[%d, %d] is zero)",
-                             batch_el(a, 2, k, buf, sizeof buf), cft__av(a), (int)info - 1,
-                             (int)info - 1);
-        if (info < 0)
-            return cft__fail(CFT_E_FOREIGN, "solve: LAPACK ?getrf failed (info %d)", (int)info);
-        if (!n || !K)
-            continue;
-        if (a->dtype == CFT_F32)
-            info = LAPACKE_sgetrs(LAPACK_ROW_MAJOR, tr, (lapack_int)n, (lapack_int)K,
-                                  (const float *)cft__ptr(lu) + k * n * n, (lapack_int)n, ipiv,
-                                  (float *)cft__ptr(X) + k * n * K, (lapack_int)K);
-        else
-            info = LAPACKE_dgetrs(LAPACK_ROW_MAJOR, tr, (lapack_int)n, (lapack_int)K,
-                                  (const double *)cft__ptr(lu) + k * n * n, (lapack_int)n, ipiv,
-                                  (double *)cft__ptr(X) + k * n * K, (lapack_int)K);
-        if (info)
-            return cft__fail(CFT_E_FOREIGN, "solve: LAPACK ?getrs failed (info %d)", (int)info);
+            err = cft__fail(CFT_E_ARG, "solve: %s of %s is singular (U[%d, %d] is zero)",
+                            batch_el(a, 2, k, buf, sizeof buf), cft__av(a), (int)info - 1,
+                            (int)info - 1);
+        else if (info < 0)
+            err = cft__fail(CFT_E_FOREIGN, "solve: LAPACK ?getrf failed (info %d)", (int)info);
+        else if (K && a->dtype == CFT_F32)
+            lu_solve_f32(lu, ipiv, (float *)cft__ptr(X) + k * n * K, n, K, tr);
+        else if (K)
+            lu_solve_f64(lu, ipiv, (double *)cft__ptr(X) + k * n * K, n, K, tr);
     }
+    cft__keep(lu);
     cft__keep(ipiv);
+    cft__keep(A);
+    cft__keep(B);
+    return err;
+}
+
+static cft_array *solve_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    const cft_aval *b = &in[1]->aval;
+    cft_array *X = cft__alloc(b->dtype, b->shape, b->ndim);
+    if (cft_failed(X))
+        return X;
+    cft_array *e = solve_into(in, nin, p, X);
+    if (e)
+        return e;
     out[0] = X;
     return NULL;
 }
@@ -444,6 +581,7 @@ const cft_prim cft_p_solve = {
     .shape = solve_shape,
     .impl = solve_impl,
     .jvp = solve_jvp,
+    .impl_into = solve_into,
     .transpose = solve_transpose,
     .vmap = solve_vmap,
 };
@@ -468,28 +606,30 @@ static cft_array *slogdet_shape(const cft_aval *in, int nin, const cft_params *p
 static cft_array *slogdet_impl(cft_array *const *in, int nin, const cft_params *p,
                                cft_array **out) {
     (void)nin, (void)p;
-    cft_array *lu = fresh(in[0]);
-    if (cft_failed(lu))
-        return lu;
+    cft_array *A = cft__contig(in[0]);
+    if (cft_failed(A))
+        return A;
     const cft_aval *a = &in[0]->aval;
     cft_aval o = with_last(a, 2, NULL, 0);
     int64_t n = a->shape[a->ndim - 1], nb = nbatch(a, 2);
+    size_t es = cft_dtype_size(a->dtype);
     cft_array *s = cft__alloc(o.dtype, o.shape, o.ndim), *l = cft__alloc(o.dtype, o.shape, o.ndim);
     if (cft_failed(s))
         return s;
     if (cft_failed(l))
         return l;
+    void *lu = cft__new_data((size_t)(n * n) * es);
     lapack_int *ipiv = cft__new_data(sizeof(lapack_int) * (size_t)(n + 1));
-    if (!ipiv)
+    if (!lu || !ipiv)
         return cft__fail(CFT_E_NOMEM, "slogdet: out of memory");
     for (int64_t k = 0; k < nb; k++) {
-        lapack_int info = lu_factor(lu, k, n, ipiv);
+        memcpy(lu, (const char *)cft__ptr(A) + (size_t)(k * n * n) * es, (size_t)(n * n) * es);
+        lapack_int info = lu_factor(a->dtype, lu, n, ipiv);
         if (info < 0)
             return cft__fail(CFT_E_FOREIGN, "slogdet: LAPACK ?getrf failed (info %d)", (int)info);
         double sign = 1, lad = 0;
-        const void *m = (const char *)cft__ptr(lu) + (size_t)(k * n * n) * cft_dtype_size(a->dtype);
         for (int64_t i = 0; i < n; i++) {
-            double d = cft__get(m, a->dtype, i * n + i);
+            double d = cft__get(lu, a->dtype, i * n + i);
             if (ipiv[i] != i + 1)
                 sign = -sign;
             if (d < 0)
@@ -503,6 +643,7 @@ static cft_array *slogdet_impl(cft_array *const *in, int nin, const cft_params *
     }
     cft__keep(ipiv);
     cft__keep(lu);
+    cft__keep(A);
     out[0] = s;
     out[1] = l;
     return NULL;

@@ -47,7 +47,7 @@ cft_array *cft_linalg_cholesky(cft_array *A) {
     cft_array *e = need_float_mat("cft_linalg_cholesky", A, true);
     if (e)
         return e;
-    return cft__cholesky(cft_mul_s(cft_add(A, cft_mT(A)), 0.5));
+    return cft__cholesky(A); /* the primitive factors (A + A^T)/2 */
 }
 
 cft_array *cft_linalg_solve_triangular(cft_array *A, cft_array *B, bool upper, bool left,
