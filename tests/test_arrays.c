@@ -61,8 +61,8 @@ int main(int argc, char **argv) {
     /* ---------------- dtypes ---------------- */
 
     TEST("dtype names, sizes, float-ness") {
-        static const char *names[CFT_NDTYPES] = {"bool", "i32", "i64",  "f32", "f64",
-                                                        "f16",  "bf16", "c64", "c128"};
+        static const char *names[CFT_NDTYPES] = {"bool", "i32",  "i64", "f32", "f64",
+                                                 "f16",  "bf16", "c64", "c128"};
         static const size_t sizes[CFT_NDTYPES] = {1, 4, 8, 4, 8, 2, 2, 8, 16};
         for (int d = 0; d < CFT_NDTYPES; d++) {
             CHECK(strcmp(cft_dtype_name((cft_dtype)d), names[d]) == 0);

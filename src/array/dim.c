@@ -11,8 +11,8 @@
  * size range, so cft_dim_valid rejects it instead of it passing as a
  * plausible size. The codes stay within about 2^44.3 in magnitude, so such
  * a slip (a product by up to 2^18) does not overflow int64_t, which would
- * be undefined behaviour in the user's code. The table is process-wide, guarded by a mutex, and never
- * shrinks (expressions are few: those the traced shapes produce). */
+ * be undefined behaviour in the user's code. The table is process-wide, guarded by a mutex, and
+ * never shrinks (expressions are few: those the traced shapes produce). */
 #include "array/dim.h"
 
 #include <pthread.h>

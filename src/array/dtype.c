@@ -6,8 +6,8 @@
 
 #include "array/array.h"
 
-static const char *names[CFT_NDTYPES] = {"bool", "i32", "i64", "f32",
-                                                "f64",  "f16", "bf16", "c64", "c128"};
+static const char *names[CFT_NDTYPES] = {"bool", "i32",  "i64", "f32", "f64",
+                                         "f16",  "bf16", "c64", "c128"};
 static const size_t sizes[CFT_NDTYPES] = {1, 4, 8, 4, 8, 2, 2, 8, 16};
 
 const char *cft_dtype_name(cft_dtype dt) {

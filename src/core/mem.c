@@ -112,3 +112,17 @@ size_t cft__gc_count(void) {
     return 0;
 #endif
 }
+
+void *cft__scratch(int slot, size_t bytes, size_t max) {
+    static _Thread_local void *buf[CFT_NSCRATCH];
+    static _Thread_local size_t cap[CFT_NSCRATCH];
+    if (bytes > max)
+        return cft__new_data(bytes);
+    if (bytes > cap[slot]) {
+        void *p = realloc(buf[slot], bytes);
+        if (!p)
+            return NULL;
+        buf[slot] = p, cap[slot] = bytes;
+    }
+    return buf[slot];
+}

@@ -10,6 +10,14 @@
 void *cft__new(size_t size);
 /* Unscanned, uninitialised memory for array payloads. */
 void *cft__new_data(size_t nbytes);
+/* Scratch memory for one kernel call: a per-thread malloc buffer per slot,
+ * grown as needed and kept, since fresh blocks of several MB cost more in
+ * page faults and cold cache than the work done in them. Requests over
+ * `max` bytes get a fresh GC block instead, so one huge call does not pin
+ * memory. Valid until the next call with the same slot on the thread; it
+ * must hold no pointers to GC memory. NULL when out of memory. */
+enum { CFT_SCRATCH_CONV, CFT_SCRATCH_FFT, CFT_NSCRATCH };
+void *cft__scratch(int slot, size_t bytes, size_t max);
 /* A GC copy of a string. */
 char *cft__strdup(const char *s);
 /* Grow a scanned array (realloc semantics). */

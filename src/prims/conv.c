@@ -387,17 +387,7 @@ DEF_UNPACK(unpack_f64, double)
  * block serves one call instead, so one large conv does not pin memory. */
 #define SCRATCH_MAX ((size_t)32 << 20)
 static void *scratch(size_t bytes) {
-    static _Thread_local void *buf;
-    static _Thread_local size_t cap;
-    if (bytes > SCRATCH_MAX)
-        return cft__new_data(bytes);
-    if (bytes > cap) {
-        void *p = realloc(buf, bytes);
-        if (!p)
-            return NULL;
-        buf = p, cap = bytes;
-    }
-    return buf;
+    return cft__scratch(CFT_SCRATCH_CONV, bytes, SCRATCH_MAX);
 }
 
 /* im2col + GEMM per group and sample chunk, into y (contiguous) */

@@ -403,17 +403,7 @@ static void copy_scaled(const cft_array *x, void *dst, bool dbl, double s, int64
  * (fresh blocks of this size cost page faults and cold caches). */
 #define C2R_CHUNK ((size_t)4 << 20)
 static void *scratch(size_t bytes) {
-    static _Thread_local void *buf;
-    static _Thread_local size_t cap;
-    if (bytes > C2R_CHUNK)
-        return cft__new_data(bytes);
-    if (bytes > cap) {
-        void *p = realloc(buf, bytes);
-        if (!p)
-            return NULL;
-        buf = p, cap = bytes;
-    }
-    return buf;
+    return cft__scratch(CFT_SCRATCH_FFT, bytes, C2R_CHUNK);
 }
 
 /* c2r: FFTW destroys its input, so the batch goes through a scratch buffer
