@@ -155,6 +155,15 @@ FN(fn_matmul) {
     out[0] = cft_mul(h, cft_exp(cft_mul_s(h, 0.1)));
     return CFT_OK;
 }
+/* indexing: gathers whose transposes scatter-add complex cotangents */
+FN(fn_index) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *z = in[0];
+    cft_array *i1 = cft_from_i32((int32_t[]){2, 0, 2}, (int64_t[]){3}, 1);
+    cft_array *i2 = cft_from_i32((int32_t[]){1, 1, 0, 2, 2, 0}, (int64_t[]){2, 3}, 2);
+    out[0] = cft_mul(cft_take(z, i1, 1), cft_take_along_axis(z, i2, 1));
+    return CFT_OK;
+}
 /* |z|^2 summed */
 FN(fn_abs2) {
     (void)env, (void)nin, (void)nout;
@@ -307,6 +316,55 @@ int main(int argc, char **argv) {
         CHECK(cft_failed(cft_complex(re, cft_ones(CFT_F64, (int64_t[]){3}, 1))));
     }
 
+    TEST("shape and index ops move complex elements whole: op(re + i im) = op(re) + i op(im)") {
+        cft_array *z = crand(CFT_C128, (int64_t[]){3, 4}, 2, 0, 2, true), *re = cft_real(z),
+                  *im = cft_imag(z);
+        cft_array *idx = cft_from_i32((int32_t[]){2, 0, 2}, (int64_t[]){3}, 1);
+        cft_array *st = cft_from_i32((int32_t[]){1, 1}, (int64_t[]){2}, 1);
+#define BY_PARTS(EXPR_OF)                                                                          \
+    do {                                                                                           \
+        cft_array *a_ = z, *got_;                                                                  \
+        got_ = (EXPR_OF);                                                                          \
+        a_ = re;                                                                                   \
+        cft_array *r_ = (EXPR_OF);                                                                 \
+        a_ = im;                                                                                   \
+        cft_array *i_ = (EXPR_OF);                                                                 \
+        CHECK_MSG(!cft_failed(got_) && arrays_close(got_, cft_complex(r_, i_), 0, 0), "%s: %s",    \
+                  #EXPR_OF, cft_error_message(got_));                                              \
+    } while (0)
+        BY_PARTS(cft_transpose(a_, (int[]){1, 0}));
+        BY_PARTS(cft_reshape(a_, (int64_t[]){2, 6}, 2));
+        BY_PARTS(cft_slice(a_, (int64_t[]){1, 1}, (int64_t[]){3, 4}, NULL));
+        BY_PARTS(cft_pad(a_, cft_scalar(0, cft_array_dtype(a_)), (int64_t[]){1, 0},
+                         (int64_t[]){0, 2}, NULL));
+        BY_PARTS(cft_concatenate((cft_array *[]){a_, a_}, 2, 1));
+        BY_PARTS(cft_stack((cft_array *[]){a_, a_}, 2, 0));
+        BY_PARTS(cft_take(a_, idx, 1));
+        BY_PARTS(cft_flip(a_, (int[]){0}, 1));
+        BY_PARTS(cft_dynamic_slice(a_, st, (int64_t[]){2, 2}));
+        BY_PARTS(cft_dynamic_update_slice(
+            a_, cft_slice(a_, (int64_t[]){0, 0}, (int64_t[]){2, 2}, NULL), st));
+        BY_PARTS(cft_at_add(a_, idx, cft_take(a_, idx, 1), 1));
+        BY_PARTS(cft_at_set(a_, idx, cft_zeros_like(cft_take(a_, idx, 1)), 1));
+        BY_PARTS(cft_sum(a_, (int[]){0}, 1, false));
+        BY_PARTS(
+            cft_take_along_axis(a_, cft_from_i32((int32_t[]){3, 3, 0}, (int64_t[]){3, 1}, 2), 1));
+        BY_PARTS(cft_broadcast_to(a_, (int64_t[]){2, 3, 4}, 3));
+#undef BY_PARTS
+        /* ordered ops and kernels without a complex path: clear errors */
+        CHECK(cft_failed(cft_sort(z, 1, false)));
+        cft_array *tv, *ti;
+        CHECK(cft_top_k(z, 2, &tv, &ti) != CFT_OK);
+        CHECK(cft_failed(cft_argmax(z, 1, false)));
+        CHECK(cft_failed(cft_cumsum(z, 1, false)));
+        CHECK(cft_failed(cft_clamp(z, z, z)));
+        cft_array *img = crand(CFT_C64, (int64_t[]){1, 1, 5, 5}, 4, 0, 1, true);
+        cft_array *e = cft_conv2d(img, crand(CFT_C64, (int64_t[]){1, 1, 3, 3}, 4, 0, 1, true), NULL,
+                                  NULL, NULL, 1);
+        CHECK_MSG(cft_failed(e) && strstr(cft_error_message(e), "c64"), "%s", cft_error_message(e));
+        CHECK(cft_failed(cft_max_pool2d(img, (int64_t[]){2, 2}, NULL, NULL, NULL)));
+    }
+
     TEST("conj is an O(1) view resolved by its consumers") {
         cft_array *z = crand(CFT_C128, s23, 2, 0, 2, true);
         cft_array *c = cft_conj(z);
@@ -396,6 +454,7 @@ int main(int argc, char **argv) {
                   *ct = crand(CFT_C128, s23, 2, 0, 1, true);
         check_vjp_dot(cft_fn_new(fn_holo, NULL, 1, 1), z, t, ct, "holomorphic map");
         check_vjp_dot(cft_fn_new(fn_nonholo, NULL, 1, 1), z, t, ct, "non-holomorphic map");
+        check_vjp_dot(cft_fn_new(fn_index, NULL, 1, 1), z, t, ct, "gathers and their scatter-adds");
         check_vjp_dot(cft_fn_new(fn_real_of_complex, NULL, 1, 1), z, t, cft_scalar(0.7, CFT_F64),
                       "real-valued map");
     }

@@ -80,6 +80,9 @@ static cft_array *geometry(const cft_aval *a, const cft_aval *b, const cft_param
         return cft__fail(CFT_E_DTYPE, "%s: dtypes differ: %s * %s", nm, cft__av(a), cft__av(b));
     if (a->dtype == CFT_BOOL)
         return cft__fail(CFT_E_DTYPE, "%s: bool operands %s * %s", nm, cft__av(a), cft__av(b));
+    if (cft_dtype_is_complex(a->dtype))
+        return cft__fail(CFT_E_DTYPE, "%s: complex operands are not supported: %s * %s", nm,
+                         cft__av(a), cft__av(b));
     if (nsp < 0 || nsp > MAXSP || a->ndim != nsp + 2 || b->ndim != nsp + 2 || p->n[CP] != 2 * nsp ||
         p->n[CLD] != nsp || p->n[CRD] != nsp || p->n[CFG] != 1 || p->n[CBG] != 1)
         return cft__fail(CFT_E_SHAPE,

@@ -16,6 +16,7 @@
  * joins the index vectors and selects each example's slice. So vmap of
  * indexing stays one gather or scatter. Index arrays (i32 or i64) have no
  * derivative. */
+#include <complex.h>
 #include <string.h>
 
 #include "prims/rules.h"
@@ -281,6 +282,8 @@ static void run(int kind, cft_dtype dt, size_t es, char *op, int64_t os, char *x
             ADD_CASE(CFT_F64, double, double);
             ADD_CASE(CFT_I32, int32_t, uint32_t);
             ADD_CASE(CFT_I64, int64_t, uint64_t);
+            ADD_CASE(CFT_C64, float complex, float complex);
+            ADD_CASE(CFT_C128, double complex, double complex);
         case CFT_BOOL:
             for (int64_t i = 0; i < n; i++)
                 ((uint8_t *)xp)[i * xs] |= ((const uint8_t *)op)[i * os];

@@ -22,6 +22,7 @@
  * NumPy) and ties keep their order. Descending sorts invert the codes: the
  * reverse order (NaNs first) with ties still in order. top_k keeps the k
  * best pairs in a heap (O(n log k)), or sorts the line when k > n/8. */
+#include <complex.h>
 #include <math.h>
 #include <string.h>
 
@@ -111,6 +112,10 @@ static cft_array *sort_shape(const cft_aval *in, int nin, const cft_params *p, c
     if (in[0].shape[ax] > INT32_MAX)
         return cft__fail(CFT_E_SHAPE, "sort: axis %lld of %s is longer than int32 indices",
                          (long long)ax, cft__av(&in[0]));
+    for (int i = 0; i < nin; i++) /* complex keys have no order; no kernel moves complex payloads */
+        if (cft_dtype_is_complex(in[i].dtype))
+            return cft__fail(CFT_E_DTYPE, "sort: complex operands are not supported (%s)",
+                             cft__av(&in[i]));
     for (int i = 0; i < nin; i++) {
         bool same = in[i].ndim == in[0].ndim;
         for (int d = 0; same && d < in[0].ndim; d++)
@@ -227,6 +232,9 @@ static cft_array *topk_shape(const cft_aval *in, int nin, const cft_params *p, c
     int64_t k = p->v[0][0];
     if (in[0].ndim < 1)
         return cft__fail(CFT_E_SHAPE, "top_k: needs at least one axis, got %s", cft__av(&in[0]));
+    if (cft_dtype_is_complex(in[0].dtype))
+        return cft__fail(CFT_E_DTYPE, "top_k: complex operands are not ordered (%s)",
+                         cft__av(&in[0]));
     int64_t n = in[0].shape[in[0].ndim - 1];
     if (k < 0 || !cft__dim_ge(n, k))
         return cft__fail(CFT_E_ARG, "top_k: k = %lld out of range for %s", (long long)k,
@@ -482,6 +490,10 @@ static cft_array *scatter_impl(cft_array *const *in, int nin, const cft_params *
         SCATTER_LOOP(int32_t, (uint32_t)*d + (uint32_t)s);
     case CFT_I64:
         SCATTER_LOOP(int64_t, (uint64_t)*d + (uint64_t)s);
+    case CFT_C64:
+        SCATTER_LOOP(float complex, *d + s);
+    case CFT_C128:
+        SCATTER_LOOP(double complex, *d + s);
     default:
         SCATTER_LOOP(uint8_t, *d | s);
     }

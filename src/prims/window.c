@@ -76,8 +76,8 @@ static cft_aval out_aval(const cft_aval *a, const wgeom *g) {
     return o;
 }
 
-static bool dtype_ok(cft_dtype dt) {
-    return dt != CFT_BOOL;
+static bool dtype_ok(cft_dtype dt) { /* no ordering or kernel for bool and complex */
+    return dt != CFT_BOOL && !cft_dtype_is_complex(dt);
 }
 
 static cft_array *rw_shape(const char *nm, const cft_aval *in, const cft_params *p, cft_aval *out) {
