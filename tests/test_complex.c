@@ -347,6 +347,13 @@ int main(int argc, char **argv) {
         BY_PARTS(cft_at_add(a_, idx, cft_take(a_, idx, 1), 1));
         BY_PARTS(cft_at_set(a_, idx, cft_zeros_like(cft_take(a_, idx, 1)), 1));
         BY_PARTS(cft_sum(a_, (int[]){0}, 1, false));
+        BY_PARTS(cft_mean(a_, (int[]){1}, 1, true));
+        /* var of complex values is real: var(re) + var(im) */
+        cft_array *v = cft_var(z, (int[]){1}, 1, 1, false);
+        CHECK_EQ(cft_array_dtype(v), CFT_F64);
+        CHECK(arrays_close(
+            v, cft_add(cft_var(re, (int[]){1}, 1, 1, false), cft_var(im, (int[]){1}, 1, 1, false)),
+            1e-14, 1e-15));
         BY_PARTS(
             cft_take_along_axis(a_, cft_from_i32((int32_t[]){3, 3, 0}, (int64_t[]){3, 1}, 2), 1));
         BY_PARTS(cft_broadcast_to(a_, (int64_t[]){2, 3, 4}, 3));

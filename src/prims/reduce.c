@@ -509,7 +509,7 @@ cft_array *cft_mean(cft_array *x, const int *axes, int naxes, bool keepdims) {
 }
 cft_array *cft_var(cft_array *x, const int *axes, int naxes, int ddof, bool keepdims) {
     CFT_PROPAGATE("cft_var", x);
-    if (!cft_dtype_is_float(x->aval.dtype))
+    if (!cft_dtype_is_inexact(x->aval.dtype))
         x = cft_astype(x, CFT_F32);
     int64_t ax[CFT_MAX_NDIM];
     int n = norm_axes("cft_var", x, axes, naxes, ax);
@@ -519,10 +519,13 @@ cft_array *cft_var(cft_array *x, const int *axes, int naxes, int ddof, bool keep
     for (int i = 0; i < n; i++)
         cnt = cft_dim_mul(cnt, x->aval.shape[ax[i]]);
     cft_array *d = cft_sub(x, cft_mean(x, axes, naxes, true));
+    /* |d|^2: a real variance for complex x, as NumPy */
+    cft_array *d2 =
+        cft_dtype_is_complex(x->aval.dtype) ? cft_real(cft_mul(d, cft_conj(d))) : cft_square(d);
     if (cft_dim_is_symbolic(cnt))
-        return cft_div(cft_sum(cft_square(d), axes, naxes, keepdims),
-                       cft__dim_value(cft_dim_sub(cnt, ddof), x->aval.dtype));
-    return cft_mul_s(cft_sum(cft_square(d), axes, naxes, keepdims), 1.0 / (double)(cnt - ddof));
+        return cft_div(cft_sum(d2, axes, naxes, keepdims),
+                       cft__dim_value(cft_dim_sub(cnt, ddof), d2->aval.dtype));
+    return cft_mul_s(cft_sum(d2, axes, naxes, keepdims), 1.0 / (double)(cnt - ddof));
 }
 static cft_array *arg_op(const char *op, const cft_prim *prim, cft_array *x, int axis,
                          bool keepdims) {
