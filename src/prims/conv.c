@@ -520,18 +520,7 @@ static cft_array *conv_into(cft_array *const *in, int nin, const cft_params *p, 
 }
 
 static cft_array *conv_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
-    cft_aval o;
-    cft_array *e = conv_shape((cft_aval[]){in[0]->aval, in[1]->aval}, nin, p, &o);
-    if (e)
-        return e;
-    cft_array *y = cft__alloc(o.dtype, o.shape, o.ndim);
-    if (cft_failed(y))
-        return y;
-    e = conv_into(in, nin, p, y);
-    if (e)
-        return e;
-    out[0] = y;
-    return NULL;
+    return cft__impl_by_into(&cft_p_conv_general_dilated, in, nin, p, out);
 }
 
 /* ---- rules ---- */

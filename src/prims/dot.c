@@ -259,18 +259,7 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
 }
 
 static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
-    cft_aval o;
-    cft_array *e = dot_shape((cft_aval[]){in[0]->aval, in[1]->aval}, nin, p, &o);
-    if (e)
-        return e;
-    cft_array *c = cft__alloc(o.dtype, o.shape, o.ndim);
-    if (cft_failed(c))
-        return c;
-    e = dot_into(in, nin, p, c);
-    if (e)
-        return e;
-    out[0] = c;
-    return NULL;
+    return cft__impl_by_into(&cft_p_dot_general, in, nin, p, out);
 }
 
 static cft_array *dot_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,

@@ -490,18 +490,7 @@ static cft_array *fft_into(cft_array *const *in, int nin, const cft_params *p, c
 }
 
 static cft_array *fft_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
-    cft_aval o;
-    cft_array *e = fft_shape(&in[0]->aval, nin, p, &o);
-    if (e)
-        return e;
-    cft_array *y = cft__alloc(o.dtype, o.shape, o.ndim);
-    if (cft_failed(y))
-        return y;
-    e = fft_into(in, nin, p, y);
-    if (e)
-        return e;
-    out[0] = y;
-    return NULL;
+    return cft__impl_by_into(&cft_p_fft, in, nin, p, out);
 }
 
 static cft_array *fft_bind(cft_array *x, const cft_params *p) {

@@ -259,15 +259,7 @@ static cft_array *chol_into(cft_array *const *in, int nin, const cft_params *p, 
 }
 
 static cft_array *chol_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
-    const cft_aval *a = &in[0]->aval;
-    cft_array *y = cft__alloc(a->dtype, a->shape, a->ndim);
-    if (cft_failed(y))
-        return y;
-    cft_array *e = chol_into(in, nin, p, y);
-    if (e)
-        return e;
-    out[0] = y;
-    return NULL;
+    return cft__impl_by_into(&cft_p_cholesky, in, nin, p, out);
 }
 
 /* dL = L Phi(L^-1 dA L^-T), Phi: the lower triangle with the diagonal
@@ -537,15 +529,7 @@ static cft_array *solve_into(cft_array *const *in, int nin, const cft_params *p,
 }
 
 static cft_array *solve_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
-    const cft_aval *b = &in[1]->aval;
-    cft_array *X = cft__alloc(b->dtype, b->shape, b->ndim);
-    if (cft_failed(X))
-        return X;
-    cft_array *e = solve_into(in, nin, p, X);
-    if (e)
-        return e;
-    out[0] = X;
-    return NULL;
+    return cft__impl_by_into(&cft_p_solve, in, nin, p, out);
 }
 
 /* X = op(A)^-1 B: dX = op(A)^-1 (dB - op(dA) X), one solve */

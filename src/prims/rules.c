@@ -116,3 +116,22 @@ cft_array *cft__ew_vmap(const cft_prim *p, int64_t size, cft_array *const *x, co
         ybdim[i] = target;
     return cft__bind(p, par, nin, args, p->nout, y);
 }
+
+cft_array *cft__impl_by_into(const cft_prim *p, cft_array *const *in, int nin,
+                             const cft_params *par, cft_array **out) {
+    cft_aval av[nin > 0 ? nin : 1], o;
+    memset(&o, 0, sizeof o);
+    for (int i = 0; i < nin; i++)
+        av[i] = in[i]->aval;
+    cft_array *e = p->shape(av, nin, par, &o);
+    if (e)
+        return e;
+    cft_array *y = cft__alloc(o.dtype, o.shape, o.ndim);
+    if (cft_failed(y))
+        return y;
+    e = p->impl_into(in, nin, par, y);
+    if (e)
+        return e;
+    out[0] = y;
+    return NULL;
+}

@@ -54,6 +54,11 @@ cft_array *cft__broadcast_all(const char *op, cft_array **xs, int n);
  * complex.c, takes complex ones to the cabs primitive) */
 cft_array *cft__abs_real(cft_array *x);
 
+/* The impl of a one-output primitive with an impl_into: its shape rule on
+ * the inputs' avals, a fresh output, then impl_into writes it. */
+cft_array *cft__impl_by_into(const cft_prim *p, cft_array *const *in, int nin,
+                             const cft_params *par, cft_array **out);
+
 /* internal binders (strict: no broadcasting or promotion) */
 cft_array *cft__reduce_sum(cft_array *x, const int *axes, int naxes);
 cft_array *cft__reduce_max(cft_array *x, const int *axes, int naxes);

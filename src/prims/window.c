@@ -379,18 +379,7 @@ static cft_array *walk_run(int op, const wgeom *g0, cft_array *x, cft_array *t, 
     }                                                                                              \
     static cft_array *NAME##_impl(cft_array *const *in, int nin, const cft_params *p,              \
                                   cft_array **out) {                                               \
-        cft_aval o, av[2] = {in[0]->aval, nin > 1 ? in[1]->aval : in[0]->aval};                    \
-        cft_array *e = PRIM.shape(av, nin, p, &o);                                                 \
-        if (e)                                                                                     \
-            return e;                                                                              \
-        cft_array *y = cft__alloc(o.dtype, o.shape, o.ndim);                                       \
-        if (cft_failed(y))                                                                         \
-            return y;                                                                              \
-        e = NAME##_into(in, nin, p, y);                                                            \
-        if (e)                                                                                     \
-            return e;                                                                              \
-        out[0] = y;                                                                                \
-        return NULL;                                                                               \
+        return cft__impl_by_into(&PRIM, in, nin, p, out);                                          \
     }
 DEF_INTO(rws, cft_p_reduce_window_sum, OP_SUM)
 DEF_INTO(rwm, cft_p_reduce_window_max, OP_MAX)
