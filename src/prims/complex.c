@@ -136,10 +136,6 @@ static cft_array *complex_impl(cft_array *const *in, int nin, const cft_params *
 
 /* ---- derivative rules ---- */
 
-static cft_array *zeros_real_of(cft_array *ct) {
-    return cft_zeros_like(ct);
-}
-
 static cft_array *real_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
                            const cft_params *p, cft_array **ty) {
     (void)x, (void)y, (void)nin, (void)p;
@@ -149,7 +145,7 @@ static cft_array *real_jvp(cft_array *const *x, cft_array *const *y, cft_array *
 static cft_array *real_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
                                  int nin, const cft_params *p, cft_array **ct_in) {
     (void)x, (void)in, (void)nin, (void)p;
-    ct_in[0] = cft_complex(ct[0], zeros_real_of(ct[0]));
+    ct_in[0] = cft_complex(ct[0], cft_zeros_like(ct[0]));
     return NULL;
 }
 static cft_array *imag_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
@@ -161,7 +157,7 @@ static cft_array *imag_jvp(cft_array *const *x, cft_array *const *y, cft_array *
 static cft_array *imag_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
                                  int nin, const cft_params *p, cft_array **ct_in) {
     (void)x, (void)in, (void)nin, (void)p;
-    ct_in[0] = cft_complex(zeros_real_of(ct[0]), cft_neg(ct[0]));
+    ct_in[0] = cft_complex(cft_zeros_like(ct[0]), cft_neg(ct[0]));
     return NULL;
 }
 static cft_array *conj_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
