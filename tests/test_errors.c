@@ -190,11 +190,23 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_fn_call(f, NULL, out), CFT_E_ARG);
         CHECK_EQ(cft_fn_call(f, &x, NULL), CFT_E_ARG);
         CHECK(cft_failed(cft_fn_call1(NULL, &x)));
-        CHECK(cft_fn_new(NULL, NULL, 1, 1) == NULL);
+        CHECK(cft_fn_failed(cft_fn_new(NULL, NULL, 1, 1)));
         CHECK_EQ(cft_last_error(), CFT_E_ARG);
-        CHECK(cft_fn_new(square_cb, NULL, 1, 0) == NULL); /* no outputs */
-        CHECK(cft_grad(NULL, NULL, 0) == NULL);
-        CHECK(cft_vmap(NULL, NULL, NULL) == NULL);
+        CHECK(cft_fn_failed(cft_fn_new(square_cb, NULL, 1, 0))); /* no outputs */
+        /* no function comes back NULL: an error function carries the message */
+        cft_fn *eg = cft_grad(NULL, NULL, 0);
+        CHECK(eg != NULL && cft_fn_failed(eg));
+        CHECK(strstr(cft_fn_error_message(eg), "cft_grad") != NULL);
+        CHECK(cft_fn_failed(cft_vmap(NULL, NULL, NULL)));
+        CHECK(strstr(cft_last_error_message(), "cft_vmap") != NULL);
+        CHECK(cft_fn_failed(cft_jit(NULL)));
+        CHECK(strstr(cft_last_error_message(), "cft_jit") != NULL);
+        /* transforms of an error function return it; calling it fails */
+        cft_fn *ev = cft_jit(cft_vmap(cft_grad(eg, NULL, 0), NULL, NULL));
+        CHECK(ev == eg);
+        cft_array *eo[1] = {NULL};
+        CHECK_EQ(cft_fn_call(ev, &x, eo), CFT_E_ARG);
+        CHECK(cft_failed(eo[0]) && strstr(cft_error_message(eo[0]), "cft_grad") != NULL);
         CHECK(cft_make_ir(NULL, NULL) == NULL);
         CHECK_EQ(cft_vjp(NULL, &x, out, NULL), CFT_E_ARG);
         CHECK(cft_ir_typecheck(NULL) != CFT_OK);
@@ -281,15 +293,19 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_last_error(), CFT_E_ARG);
         cft_clear_error();
         CHECK_EQ(cft_last_error(), CFT_OK);
-        /* a failed cft_grad construction: NULL and a last error */
-        CHECK(cft_grad(cft_fn_new(two_out, NULL, 1, 2), NULL, 0) == NULL);
+        /* a failed cft_grad construction: an error function and a last error */
+        CHECK(cft_fn_failed(cft_grad(cft_fn_new(two_out, NULL, 1, 2), NULL, 0)));
         CHECK_EQ(cft_last_error(), CFT_E_ARG);
         CHECK(strstr(cft_last_error_message(), "cft_grad") != NULL);
         cft_clear_error();
-        CHECK(cft_grad(cft_fn_new(sum_cb, NULL, 1, 1), (int[]){3}, 1) == NULL);
+        cft_fn *g5 = cft_grad(cft_fn_new(sum_cb, NULL, 1, 1), (int[]){5}, 1);
+        CHECK(cft_fn_failed(g5) && strstr(cft_fn_error_message(g5), "argnum 5") != NULL);
         CHECK(strstr(cft_last_error_message(), "argnum") != NULL);
-        CHECK(cft_jacrev(cft_fn_new(sum_cb, NULL, 1, 1), (int[]){-2}, 1) == NULL);
+        CHECK(cft_fn_failed(cft_jacrev(cft_fn_new(sum_cb, NULL, 1, 1), (int[]){-2}, 1)));
         CHECK_EQ(cft_last_error(), CFT_E_ARG);
+        /* hessian names itself, not the jacrev it is built from */
+        CHECK(cft_fn_failed(cft_hessian(cft_fn_new(sum_cb, NULL, 1, 1), 4)));
+        CHECK(strstr(cft_last_error_message(), "cft_hessian") != NULL);
         /* cft_make_ir of a failing function */
         cft_clear_error();
         cft_aval av = cft_array_aval(f32m(2, 3));

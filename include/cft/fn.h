@@ -38,6 +38,9 @@ typedef cft_status (*cft_fn_cb)(void *env, int nin, cft_array *const *in, int no
 /** A function over arrays (opaque, GC-managed). */
 typedef struct cft_fn cft_fn;
 
+/** The most inputs or outputs a function may have. */
+#define CFT_FN_MAX_ARGS 4096
+
 /** Marks an input or output as not batched in cft_vmap. */
 #define CFT_NOT_BATCHED (-1000)
 
@@ -51,6 +54,14 @@ cft_fn *cft_fn_named(cft_fn *f, const char *name);
  *  by op), so changes to what it reads from its environment take effect.
  *  Slower; transforms of f still trace it. Returns f. */
 cft_fn *cft_fn_uncached(cft_fn *f);
+/** Functions never come back NULL: a call that cannot make one (a bad
+ *  argnum, a NULL function, ...) returns an *error function*, which carries
+ *  the message; calling it fails every output with that error, and
+ *  transforms of it return it unchanged, so one check at the end suffices.
+ *  True for an error function (or NULL). */
+bool cft_fn_failed(const cft_fn *f);
+/** The message of an error function ("" for a usable one). */
+const char *cft_fn_error_message(const cft_fn *f);
 /** Number of inputs / outputs. */
 int cft_fn_nin(const cft_fn *f);
 int cft_fn_nout(const cft_fn *f);

@@ -44,6 +44,7 @@ typedef struct cft_jit_stats {
     int instances;       /* concrete shapes planned (a trace's memory plan per shape) */
     int compiles;        /* kernel files compiled or loaded from the disk cache */
     bool fallback;       /* tracing with symbols failed: one trace per shape */
+    int interpreted;     /* plans whose kernels could not be compiled (run interpreted) */
 } cft_jit_stats;
 
 /** The counters of `jitted`, a function made by cft_jit; CFT_E_ARG for any

@@ -10,8 +10,15 @@
  *   -> later calls: replay the steps: compiled kernels, GEMM into the arena
  *      or straight into the returned array, other primitives eagerly.
  * A group whose operands arrive with other stride classes than it was
- * compiled for runs eagerly; results never depend on which path ran. */
+ * compiled for runs eagerly; results never depend on which path ran.
+ *
+ * Threads: each jitted function has one (recursive) lock over its caches,
+ * traces and first runs. A warm plan runs outside the lock in an arena
+ * taken from its traced plan's pool, so callers of the same function on
+ * several threads each get their own arena; results equal a serial run. */
 #include <cblas.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +31,7 @@
 #include "lower/lower.h"
 #include "trace/fn.h"
 
-static int nthreads = 1;
+static _Atomic int nthreads = 1;
 
 void cft_set_num_threads(int n) {
     nthreads = n < 1 ? 1 : n;
@@ -38,10 +45,13 @@ int cft__num_threads(void) {
 }
 
 int cft__debug(void) {
-    static int level = -1;
-    if (level < 0)
-        level = getenv("CFT_DEBUG") ? atoi(getenv("CFT_DEBUG")) : 0;
-    return level;
+    static _Atomic int level = -1;
+    int l = atomic_load_explicit(&level, memory_order_relaxed);
+    if (l < 0) {
+        l = getenv("CFT_DEBUG") ? atoi(getenv("CFT_DEBUG")) : 0;
+        atomic_store_explicit(&level, l, memory_order_relaxed);
+    }
+    return l;
 }
 
 struct splan;
@@ -62,10 +72,19 @@ typedef struct plan {
     int runs;
     cft_kernel_fn *kernels; /* per group, NULL entries: not compiled */
     int64_t *slot;          /* per var: arena offset in bytes, -1: none */
-    cft_array **hdr;        /* per var: its arena array */
-    char *arena;
+    cft_array **hdr;        /* per var: its arena array (data: offset only) */
     size_t arena_bytes;
 } plan;
+
+/* An arena: one call's intermediates. A traced plan keeps a pool of them;
+ * a call takes one (a concurrent or nested call gets another). */
+typedef struct arena {
+    char *mem;
+    size_t bytes;
+    const plan *for_plan; /* hdr is built for this instance */
+    cft_array **hdr;      /* per var: its array in mem */
+    struct arena *next;
+} arena;
 
 #define MAX_INSTANCES 8 /* concrete shapes kept per traced plan (the most recent) */
 
@@ -82,11 +101,12 @@ typedef struct splan {
     cft_group *groups; /* iteration shapes may be symbolic; sig recorded once */
     int ngroups;
     int *last_step;
-    bool compiled; /* the first instance recorded the loops and compiled */
-    int *root;     /* which results were views of which buffers in that run */
-    char *arena;   /* the arena of every instance (the largest they need) */
-    size_t arena_bytes;
-    bool busy; /* running in the arena (a nested call runs without it) */
+    bool compiled;       /* the first instance recorded the loops and compiled */
+    int *root;           /* which results were views of which buffers in that run */
+    arena *pool;         /* arenas not in use (guarded by *mu) */
+    pthread_mutex_t *mu; /* the jitted function's lock */
+    const char *fname;   /* the jitted function's name, for messages */
+    bool *warned;        /* the jitted function said it interprets */
     cft_kernel_fn *kernels;
     plan *inst[MAX_INSTANCES]; /* most recently used first */
     int ninst;
@@ -223,14 +243,14 @@ static void fill(cft_array *a, const char *init) {
     }
 }
 
-static cft_array *out_array(plan *P, int v, bool use_arena) {
-    if (use_arena && P->slot && P->slot[v] >= 0)
-        return P->hdr[v];
+static cft_array *out_array(plan *P, int v, arena *A) {
+    if (A && P->slot && P->slot[v] >= 0)
+        return A->hdr[v];
     const cft_aval *a = P->aval[v];
     return cft__alloc(a->dtype, a->shape, a->ndim);
 }
 
-static cft_array *run_group(plan *P, int gi, cft_array **env, bool use_arena, cft_loop *record) {
+static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, cft_loop *record) {
     cft_group *g = &P->groups[gi];
     const cft_ir *ir = P->ir;
     int nops = g->nin + g->nout;
@@ -244,7 +264,7 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, bool use_arena, cf
         for (int k = 0; k < g->nin; k++)
             ops[k] = env[g->in[k]];
         for (int k = g->nin; k < nops; k++)
-            ops[k] = record ? NULL : out_array(P, g->out[k - g->nin], use_arena);
+            ops[k] = record ? NULL : out_array(P, g->out[k - g->nin], A);
         if (record) { /* outputs are contiguous: strides depend on the avals only */
             for (int k = g->nin; k < nops; k++)
                 ops[k] = ops[0];
@@ -273,7 +293,7 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, bool use_arena, cf
                     flat[k * lp.nd + d] = lp.st[k][d];
             }
             if (cft__numel(g->iter.shape, g->iter.ndim) > 0)
-                kern(ptrs, lp.dims, flat, nthreads);
+                kern(ptrs, lp.dims, flat, atomic_load(&nthreads));
             for (int k = g->nin; k < nops; k++)
                 env[g->out[k - g->nin]] = ops[k];
             for (int k = 0; k < nops; k++)
@@ -305,8 +325,16 @@ static void compile_plan(plan *P, cft_loop *loops) {
     if (cft__debug() >= 3)
         fprintf(stderr, "cft: generated source:\n%s\n", src);
     cft_kernel_fn *k = CFT_NEWN(cft_kernel_fn, P->ngroups + 1);
-    if (P->ngroups && cft__compile(src, P->ngroups, k))
+    char why[768] = "";
+    if (P->ngroups && cft__compile(src, P->ngroups, k, why, sizeof why))
         P->kernels = k;
+    else if (P->ngroups && !*P->S->warned) {
+        *P->S->warned = true;
+        const char *quiet = getenv("CFT_JIT_QUIET");
+        if (!(quiet && *quiet && strcmp(quiet, "0")) && strcmp(why, "CFT_JIT=0"))
+            fprintf(stderr, "cft: cft_jit(%s): cannot compile kernels (%s); interpreting\n",
+                    P->S->fname, why);
+    }
 }
 
 static void plan_memory(plan *P) {
@@ -423,29 +451,54 @@ static cft_array *copy_out(cft_array *x) {
     return y;
 }
 
+/* an arena for one call of P, from the pool or new (NULL: none, run
+ * without one) */
+static arena *take_arena(plan *P) {
+    splan *S = P->S;
+    pthread_mutex_lock(S->mu);
+    arena **pp = &S->pool;
+    while (*pp && (*pp)->bytes < P->arena_bytes)
+        pp = &(*pp)->next;
+    arena *A = *pp;
+    if (A)
+        *pp = A->next;
+    pthread_mutex_unlock(S->mu);
+    if (!A) {
+        A = CFT_NEW(arena);
+        /* room to grow: sizes that increase call by call reallocate rarely */
+        size_t want = S->nsym ? P->arena_bytes + P->arena_bytes / 4 : P->arena_bytes;
+        if (!A || !(A->mem = cft__new_data(want)))
+            return NULL;
+        A->bytes = want;
+    }
+    if (A->for_plan != P) {
+        const cft_ir *ir = P->ir;
+        A->hdr = CFT_NEWN(cft_array *, ir->nvars + 1);
+        for (int v = 0; v < ir->nvars; v++)
+            if (P->hdr[v]) {
+                A->hdr[v] = CFT_NEW(cft_array);
+                *A->hdr[v] = *P->hdr[v];
+                A->hdr[v]->data = A->mem;
+            }
+        A->for_plan = P;
+    }
+    return A;
+}
+
+static void give_arena(splan *S, arena *A) {
+    if (!A)
+        return;
+    pthread_mutex_lock(S->mu);
+    A->next = S->pool;
+    S->pool = A;
+    pthread_mutex_unlock(S->mu);
+}
+
 static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
     const cft_ir *ir = P->ir;
     splan *S = P->S;
-    bool first = P->runs == 0, use_arena = !first && !S->busy && P->slot;
-    /* one arena per traced plan, shared by its instances (one runs at a
-     * time), grown to the largest */
-    if (use_arena && P->arena_bytes > S->arena_bytes) {
-        /* room to grow: sizes that increase call by call reallocate rarely */
-        size_t want = S->nsym ? P->arena_bytes + P->arena_bytes / 4 : P->arena_bytes;
-        char *a = cft__new_data(want);
-        if (a)
-            S->arena = a, S->arena_bytes = want;
-        else
-            use_arena = false;
-    }
-    if (use_arena && P->arena_bytes && P->arena != S->arena) {
-        P->arena = S->arena;
-        for (int v = 0; v < ir->nvars; v++)
-            if (P->hdr[v])
-                P->hdr[v]->data = P->arena;
-    }
-    if (use_arena)
-        S->busy = true;
+    bool first = P->runs == 0;
+    arena *A = !first && P->slot && P->arena_bytes ? take_arena(P) : NULL;
     cft_array **env = CFT_NEWN(cft_array *, ir->nvars + 1);
     for (int i = 0; i < ir->nconst; i++)
         env[ir->constvars[i]->id] = ir->constvals[i];
@@ -467,8 +520,8 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
         double t0 = timing ? now_ms() : 0;
         if (st->group >= 0) {
             if (record)
-                run_group(P, st->group, env, false, &loops[st->group]);
-            err = run_group(P, st->group, env, use_arena, NULL);
+                run_group(P, st->group, env, NULL, &loops[st->group]);
+            err = run_group(P, st->group, env, A, NULL);
         } else {
             const cft_eqn *q = &ir->eqns[st->eqn];
             int o = q->out[0]->id;
@@ -477,17 +530,17 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
             for (int i = 0; i < q->nin; i++)
                 half |= cft_dtype_is_half(q->in[i]->aval.dtype);
             if (q->prim->impl_into && q->nout == 1 && !first && !half) {
-                cft_array *dst = out_array(P, o, use_arena), *args[q->nin > 0 ? q->nin : 1];
+                cft_array *dst = out_array(P, o, A), *args[q->nin > 0 ? q->nin : 1];
                 for (int i = 0; i < q->nin; i++)
                     args[i] = cft__unconj(q->prim, env[q->in[i]->id]);
                 err = cft_failed(dst) ? dst : q->prim->impl_into(args, q->nin, &q->params, dst);
                 env[o] = dst;
             } else {
                 err = run_eqn(q, env);
-                if (!err && use_arena && P->arena) /* a view the plan did not foresee */
+                if (!err && A) /* a view the plan did not foresee */
                     for (int k = 0; k < q->nout; k++) {
                         int v = q->out[k]->id;
-                        if (env[v]->data == P->arena && P->root[v] == v && P->slot[v] < 0)
+                        if (env[v]->data == A->mem && P->root[v] == v && P->slot[v] < 0)
                             env[v] = copy_out(env[v]);
                     }
             }
@@ -509,21 +562,25 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                     env[q->in[i]->id] = NULL;
         }
     }
-    S->busy = false;
-    if (err)
+    if (err) {
+        give_arena(S, A);
         return cft__fail_outs(err, ir->nout, out);
+    }
     for (int i = 0; i < ir->nout; i++) {
         out[i] = env[ir->outvars[i]->id];
-        if (P->arena && out[i]->data == P->arena) { /* never hand out arena memory */
+        if (A && out[i]->data == A->mem) { /* never hand out arena memory */
             const cft_aval *a = &out[i]->aval;
             cft_array *c = cft__contig(out[i]), *fresh = cft__alloc(a->dtype, a->shape, a->ndim);
-            if (cft_failed(c) || cft_failed(fresh))
+            if (cft_failed(c) || cft_failed(fresh)) {
+                give_arena(S, A);
                 return cft__fail_outs(cft_failed(c) ? c : fresh, ir->nout, out);
+            }
             memcpy(fresh->data, cft__ptr(c),
                    (size_t)cft__numel(a->shape, a->ndim) * cft_dtype_size(a->dtype));
             out[i] = fresh;
         }
     }
+    give_arena(S, A);
     if (first) {
         if (record) {
             compile_plan(P, loops);
@@ -532,13 +589,15 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
             for (int g = 0; g < P->ngroups; g++)
                 memcpy(S->groups[g].sig, P->groups[g].sig, sizeof S->groups[g].sig);
             S->root = P->root;
-            S->stats->compiles += P->ngroups > 0;
+            S->stats->compiles += P->kernels != NULL;
+            if (P->ngroups && !P->kernels)
+                S->stats->interpreted++;
         }
         plan_memory(P);
         if (cft__debug() >= 2)
             print_groups(P);
     }
-    P->runs++;
+    P->runs = 1;
     return CFT_OK;
 }
 
@@ -650,7 +709,9 @@ typedef struct {
     int ncls;
     bool need_sym; /* dims became dynamic since the last symbolic trace */
     bool no_sym;   /* symbolic tracing failed: one trace per shape from now on */
+    bool warned;   /* said on stderr that it cannot compile */
     cft_jit_stats stats;
+    pthread_mutex_t mu; /* recursive: caches, traces, first runs */
 } jit_env;
 
 /* Does S serve these inputs? Binds S's symbols into val. Sizes 0 and 1
@@ -793,10 +854,35 @@ static splan *trace(jit_env *J, const cft_aval *avals, bool *closed) {
         }
     J->stats.traces++;
     splan *S = build_splan(ir, avals, J->nin, &J->stats);
+    S->mu = &J->mu;
+    S->fname = fname(J);
+    S->warned = &J->warned;
     S->next = J->cache;
     J->cache = S;
     return S;
 }
+
+/* Run P, called with J->mu held (once). A first run records and compiles,
+ * so it stays under the lock; a warm plan runs outside it, in an arena of
+ * its own. */
+static cft_status run_plan(jit_env *J, plan *P, cft_array *const *in, cft_array **out) {
+    if (P->runs == 0)
+        return execute(P, in, out);
+    pthread_mutex_unlock(&J->mu);
+    cft_status st = execute(P, in, out);
+    pthread_mutex_lock(&J->mu);
+    return st;
+}
+
+/* f itself, outside the lock (user code may run long or call back) */
+static cft_status apply_unlocked(jit_env *J, cft_array *const *in, cft_array **out) {
+    pthread_mutex_unlock(&J->mu);
+    cft_status st = cft__fn_apply(J->f, in, out);
+    pthread_mutex_lock(&J->mu);
+    return st;
+}
+
+static cft_status jit_locked(jit_env *J, int nin, cft_array *const *in, int nout, cft_array **out);
 
 static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
     jit_env *J = envp;
@@ -805,6 +891,13 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
         concrete &= in[i]->kind == CFT_K_CONCRETE;
     if (!concrete || cft__trace_depth() > 0)
         return cft__fn_apply(J->f, in, out);
+    pthread_mutex_lock(&J->mu);
+    cft_status st = jit_locked(J, nin, in, nout, out);
+    pthread_mutex_unlock(&J->mu);
+    return st;
+}
+
+static cft_status jit_locked(jit_env *J, int nin, cft_array *const *in, int nout, cft_array **out) {
     int64_t val[CFT_DIM_MAXSYMS];
     for (splan *S = J->cache; S; S = S->next)
         if (matches(S, nin, in, val)) {
@@ -821,7 +914,7 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
                             (long long)val[k]);
                 fprintf(stderr, ": same trace and kernels, new memory plan\n");
             }
-            return execute(P, in, out);
+            return run_plan(J, P, in, out);
         }
     cft_aval *avals = CFT_NEWN(cft_aval, nin + 1);
     for (int i = 0; i < nin; i++)
@@ -857,7 +950,7 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
             }
             S = trace(J, sav, &closed);
             if (!S && !closed)
-                return cft__fn_apply(J->f, in, out);
+                return apply_unlocked(J, in, out);
             plan *P = S && matches(S, nin, in, val) ? find_instance(S, val) : NULL;
             if (P) {
                 if (cft__debug()) {
@@ -897,24 +990,33 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
     }
     S = trace(J, avals, &closed);
     if (!S)
-        return closed ? fail_last(nout, out) : cft__fn_apply(J->f, in, out);
+        return closed ? fail_last(nout, out) : apply_unlocked(J, in, out);
     plan *P = find_instance(S, val);
     if (!P)
         return fail_last(nout, out);
-    return execute(P, in, out);
+    return run_plan(J, P, in, out);
+}
+
+static void set_blas_threads(void) { /* OpenBLAS follows cft's thread count (default 1) */
+    openblas_set_num_threads(atomic_load(&nthreads));
 }
 
 cft_fn *cft_jit(cft_fn *f) {
-    if (!f)
-        return NULL;
-    static bool blas_set;
-    if (!blas_set) { /* OpenBLAS follows cft's thread count (default 1) */
-        openblas_set_num_threads(nthreads);
-        blas_set = true;
-    }
+    cft_fn *bad = cft__fn_check("cft_jit", f);
+    if (bad)
+        return bad;
+    static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+    pthread_once(&blas_once, set_blas_threads);
     jit_env *J = CFT_NEW(jit_env);
+    if (!J)
+        return cft__fn_error(cft__oom(), f->nin, f->nout);
     J->f = f;
     J->nin = f->nin;
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&J->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
     cft_fn *g = cft_fn_named(cft_fn_new(jit_cb, J, f->nin, f->nout), "jit");
     if (g)
         g->direct = true;
@@ -925,6 +1027,9 @@ cft_status cft_jit_stats_of(const cft_fn *jitted, cft_jit_stats *out) {
     if (!jitted || !out || jitted->cb != jit_cb)
         return cft__set_last(
             cft__fail(CFT_E_ARG, "cft_jit_stats_of: not a function made by cft_jit"));
-    *out = ((const jit_env *)jitted->env)->stats;
+    jit_env *J = jitted->env;
+    pthread_mutex_lock(&J->mu);
+    *out = J->stats;
+    pthread_mutex_unlock(&J->mu);
     return CFT_OK;
 }

@@ -47,9 +47,12 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
 const char *cft__emit_prelude(void);
 
 typedef void (*cft_kernel_fn)(char *const *ptrs, const int64_t *dims, const int64_t *st, int nth);
-/* Compile `src` (or load it from the cache) and look up n kernels
- * cft_k0..cft_k(n-1). Returns false if no compiler is usable. */
-bool cft__compile(const char *src, int n, cft_kernel_fn *out);
+/* Compile `src` (or load it from the private cache, checked) and look up n
+ * kernels cft_k0..cft_k(n-1). Thread-safe. Returns false, with the reason
+ * in err[0..en), when nothing could be compiled or loaded. */
+bool cft__compile(const char *src, int n, cft_kernel_fn *out, char *err, size_t en);
+/* the kernel cache directory in use (made private), NULL if none */
+const char *cft__cache_dir(void);
 
 /* CFT_DEBUG level */
 int cft__debug(void);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "prims/rules.h"
+#include "trace/fn.h"
 #include "trace/ir.h"
 
 enum { P_BODY, P_LEN, P_REV, P_NC, P_NCAR };
@@ -1310,8 +1311,9 @@ static cft_status remat_cb(void *envp, int nin, cft_array *const *in, int nout, 
 }
 
 cft_fn *cft_checkpoint(cft_fn *f, cft_remat_policy policy) {
-    if (!f)
-        return NULL;
+    cft_fn *bad = cft__fn_check("cft_checkpoint", f);
+    if (bad)
+        return bad;
     remat_env *e = CFT_NEW(remat_env);
     e->f = f, e->policy = (int)policy;
     return cft_fn_named(cft_fn_new(remat_cb, e, cft_fn_nin(f), cft_fn_nout(f)), "checkpoint");

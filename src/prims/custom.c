@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "prims/rules.h"
+#include "trace/fn.h"
 
 typedef struct custom_rec {
     cft_prim prim; /* the op */
@@ -195,11 +196,10 @@ static cft_status op_cb(void *env, int nin, cft_array *const *in, int nout, cft_
 cft_fn *cft_custom_op(const cft_custom_def *d) {
     if (!d || !d->name || !d->shape || !d->impl || d->nin < 0 || d->nout < 1 ||
         (!d->vjp_fwd != !d->vjp_bwd) || d->nres < 0) {
-        cft__set_last(cft__fail(CFT_E_ARG,
-                                "cft_custom_op: %s: needs name, shape, impl, nout >= 1, and "
-                                "vjp_fwd with vjp_bwd",
-                                d && d->name ? d->name : "(unnamed)"));
-        return NULL;
+        return cft__fn_fail(d && d->nin > 0 ? d->nin : 1, d && d->nout > 0 ? d->nout : 1, CFT_E_ARG,
+                            "cft_custom_op: %s: needs name, shape, impl, nin >= 0, nout >= 1, "
+                            "and vjp_fwd with vjp_bwd",
+                            d && d->name ? d->name : "(unnamed)");
     }
     custom_rec *r = CFT_NEW(custom_rec);
     r->def = d;

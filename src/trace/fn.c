@@ -4,6 +4,9 @@
  * so a transformed function is never re-traced per call. Under a transform
  * the callback runs on the tracers directly, which inlines it into the
  * enclosing trace. CFT_EAGER=1 turns staging off (op-by-op, for debugging). */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,15 +14,71 @@
 #include "core/mem.h"
 #include "trace/fn.h"
 
-cft_fn *cft_fn_new(cft_fn_cb cb, void *env, int nin, int nout) {
-    if (!cb || nin < 0 || nout < 1) {
-        cft__set_last(cft__fail(CFT_E_ARG, "cft_fn_new: bad callback or counts (nin=%d, nout=%d)",
-                                nin, nout));
-        return NULL;
+static cft_status error_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)nin;
+    (void)in;
+    return cft__fail_outs(env, nout, out);
+}
+
+/* preallocated: an error function when even that cannot be allocated */
+static cft_fn oom_fn = {.cb = error_cb, .nin = 1, .nout = 1, .name = "error"};
+
+cft_fn *cft__fn_error(cft_array *err, int nin, int nout) {
+    cft_fn *f = CFT_NEW(cft_fn);
+    if (!f) {
+        oom_fn.env = oom_fn.err = cft__oom();
+        return &oom_fn;
     }
+    f->cb = error_cb;
+    f->env = err;
+    f->err = err;
+    f->nin = nin < 0 ? 0 : nin;
+    f->nout = nout < 1 ? 1 : nout;
+    f->name = "error";
+    f->direct = true;
+    cft__set_last(err);
+    return f;
+}
+
+cft_fn *cft__fn_fail(int nin, int nout, cft_status code, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return cft__fn_error(cft__fail(code, "%s", buf), nin, nout);
+}
+
+cft_fn *cft__fn_check(const char *call, cft_fn *f) {
+    if (!f)
+        return cft__fn_fail(1, 1, CFT_E_ARG, "%s: the function is NULL", call);
+    if (f->err) {
+        cft__set_last(f->err);
+        return f;
+    }
+    return NULL;
+}
+
+bool cft_fn_failed(const cft_fn *f) {
+    return !f || f->err;
+}
+
+const char *cft_fn_error_message(const cft_fn *f) {
+    if (!f)
+        return "cft: NULL function";
+    return f->err ? cft_error_message(f->err) : "";
+}
+
+cft_fn *cft_fn_new(cft_fn_cb cb, void *env, int nin, int nout) {
+    if (!cb || nin < 0 || nout < 1 || nin > CFT_FN_MAX_ARGS || nout > CFT_FN_MAX_ARGS)
+        return cft__fn_fail(nin, nout, CFT_E_ARG,
+                            "cft_fn_new: %s (callback %s, nin=%d, nout=%d; counts must be in "
+                            "[0, %d] and [1, %d])",
+                            !cb ? "callback is NULL" : "bad input or output count",
+                            cb ? "set" : "NULL", nin, nout, CFT_FN_MAX_ARGS, CFT_FN_MAX_ARGS);
     cft_fn *f = CFT_NEW(cft_fn);
     if (!f)
-        return NULL;
+        return cft__fn_error(cft__oom(), nin, nout);
     f->cb = cb;
     f->env = env;
     f->nin = nin;
@@ -29,13 +88,17 @@ cft_fn *cft_fn_new(cft_fn_cb cb, void *env, int nin, int nout) {
 }
 
 cft_fn *cft_fn_named(cft_fn *f, const char *name) {
-    if (f && name)
+    if (!f)
+        return cft__fn_fail(1, 1, CFT_E_ARG, "cft_fn_named: the function is NULL");
+    if (!f->err && name)
         f->name = cft__strdup(name);
     return f;
 }
 
 cft_fn *cft_fn_uncached(cft_fn *f) {
-    if (f)
+    if (!f)
+        return cft__fn_fail(1, 1, CFT_E_ARG, "cft_fn_uncached: the function is NULL");
+    if (!f->err)
         f->direct = true;
     return f;
 }
@@ -112,12 +175,12 @@ static bool closed_over_concrete(const cft_ir *ir) {
 }
 
 cft_status cft_fn_call(cft_fn *f, cft_array *const *in, cft_array **out) {
-    if (!f) {
-        cft__set_last(cft__fail(CFT_E_ARG, "cft_fn_call: NULL function"));
-        return CFT_E_ARG;
-    }
     if (!out)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_fn_call: out is NULL"));
+    if (!f) /* the output count is unknown: out[0] gets the error */
+        return cft__fail_outs(cft__fail(CFT_E_ARG, "cft_fn_call: the function is NULL"), 1, out);
+    if (f->err)
+        return cft__fail_outs(f->err, f->nout, out);
     bool concrete = true;
     for (int i = 0; i < f->nin; i++) {
         if (!in || !in[i])
@@ -127,12 +190,16 @@ cft_status cft_fn_call(cft_fn *f, cft_array *const *in, cft_array **out) {
             return cft__fail_outs(in[i], f->nout, out);
         concrete &= in[i]->kind == CFT_K_CONCRETE;
     }
-    static int eager = -1;
-    if (eager < 0)
+    static _Atomic int eager_flag = -1;
+    int eager = atomic_load_explicit(&eager_flag, memory_order_relaxed);
+    if (eager < 0) {
         eager = getenv("CFT_EAGER") && atoi(getenv("CFT_EAGER")) != 0;
+        atomic_store_explicit(&eager_flag, eager, memory_order_relaxed);
+    }
     if (!concrete || cft__trace_depth() > 0 || eager || f->direct)
         return cft__fn_apply(f, in, out);
-    for (fn_cache *c = f->cache; c; c = c->next)
+    fn_cache *head = __atomic_load_n(&f->cache, __ATOMIC_ACQUIRE);
+    for (fn_cache *c = head; c; c = c->next)
         if (avals_match(c->avals, in, f->nin))
             return cft_ir_eval(c->ir, in, out);
     cft_aval *avals = CFT_NEWN(cft_aval, f->nin + 1);
@@ -149,15 +216,20 @@ cft_status cft_fn_call(cft_fn *f, cft_array *const *in, cft_array **out) {
         fn_cache *c = CFT_NEW(fn_cache);
         c->avals = avals;
         c->ir = ir;
-        c->next = f->cache;
-        f->cache = c;
+        /* lock-free push: concurrent first calls each add their trace */
+        c->next = __atomic_load_n(&f->cache, __ATOMIC_RELAXED);
+        while (!__atomic_compare_exchange_n(&f->cache, &c->next, c, false, __ATOMIC_RELEASE,
+                                            __ATOMIC_RELAXED))
+            ;
     }
     return cft_ir_eval(ir, in, out);
 }
 
 cft_array *cft_fn_call1(cft_fn *f, cft_array *const *in) {
     if (!f)
-        return cft__fail(CFT_E_ARG, "cft_fn_call1: NULL function");
+        return cft__fail(CFT_E_ARG, "cft_fn_call1: the function is NULL");
+    if (f->err)
+        return f->err;
     cft_array *out[f->nout];
     cft_fn_call(f, in, out);
     return out[0];
@@ -171,11 +243,13 @@ static cft_status ir_cb(void *env, int nin, cft_array *const *in, int nout, cft_
 
 cft_fn *cft_ir_fn(cft_ir *ir) {
     if (!ir)
-        return NULL;
+        return cft__fn_fail(1, 1, CFT_E_ARG, "cft_ir_fn: the IR is NULL");
     return cft_fn_named(cft_fn_new(ir_cb, ir, ir->nin, ir->nout), "ir");
 }
 
 cft_status cft_fn_print_ir(cft_fn *f, const cft_aval *avals, FILE *out) {
+    if (!out)
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_fn_print_ir: the stream is NULL"));
     cft_ir *ir = cft_make_ir(f, avals);
     if (!ir)
         return cft_last_error();

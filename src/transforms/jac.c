@@ -29,6 +29,11 @@ static cft_array *check_dtype(const jac_env *e, const char *who, const char *wha
 
 static jac_env *env_new(cft_fn *f, const int *argnums, int nargs, const char *who) {
     static const int first[1] = {0};
+    if (nargs < 0 || nargs > f->nin || (nargs > 0 && !argnums)) {
+        cft__set_last(cft__fail(CFT_E_ARG, "%s: %d argnums for a function of %d inputs%s", who,
+                                nargs, f->nin, nargs > 0 && !argnums ? " (argnums is NULL)" : ""));
+        return NULL;
+    }
     if (!argnums || nargs <= 0)
         argnums = first, nargs = 1;
     jac_env *e = CFT_NEW(jac_env);
@@ -38,7 +43,8 @@ static jac_env *env_new(cft_fn *f, const int *argnums, int nargs, const char *wh
     for (int k = 0; k < nargs; k++) {
         int a = argnums[k] < 0 ? argnums[k] + f->nin : argnums[k];
         if (a < 0 || a >= f->nin) {
-            cft__set_last(cft__fail(CFT_E_ARG, "%s: argnum %d out of range for %d inputs", who,
+            cft__set_last(cft__fail(CFT_E_ARG,
+                                    "%s: argnum %d out of range for a function of %d inputs", who,
                                     argnums[k], f->nin));
             return NULL;
         }
@@ -161,23 +167,28 @@ static cft_status jacfwd_cb(void *envp, int nin, cft_array *const *in, int nout,
     return CFT_OK;
 }
 
-cft_fn *cft_jacrev_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags) {
-    if (!f)
-        return NULL;
-    jac_env *e = env_new(f, argnums, nargnums, "cft_jacrev");
+/* jacrev (rev) or jacfwd, for the public call `who` */
+static cft_fn *jac_make(cft_fn *f, const int *argnums, int nargnums, unsigned flags, bool rev,
+                        const char *who) {
+    cft_fn *bad = cft__fn_check(who, f);
+    if (bad)
+        return bad;
+    jac_env *e = env_new(f, argnums, nargnums, who);
     if (!e)
-        return NULL;
+        return cft__fn_error(cft__fail(cft_last_error(), "%s", cft_last_error_message()), f->nin,
+                             f->nout);
     e->holomorphic = flags & CFT_HOLOMORPHIC;
-    return cft_fn_named(cft_fn_new(jacrev_cb, e, f->nin, f->nout * e->nargs), "jacrev");
+    if ((int64_t)f->nout * e->nargs > CFT_FN_MAX_ARGS)
+        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG, "%s: too many outputs (%d x %d)", who,
+                            f->nout, e->nargs);
+    return cft_fn_named(cft_fn_new(rev ? jacrev_cb : jacfwd_cb, e, f->nin, f->nout * e->nargs),
+                        rev ? "jacrev" : "jacfwd");
+}
+cft_fn *cft_jacrev_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags) {
+    return jac_make(f, argnums, nargnums, flags, true, "cft_jacrev");
 }
 cft_fn *cft_jacfwd_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags) {
-    if (!f)
-        return NULL;
-    jac_env *e = env_new(f, argnums, nargnums, "cft_jacfwd");
-    if (!e)
-        return NULL;
-    e->holomorphic = flags & CFT_HOLOMORPHIC;
-    return cft_fn_named(cft_fn_new(jacfwd_cb, e, f->nin, f->nout * e->nargs), "jacfwd");
+    return jac_make(f, argnums, nargnums, flags, false, "cft_jacfwd");
 }
 cft_fn *cft_jacrev(cft_fn *f, const int *argnums, int nargnums) {
     return cft_jacrev_ex(f, argnums, nargnums, 0);
@@ -186,5 +197,13 @@ cft_fn *cft_jacfwd(cft_fn *f, const int *argnums, int nargnums) {
     return cft_jacfwd_ex(f, argnums, nargnums, 0);
 }
 cft_fn *cft_hessian(cft_fn *f, int argnum) {
-    return cft_jacfwd(cft_jacrev(f, &argnum, 1), &argnum, 1);
+    cft_fn *bad = cft__fn_check("cft_hessian", f);
+    if (bad)
+        return bad;
+    if (argnum < -f->nin || argnum >= f->nin)
+        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG,
+                            "cft_hessian: argnum %d out of range for a function of %d inputs",
+                            argnum, f->nin);
+    return jac_make(jac_make(f, &argnum, 1, 0, true, "cft_hessian"), &argnum, 1, 0, false,
+                    "cft_hessian");
 }

@@ -123,29 +123,35 @@ static cft_status grad_cb(void *envp, int nin, cft_array *const *in, int nout, c
 static cft_fn *make_grad(cft_fn *f, const int *argnums, int nargs, bool with_value, bool has_aux,
                          bool holomorphic) {
     static const int first[1] = {0};
-    if (!f)
-        return NULL;
+    const char *who = with_value ? "cft_value_and_grad" : "cft_grad";
+    cft_fn *bad = cft__fn_check(who, f);
+    if (bad)
+        return bad;
+    if (nargs < 0 || nargs > f->nin || (nargs > 0 && !argnums))
+        return cft__fn_fail(f->nin, 1, CFT_E_ARG, "%s: %d argnums for a function of %d inputs%s",
+                            who, nargs, f->nin, nargs > 0 && !argnums ? " (argnums is NULL)" : "");
     if (!argnums || nargs <= 0) {
         argnums = first;
         nargs = 1;
     }
-    if (!has_aux && f->nout != 1) {
-        cft__set_last(cft__fail(CFT_E_ARG,
-                                "cft_grad: the function has %d outputs; use "
-                                "cft_value_and_grad with has_aux",
-                                f->nout));
-        return NULL;
-    }
+    if (!has_aux && f->nout != 1)
+        return cft__fn_fail(f->nin, nargs, CFT_E_ARG,
+                            "%s: the function has %d outputs; use "
+                            "cft_value_and_grad with has_aux",
+                            who, f->nout);
     grad_env *g = CFT_NEW(grad_env);
     g->f = f;
     g->argnums = CFT_NEWN(int, nargs);
     for (int k = 0; k < nargs; k++) {
         int a = argnums[k] < 0 ? argnums[k] + f->nin : argnums[k];
-        if (a < 0 || a >= f->nin) {
-            cft__set_last(cft__fail(CFT_E_ARG, "cft_grad: argnum %d out of range for %d inputs",
-                                    argnums[k], f->nin));
-            return NULL;
-        }
+        if (a < 0 || a >= f->nin)
+            return cft__fn_fail(f->nin, nargs, CFT_E_ARG,
+                                "%s: argnum %d out of range for a function of %d inputs", who,
+                                argnums[k], f->nin);
+        for (int j = 0; j < k; j++)
+            if (g->argnums[j] == a)
+                return cft__fn_fail(f->nin, nargs, CFT_E_ARG, "%s: argnum %d repeated", who,
+                                    argnums[k]);
         g->argnums[k] = a;
     }
     g->nargs = nargs;

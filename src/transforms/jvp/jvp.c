@@ -102,7 +102,10 @@ static cft_status jvp_cb(void *env, int nin, cft_array *const *in, int nout, cft
 }
 
 cft_fn *cft_jvp(cft_fn *f) {
-    if (!f)
-        return NULL;
+    cft_fn *bad = cft__fn_check("cft_jvp", f);
+    if (bad)
+        return bad;
+    if (2 * f->nin > CFT_FN_MAX_ARGS || 2 * f->nout > CFT_FN_MAX_ARGS)
+        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG, "cft_jvp: too many inputs (%d)", f->nin);
     return cft_fn_named(cft_fn_new(jvp_cb, f, 2 * f->nin, 2 * f->nout), "jvp");
 }

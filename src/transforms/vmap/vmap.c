@@ -147,8 +147,26 @@ static cft_status vmap_cb(void *envp, int nin, cft_array *const *in, int nout, c
 }
 
 cft_fn *cft_vmap(cft_fn *f, const int *in_axes, const int *out_axes) {
-    if (!f)
-        return NULL;
+    cft_fn *bad = cft__fn_check("cft_vmap", f);
+    if (bad)
+        return bad;
+    bool any = !in_axes;
+    for (int i = 0; in_axes && i < f->nin; i++) {
+        int a = in_axes[i];
+        any |= a != CFT_NOT_BATCHED;
+        if (a != CFT_NOT_BATCHED && (a < -CFT_MAX_NDIM || a >= CFT_MAX_NDIM))
+            return cft__fn_fail(f->nin, f->nout, CFT_E_ARG,
+                                "cft_vmap: in_axes[%d] = %d is not an axis (nor CFT_NOT_BATCHED)",
+                                i, a);
+    }
+    if (!any && f->nin > 0)
+        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG,
+                            "cft_vmap: every in_axes entry is CFT_NOT_BATCHED; nothing to map");
+    for (int i = 0; out_axes && i < f->nout; i++)
+        if (out_axes[i] != CFT_NOT_BATCHED &&
+            (out_axes[i] < -CFT_MAX_NDIM || out_axes[i] >= CFT_MAX_NDIM))
+            return cft__fn_fail(f->nin, f->nout, CFT_E_ARG,
+                                "cft_vmap: out_axes[%d] = %d is not an axis", i, out_axes[i]);
     vmap_env *env = CFT_NEW(vmap_env);
     if (in_axes) {
         env->in_axes = CFT_NEWN(int, f->nin + 1);
