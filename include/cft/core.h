@@ -69,8 +69,15 @@ typedef struct cft_aval {
 } cft_aval;
 
 /** Initialise the library (the GC). Called implicitly by every constructor;
- *  calling it first from main() is recommended. */
+ *  calling it first from main() is recommended (before starting threads). */
 void cft_init(void);
+/** Register the calling thread with the garbage collector. Every public
+ *  call may be made from any thread: a thread is registered automatically
+ *  at its first cft call that allocates (and unregistered when it exits).
+ *  Call this at the top of a thread that receives arrays from another
+ *  thread and keeps them only in its own locals across a long time before
+ *  its first cft call; otherwise it is never needed. */
+void cft_thread_register(void);
 
 /** Zeroed memory that the garbage collector scans and frees when it is no
  *  longer reachable: use it for a cft_fn's environment when the environment

@@ -2,9 +2,17 @@
  * nothing else includes gc.h. Payloads are atomic (never scanned) and, when
  * large, ignore-off-page, so stray integers do not retain big buffers; see
  * DESIGN.md "Memory". With CFT_GC_OFF (sanitizer builds) everything is
- * malloc and is never freed. */
+ * malloc and is never freed.
+ *
+ * Threads: the collector must scan every thread that holds library memory.
+ * A thread is registered with the GC the first time it allocates through
+ * here (and unregistered when it exits), so threads made with plain
+ * pthread_create work without any call; cft_thread_register() does it
+ * explicitly, for a thread that holds arrays before its first cft call. */
 #include "core/mem.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,21 +23,57 @@
 #endif
 
 #ifndef CFT_GC_OFF
-static int gc_ready;
+static pthread_once_t gc_once = PTHREAD_ONCE_INIT;
+static pthread_key_t thread_key;
+static _Thread_local int registered; /* 1: known to the GC (main thread or registered here) */
+
+static void unregister(void *arg) {
+    (void)arg;
+    if (registered == 2)
+        GC_unregister_my_thread();
+    registered = 0;
+}
+
+static void gc_start(void) {
+    GC_INIT();
+    /* Start with a 32 MiB heap: from Boehm's tiny default, the
+     * interpreter's stream of small arrays triggers a collection every
+     * ~2 MB, which measured as half of interpreted MAML's time. */
+    if (!getenv("GC_INITIAL_HEAP_SIZE") && GC_get_heap_size() < ((size_t)32 << 20))
+        GC_expand_hp(((size_t)32 << 20) - GC_get_heap_size());
+    GC_allow_register_threads();
+    pthread_key_create(&thread_key, unregister);
+}
+
+/* make sure the calling thread is known to the collector */
+static void ensure_thread(void) {
+    if (registered)
+        return;
+    pthread_once(&gc_once, gc_start);
+    if (GC_thread_is_registered()) {
+        registered = 1; /* the thread that initialised the GC, or made by GC_pthread_create */
+        return;
+    }
+    struct GC_stack_base sb;
+    if (GC_get_stack_base(&sb) != GC_SUCCESS) {
+        fprintf(stderr, "cft: cannot find this thread's stack to register it with the GC; "
+                        "call cft_thread_register() at the top of the thread\n");
+        return;
+    }
+    GC_register_my_thread(&sb);
+    registered = 2;
+    pthread_setspecific(thread_key, &registered); /* unregister at thread exit */
+}
 #endif
 
 void cft_init(void) {
 #ifndef CFT_GC_OFF
-    if (!gc_ready) {
-        GC_INIT();
-        /* Start with a 32 MiB heap: from Boehm's tiny default, the
-         * interpreter's stream of small arrays triggers a collection every
-         * ~2 MB, which measured as half of interpreted MAML's time. */
-        if (!getenv("GC_INITIAL_HEAP_SIZE") && GC_get_heap_size() < ((size_t)32 << 20))
-            GC_expand_hp(((size_t)32 << 20) - GC_get_heap_size());
-        gc_ready = 1;
-    }
+    ensure_thread();
 #endif
+}
+
+void cft_thread_register(void) {
+    cft_init();
 }
 
 static void *oom(void) {
@@ -40,7 +84,7 @@ void *cft__new(size_t size) {
 #ifdef CFT_GC_OFF
     void *p = calloc(1, size ? size : 1);
 #else
-    cft_init();
+    ensure_thread();
     void *p = GC_MALLOC(size ? size : 1);
 #endif
     return p ? p : oom();
@@ -53,7 +97,7 @@ void *cft__new(size_t size) {
  * per call grow the heap to nearly twice what is live. Small heaps keep the
  * default, where collections would be a visible share of short calls. */
 static void tune_heap(void) {
-    static int divisor = 3;
+    static _Atomic int divisor = 3;
     int want = GC_get_heap_size() > ((size_t)64 << 20) ? 10 : 3;
     if (want != divisor && !getenv("GC_FREE_SPACE_DIVISOR")) {
         GC_set_free_space_divisor((GC_word)want);
@@ -68,7 +112,7 @@ void *cft__new_data(size_t nbytes) {
 #ifdef CFT_GC_OFF
     void *p = malloc(nbytes);
 #else
-    cft_init();
+    ensure_thread();
     if (nbytes >= ((size_t)1 << 20))
         tune_heap();
     void *p = nbytes >= 65536 ? GC_MALLOC_ATOMIC_IGNORE_OFF_PAGE(nbytes) : GC_MALLOC_ATOMIC(nbytes);
@@ -80,7 +124,7 @@ void *cft__realloc(void *p, size_t size) {
 #ifdef CFT_GC_OFF
     return realloc(p, size);
 #else
-    cft_init();
+    ensure_thread();
     return GC_REALLOC(p, size);
 #endif
 }

@@ -118,6 +118,14 @@ static void emit_eqn(char **b, size_t *l, size_t *c, const cft_eqn *q, const cha
 void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int id, char **b,
                      size_t *l, size_t *c) {
     int nops = g->nin + g->nout, nd = lp->nd;
+    if (nd < 1 || nops > CFT_KMAX_OPS || !strchr(lp->sig, ':')) {
+        /* a group that never ran through a kernel (not recorded): an empty
+         * kernel keeps the numbering; its empty signature never matches, so
+         * it runs eagerly */
+        put(b, l, c, "void cft_k%d(char *const *p, const int64_t *d, const int64_t *s, int n) {}\n",
+            id);
+        return;
+    }
     const char *cls = strchr(lp->sig, ':') + 1;
     const cft_eqn *red = g->reduce ? &ir->eqns[g->eqns[g->neqn - 1]] : NULL;
     int red_out = -1; /* operand index of the reduction output */

@@ -3,7 +3,10 @@
  * reduction of the group's values ends it. An equation that cannot join
  * but does not read the open group (a view, a GEMM on other values) runs
  * before the group instead of closing it, so interleaved broadcasts do not
- * split chains. Anything else closes the group and runs on its own. */
+ * split chains. Anything else closes the group and runs on its own.
+ * A group never exceeds CFT_KMAX_OPS operands: its distinct outside inputs
+ * plus its equations (each may be an output) are counted as it grows, and
+ * an equation that would pass the bound starts a new group. */
 #include <string.h>
 
 #include "core/mem.h"
@@ -33,6 +36,35 @@ static bool fusable_red(const cft_eqn *q) {
            cft_dtype_is_float(q->in[0]->aval.dtype) && no_half(q);
 }
 
+/* outside inputs of q not yet among the open group's ext[0..*n) */
+static int new_inputs(const cft_eqn *q, const int *owner, int open, const int *ext, int n) {
+    int k = 0;
+    for (int i = 0; i < q->nin; i++) {
+        int v = q->in[i]->id;
+        if (open >= 0 && owner[v] == open)
+            continue;
+        bool have = false;
+        for (int j = 0; j < n && !have; j++)
+            have = ext[j] == v;
+        for (int j = 0; j < i && !have; j++)
+            have = q->in[j]->id == v;
+        k += !have;
+    }
+    return k;
+}
+static void add_inputs(const cft_eqn *q, const int *owner, int open, int *ext, int *n) {
+    for (int i = 0; i < q->nin; i++) {
+        int v = q->in[i]->id;
+        if (open >= 0 && owner[v] == open)
+            continue;
+        bool have = false;
+        for (int j = 0; j < *n && !have; j++)
+            have = ext[j] == v;
+        if (!have)
+            ext[(*n)++] = v;
+    }
+}
+
 int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngroups) {
     cft_step *steps = CFT_NEWN(cft_step, ir->neqn + 1);
     cft_group *groups = CFT_NEWN(cft_group, ir->neqn + 1);
@@ -40,8 +72,13 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
     for (int v = 0; v < ir->nvars; v++)
         owner[v] = -1;
     int ns = 0, ng = 0, open = -1;
+    int ext[CFT_KMAX_OPS + 8], next = 0; /* the open group's outside inputs */
     for (int k = 0; k < ir->neqn; k++) {
         const cft_eqn *q = &ir->eqns[k];
+        /* would q keep the open group within CFT_KMAX_OPS operands? */
+        bool room =
+            open >= 0 &&
+            next + new_inputs(q, owner, open, ext, next) + groups[open].neqn + 1 <= CFT_KMAX_OPS;
         bool reads_open = false;
         for (int i = 0; i < q->nin; i++)
             reads_open |= open >= 0 && owner[q->in[i]->id] == open;
@@ -52,14 +89,15 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
             bool same =
                 it.ndim == groups[open].iter.ndim &&
                 !memcmp(it.shape, groups[open].iter.shape, sizeof(int64_t) * (size_t)it.ndim);
-            if (same && groups[open].neqn < 64) {
+            if (same && room) {
                 cft_group *g = &groups[open];
+                add_inputs(q, owner, open, ext, &next);
                 g->eqns[g->neqn++] = k;
                 owner[q->out[0]->id] = open;
                 continue;
             }
         }
-        if (open >= 0 && red && reads_open) {
+        if (open >= 0 && red && reads_open && room) {
             cft_aval it = q->in[0]->aval;
             cft_group *g = &groups[open];
             if (it.ndim == g->iter.ndim &&
@@ -77,7 +115,9 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
             if (open >= 0)
                 open = -1;
             cft_group *g = &groups[ng];
-            g->eqns = CFT_NEWN(int, 65);
+            g->eqns = CFT_NEWN(int, CFT_KMAX_OPS + 1);
+            next = 0;
+            add_inputs(q, owner, -1, ext, &next);
             g->eqns[g->neqn++] = k;
             g->iter = red ? q->in[0]->aval : q->out[0]->aval;
             g->reduce = red;

@@ -597,7 +597,8 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
         if (cft__debug() >= 2)
             print_groups(P);
     }
-    P->runs = 1;
+    if (first) /* under the function's lock (run_plan) */
+        P->runs = 1;
     return CFT_OK;
 }
 

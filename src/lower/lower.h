@@ -5,7 +5,7 @@
 
 #include "trace/ir.h"
 
-#define CFT_KMAX_OPS 24 /* operands (inputs + outputs) of one fused kernel */
+#define CFT_KMAX_OPS 64 /* operands (inputs + outputs) of one fused kernel (fuse.c keeps it) */
 
 /* A fusion group: a chain of elementwise equations with one iteration
  * shape, optionally ending in a reduction over some of its axes. */

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/vec.h"
 #include "prims/rules.h"
 
 enum { CS, CP, CLD, CRD, CFG, CBG }; /* parameter slots */
@@ -242,7 +243,7 @@ DEF_DIRECT(direct_i32, int32_t, int64_t)
 DEF_DIRECT(direct_i64, int64_t, int64_t)
 
 /* the library builds at -O2; these copy loops want vectorising */
-#define VEC __attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default")))
+#define VEC CFT_VEC
 
 /* im2col of samples [n0, n0 + nc) of group q: row (ci, tap), column
  * (sample, output position); zeros for padding and dilation holes. The

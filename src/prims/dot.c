@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <string.h>
 
+#include "core/vec.h"
 #include "prims/rules.h"
 
 enum { LC, RC, LB, RB };
@@ -170,7 +171,7 @@ static cft_array *as_matrix(const cft_array *x, const int64_t *bd, int nbd, cons
 }
 
 /* z = x y^T; vectorised (the library builds at -O2, which would not) */
-__attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default"))) static void
+CFT_VEC static void
 outer_f32(const float *restrict x, const float *restrict y, float *restrict z, int64_t M,
           int64_t N) {
     for (int64_t i = 0; i < M; i++)

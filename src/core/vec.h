@@ -1,0 +1,14 @@
+/* Internal: the attribute for hot loops that want vectorising beyond the
+ * library's -O2, cloned for AVX-512, AVX2 and baseline CPUs. Under
+ * ThreadSanitizer the clones' ifunc resolvers would run instrumented code
+ * before the sanitizer starts (a crash at load), so they are left out. */
+#ifndef CFT_VEC_H
+#define CFT_VEC_H
+
+#ifdef __SANITIZE_THREAD__
+#define CFT_VEC __attribute__((optimize("O3")))
+#else
+#define CFT_VEC __attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default")))
+#endif
+
+#endif
