@@ -443,18 +443,28 @@ cft_status cft_lr_values(const cft_lr_schedule *s, double base_lr, int64_t n, do
  *  JSON header {"name": {"dtype", "shape", "data_offsets"}, "__metadata__":
  *  {...}} padded with spaces to 8 bytes, then the little-endian data in tree
  *  order. meta: nmeta (key, value) string pairs (2*nmeta strings), may be
- *  NULL. Dtypes F32, F64, I32, I64, BOOL. Written to a temporary file in the
- *  same directory and renamed over `path`, so an existing file survives any
- *  failure. Leaves must be concrete. */
+ *  NULL. Every dtype is written as stored (BOOL, I32, I64, F16, BF16, F32,
+ *  F64, C64, C128). Written to an unnamed temporary file in the same
+ *  directory and renamed over `path`, so an existing file survives any
+ *  failure and a killed save leaves no file behind; a symlink's target is
+ *  updated (the link kept), and an existing file keeps its mode (and owner,
+ *  where allowed). Leaves must be concrete. */
 cft_status cft_save_safetensors(const char *path, const cft_tree *t, const char *const *meta,
                                 int nmeta);
-/** Load a safetensors file into a tree (names in header order). F32, F64,
- *  I32, I64 and BOOL load as such; F16 and BF16 load as f32, I8, U8, I16, U16
- *  as i32, U32 as i64. A bad file (truncated, bad JSON, offsets out of range
- *  or overlapping, sizes that do not match shapes, unknown dtypes) gives an
- *  error tree saying what is wrong. *meta / *nmeta (may be NULL) get the
- *  __metadata__ pairs (2*nmeta GC strings). */
+/** Load a safetensors file into a tree (names in header order). Dtypes cft
+ *  has load as stored: BOOL, I32, I64, F16, BF16, F32, F64, C64, C128 (any
+ *  nonzero BOOL byte is true); I8, U8, I16, U16 load as i32, U32 as i64. A
+ *  bad file (not a regular file, truncated, bad JSON, duplicate names or
+ *  keys, shapes over the size limits, offsets out of range or overlapping,
+ *  sizes that do not match shapes, unknown dtypes) gives an error tree
+ *  saying what is wrong. *meta / *nmeta (may be NULL) get the __metadata__
+ *  pairs (2*nmeta GC strings). Time is linear in the header; memory a small
+ *  multiple of it plus the arrays. */
 cft_tree *cft_load_safetensors(const char *path, const char ***meta, int *nmeta);
+/** Flags of cft_load_safetensors_ex: widen F16 and BF16 to f32. */
+#define CFT_ST_WIDEN 1u
+/** cft_load_safetensors with flags (0 or CFT_ST_WIDEN). */
+cft_tree *cft_load_safetensors_ex(const char *path, unsigned flags, const char ***meta, int *nmeta);
 
 #ifdef __cplusplus
 }

@@ -58,17 +58,56 @@ void cft__row_major(const int64_t *shape, int ndim, int64_t *strides) {
     }
 }
 
-static cft_array *check_shape(const char *op, cft_dtype dt, const int64_t *shape, int ndim) {
+cft_array *cft__check_size(const char *call, cft_dtype dt, const int64_t *shape, int ndim,
+                           int64_t *numel, size_t *bytes) {
     if ((unsigned)dt >= CFT_NDTYPES)
-        return cft__fail(CFT_E_DTYPE, "%s: unknown dtype %d", op, (int)dt);
+        return cft__fail(CFT_E_DTYPE, "%s: unknown dtype %d", call, (int)dt);
     if (ndim < 0 || ndim > CFT_MAX_NDIM)
-        return cft__fail(CFT_E_SHAPE, "%s: ndim %d out of range [0, %d]", op, ndim, CFT_MAX_NDIM);
+        return cft__fail(CFT_E_SHAPE, "%s: ndim %d out of range [0, %d]", call, ndim, CFT_MAX_NDIM);
     if (ndim > 0 && !shape)
-        return cft__fail(CFT_E_ARG, "%s: shape is NULL", op);
+        return cft__fail(CFT_E_ARG, "%s: shape is NULL", call);
+    int64_t n = 1;
+    bool sym = false, overflow = false;
+    for (int i = 0; i < ndim; i++) {
+        int64_t d = shape[i];
+        if (cft_dim_is_symbolic(d)) {
+            sym = true;
+            continue;
+        }
+        if (d < 0 || d >= CFT_DIM_MAX_CONCRETE)
+            return cft__fail(CFT_E_SHAPE,
+                             "%s: dim %d of the shape is %lld; dims must be in [0, 2^40)", call, i,
+                             (long long)d);
+        overflow |= __builtin_mul_overflow(n, d, &n);
+    }
+    int64_t es = (int64_t)cft_dtype_size(dt), nb = 0;
+    /* the product over all dims must fit, even when a later dim is 0 */
+    int64_t nz = 1;
+    bool big = false;
     for (int i = 0; i < ndim; i++)
-        if (shape[i] < 0 && !cft_dim_is_symbolic(shape[i]))
-            return cft__fail(CFT_E_SHAPE, "%s: negative dim %lld", op, (long long)shape[i]);
+        if (!cft_dim_is_symbolic(shape[i]) && shape[i] > 0)
+            big |= __builtin_mul_overflow(nz, shape[i], &nz);
+    if (overflow || big || __builtin_mul_overflow(nz, es, &nb) || nb > CFT_MAX_BYTES) {
+        char buf[256];
+        int k = snprintf(buf, sizeof buf, "[");
+        for (int i = 0; i < ndim && k < (int)sizeof buf - 32; i++)
+            k += snprintf(buf + k, sizeof buf - (size_t)k, "%s%s", i ? ", " : "",
+                          cft__dim_s(shape[i]));
+        snprintf(buf + k, sizeof buf - (size_t)k, "]");
+        return cft__fail(CFT_E_SHAPE,
+                         "%s: shape %s of %s is too large: more than 2^62 bytes (the product of "
+                         "the dims overflows)",
+                         call, buf, cft_dtype_name(dt));
+    }
+    if (numel)
+        *numel = sym ? -1 : n;
+    if (bytes)
+        *bytes = sym ? 0 : (size_t)(n * es);
     return NULL;
+}
+
+static cft_array *check_shape(const char *op, cft_dtype dt, const int64_t *shape, int ndim) {
+    return cft__check_size(op, dt, shape, ndim, NULL, NULL);
 }
 
 cft_array *cft__alloc(cft_dtype dt, const int64_t *shape, int ndim) {
@@ -80,12 +119,16 @@ cft_array *cft__alloc(cft_dtype dt, const int64_t *shape, int ndim) {
                          "only when the traced function runs)",
                          cft_aval_str(&a, b));
     }
+    size_t bytes;
+    cft_array *e = cft__check_size("cft: allocating an array", dt, shape, ndim, NULL, &bytes);
+    if (e)
+        return e;
     cft_array *x = CFT_NEW(cft_array);
     if (!x)
         return cft__oom();
     x->kind = CFT_K_CONCRETE;
     x->aval = cft__aval(dt, shape, ndim);
-    x->data = cft__new_data((size_t)cft__numel(shape, ndim) * cft_dtype_size(dt));
+    x->data = cft__new_data(bytes);
     if (!x->data)
         return cft__oom();
     cft__row_major(shape, ndim, x->strides);
@@ -203,7 +246,15 @@ cft_array *cft_from_data(const void *data, cft_dtype dtype, const int64_t *shape
     cft_array *x = cft__alloc(dtype, shape, ndim);
     if (cft_failed(x))
         return x;
-    memcpy(x->data, data, (size_t)cft__numel(shape, ndim) * cft_dtype_size(dtype));
+    size_t n = (size_t)cft__numel(shape, ndim);
+    if (dtype == CFT_BOOL) { /* outside bytes: any nonzero byte is true (stored as 1) */
+        const unsigned char *src = data;
+        uint8_t *dst = (uint8_t *)x->data;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = src[i] != 0;
+    } else {
+        memcpy(x->data, data, n * cft_dtype_size(dtype));
+    }
     return x;
 }
 cft_array *cft_from_f32(const float *d, const int64_t *s, int n) {
@@ -258,9 +309,12 @@ cft_array *cft_arange(double start, double stop, double step, cft_dtype dtype) {
     if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step))
         return cft__fail(CFT_E_ARG, "cft_arange: bad range start=%g stop=%g step=%g", start, stop,
                          step);
-    int64_t n = (int64_t)ceil((stop - start) / step);
-    if (n < 0)
-        n = 0;
+    double len = ceil((stop - start) / step);
+    if (!(len < 0x1p40)) /* also NaN */
+        return cft__fail(CFT_E_SHAPE,
+                         "cft_arange: start=%g stop=%g step=%g gives %g elements; at most 2^40",
+                         start, stop, step, len);
+    int64_t n = len > 0 ? (int64_t)len : 0;
     cft_array *e = check_shape("cft_arange", dtype, &n, 1);
     if (e)
         return e;

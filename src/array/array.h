@@ -40,6 +40,17 @@ struct cft_array {
     const char *err_msg;
 };
 
+/* the most bytes one array may hold */
+#define CFT_MAX_BYTES (INT64_C(1) << 62)
+/* The one size check of every constructor, reshape, shape rule and file
+ * loader: dtype known, 0 <= ndim <= CFT_MAX_NDIM, every concrete dim in
+ * [0, 2^40), and the element and byte counts free of overflow (the
+ * product of the nonzero dims too, so [0, 2^32, 2^32] is refused) and at
+ * most CFT_MAX_BYTES. NULL when fine (numel, bytes set when not NULL;
+ * numel -1 for a symbolic shape), else an error naming `call` and the
+ * shape. */
+cft_array *cft__check_size(const char *call, cft_dtype dt, const int64_t *shape, int ndim,
+                           int64_t *numel, size_t *bytes);
 /* numel of an aval / shape (a symbolic product if a dim is symbolic) */
 int64_t cft__numel(const int64_t *shape, int ndim);
 /* aval equality */

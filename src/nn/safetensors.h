@@ -7,8 +7,48 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cft/core.h"
+
 /* the reference implementation rejects headers above 100 MB */
 #define CFT_ST_MAX_HEADER (100u * 1000u * 1000u)
+#define CFT_ST_MAX_NDIM CFT_MAX_NDIM
+
+/* a dtype of the file format: its name, element size, the cft dtype it
+ * loads as, and the one it loads as when widening is asked for */
+typedef struct {
+    const char *name;
+    int size;
+    cft_dtype as, widened;
+} cft_st_type;
+extern const cft_st_type cft__st_types[];
+/* index into cft__st_types of a dtype name; -1 if unknown */
+int cft__st_dtype_of(const char *name);
+/* the file dtype name cft writes for dt (NULL: none) */
+const char *cft__st_name_of(cft_dtype dt);
+
+/* one tensor of a parsed header; name: offset into the header's names */
+typedef struct {
+    size_t name;
+    int dtype; /* index into cft__st_types */
+    int ndim;
+    int64_t shape[CFT_ST_MAX_NDIM];
+    uint64_t begin, end;
+} cft_st_entry;
+
+/* a parsed header: tensors in file order, metadata as (key, value) name
+ * offsets, and the decoded strings they point into (malloc memory) */
+typedef struct {
+    cft_st_entry *e;
+    int n, cap;
+    size_t *meta;
+    int nmeta, capmeta;
+    char *names;
+} cft_st_header;
+
+/* Parse a header of len bytes (safetensors_header.c): linear time, memory
+ * a small multiple of len. False with a message in err on any problem. */
+bool cft__st_parse_header(const char *buf, size_t len, cft_st_header *h, char *err, size_t errn);
+void cft__st_header_free(cft_st_header *h);
 
 static inline bool cft__host_le(void) {
     const uint16_t one = 1;

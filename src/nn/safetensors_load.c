@@ -1,62 +1,58 @@
 /* safetensors_load.c: reading a safetensors file into a parameter tree. The
- * file is treated as hostile: the header length is checked against the
- * file, the JSON (parsed with cJSON) against the format, every tensor's
- * byte range against the data and against its dtype and shape, and the
- * ranges against each other (they must tile the data exactly, as the
- * reference implementation requires). Any problem gives an error tree that
+ * file is treated as hostile: only a regular file is opened (a FIFO never
+ * blocks the call), the header length is checked against the file, the
+ * header parsed in one linear pass (safetensors_header.c), every shape
+ * through the one size check, every tensor's byte range against the data
+ * and against its dtype and shape, and the ranges against each other (they
+ * must tile the data exactly, as the reference implementation requires).
+ * Each tensor is read once, with pread, straight into its final array (or
+ * through a scratch buffer when its dtype is converted), so loading costs
+ * what a plain read does and a file shrinking underneath is an error, not
+ * a SIGBUS. Any problem gives an error tree that
  * says what is wrong; nothing is read out of bounds. */
-#include <cjson/cJSON.h>
 #include <errno.h>
-#include <math.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "array/array.h"
 #include "nn/nn_internal.h"
 #include "nn/safetensors.h"
 
-/* file dtypes: size in bytes and the cft dtype they load as */
-typedef struct {
-    const char *name;
-    int size;
-    cft_dtype as;
-} st_type;
-
-static const st_type types[] = {
-    {"BOOL", 1, CFT_BOOL}, {"I32", 4, CFT_I32}, {"I64", 8, CFT_I64},  {"F32", 4, CFT_F32},
-    {"F64", 8, CFT_F64},   {"F16", 2, CFT_F32}, {"BF16", 2, CFT_F32}, {"I8", 1, CFT_I32},
-    {"U8", 1, CFT_I32},    {"I16", 2, CFT_I32}, {"U16", 2, CFT_I32},  {"U32", 4, CFT_I64},
+const cft_st_type cft__st_types[] = {
+    {"BOOL", 1, CFT_BOOL, CFT_BOOL}, {"I32", 4, CFT_I32, CFT_I32},     {"I64", 8, CFT_I64, CFT_I64},
+    {"F32", 4, CFT_F32, CFT_F32},    {"F64", 8, CFT_F64, CFT_F64},     {"F16", 2, CFT_F16, CFT_F32},
+    {"BF16", 2, CFT_BF16, CFT_F32},  {"I8", 1, CFT_I32, CFT_I32},      {"U8", 1, CFT_I32, CFT_I32},
+    {"I16", 2, CFT_I32, CFT_I32},    {"U16", 2, CFT_I32, CFT_I32},     {"U32", 4, CFT_I64, CFT_I64},
+    {"C64", 8, CFT_C64, CFT_C64},    {"C128", 16, CFT_C128, CFT_C128}, {NULL, 0, 0, 0},
 };
 
-typedef struct {
-    const char *name;
-    const st_type *type;
-    int ndim;
-    int64_t shape[CFT_MAX_NDIM];
-    uint64_t begin, end;
-} entry;
+int cft__st_dtype_of(const char *name) {
+    for (int i = 0; cft__st_types[i].name; i++)
+        if (!strcmp(name, cft__st_types[i].name))
+            return i;
+    return -1;
+}
+
+const char *cft__st_name_of(cft_dtype dt) {
+    for (int i = 0; cft__st_types[i].name; i++)
+        if (cft__st_types[i].as == dt && cft__st_types[i].size == (int)cft_dtype_size(dt))
+            return cft__st_types[i].name;
+    return NULL;
+}
 
 static cft_tree *fail(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static cft_tree *fail(const char *path, const char *fmt, ...) {
-    char msg[512];
+    char msg[768];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return cft__tree_err(cft__fail(CFT_E_IO, "cft_load_safetensors: %s: %s", path, msg));
-}
-
-/* a JSON number that is a non-negative integer below 2^53 */
-static bool as_count(const cJSON *j, uint64_t *out) {
-    if (!cJSON_IsNumber(j))
-        return false;
-    double v = j->valuedouble;
-    if (!(v >= 0 && v <= 9007199254740992.0) || v != floor(v))
-        return false;
-    *out = (uint64_t)v;
-    return true;
 }
 
 static uint32_t rd_u16(const unsigned char *p) {
@@ -89,23 +85,35 @@ static float half_to_float(uint32_t h) {
     return f;
 }
 
-/* decode n little-endian elements of type t from p into the cft dtype t->as */
-static void *decode(const st_type *t, const unsigned char *p, size_t n) {
-    void *out = malloc(n ? n * cft_dtype_size(t->as) : 1);
-    if (!out)
-        return NULL;
+/* read exactly n bytes at off; false on a short read */
+static bool read_at(int fd, void *buf, size_t n, uint64_t off) {
+    char *p = buf;
+    while (n > 0) {
+        ssize_t r = pread(fd, p, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false;
+        p += r, n -= (size_t)r, off += (uint64_t)r;
+    }
+    return true;
+}
+
+/* is file type t stored exactly as cft dtype dt (a plain copy)? */
+static bool native(const cft_st_type *t, cft_dtype dt) {
+    return t->as == dt && t->size == (int)cft_dtype_size(dt) && dt != CFT_BOOL;
+}
+
+/* decode n little-endian elements of file type t from p into out, as dt */
+static void decode(const cft_st_type *t, cft_dtype dt, const unsigned char *p, size_t n,
+                   void *out) {
+    const char *k = t->name;
+    (void)dt;
     for (size_t i = 0; i < n; i++) {
         const unsigned char *q = p + i * (size_t)t->size;
-        const char *k = t->name;
         if (!strcmp(k, "BOOL"))
-            ((bool *)out)[i] = q[0] != 0;
-        else if (!strcmp(k, "I32") || !strcmp(k, "F32")) {
-            uint32_t v = rd_u32(q);
-            memcpy((char *)out + 4 * i, &v, 4);
-        } else if (!strcmp(k, "I64") || !strcmp(k, "F64")) {
-            uint64_t v = rd_u64(q);
-            memcpy((char *)out + 8 * i, &v, 8);
-        } else if (!strcmp(k, "F16"))
+            ((uint8_t *)out)[i] = q[0] != 0; /* any nonzero byte is true */
+        else if (!strcmp(k, "F16"))
             ((float *)out)[i] = half_to_float(rd_u16(q));
         else if (!strcmp(k, "BF16")) {
             uint32_t v = rd_u16(q) << 16;
@@ -121,127 +129,73 @@ static void *decode(const st_type *t, const unsigned char *p, size_t n) {
         else if (!strcmp(k, "U32"))
             ((int64_t *)out)[i] = rd_u32(q);
     }
-    return out;
 }
 
-/* parse one tensor's header entry; NULL on success, else a message */
-static const char *parse_entry(const cJSON *j, entry *e, uint64_t data_len, char *buf, size_t cap) {
-    if (!cJSON_IsObject(j))
-        return "is not an object";
-    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(j, "shape");
-    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(j, "data_offsets");
-    if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs))
-        return "needs a string \"dtype\", an array \"shape\" and an array \"data_offsets\"";
-    e->type = NULL;
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        if (!strcmp(dt->valuestring, types[i].name))
-            e->type = &types[i];
-    if (!e->type) {
-        snprintf(buf, cap, "has unsupported dtype \"%.32s\"", dt->valuestring);
+static int by_begin(const void *a, const void *b) {
+    const cft_st_entry *x = *(const cft_st_entry *const *)a, *y = *(const cft_st_entry *const *)b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* check one entry against the data: its size (the one size check) and
+ * byte range; NULL or a message */
+static const char *check_entry(const cft_st_header *H, const cft_st_entry *e, uint64_t data_len,
+                               char *buf, size_t cap) {
+    const cft_st_type *t = &cft__st_types[e->dtype];
+    int64_t numel;
+    cft_array *err = cft__check_size("shape", t->as, e->shape, e->ndim, &numel, NULL);
+    if (err) {
+        snprintf(buf, cap, "%s", cft_error_message(err));
         return buf;
     }
-    int nd = cJSON_GetArraySize(shape);
-    if (nd > CFT_MAX_NDIM) {
-        snprintf(buf, cap, "has %d dims, more than %d", nd, CFT_MAX_NDIM);
-        return buf;
-    }
-    e->ndim = nd;
-    uint64_t numel = 1, v;
-    bool zero = false;
-    for (int d = 0; d < nd; d++) {
-        if (!as_count(cJSON_GetArrayItem(shape, d), &v))
-            return "has a shape entry that is not a non-negative integer";
-        e->shape[d] = (int64_t)v;
-        if (v == 0)
-            zero = true;
-        else if (!zero && numel > (UINT64_MAX / 16) / v)
-            return "has a shape too large to address";
-        else if (!zero)
-            numel *= v;
-    }
-    if (zero)
-        numel = 0;
-    if (cJSON_GetArraySize(offs) != 2 || !as_count(cJSON_GetArrayItem(offs, 0), &e->begin) ||
-        !as_count(cJSON_GetArrayItem(offs, 1), &e->end))
-        return "has data_offsets that are not two non-negative integers";
+    (void)H;
     if (e->begin > e->end || e->end > data_len) {
         snprintf(buf, cap, "has data_offsets [%llu, %llu] out of range for %llu data bytes",
                  (unsigned long long)e->begin, (unsigned long long)e->end,
                  (unsigned long long)data_len);
         return buf;
     }
-    if (e->end - e->begin != numel * (uint64_t)e->type->size) {
+    uint64_t need = (uint64_t)numel * (uint64_t)t->size; /* < 2^62 * 16: checked above */
+    if (e->end - e->begin != need) {
         snprintf(buf, cap, "has %llu data bytes but dtype %s and shape need %llu",
-                 (unsigned long long)(e->end - e->begin), e->type->name,
-                 (unsigned long long)(numel * (uint64_t)e->type->size));
+                 (unsigned long long)(e->end - e->begin), t->name, (unsigned long long)need);
         return buf;
     }
     return NULL;
 }
 
-static int by_begin(const void *a, const void *b) {
-    const entry *x = *(const entry *const *)a, *y = *(const entry *const *)b;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
-    return x->end < y->end ? -1 : x->end > y->end;
-}
-
 /* the parsed header -> tree (and metadata); data: data_len bytes */
-static cft_tree *build(const char *path, const cJSON *root, const unsigned char *data,
-                       uint64_t data_len, const char ***meta, int *nmeta) {
-    int n = 0, nm = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, root) {
-        if (!it->string)
-            return fail(path, "header entry without a name");
-        if (strcmp(it->string, "__metadata__"))
-            n++;
-        else if (!cJSON_IsObject(it))
-            return fail(path, "__metadata__ is not an object");
-        else
-            nm = cJSON_GetArraySize(it);
-    }
-    entry *es = CFT_NEWN(entry, n + 1);
-    entry **order = CFT_NEWN(entry *, n + 1);
-    const char **mv = CFT_NEWN(const char *, 2 * nm + 1);
-    if (!es || !order || !mv)
-        return cft__tree_err(cft__oom());
-    int k = 0, m = 0;
-    char buf[256];
-    cJSON_ArrayForEach(it, root) {
-        if (!strcmp(it->string, "__metadata__")) {
-            const cJSON *kv;
-            cJSON_ArrayForEach(kv, it) {
-                if (!cJSON_IsString(kv))
-                    return fail(path, "__metadata__ value of '%.64s' is not a string", kv->string);
-                mv[m++] = cft__strdup(kv->string);
-                mv[m++] = cft__strdup(kv->valuestring);
-            }
-            continue;
-        }
-        for (int j = 0; j < k; j++)
-            if (!strcmp(es[j].name, it->string))
-                return fail(path, "duplicate tensor name '%.128s'", it->string);
-        const char *why = parse_entry(it, &es[k], data_len, buf, sizeof buf);
+static cft_tree *build(const char *path, const cft_st_header *H, int fd, uint64_t data_at,
+                       uint64_t data_len, unsigned flags, const char ***meta, int *nmeta) {
+    int n = H->n;
+    char buf[512];
+    for (int i = 0; i < n; i++) {
+        const char *why = check_entry(H, &H->e[i], data_len, buf, sizeof buf);
         if (why)
-            return fail(path, "tensor '%.128s' %s", it->string, why);
-        es[k].name = it->string;
-        order[k] = &es[k];
-        k++;
+            return fail(path, "tensor '%.128s' %s", H->names + H->e[i].name, why);
     }
     /* the ranges must tile [0, data_len) with no gap or overlap */
+    const cft_st_entry **order = malloc(sizeof *order * (size_t)(n + 1));
+    if (!order)
+        return cft__tree_err(cft__oom());
+    for (int i = 0; i < n; i++)
+        order[i] = &H->e[i];
     qsort(order, (size_t)n, sizeof *order, by_begin);
     uint64_t at = 0;
     for (int i = 0; i < n; i++) {
-        if (order[i]->begin != at)
-            return fail(path,
-                        "tensor '%.128s' starts at byte %llu, expected %llu (ranges overlap or "
-                        "leave a gap)",
-                        order[i]->name, (unsigned long long)order[i]->begin,
-                        (unsigned long long)at);
+        if (order[i]->begin != at) {
+            cft_tree *t = fail(path,
+                               "tensor '%.128s' starts at byte %llu, expected %llu (ranges "
+                               "overlap or leave a gap)",
+                               H->names + order[i]->name, (unsigned long long)order[i]->begin,
+                               (unsigned long long)at);
+            free(order);
+            return t;
+        }
         at = order[i]->end;
     }
+    free(order);
     if (at != data_len)
         return fail(path, "the tensors cover %llu data bytes but the file holds %llu",
                     (unsigned long long)at, (unsigned long long)data_len);
@@ -249,91 +203,122 @@ static cft_tree *build(const char *path, const cJSON *root, const unsigned char 
     if (t->err)
         return t;
     for (int i = 0; i < n; i++) {
-        entry *e = &es[i];
-        size_t count = (size_t)((e->end - e->begin) / (uint64_t)e->type->size);
-        void *vals = decode(e->type, data + e->begin, count);
-        if (!vals)
-            return cft__tree_err(cft__oom());
-        t->names[i] = cft__strdup(e->name);
-        t->xs[i] = cft_from_data(vals, e->type->as, e->shape, e->ndim);
-        free(vals);
+        const cft_st_entry *e = &H->e[i];
+        const cft_st_type *ty = &cft__st_types[e->dtype];
+        cft_dtype dt = flags & CFT_ST_WIDEN ? ty->widened : ty->as;
+        cft_array *x = cft__alloc(dt, e->shape, e->ndim); /* the final buffer */
+        if (cft_failed(x))
+            return cft__tree_err(x);
+        size_t count = (size_t)((e->end - e->begin) / (uint64_t)ty->size);
+        size_t bytes = (size_t)(e->end - e->begin);
+        if (count && native(ty, dt)) {
+            if (!read_at(fd, cft__ptr(x), bytes, data_at + e->begin))
+                return fail(path, "tensor '%.128s': short read (did the file change?)",
+                            H->names + e->name);
+            if (!cft__host_le())
+                cft__bswap(cft__ptr(x),
+                           dt == CFT_C64    ? 4
+                           : dt == CFT_C128 ? 8
+                                            : (size_t)ty->size,
+                           dt == CFT_C64 || dt == CFT_C128 ? 2 * count : count);
+        } else if (count) {
+            unsigned char *raw = malloc(bytes);
+            if (!raw)
+                return cft__tree_err(cft__oom());
+            bool ok = read_at(fd, raw, bytes, data_at + e->begin);
+            if (ok)
+                decode(ty, dt, raw, count, cft__ptr(x));
+            free(raw);
+            if (!ok)
+                return fail(path, "tensor '%.128s': short read (did the file change?)",
+                            H->names + e->name);
+        }
+        t->names[i] = cft__strdup(H->names + e->name);
+        t->xs[i] = x;
         if (!t->names[i])
             return cft__tree_err(cft__oom());
-        if (cft_failed(t->xs[i]))
-            return cft__tree_err(t->xs[i]);
     }
-    for (int i = 0; i < m; i++)
-        if (!mv[i])
+    const char **mv = CFT_NEWN(const char *, 2 * H->nmeta + 1);
+    if (!mv)
+        return cft__tree_err(cft__oom());
+    for (int i = 0; i < 2 * H->nmeta; i++)
+        if (!(mv[i] = cft__strdup(H->names + H->meta[i])))
             return cft__tree_err(cft__oom());
     if (meta)
         *meta = mv;
     if (nmeta)
-        *nmeta = m / 2;
+        *nmeta = H->nmeta;
     return t;
 }
 
-static cft_tree *load(const char *path, FILE *f, const char ***meta, int *nmeta) {
+static cft_tree *load(const char *path, int fd, unsigned flags, const char ***meta, int *nmeta) {
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode))
-        return fail(path, "not a regular file");
-    if (fseek(f, 0, SEEK_END) != 0)
-        return fail(path, "cannot seek");
-    long size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0)
-        return fail(path, "cannot tell the file size");
+    if (fstat(fd, &sb) != 0)
+        return fail(path, "cannot stat: %s", strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return fail(path, "not a regular file (a %s)",
+                    S_ISFIFO(sb.st_mode)   ? "FIFO"
+                    : S_ISDIR(sb.st_mode)  ? "directory"
+                    : S_ISCHR(sb.st_mode)  ? "character device"
+                    : S_ISSOCK(sb.st_mode) ? "socket"
+                                           : "special file");
+    uint64_t size = (uint64_t)sb.st_size;
+    if (size < 8)
+        return fail(path, "truncated: %llu bytes, shorter than the 8-byte header length",
+                    (unsigned long long)size);
     unsigned char len8[8];
-    if (size < 8 || fread(len8, 1, 8, f) != 8)
-        return fail(path, "truncated: %ld bytes, shorter than the 8-byte header length", size);
-    uint64_t hlen = rd_u64(len8), rest = (uint64_t)size - 8;
-    if (hlen > CFT_ST_MAX_HEADER)
-        return fail(path, "header length %llu is implausible (over 100 MB)",
-                    (unsigned long long)hlen);
-    if (hlen > rest)
-        return fail(path, "truncated: the header claims %llu bytes but only %llu follow the length",
-                    (unsigned long long)hlen, (unsigned long long)rest);
-    unsigned char *bytes = malloc((size_t)rest + 1);
-    if (!bytes)
-        return cft__tree_err(cft__oom());
-    if (fread(bytes, 1, (size_t)rest, f) != (size_t)rest) {
-        free(bytes);
-        return fail(path, "read error");
-    }
-    const char *end = NULL;
-    cJSON *root =
-        hlen ? cJSON_ParseWithLengthOpts((const char *)bytes, (size_t)hlen, &end, 0) : NULL;
+    if (!read_at(fd, len8, 8, 0))
+        return fail(path, "cannot read the header length");
+    uint64_t hlen = rd_u64(len8), rest = size - 8;
     cft_tree *t = NULL;
-    if (!root) {
-        size_t at = end ? (size_t)(end - (const char *)bytes) : 0;
-        const char *err = cJSON_GetErrorPtr();
-        if (err && err >= (const char *)bytes && err <= (const char *)bytes + hlen)
-            at = (size_t)(err - (const char *)bytes);
-        t = fail(path, "the %llu-byte header is not valid JSON (error near byte %zu)",
-                 (unsigned long long)hlen, at);
-    } else if (!cJSON_IsObject(root) || bytes[0] != '{') {
-        t = fail(path, "the header is not a JSON object");
-    } else {
-        for (const char *p = end; p && p < (const char *)bytes + hlen && !t; p++)
-            if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-                t = fail(path, "the header has trailing bytes after its JSON object");
-        if (!t)
-            t = build(path, root, bytes + hlen, rest - hlen, meta, nmeta);
+    if (hlen > CFT_ST_MAX_HEADER)
+        t = fail(path, "header length %llu is implausible (over 100 MB)", (unsigned long long)hlen);
+    else if (hlen > rest)
+        t = fail(path, "truncated: the header claims %llu bytes but only %llu follow the length",
+                 (unsigned long long)hlen, (unsigned long long)rest);
+    else if (hlen == 0)
+        t = fail(path, "the header is empty (not a JSON object)");
+    if (!t) {
+        cft_st_header H;
+        char err[512];
+        char *text = malloc((size_t)hlen);
+        if (!text)
+            return cft__tree_err(cft__oom());
+        if (!read_at(fd, text, (size_t)hlen, 8))
+            t = fail(path, "cannot read the %llu-byte header", (unsigned long long)hlen);
+        else if (!cft__st_parse_header(text, (size_t)hlen, &H, err, sizeof err))
+            t = fail(path, "bad header: %s", err);
+        else {
+            free(text), text = NULL;
+            t = build(path, &H, fd, 8 + hlen, rest - hlen, flags, meta, nmeta);
+            cft__st_header_free(&H);
+        }
+        free(text);
     }
-    cJSON_Delete(root);
-    free(bytes);
     return t;
 }
 
-cft_tree *cft_load_safetensors(const char *path, const char ***meta, int *nmeta) {
+cft_tree *cft_load_safetensors_ex(const char *path, unsigned flags, const char ***meta,
+                                  int *nmeta) {
     if (meta)
         *meta = NULL;
     if (nmeta)
         *nmeta = 0;
     if (!path || !*path)
         return cft__tree_err(cft__fail(CFT_E_ARG, "cft_load_safetensors: empty or NULL path"));
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    if (flags & ~(unsigned)CFT_ST_WIDEN)
+        return cft__tree_err(
+            cft__fail(CFT_E_ARG, "cft_load_safetensors: unknown flags 0x%x", flags));
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is then
+     * refused as not a regular file) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return fail(path, "cannot open: %s", strerror(errno));
-    cft_tree *t = load(path, f, meta, nmeta);
-    fclose(f);
+    cft_tree *t = load(path, fd, flags, meta, nmeta);
+    close(fd);
     return t;
+}
+
+cft_tree *cft_load_safetensors(const char *path, const char ***meta, int *nmeta) {
+    return cft_load_safetensors_ex(path, 0, meta, nmeta);
 }

@@ -1,8 +1,14 @@
 /* safetensors_save.c: writing a parameter tree as a safetensors file (an
  * 8-byte little-endian header length, a space-padded JSON header made with
- * cJSON, the little-endian data in tree order). The file is written under a
- * temporary name in the same directory, flushed to disk and renamed over the
- * target, so a failure never destroys an existing file. */
+ * cJSON, the little-endian data in tree order; every cft dtype is written as
+ * stored: BOOL, I32, I64, F16, BF16, F32, F64, C64, C128). The user's data
+ * is never lost: the file is written as an unnamed file (O_TMPFILE) in the
+ * target's directory, so a save killed half-way leaves nothing behind,
+ * flushed to disk, given a name and renamed over the target. A symlink is
+ * followed (its target is updated, the link kept), and an existing file's
+ * mode (and, where allowed, owner) carries over: private weights stay
+ * private. Where O_TMPFILE is not supported, a named temporary file is
+ * used and removed on every failure. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,27 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nn/nn_internal.h"
 #include "nn/safetensors.h"
-
-static const char *st_dtype(cft_dtype dt) {
-    switch (dt) {
-    case CFT_BOOL:
-        return "BOOL";
-    case CFT_I32:
-        return "I32";
-    case CFT_I64:
-        return "I64";
-    case CFT_F32:
-        return "F32";
-    case CFT_F64:
-        return "F64";
-    default:
-        return NULL;
-    }
-}
 
 static cft_status fail(const char *path, cft_status code, const char *fmt, const char *detail) {
     char msg[512];
@@ -58,7 +48,7 @@ static char *make_header(const cft_tree *t, const char *const *meta, int nmeta, 
         size_t bytes = (size_t)cft_array_size(t->xs[i]) * cft_dtype_size(a.dtype);
         cJSON *e = cJSON_AddObjectToObject(root, t->names[i]);
         cJSON *shape = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
-        cJSON *offs = e && cJSON_AddStringToObject(e, "dtype", st_dtype(a.dtype))
+        cJSON *offs = e && cJSON_AddStringToObject(e, "dtype", cft__st_name_of(a.dtype))
                           ? cJSON_CreateArray()
                           : NULL;
         if (!shape || !offs)
@@ -110,24 +100,90 @@ static bool write_data(FILE *f, const cft_tree *t) {
     return true;
 }
 
-/* open a new file next to path, honouring the umask; its name in tmp */
-static FILE *open_temp(const char *path, char *tmp, size_t cap) {
+/* The file to write: path, or the target of the symlink path (one level at
+ * a time, up to 40, as the kernel does). A GC string. */
+static char *resolve(const char *path) {
+    char *cur = cft__strdup(path);
+    for (int hops = 0; cur && hops < 40; hops++) {
+        struct stat st;
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
+            return cur;
+        char link[4096];
+        ssize_t n = readlink(cur, link, sizeof link - 1);
+        if (n < 0)
+            return cur;
+        link[n] = 0;
+        if (link[0] == '/') {
+            cur = cft__strdup(link);
+        } else { /* relative to the link's directory */
+            const char *slash = strrchr(cur, '/');
+            size_t d = slash ? (size_t)(slash - cur) + 1 : 0;
+            char *next = cft__new(d + (size_t)n + 1);
+            if (!next)
+                return NULL;
+            memcpy(next, cur, d);
+            memcpy(next + d, link, (size_t)n + 1);
+            cur = next;
+        }
+    }
+    return cur;
+}
+
+/* the directory part of path ("." if none), a GC string */
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return cft__strdup(".");
+    if (slash == path)
+        return cft__strdup("/");
+    char *d = cft__new((size_t)(slash - path) + 1);
+    if (d)
+        memcpy(d, path, (size_t)(slash - path));
+    return d;
+}
+
+/* An unnamed file in target's directory (O_TMPFILE), or a new named one
+ * (then its name goes to tmp, else tmp[0] = 0). The mode is 0666 less the
+ * umask, as open() makes it. */
+static int open_temp(const char *target, char *tmp, size_t cap) {
+    tmp[0] = 0;
+#ifdef O_TMPFILE
+    char *dir = dir_of(target);
+    int fd = dir ? open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666) : -1;
+    if (fd >= 0)
+        return fd;
+#endif
     static _Thread_local unsigned counter;
     for (int attempt = 0; attempt < 100; attempt++) {
-        snprintf(tmp, cap, "%s.tmp-%ld-%u-%ld", path, (long)getpid(), counter++, (long)clock());
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
-        if (fd >= 0) {
-            FILE *f = fdopen(fd, "wb");
-            if (!f) {
-                close(fd);
-                unlink(tmp);
-            }
+        snprintf(tmp, cap, "%s.tmp-%ld-%u-%ld", target, (long)getpid(), counter++, (long)clock());
+        int f = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (f >= 0 || errno != EEXIST) {
+            if (f < 0)
+                tmp[0] = 0;
             return f;
         }
-        if (errno != EEXIST)
-            return NULL;
     }
-    return NULL;
+    tmp[0] = 0;
+    return -1;
+}
+
+/* give the finished temporary file the name target, atomically */
+static int publish(int fd, const char *target, char *tmp, size_t cap) {
+    if (!tmp[0]) { /* unnamed: link it under a temporary name, then rename */
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        static _Thread_local unsigned counter;
+        for (int attempt = 0;; attempt++) {
+            snprintf(tmp, cap, "%s.tmp-%ld-%u", target, (long)getpid(), counter++);
+            if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0)
+                break;
+            if (errno != EEXIST || attempt > 100) {
+                tmp[0] = 0;
+                return -1;
+            }
+        }
+    }
+    return rename(tmp, target);
 }
 
 cft_status cft_save_safetensors(const char *path, const cft_tree *t, const char *const *meta,
@@ -159,11 +215,27 @@ cft_status cft_save_safetensors(const char *path, const cft_tree *t, const char 
     char *header = make_header(t, meta, nmeta, &hlen);
     if (!header)
         return fail(path, CFT_E_NOMEM, "%s", "out of memory building the header");
-    size_t cap = strlen(path) + 64;
+    char *target = resolve(path);
+    if (!target) {
+        free(header);
+        return fail(path, CFT_E_NOMEM, "%s", "out of memory");
+    }
+    struct stat old;
+    bool existed = stat(target, &old) == 0;
+    if (existed && !S_ISREG(old.st_mode)) {
+        free(header);
+        return fail(path, CFT_E_IO, "%s", "exists and is not a regular file");
+    }
+    size_t cap = strlen(target) + 64;
     char *tmp = malloc(cap);
-    FILE *f = tmp ? open_temp(path, tmp, cap) : NULL;
+    int fd = tmp ? open_temp(target, tmp, cap) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         int err = errno;
+        if (fd >= 0)
+            close(fd);
+        if (tmp && tmp[0])
+            unlink(tmp);
         free(header);
         free(tmp);
         return fail(path, CFT_E_IO, "cannot create a temporary file: %s", strerror(err));
@@ -172,17 +244,24 @@ cft_status cft_save_safetensors(const char *path, const cft_tree *t, const char 
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
     bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(header, 1, hlen, f) == hlen && write_data(f, t);
-    int err = errno;
+    int err = ok ? 0 : (errno ? errno : EIO);
     free(header);
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (!ok && !err)
-        err = errno;
+    if (ok && existed) { /* the old file's mode and, where allowed, owner */
+        if (fchown(fileno(f), old.st_uid, old.st_gid) != 0) {
+            /* not allowed (not root): the file is ours, as any rewrite */
+        }
+        if (fchmod(fileno(f), old.st_mode & 07777) != 0)
+            ok = false, err = errno;
+    }
+    if (ok && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+        ok = false, err = errno;
+    if (ok && publish(fileno(f), target, tmp, cap) != 0)
+        ok = false, err = errno;
     if (fclose(f) != 0 && ok)
         ok = false, err = errno;
-    if (ok && rename(tmp, path) != 0)
-        ok = false, err = errno;
     if (!ok) {
-        unlink(tmp);
+        if (tmp[0])
+            unlink(tmp);
         free(tmp);
         return fail(path, CFT_E_IO, "write failed: %s", strerror(err ? err : EIO));
     }

@@ -103,6 +103,11 @@ cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin,
                                  nin > 1 ? ", " : "", nin > 1 ? cft_aval_str(&in[1], b) : "", d, j,
                                  (long long)out[j].shape[d]);
             }
+    for (int j = 0; j < nout; j++) { /* sizes that overflow are refused here, by name */
+        e = cft__check_size(p->name, out[j].dtype, out[j].shape, out[j].ndim, NULL, NULL);
+        if (e)
+            return e;
+    }
     return NULL;
 }
 
