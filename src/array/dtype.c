@@ -35,8 +35,15 @@ bool cft_dtype_is_half(cft_dtype dt) {
     return dt == CFT_F16 || dt == CFT_BF16;
 }
 
-/* ---- the half types: f16 is the compiler's _Float16 (IEEE binary16);
- * bf16 is the top half of an f32, rounded to nearest-even ---- */
+/* ---- the half types: f16 is the compiler's _Float16 (IEEE binary16;
+ * clang before 15 has it on x86 only as the storage type __fp16, which
+ * converts the same way); bf16 is the top half of an f32, rounded to
+ * nearest-even ---- */
+#if defined(__clang__) && __clang_major__ < 15
+typedef __fp16 f16_t;
+#else
+typedef _Float16 f16_t;
+#endif
 static inline float bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
@@ -88,12 +95,12 @@ cft_dtype cft_promote(cft_dtype a, cft_dtype b) {
 
 /* complex to real keeps the real part (as NumPy, without its warning) */
 #define RE(v) creal(v)
-#define TOF16(v) ((_Float16)(v))
+#define TOF16(v) ((f16_t)(v))
 #define TOBF16(v) (f32_to_bf16((float)(v)))
 #define CAST_FROM(ST)                                                                              \
     switch (ddt) {                                                                                 \
     case CFT_F16:                                                                                  \
-        CAST_LOOP(ST, _Float16, TOF16);                                                            \
+        CAST_LOOP(ST, f16_t, TOF16);                                                               \
         break;                                                                                     \
     case CFT_BF16:                                                                                 \
         CAST_LOOP(ST, uint16_t, TOBF16);                                                           \
@@ -145,7 +152,7 @@ void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t
         CAST_FROM(double);
         break;
     case CFT_F16:
-        CAST_FROM(_Float16);
+        CAST_FROM(f16_t);
         break;
     case CFT_C64:
     case CFT_C128: {
@@ -193,7 +200,7 @@ double cft__get(const void *p, cft_dtype dt, int64_t i) {
     case CFT_F64:
         return ((const double *)p)[i];
     case CFT_F16:
-        return ((const _Float16 *)p)[i];
+        return ((const f16_t *)p)[i];
     case CFT_BF16:
         return bf16_to_f32(((const uint16_t *)p)[i]);
     case CFT_C64: /* the real part */
@@ -223,7 +230,7 @@ void cft__set(void *p, cft_dtype dt, int64_t i, double v) {
         ((double *)p)[i] = v;
         break;
     case CFT_F16:
-        ((_Float16 *)p)[i] = (_Float16)v;
+        ((f16_t *)p)[i] = (f16_t)v;
         break;
     case CFT_BF16:
         ((uint16_t *)p)[i] = f32_to_bf16((float)v);

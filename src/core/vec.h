@@ -5,7 +5,9 @@
 #ifndef CFT_VEC_H
 #define CFT_VEC_H
 
-#ifdef __SANITIZE_THREAD__
+#if defined(__clang__)
+#define CFT_VEC /* clang: no per-function optimize; the build's level applies */
+#elif defined(__SANITIZE_THREAD__)
 #define CFT_VEC __attribute__((optimize("O3")))
 #else
 #define CFT_VEC __attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default")))

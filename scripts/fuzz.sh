@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Build the libFuzzer targets (clang, ASan+UBSan) and run each one from its
+# seed corpus (written by the library itself, tests/fuzz/make_seeds.c).
+#   bash scripts/fuzz.sh              # 60 s per target (what CI runs)
+#   FUZZ_SECONDS=1800 bash scripts/fuzz.sh   # longer
+# Corpora grow in build-fuzz/corpus/<target>; a finding stops the run with
+# its input saved as build-fuzz/crash-* (rerun: build-fuzz/<target> <file>).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${FUZZ_SECONDS:-60}"
+CC=clang cmake -S . -B build-fuzz -DCFT_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
+    -DCFT_BUILD_TESTS=OFF -DCFT_BUILD_EXAMPLES=OFF -DCFT_BUILD_BENCH=OFF >/dev/null
+cmake --build build-fuzz -j2 >/dev/null
+cd build-fuzz
+mkdir -p corpus/fuzz_safetensors corpus/fuzz_bool
+# the GC is off in sanitizer builds, so memory is never freed: no leak
+# reports, and room for the growth of a long run
+export ASAN_OPTIONS=detect_leaks=0
+./make_seeds corpus/fuzz_safetensors corpus/fuzz_bool
+for t in fuzz_safetensors fuzz_bool; do
+    echo "fuzz: $t for ${secs} s"
+    if ! ./"$t" -max_total_time="$secs" -detect_leaks=0 -rss_limit_mb=6144 \
+        -print_final_stats=1 "corpus/$t" >"$t.log" 2>&1; then
+        tail -60 "$t.log"
+        echo "fuzz: $t found a problem (input saved as build-fuzz/crash-*)"
+        exit 1
+    fi
+    grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units)' "$t.log"
+done

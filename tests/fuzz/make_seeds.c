@@ -1,0 +1,67 @@
+/* make_seeds.c: writes the fuzzers' seed corpora with the library itself
+ * (files cft writes, so the fuzzer starts from valid inputs and mutates
+ * them), plus a few hostile headers that once broke the loader.
+ * Usage: make_seeds <corpus-dir-for-safetensors> <corpus-dir-for-bool> */
+#include <stdio.h>
+#include <string.h>
+
+#include "cft/cft.h"
+
+static void put(const char *dir, const char *name, const void *data, size_t n) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    if (f) {
+        fwrite(data, 1, n, f);
+        fclose(f);
+    }
+}
+
+static void raw(const char *dir, const char *name, const char *header) {
+    unsigned char b[512];
+    size_t h = strlen(header);
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)h >> (8 * i));
+    memcpy(b + 8, header, h);
+    put(dir, name, b, 8 + h);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3)
+        return 2;
+    cft_init();
+    const char *st = argv[1];
+    cft_array *x = cft_random_normal(cft_random_key(1), CFT_F32, (int64_t[]){3, 4}, 2);
+    cft_tree *t = cft_tree_new();
+    t = cft_tree_set(t, "layer.weight", x);
+    t = cft_tree_set(t, "layer.bias", cft_astype(cft_arange(0, 4, 1, CFT_F32), CFT_F64));
+    t = cft_tree_set(t, "ids", cft_arange(0, 5, 1, CFT_I32));
+    t = cft_tree_set(t, "n", cft_scalar(7, CFT_I64));
+    t = cft_tree_set(t, "mask", cft_gt(x, cft_scalar(0, CFT_F32)));
+    t = cft_tree_set(t, "h", cft_astype(x, CFT_F16));
+    t = cft_tree_set(t, "bf", cft_astype(x, CFT_BF16));
+    t = cft_tree_set(t, "c", cft_complex(x, x));
+    t = cft_tree_set(t, "empty", cft_zeros(CFT_F32, (int64_t[]){0, 3}, 2));
+    const char *meta[4] = {"format", "pt", "note", "\"quoted\" \\u00e9"};
+    char p[1024];
+    snprintf(p, sizeof p, "%s/full.safetensors", st);
+    if (cft_save_safetensors(p, t, meta, 2) != CFT_OK)
+        return 1;
+    snprintf(p, sizeof p, "%s/one.safetensors", st);
+    cft_save_safetensors(p, cft_tree_set(cft_tree_new(), "w", cft_scalar(1, CFT_F32)), NULL, 0);
+    snprintf(p, sizeof p, "%s/empty.safetensors", st);
+    cft_save_safetensors(p, cft_tree_new(), NULL, 0);
+    raw(st, "meta-twice", "{\"__metadata__\":{\"a\":\"b\"},\"__metadata__\":{}}");
+    raw(st, "zero-huge",
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[0,4294967296,4294967296],"
+        "\"data_offsets\":[0,0]}}");
+    raw(st, "escapes",
+        "{\"\\ud83d\\ude00\\n\":{\"dtype\":\"U8\",\"shape\":[0],"
+        "\"data_offsets\":[0,0]}}");
+    unsigned char b[64];
+    for (int i = 0; i < 64; i++)
+        b[i] = (unsigned char)(i * 37);
+    put(argv[2], "bytes", b, sizeof b);
+    put(argv[2], "ones", "\x01\x01\x01\x01\x01", 5);
+    return 0;
+}
