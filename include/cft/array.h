@@ -63,9 +63,13 @@ bool cft_is_concrete(const cft_array *x);
 /** Copy the elements of a concrete array, row-major, converted to `dtype`,
  *  into `out` (room for cft_array_size(x) elements). Returns a status. */
 cft_status cft_copy_to(const cft_array *x, cft_dtype dtype, void *out);
-/** Element at flat row-major index i, as a double (NaN on error). */
+/** Element at flat row-major index i, as a double (NaN on error, with
+ *  cft_last_error set). Reading a traced array's value (inside a transform,
+ *  cft_jit or a staged call) is an error that also fails the traced call,
+ *  as JAX's ConcretizationTypeError: choose with cft_where / cft_cond. */
 double cft_item_at(const cft_array *x, int64_t i);
-/** The single element of a size-1 array, as a double (NaN on error). */
+/** The single element of a size-1 array, as a double (NaN on error, as
+ *  cft_item_at). */
 double cft_item(const cft_array *x);
 
 /** Print x NumPy-style ("array([[1., 2.], ...], dtype=f32)") to `f`. */

@@ -236,6 +236,7 @@ cft_array *cft__contig(cft_array *x) {
 /* ---- creation ---- */
 
 cft_array *cft_from_data(const void *data, cft_dtype dtype, const int64_t *shape, int ndim) {
+    CFT_API("cft_from_data");
     cft_array *e = check_shape("cft_from_data", dtype, shape, ndim);
     if (e)
         return e;
@@ -258,16 +259,20 @@ cft_array *cft_from_data(const void *data, cft_dtype dtype, const int64_t *shape
     return x;
 }
 cft_array *cft_from_f32(const float *d, const int64_t *s, int n) {
+    CFT_API("cft_from_f32");
     return cft_from_data(d, CFT_F32, s, n);
 }
 cft_array *cft_from_f64(const double *d, const int64_t *s, int n) {
+    CFT_API("cft_from_f64");
     return cft_from_data(d, CFT_F64, s, n);
 }
 cft_array *cft_from_i32(const int32_t *d, const int64_t *s, int n) {
+    CFT_API("cft_from_i32");
     return cft_from_data(d, CFT_I32, s, n);
 }
 
 cft_array *cft_full(double value, cft_dtype dtype, const int64_t *shape, int ndim) {
+    CFT_API("cft_full");
     cft_array *e = check_shape("cft_full", dtype, shape, ndim);
     if (e)
         return e;
@@ -285,12 +290,15 @@ cft_array *cft_full(double value, cft_dtype dtype, const int64_t *shape, int ndi
     return cft__view(one, shape, ndim, zs, 0);
 }
 cft_array *cft_zeros(cft_dtype dt, const int64_t *s, int n) {
+    CFT_API("cft_zeros");
     return cft_full(0, dt, s, n);
 }
 cft_array *cft_ones(cft_dtype dt, const int64_t *s, int n) {
+    CFT_API("cft_ones");
     return cft_full(1, dt, s, n);
 }
 cft_array *cft_scalar(double v, cft_dtype dt) {
+    CFT_API("cft_scalar");
     return cft_full(v, dt, NULL, 0);
 }
 
@@ -299,13 +307,16 @@ cft_array *cft_full_like(cft_array *x, double v) {
     return cft_full(v, x->aval.dtype, x->aval.shape, x->aval.ndim);
 }
 cft_array *cft_zeros_like(cft_array *x) {
+    CFT_API("cft_zeros_like");
     return cft_full_like(x, 0);
 }
 cft_array *cft_ones_like(cft_array *x) {
+    CFT_API("cft_ones_like");
     return cft_full_like(x, 1);
 }
 
 cft_array *cft_arange(double start, double stop, double step, cft_dtype dtype) {
+    CFT_API("cft_arange");
     if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step))
         return cft__fail(CFT_E_ARG, "cft_arange: bad range start=%g stop=%g step=%g", start, stop,
                          step);
@@ -327,6 +338,7 @@ cft_array *cft_arange(double start, double stop, double step, cft_dtype dtype) {
 }
 
 cft_array *cft_linspace(double start, double stop, int64_t n, cft_dtype dtype) {
+    CFT_API("cft_linspace");
     cft_array *e = check_shape("cft_linspace", dtype, &n, 1);
     if (e)
         return e;
@@ -340,6 +352,7 @@ cft_array *cft_linspace(double start, double stop, int64_t n, cft_dtype dtype) {
 }
 
 cft_array *cft_eye(int64_t n, cft_dtype dtype) {
+    CFT_API("cft_eye");
     int64_t s[2] = {n, n};
     cft_array *e = check_shape("cft_eye", dtype, s, 2);
     if (e)
@@ -361,6 +374,7 @@ int cft_array_ndim(const cft_array *x) {
     return cft_failed(x) ? 0 : x->aval.ndim;
 }
 int64_t cft_array_dim(const cft_array *x, int axis) {
+    CFT_API("cft_array_dim");
     if (cft_failed(x))
         return -1;
     if (axis < 0)
@@ -370,6 +384,7 @@ int64_t cft_array_dim(const cft_array *x, int axis) {
     return x->aval.shape[axis];
 }
 const int64_t *cft_array_shape(const cft_array *x) {
+    CFT_API("cft_array_shape");
     return cft_failed(x) ? NULL : x->aval.shape;
 }
 int64_t cft_array_size(const cft_array *x) {
@@ -385,12 +400,13 @@ bool cft_is_concrete(const cft_array *x) {
 }
 
 cft_status cft_copy_to(const cft_array *x, cft_dtype dtype, void *out) {
+    CFT_API("cft_copy_to");
     if (cft_failed(x))
         return cft__set_last(x);
     if (x->kind != CFT_K_CONCRETE)
-        return cft__set_last(cft__fail(CFT_E_TRACE,
-                                       "cft_copy_to: the array is a tracer: its values "
-                                       "are not known while tracing"));
+        return cft__set_last(cft__concretization_error("cft_copy_to", x));
+    if ((unsigned)dtype >= CFT_NDTYPES)
+        return cft__set_last(cft__fail(CFT_E_DTYPE, "cft_copy_to: unknown dtype %d", (int)dtype));
     if (!out)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_copy_to: out is NULL"));
     cft_array *c = cft__contig((cft_array *)x);
@@ -400,12 +416,28 @@ cft_status cft_copy_to(const cft_array *x, cft_dtype dtype, void *out) {
     return CFT_OK;
 }
 
-double cft_item_at(const cft_array *x, int64_t i) {
-    if (cft_failed(x) || x->kind != CFT_K_CONCRETE)
+/* element i of x, or NaN with the last error set naming `call` */
+static double item_at(const char *call, const cft_array *x, int64_t i) {
+    if (!x) {
+        cft__fail(CFT_E_ARG, "%s: the array is NULL", call);
         return NAN;
+    }
+    if (cft_failed(x)) {
+        cft__set_last(x);
+        return NAN;
+    }
+    if (x->kind != CFT_K_CONCRETE) {
+        cft__concretization_error(call, x);
+        return NAN;
+    }
     const cft_aval *a = &x->aval;
-    if (i < 0 || i >= cft__numel(a->shape, a->ndim))
+    int64_t n = cft__numel(a->shape, a->ndim);
+    if (i < 0 || i >= n) {
+        char b[96];
+        cft__fail(CFT_E_ARG, "%s: index %lld out of range for %s (%lld elements)", call,
+                  (long long)i, cft_aval_str(a, b), (long long)n);
         return NAN;
+    }
     int64_t off = x->offset, rem = i;
     for (int d = a->ndim - 1; d >= 0; d--) {
         off += (rem % a->shape[d]) * x->strides[d];
@@ -414,13 +446,17 @@ double cft_item_at(const cft_array *x, int64_t i) {
     return cft__get(x->data, a->dtype, off);
 }
 
+double cft_item_at(const cft_array *x, int64_t i) {
+    CFT_API("cft_item_at");
+    return item_at("cft_item_at", x, i);
+}
+
 cft_status cft_item_complex_at(const cft_array *x, int64_t i, double *re, double *im) {
+    CFT_API("cft_item_complex_at");
     if (cft_failed(x))
         return cft__set_last(x);
     if (x->kind != CFT_K_CONCRETE)
-        return cft__set_last(cft__fail(CFT_E_TRACE,
-                                       "cft_item_complex_at: the array is a tracer: its values "
-                                       "are not known while tracing"));
+        return cft__set_last(cft__concretization_error("cft_item_complex_at", x));
     const cft_aval *a = &x->aval;
     int64_t n = cft__numel(a->shape, a->ndim);
     if (i < 0 || i >= n)
@@ -451,9 +487,14 @@ static void item2(const cft_array *x, int64_t i, double *re, double *im) {
 }
 
 double cft_item(const cft_array *x) {
-    if (cft_array_size(x) != 1)
+    CFT_API("cft_item");
+    if (!cft_failed(x) && x->kind == CFT_K_CONCRETE && cft_array_size(x) != 1) {
+        char b[96];
+        cft__fail(CFT_E_SHAPE, "cft_item: needs an array of one element, got %s",
+                  cft_aval_str(&x->aval, b));
         return NAN;
-    return cft_item_at(x, 0);
+    }
+    return item_at("cft_item", x, 0);
 }
 
 const char *cft_aval_str(const cft_aval *a, char *buf) {
@@ -468,6 +509,7 @@ const char *cft_aval_str(const cft_aval *a, char *buf) {
 
 bool cft_allclose(const cft_array *a, const cft_array *b, double rtol, double atol,
                   bool equal_nan) {
+    CFT_API("cft_allclose");
     if (cft_failed(a) || cft_failed(b) || a->kind != CFT_K_CONCRETE || b->kind != CFT_K_CONCRETE)
         return false;
     if (a->aval.ndim != b->aval.ndim)
@@ -508,6 +550,7 @@ bool cft_allclose(const cft_array *a, const cft_array *b, double rtol, double at
 }
 
 double cft_max_abs_diff(const cft_array *a, const cft_array *b) {
+    CFT_API("cft_max_abs_diff");
     if (cft_failed(a) || cft_failed(b) || a->kind != CFT_K_CONCRETE || b->kind != CFT_K_CONCRETE)
         return INFINITY;
     if (cft_array_size(a) != cft_array_size(b) || a->aval.ndim != b->aval.ndim)

@@ -313,6 +313,7 @@ bool cft__shape_symbolic(const int64_t *shape, int ndim) {
 }
 
 bool cft_aval_is_symbolic(const cft_aval *a) {
+    CFT_API("cft_aval_is_symbolic");
     return a && cft__shape_symbolic(a->shape, a->ndim);
 }
 

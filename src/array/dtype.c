@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "array/array.h"
 
 static const char *names[CFT_NDTYPES] = {"bool", "i32",  "i64", "f32", "f64",
@@ -20,18 +21,23 @@ bool cft_dtype_is_float(cft_dtype dt) {
     return dt == CFT_F32 || dt == CFT_F64 || dt == CFT_F16 || dt == CFT_BF16;
 }
 bool cft_dtype_is_complex(cft_dtype dt) {
+    CFT_API("cft_dtype_is_complex");
     return dt == CFT_C64 || dt == CFT_C128;
 }
 bool cft_dtype_is_inexact(cft_dtype dt) {
+    CFT_API("cft_dtype_is_inexact");
     return cft_dtype_is_float(dt) || cft_dtype_is_complex(dt);
 }
 cft_dtype cft_dtype_real(cft_dtype dt) {
+    CFT_API("cft_dtype_real");
     return dt == CFT_C64 ? CFT_F32 : dt == CFT_C128 ? CFT_F64 : dt;
 }
 cft_dtype cft_dtype_complex(cft_dtype dt) {
+    CFT_API("cft_dtype_complex");
     return dt == CFT_F64 || dt == CFT_C128 ? CFT_C128 : CFT_C64;
 }
 bool cft_dtype_is_half(cft_dtype dt) {
+    CFT_API("cft_dtype_is_half");
     return dt == CFT_F16 || dt == CFT_BF16;
 }
 

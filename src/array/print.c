@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "array/array.h"
 
 static void print_real(double v, FILE *f) {
@@ -87,11 +88,13 @@ static void print_indented(const cft_array *x, int indent, FILE *f) {
 }
 
 void cft_print(const cft_array *x, FILE *f) {
+    CFT_API("cft_print");
     print_indented(x, 0, f);
     fputc('\n', f);
 }
 
 void cft_print_named(const char *name, const cft_array *x, FILE *f) {
+    CFT_API("cft_print_named");
     fprintf(f, "%s = ", name);
     print_indented(x, (int)strlen(name) + 3, f);
     fputc('\n', f);

@@ -23,11 +23,46 @@ cft_array *cft__oom(void) {
     return &oom_error;
 }
 
+static _Thread_local const char *api_name;
+static _Thread_local int api_depth;
+
+int cft__api_enter(const char *name) {
+    if (api_depth++ == 0)
+        api_name = name;
+    return 0;
+}
+void cft__api_leave(int *tok) {
+    (void)tok;
+    if (--api_depth == 0)
+        api_name = NULL;
+}
+cft_api_state cft__api_suspend(void) {
+    cft_api_state s = {api_name, api_depth};
+    api_name = NULL, api_depth = 0;
+    return s;
+}
+void cft__api_resume(cft_api_state s) {
+    api_name = s.name, api_depth = s.depth;
+}
+
 cft_array *cft__fail(cft_status code, const char *fmt, ...) {
     char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    size_t at = 0;
+    if (api_name) { /* name the public call first, unless the message does */
+        size_t n = strlen(api_name);
+        char head[128];
+        va_list cp;
+        va_copy(cp, ap);
+        vsnprintf(head, sizeof head, fmt, cp);
+        va_end(cp);
+        if (strncmp(head, api_name, n) != 0 || head[n] != ':')
+            at = (size_t)snprintf(buf, sizeof buf, "%s: ", api_name);
+        if (at >= sizeof buf)
+            at = 0;
+    }
+    vsnprintf(buf + at, sizeof buf - at, fmt, ap);
     va_end(ap);
     last_code = code;
     snprintf(last_msg, sizeof last_msg, "%s", buf);
@@ -85,4 +120,27 @@ const char *cft_last_error_message(void) {
 void cft_clear_error(void) {
     last_code = CFT_OK;
     last_msg[0] = 0;
+}
+
+/* ---- concretization: reading a tracer's value ---- */
+
+static _Thread_local cft_array *poison;
+
+cft_array *cft__poison_swap(cft_array *p) {
+    cft_array *old = poison;
+    poison = p;
+    return old;
+}
+
+cft_array *cft__concretization_error(const char *call, const cft_array *x) {
+    char b[96];
+    cft_array *e = cft__fail(
+        CFT_E_TRACE,
+        "%s: the value of a traced array (%s) is not known while tracing (inside a transform, "
+        "cft_jit or a staged call): branch with cft_where / cft_cond / cft_switch, loop with "
+        "cft_while_loop, or run a plain call op by op with cft_fn_uncached",
+        call, cft_aval_str(&x->aval, b));
+    if (!poison)
+        poison = e;
+    return e;
 }

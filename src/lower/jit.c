@@ -1003,6 +1003,7 @@ static void set_blas_threads(void) { /* OpenBLAS follows cft's thread count (def
 }
 
 cft_fn *cft_jit(cft_fn *f) {
+    CFT_API("cft_jit");
     cft_fn *bad = cft__fn_check("cft_jit", f);
     if (bad)
         return bad;
@@ -1025,6 +1026,7 @@ cft_fn *cft_jit(cft_fn *f) {
 }
 
 cft_status cft_jit_stats_of(const cft_fn *jitted, cft_jit_stats *out) {
+    CFT_API("cft_jit_stats_of");
     if (!jitted || !out || jitted->cb != jit_cb)
         return cft__set_last(
             cft__fail(CFT_E_ARG, "cft_jit_stats_of: not a function made by cft_jit"));

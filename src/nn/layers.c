@@ -5,6 +5,7 @@
  * applies. */
 #include <math.h>
 
+#include "core/error.h"
 #include "nn/nn_internal.h"
 
 cft_array *cft_linear(cft_array *x, cft_array *weight, cft_array *bias) {
@@ -29,6 +30,8 @@ cft_array *cft_layer_norm(cft_array *x, int nnorm, cft_array *weight, cft_array 
     if (bias && cft_failed(bias))
         return bias;
     int nd = cft_array_ndim(x);
+    if (!(eps >= 0) || !isfinite(eps))
+        return cft__fail(CFT_E_ARG, "cft_layer_norm: eps = %g (must be finite and >= 0)", eps);
     if (nnorm < 1 || nnorm > nd || !cft_dtype_is_float(cft_array_dtype(x)))
         return cft__fail(CFT_E_ARG, "cft_layer_norm: cannot normalise the last %d dims of %s",
                          nnorm, cft__nn_av(x));
@@ -70,6 +73,7 @@ static cft_array *per_channel(cft_array *a, int nd) {
 cft_array *cft_batch_norm(cft_array *x, cft_array *running_mean, cft_array *running_var,
                           cft_array *weight, cft_array *bias, bool train, double momentum,
                           double eps, cft_array **new_mean, cft_array **new_var) {
+    CFT_API("cft_batch_norm");
     cft_array *y = NULL, *nm = running_mean, *nv = running_var;
     if (!x || !running_mean || !running_var)
         y = cft__fail(CFT_E_ARG, "cft_batch_norm: NULL input or running statistics");

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "core/error.h"
 #include "nn/module.h"
 
 static cft_module *make(int kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -37,13 +38,18 @@ static cft_module *require(cft_module *m, bool ok, const char *op) {
 }
 
 cft_module *cft_nn_linear(int64_t in, int64_t out, bool bias) {
+    CFT_API("cft_nn_linear");
     cft_module *m = make(CFT_M_LINEAR, "Linear(in=%lld, out=%lld, bias=%s)", (long long)in,
                          (long long)out, bias ? "true" : "false");
     m->a = in, m->b = out, m->flag = bias;
-    return require(m, in > 0 && out > 0, "cft_nn_linear");
+    return require(m,
+                   in > 0 && out > 0 && in < CFT_DIM_MAX_CONCRETE && out < CFT_DIM_MAX_CONCRETE &&
+                       in <= INT64_MAX / 8 / out,
+                   "cft_nn_linear");
 }
 
 cft_module *cft_nn_layer_norm(const int64_t *shape, int nshape, double eps, bool affine) {
+    CFT_API("cft_nn_layer_norm");
     char dims[160] = "";
     int len = 0;
     bool ok = shape && nshape >= 1 && nshape <= CFT_MAX_NDIM && eps >= 0;
@@ -64,6 +70,7 @@ cft_module *cft_nn_layer_norm(const int64_t *shape, int nshape, double eps, bool
 }
 
 cft_module *cft_nn_batch_norm(int64_t num_features, double eps, double momentum, bool affine) {
+    CFT_API("cft_nn_batch_norm");
     cft_module *m =
         make(CFT_M_BATCH_NORM, "BatchNorm(features=%lld, eps=%g, momentum=%g, affine=%s)",
              (long long)num_features, eps, momentum, affine ? "true" : "false");
@@ -73,12 +80,14 @@ cft_module *cft_nn_batch_norm(int64_t num_features, double eps, double momentum,
 }
 
 cft_module *cft_nn_dropout(double p) {
+    CFT_API("cft_nn_dropout");
     cft_module *m = make(CFT_M_DROPOUT, "Dropout(p=%g)", p);
     m->p = p;
     return require(m, p >= 0 && p <= 1, "cft_nn_dropout");
 }
 
 cft_module *cft_nn_embedding(int64_t num, int64_t dim) {
+    CFT_API("cft_nn_embedding");
     cft_module *m =
         make(CFT_M_EMBEDDING, "Embedding(num=%lld, dim=%lld)", (long long)num, (long long)dim);
     m->a = num, m->b = dim;
@@ -92,12 +101,14 @@ static const char *act_name(cft_activation_kind k) {
 }
 
 cft_module *cft_nn_activation(cft_activation_kind kind) {
+    CFT_API("cft_nn_activation");
     cft_module *m = make(CFT_M_ACTIVATION, "%s", act_name(kind));
     m->act = kind;
     return require(m, (unsigned)kind <= CFT_ACT_SOFTPLUS, "cft_nn_activation");
 }
 
 cft_module *cft_nn_mha(int64_t embed_dim, int64_t num_heads, bool bias) {
+    CFT_API("cft_nn_mha");
     cft_module *m = make(CFT_M_MHA, "MultiheadAttention(embed_dim=%lld, num_heads=%lld, bias=%s)",
                          (long long)embed_dim, (long long)num_heads, bias ? "true" : "false");
     m->a = embed_dim, m->b = num_heads, m->flag = bias;
@@ -113,6 +124,7 @@ static bool pair(int64_t *out, const int64_t *v, int64_t d, int64_t lo) {
 cft_module *cft_nn_conv2d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
                           const int64_t *padding, const int64_t *dilation, int64_t groups,
                           bool bias) {
+    CFT_API("cft_nn_conv2d");
     int64_t k[2] = {0, 0}, s[2], p[2], d[2];
     bool ok = kernel && pair(k, kernel, 0, 1);
     ok = pair(s, stride, 1, 1) && ok;
@@ -163,16 +175,19 @@ static cft_module *pool(int kind, const char *name, const int64_t *kernel, const
 
 cft_module *cft_nn_max_pool2d(const int64_t *kernel, const int64_t *stride, const int64_t *padding,
                               const int64_t *dilation) {
+    CFT_API("cft_nn_max_pool2d");
     return pool(CFT_M_MAX_POOL2D, "cft_nn_max_pool2d", kernel, stride, padding, dilation, false);
 }
 
 cft_module *cft_nn_avg_pool2d(const int64_t *kernel, const int64_t *stride, const int64_t *padding,
                               bool count_include_pad) {
+    CFT_API("cft_nn_avg_pool2d");
     return pool(CFT_M_AVG_POOL2D, "cft_nn_avg_pool2d", kernel, stride, padding, NULL,
                 count_include_pad);
 }
 
 cft_module *cft_nn_flatten(int start_dim, int end_dim) {
+    CFT_API("cft_nn_flatten");
     cft_module *m = make(CFT_M_FLATTEN, "Flatten(start_dim=%d, end_dim=%d)", start_dim, end_dim);
     m->a = start_dim, m->b = end_dim;
     /* the dims are checked against the input's rank when applied; here
@@ -184,6 +199,7 @@ cft_module *cft_nn_flatten(int start_dim, int end_dim) {
 }
 
 cft_module *cft_nn_sequential(cft_module *const *layers, int n) {
+    CFT_API("cft_nn_sequential");
     cft_module *m = make(CFT_M_SEQUENTIAL, "Sequential(%d layers)", n);
     if (m->err)
         return m;
@@ -206,6 +222,7 @@ cft_module *cft_nn_sequential(cft_module *const *layers, int n) {
 }
 
 cft_module *cft_nn_mlp(const int64_t *sizes, int nsizes, cft_activation_kind act, double dropout) {
+    CFT_API("cft_nn_mlp");
     if (!sizes || nsizes < 2 || !(dropout >= 0 && dropout <= 1)) {
         cft_module *m = make(CFT_M_SEQUENTIAL, "MLP(%d sizes, dropout=%g)", nsizes, dropout);
         return require(m, false, "cft_nn_mlp");
@@ -227,5 +244,6 @@ cft_module *cft_nn_mlp(const int64_t *sizes, int nsizes, cft_activation_kind act
 }
 
 const char *cft_module_describe(const cft_module *m) {
+    CFT_API("cft_module_describe");
     return m ? m->desc : "(NULL module)";
 }

@@ -4,6 +4,7 @@
  * cft_conv2d / cft_max_pool2d / cft_avg_pool2d ops. */
 #include <stdio.h>
 
+#include "core/error.h"
 #include "nn/module.h"
 
 /* entry `name` of a params or state tree, or an error naming the module */
@@ -53,6 +54,7 @@ static cft_array *merge_heads(cft_array *x) {
 
 cft_array *cft_mha_apply(const cft_module *m, const cft_tree *params, cft_array *q, cft_array *k,
                          cft_array *v, cft_array *mask, bool causal) {
+    CFT_API("cft_mha_apply");
     if (!m)
         return cft__fail(CFT_E_ARG, "cft_mha_apply: NULL module");
     if (m->err)
@@ -164,6 +166,7 @@ static cft_array *apply_layer(const cft_module *m, const cft_tree *p, const cft_
 
 cft_array *cft_module_apply(const cft_module *m, const cft_tree *params, const cft_tree *state,
                             cft_array *x, bool train, cft_array *key, cft_tree **new_state) {
+    CFT_API("cft_module_apply");
     cft_array *y = NULL;
     cft_tree *ns = NULL;
     if (!state)

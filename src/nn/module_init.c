@@ -7,6 +7,7 @@
  * 1/sqrt(fan_in)) with fan_in = in/groups * kH * kW. */
 #include <math.h>
 
+#include "core/error.h"
 #include "nn/module.h"
 
 static cft_array *uniform(cft_array *key, int64_t r, int64_t c, int nd, double bound) {
@@ -80,6 +81,7 @@ static cft_tree *init_layer(const cft_module *m, cft_array *key, cft_tree **stat
 }
 
 cft_tree *cft_module_init(const cft_module *m, cft_array *key, cft_tree **state) {
+    CFT_API("cft_module_init");
     cft_tree *st = NULL, *p;
     if (!m)
         p = cft__tree_err(cft__fail(CFT_E_ARG, "cft_module_init: NULL module"));

@@ -5,9 +5,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "nn/nn_internal.h"
 
 cft_optim cft_sgd(double lr, double momentum, double weight_decay, bool nesterov) {
+    CFT_API("cft_sgd");
     return (cft_optim){.kind = CFT_OPTIM_SGD,
                        .lr = lr,
                        .momentum = momentum,
@@ -16,10 +18,12 @@ cft_optim cft_sgd(double lr, double momentum, double weight_decay, bool nesterov
 }
 
 cft_optim cft_adam(double lr) {
+    CFT_API("cft_adam");
     return (cft_optim){.kind = CFT_OPTIM_ADAM, .lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
 }
 
 cft_optim cft_adamw(double lr, double weight_decay) {
+    CFT_API("cft_adamw");
     return (cft_optim){.kind = CFT_OPTIM_ADAMW,
                        .lr = lr,
                        .beta1 = 0.9,
@@ -29,6 +33,7 @@ cft_optim cft_adamw(double lr, double weight_decay) {
 }
 
 cft_optim cft_rmsprop(double lr) {
+    CFT_API("cft_rmsprop");
     return (cft_optim){.kind = CFT_OPTIM_RMSPROP, .lr = lr, .alpha = 0.99, .eps = 1e-8};
 }
 
@@ -78,6 +83,7 @@ static cft_array *check_optim(const char *op, const cft_optim *o) {
 }
 
 cft_tree *cft_optim_init(const cft_optim *o, const cft_tree *params) {
+    CFT_API("cft_optim_init");
     cft_array *e = check_optim("cft_optim_init", o);
     if (!e && !params)
         e = cft__fail(CFT_E_ARG, "cft_optim_init: NULL params");
@@ -178,6 +184,7 @@ static cft_status fail_update(cft_array *e, cft_tree **np, cft_tree **ns) {
 cft_status cft_optim_update(const cft_optim *o, const cft_tree *grads, const cft_tree *state,
                             const cft_tree *params, cft_array *step, cft_array *lr,
                             cft_tree **new_params, cft_tree **new_state) {
+    CFT_API("cft_optim_update");
     const char *op = "cft_optim_update";
     cft_array *e = check_optim(op, o);
     if (!e && (!grads || !state || !params || !step || !new_params || !new_state))
@@ -245,6 +252,7 @@ cft_status cft_optim_update(const cft_optim *o, const cft_tree *grads, const cft
 /* ---- clipping ---- */
 
 cft_array *cft_tree_global_norm(const cft_tree *t) {
+    CFT_API("cft_tree_global_norm");
     if (!t)
         return cft__fail(CFT_E_ARG, "cft_tree_global_norm: NULL tree");
     if (t->err)
@@ -266,6 +274,7 @@ static cft_array *clip_leaf(void *env, const char *name, cft_array *g) {
 }
 
 cft_tree *cft_clip_grad_norm(const cft_tree *grads, double max_norm, cft_array **total_norm) {
+    CFT_API("cft_clip_grad_norm");
     cft_array *norm = cft_tree_global_norm(grads);
     if (!cft_failed(norm) && !(max_norm >= 0))
         norm = cft__fail(CFT_E_ARG, "cft_clip_grad_norm: max_norm %g must be >= 0", max_norm);

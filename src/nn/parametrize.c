@@ -3,6 +3,7 @@
  * products, and spectral_norm by power iteration with explicit u, v state. */
 #include <math.h>
 
+#include "core/error.h"
 #include "nn/nn_internal.h"
 
 static int norm_axis(int dim, int nd) {
@@ -42,6 +43,7 @@ cft_array *cft_weight_norm(cft_array *v, cft_array *g, int dim) {
 }
 
 cft_status cft_weight_norm_init(cft_array *w, int dim, cft_array **v, cft_array **g) {
+    CFT_API("cft_weight_norm_init");
     int nd = cft_array_ndim(w), d = norm_axis(dim, nd);
     cft_array *e = NULL;
     if (!w || !v || !g)
@@ -154,6 +156,7 @@ static cft_array *check_sn(const char *op, cft_array *w, int dim) {
 
 cft_array *cft_spectral_norm(cft_array *w, cft_array *u, cft_array *v, int n_iter, int dim,
                              double eps, bool train, cft_array **u_out, cft_array **v_out) {
+    CFT_API("cft_spectral_norm");
     cft_array *e = NULL, *y = NULL;
     if (!w)
         e = cft__fail(CFT_E_ARG, "cft_spectral_norm: NULL weight");
@@ -197,6 +200,7 @@ cft_array *cft_spectral_norm(cft_array *w, cft_array *u, cft_array *v, int n_ite
 
 cft_status cft_spectral_norm_init(cft_array *key, cft_array *w, int dim, double eps, cft_array **u,
                                   cft_array **v) {
+    CFT_API("cft_spectral_norm_init");
     cft_array *e = NULL;
     if (!key || !w || !u || !v)
         e = cft__fail(CFT_E_ARG, "cft_spectral_norm_init: NULL argument");

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "array/array.h"
 #include "nn/nn_internal.h"
 #include "nn/safetensors.h"
@@ -300,6 +301,7 @@ static cft_tree *load(const char *path, int fd, unsigned flags, const char ***me
 
 cft_tree *cft_load_safetensors_ex(const char *path, unsigned flags, const char ***meta,
                                   int *nmeta) {
+    CFT_API("cft_load_safetensors_ex");
     if (meta)
         *meta = NULL;
     if (nmeta)
@@ -320,5 +322,6 @@ cft_tree *cft_load_safetensors_ex(const char *path, unsigned flags, const char *
 }
 
 cft_tree *cft_load_safetensors(const char *path, const char ***meta, int *nmeta) {
+    CFT_API("cft_load_safetensors");
     return cft_load_safetensors_ex(path, 0, meta, nmeta);
 }

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "nn/nn_internal.h"
 #include "nn/safetensors.h"
 
@@ -188,6 +189,7 @@ static int publish(int fd, const char *target, char *tmp, size_t cap) {
 
 cft_status cft_save_safetensors(const char *path, const cft_tree *t, const char *const *meta,
                                 int nmeta) {
+    CFT_API("cft_save_safetensors");
     if (!path || !*path)
         return fail(path, CFT_E_ARG, "%s", "empty or NULL path");
     if (!t)

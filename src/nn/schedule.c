@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "core/error.h"
 #include "nn/nn_internal.h"
 
 enum { S_STEP, S_MULTISTEP, S_EXP, S_CONST, S_LINEAR, S_COSINE, S_CHAIN };
@@ -42,6 +43,7 @@ static cft_lr_schedule *make(int kind, bool ok, const char *fmt, ...) {
 }
 
 cft_lr_schedule *cft_lr_step(int64_t step_size, double gamma) {
+    CFT_API("cft_lr_step");
     cft_lr_schedule *s = make(S_STEP, step_size > 0, "cft_lr_step: step_size %lld must be positive",
                               (long long)step_size);
     s->n = step_size, s->gamma = gamma;
@@ -49,6 +51,7 @@ cft_lr_schedule *cft_lr_step(int64_t step_size, double gamma) {
 }
 
 cft_lr_schedule *cft_lr_multistep(const int64_t *milestones, int n, double gamma) {
+    CFT_API("cft_lr_multistep");
     bool ok = n >= 0 && (n == 0 || milestones);
     for (int i = 1; ok && i < n; i++)
         ok = milestones[i] >= milestones[i - 1];
@@ -66,12 +69,14 @@ cft_lr_schedule *cft_lr_multistep(const int64_t *milestones, int n, double gamma
 }
 
 cft_lr_schedule *cft_lr_exponential(double gamma) {
+    CFT_API("cft_lr_exponential");
     cft_lr_schedule *s = make(S_EXP, true, "%s", "");
     s->gamma = gamma;
     return s;
 }
 
 cft_lr_schedule *cft_lr_constant(double factor, int64_t total_iters) {
+    CFT_API("cft_lr_constant");
     cft_lr_schedule *s =
         make(S_CONST, factor >= 0 && factor <= 1 && total_iters >= 0,
              "cft_lr_constant: factor %g must be in [0, 1] and total_iters %lld >= 0", factor,
@@ -81,6 +86,7 @@ cft_lr_schedule *cft_lr_constant(double factor, int64_t total_iters) {
 }
 
 cft_lr_schedule *cft_lr_linear(double start_factor, double end_factor, int64_t total_iters) {
+    CFT_API("cft_lr_linear");
     cft_lr_schedule *s =
         make(S_LINEAR,
              start_factor > 0 && start_factor <= 1 && end_factor >= 0 && end_factor <= 1 &&
@@ -93,6 +99,7 @@ cft_lr_schedule *cft_lr_linear(double start_factor, double end_factor, int64_t t
 }
 
 cft_lr_schedule *cft_lr_cosine(int64_t t_max, double eta_min) {
+    CFT_API("cft_lr_cosine");
     cft_lr_schedule *s =
         make(S_COSINE, t_max > 0, "cft_lr_cosine: t_max %lld must be positive", (long long)t_max);
     s->n = t_max, s->a = eta_min;
@@ -100,6 +107,7 @@ cft_lr_schedule *cft_lr_cosine(int64_t t_max, double eta_min) {
 }
 
 cft_lr_schedule *cft_lr_chain(cft_lr_schedule *const *list, int n) {
+    CFT_API("cft_lr_chain");
     bool ok = list && n >= 1;
     for (int i = 0; ok && i < n; i++)
         ok = list[i] != NULL;
@@ -167,6 +175,7 @@ static double step_lr(const cft_lr_schedule *s, int64_t t, double lr, double bas
 }
 
 cft_status cft_lr_values(const cft_lr_schedule *s, double base_lr, int64_t n, double *out) {
+    CFT_API("cft_lr_values");
     const char *err = find_err(s);
     if (!err && (n < 0 || (n > 0 && !out)))
         err = "cft_lr_values: bad output";
@@ -183,6 +192,7 @@ cft_status cft_lr_values(const cft_lr_schedule *s, double base_lr, int64_t n, do
 }
 
 double cft_lr_at(const cft_lr_schedule *s, double base_lr, int64_t epoch) {
+    CFT_API("cft_lr_at");
     const char *err = find_err(s);
     if (!err && epoch < 0)
         err = "cft_lr_at: negative epoch";

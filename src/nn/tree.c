@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "nn/nn_internal.h"
 
 cft_tree *cft__tree_err(cft_array *e) {
@@ -68,10 +69,12 @@ char *cft__nn_join(const char *prefix, const char *name) {
 /* ---- public ---- */
 
 cft_tree *cft_tree_new(void) {
+    CFT_API("cft_tree_new");
     return cft__tree_alloc(0);
 }
 
 cft_tree *cft_tree_fail(cft_array *e) {
+    CFT_API("cft_tree_fail");
     if (e && !cft_failed(e))
         e = cft__fail(CFT_E_ARG, "cft_tree_fail: not an error array");
     return cft__tree_err(e);
@@ -95,6 +98,7 @@ static cft_array *tree_check(const char *op, const cft_tree *t) {
 }
 
 cft_tree *cft_tree_from(const char *const *names, cft_array *const *xs, int n) {
+    CFT_API("cft_tree_from");
     if (n < 0 || (n > 0 && (!names || !xs)))
         return cft__tree_err(cft__fail(CFT_E_ARG, "cft_tree_from: bad arguments (n=%d)", n));
     cft_tree *t = cft_tree_new();
@@ -108,6 +112,7 @@ cft_tree *cft_tree_from(const char *const *names, cft_array *const *xs, int n) {
 }
 
 cft_tree *cft_tree_set(const cft_tree *t, const char *name, cft_array *x) {
+    CFT_API("cft_tree_set");
     cft_array *e = tree_check("cft_tree_set", t);
     if (e)
         return cft__tree_err(e);
@@ -134,6 +139,7 @@ cft_tree *cft_tree_set(const cft_tree *t, const char *name, cft_array *x) {
 }
 
 cft_array *cft_tree_get(const cft_tree *t, const char *name) {
+    CFT_API("cft_tree_get");
     cft_array *e = tree_check("cft_tree_get", t);
     if (e)
         return e;
@@ -148,11 +154,14 @@ bool cft_tree_has(const cft_tree *t, const char *name) {
 }
 
 cft_tree *cft_tree_remove(const cft_tree *t, const char *name) {
+    CFT_API("cft_tree_remove");
     cft_array *e = tree_check("cft_tree_remove", t);
     if (e)
         return cft__tree_err(e);
+    if (!name)
+        return cft__tree_err(cft__fail(CFT_E_ARG, "cft_tree_remove: the name is NULL"));
     int at = cft__tree_find(t, name);
-    if (at < 0)
+    if (at < 0) /* documented: removing an absent name returns t */
         return (cft_tree *)t;
     cft_tree *r = cft__tree_alloc(t->n - 1);
     if (r->err)
@@ -177,6 +186,7 @@ const char *cft_tree_name(const cft_tree *t, int i) {
 }
 
 cft_array *cft_tree_at(const cft_tree *t, int i) {
+    CFT_API("cft_tree_at");
     cft_array *e = tree_check("cft_tree_at", t);
     if (e)
         return e;
@@ -186,6 +196,7 @@ cft_array *cft_tree_at(const cft_tree *t, int i) {
 }
 
 void cft_tree_print(const cft_tree *t, FILE *f) {
+    CFT_API("cft_tree_print");
     if (!f)
         return;
     cft_array *e = tree_check("cft_tree_print", t);

@@ -4,6 +4,7 @@
  * stacking K trees along a new leading axis (and back). */
 #include <string.h>
 
+#include "core/error.h"
 #include "nn/nn_internal.h"
 
 static cft_array *check(const char *op, const cft_tree *t) {
@@ -13,6 +14,7 @@ static cft_array *check(const char *op, const cft_tree *t) {
 }
 
 cft_tree *cft_tree_subtree(const cft_tree *t, const char *prefix) {
+    CFT_API("cft_tree_subtree");
     cft_array *e = check("cft_tree_subtree", t);
     if (e)
         return cft__tree_err(e);
@@ -37,6 +39,7 @@ cft_tree *cft_tree_subtree(const cft_tree *t, const char *prefix) {
 }
 
 cft_tree *cft_tree_merge(const cft_tree *t, const char *prefix, const cft_tree *sub) {
+    CFT_API("cft_tree_merge");
     cft_array *e = check("cft_tree_merge", t);
     if (!e)
         e = check("cft_tree_merge", sub);
@@ -53,6 +56,7 @@ cft_tree *cft_tree_merge(const cft_tree *t, const char *prefix, const cft_tree *
 }
 
 cft_status cft_tree_flatten(const cft_tree *t, cft_array **out) {
+    CFT_API("cft_tree_flatten");
     cft_array *e = check("cft_tree_flatten", t);
     if (!e && !out && t->n)
         e = cft__fail(CFT_E_ARG, "cft_tree_flatten: NULL output");
@@ -63,6 +67,7 @@ cft_status cft_tree_flatten(const cft_tree *t, cft_array **out) {
 }
 
 cft_tree *cft_tree_unflatten(const cft_tree *like, cft_array *const *leaves) {
+    CFT_API("cft_tree_unflatten");
     cft_array *e = check("cft_tree_unflatten", like);
     if (e)
         return cft__tree_err(e);
@@ -104,6 +109,7 @@ static cft_array *adapt2(void *env, const char *name, cft_array *const *xs, int 
 }
 
 cft_tree *cft_tree_map_n(const cft_tree *const *trees, int n, cft_tree_map_n_cb f, void *env) {
+    CFT_API("cft_tree_map_n");
     if (!trees || n < 1 || !f)
         return cft__tree_err(cft__fail(CFT_E_ARG, "cft_tree_map_n: bad arguments"));
     for (int j = 0; j < n; j++) {
@@ -142,6 +148,7 @@ cft_tree *cft_tree_map_n(const cft_tree *const *trees, int n, cft_tree_map_n_cb 
 }
 
 cft_tree *cft_tree_map(const cft_tree *t, cft_tree_map_cb f, void *env) {
+    CFT_API("cft_tree_map");
     if (!f)
         return cft__tree_err(cft__fail(CFT_E_ARG, "cft_tree_map: NULL callback"));
     adapt_env a = {.f1 = f, .env = env};
@@ -149,6 +156,7 @@ cft_tree *cft_tree_map(const cft_tree *t, cft_tree_map_cb f, void *env) {
 }
 
 cft_tree *cft_tree_zip_map(const cft_tree *a, const cft_tree *b, cft_tree_zip_cb f, void *env) {
+    CFT_API("cft_tree_zip_map");
     if (!f)
         return cft__tree_err(cft__fail(CFT_E_ARG, "cft_tree_zip_map: NULL callback"));
     adapt_env ad = {.f2 = f, .env = env};
@@ -163,6 +171,7 @@ static cft_array *astype_leaf(void *env, const char *name, cft_array *x) {
 }
 
 cft_tree *cft_tree_astype(const cft_tree *t, cft_dtype dt) {
+    CFT_API("cft_tree_astype");
     if (!cft_dtype_is_float(dt))
         return cft__tree_err(
             cft__fail(CFT_E_DTYPE, "cft_tree_astype: %s is not a float dtype", cft_dtype_name(dt)));
@@ -172,6 +181,7 @@ cft_tree *cft_tree_astype(const cft_tree *t, cft_dtype dt) {
 /* ---- stacking ---- */
 
 cft_tree *cft_tree_stack(const cft_tree *const *trees, int k) {
+    CFT_API("cft_tree_stack");
     if (!trees || k < 1)
         return cft__tree_err(
             cft__fail(CFT_E_ARG, "cft_tree_stack: need at least one tree (k=%d)", k));
@@ -209,6 +219,7 @@ cft_tree *cft_tree_stack(const cft_tree *const *trees, int k) {
 }
 
 cft_tree *cft_tree_index(const cft_tree *t, int64_t i) {
+    CFT_API("cft_tree_index");
     cft_array *e = check("cft_tree_index", t);
     if (e)
         return cft__tree_err(e);
@@ -227,6 +238,7 @@ cft_tree *cft_tree_index(const cft_tree *t, int64_t i) {
 }
 
 cft_status cft_tree_unstack(const cft_tree *t, int k, cft_tree **out) {
+    CFT_API("cft_tree_unstack");
     cft_array *e = check("cft_tree_unstack", t);
     if (!e && (!out || k < 1))
         e = cft__fail(CFT_E_ARG, "cft_tree_unstack: bad arguments (k=%d)", k);

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "prims/rules.h"
 
 extern const cft_prim cft_p_real, cft_p_imag, cft_p_conj, cft_p_complex, cft_p_cabs;
@@ -317,13 +318,16 @@ cft_array *cft_abs(cft_array *x) {
     return cft__bind1(&cft_p_cabs, NULL, 1, &x);
 }
 bool cft_is_conj(const cft_array *x) {
+    CFT_API("cft_is_conj");
     return x && x->kind == CFT_K_CONCRETE && x->conj;
 }
 
 cft_array *cft_scalar_complex(double re, double im, cft_dtype dtype) {
+    CFT_API("cft_scalar_complex");
     return cft_full_complex(re, im, dtype, NULL, 0);
 }
 cft_array *cft_full_complex(double re, double im, cft_dtype dtype, const int64_t *shape, int ndim) {
+    CFT_API("cft_full_complex");
     if (!cft_dtype_is_complex(dtype))
         return cft__fail(CFT_E_DTYPE, "cft_full_complex: dtype %s is not complex",
                          cft_dtype_name(dtype));

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "prims/rules.h"
 #include "trace/fn.h"
 #include "trace/ir.h"
@@ -1311,6 +1312,7 @@ static cft_status remat_cb(void *envp, int nin, cft_array *const *in, int nout, 
 }
 
 cft_fn *cft_checkpoint(cft_fn *f, cft_remat_policy policy) {
+    CFT_API("cft_checkpoint");
     cft_fn *bad = cft__fn_check("cft_checkpoint", f);
     if (bad)
         return bad;
@@ -1337,6 +1339,7 @@ static cft_ir *hoist_consts(const cft_ir *ir) {
 
 cft_status cft_scan(cft_fn *body, int nconsts, int ncarry, int64_t length, bool reverse,
                     cft_array *const *in, cft_array **out) {
+    CFT_API("cft_scan");
     int nin = cft_fn_nin(body), nout = cft_fn_nout(body);
     if (!body || !in || !out || nconsts < 0 || ncarry < 0 || nconsts + ncarry > nin ||
         ncarry > nout || length < 0)
@@ -1397,6 +1400,7 @@ static cft_status fori_cb(void *envp, int nin, cft_array *const *in, int nout, c
 
 cft_status cft_fori_loop(cft_fn *body, int nconsts, int ncarry, int64_t lo, int64_t hi,
                          cft_array *const *in, cft_array **out) {
+    CFT_API("cft_fori_loop");
     if (!body || cft_fn_nin(body) != 1 + nconsts + ncarry || cft_fn_nout(body) != ncarry || hi < lo)
         return cft__set_last(cft__fail(CFT_E_ARG,
                                        "cft_fori_loop: body must take (i, %d consts, %d carries) "
@@ -1420,6 +1424,7 @@ cft_status cft_fori_loop(cft_fn *body, int nconsts, int ncarry, int64_t lo, int6
  * the loop's consts (both IRs then take the union) */
 cft_status cft_while_loop(cft_fn *cond, cft_fn *body, int nconsts, int ncarry, cft_array *const *in,
                           cft_array **out) {
+    CFT_API("cft_while_loop");
     int nin = nconsts + ncarry;
     if (!cond || !body || !in || !out || cft_fn_nin(cond) != nin || cft_fn_nin(body) != nin ||
         cft_fn_nout(cond) != 1 || cft_fn_nout(body) != ncarry || ncarry < 1)
@@ -1507,6 +1512,7 @@ static cft_status bounded_cb(void *envp, int nin, cft_array *const *in, int nout
 
 cft_status cft_while_loop_bounded(cft_fn *cond, cft_fn *body, int nconsts, int ncarry,
                                   int64_t max_steps, cft_array *const *in, cft_array **out) {
+    CFT_API("cft_while_loop_bounded");
     if (!cond || !body || max_steps < 0 || ncarry < 1)
         return cft__set_last(cft__fail(CFT_E_ARG,
                                        "cft_while_loop_bounded: bad arguments (max_steps=%lld)",
@@ -1519,7 +1525,14 @@ cft_status cft_while_loop_bounded(cft_fn *cond, cft_fn *body, int nconsts, int n
 
 cft_status cft_switch(cft_array *index, cft_fn *const *branches, int nb, int nops,
                       cft_array *const *ops, cft_array **out) {
-    int m = nb > 0 && branches[0] ? cft_fn_nout(branches[0]) : 0;
+    CFT_API("cft_switch");
+    int m = nb > 0 && branches && branches[0] ? cft_fn_nout(branches[0]) : 0;
+    if (index && !cft_failed(index) &&
+        (index->aval.ndim != 0 || cft_dtype_is_float(index->aval.dtype) ||
+         cft_dtype_is_complex(index->aval.dtype)))
+        return cft__set_last(cft__fail(CFT_E_DTYPE,
+                                       "cft_switch: the index must be an integer scalar, got %s",
+                                       cft__av(&index->aval)));
     if (!index || !branches || nb < 1 || nb > 16 || m < 1 || (nops && !ops))
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_switch: bad arguments (%d branches)", nb));
     cft_array *bad = cft_failed(index) ? index : NULL;
@@ -1583,6 +1596,7 @@ cft_status cft_switch(cft_array *index, cft_fn *const *branches, int nb, int nop
 
 cft_status cft_cond(cft_array *pred, cft_fn *on_true, cft_fn *on_false, int nops,
                     cft_array *const *ops, cft_array **out) {
+    CFT_API("cft_cond");
     if (pred && !cft_failed(pred) && pred->aval.dtype != CFT_BOOL)
         return cft__set_last(cft__fail(CFT_E_DTYPE, "cft_cond: the predicate must be bool, got %s",
                                        cft__av(&pred->aval)));

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/vec.h"
 #include "prims/rules.h"
 
@@ -834,6 +835,7 @@ cft_array *cft_flip(cft_array *x, const int *axes, int naxes) {
 
 cft_status cft_conv_padding(cft_pad_mode mode, int nsp, const int64_t *in, const int64_t *window,
                             const int64_t *strides, const int64_t *dilation, int64_t *pads) {
+    CFT_API("cft_conv_padding");
     if (nsp < 0 || nsp > CFT_MAX_NDIM || (nsp && (!in || !window || !pads)) ||
         (mode != CFT_PAD_VALID && mode != CFT_PAD_SAME && mode != CFT_PAD_SAME_LOWER)) {
         cft__fail(CFT_E_ARG, "cft_conv_padding: bad mode %d or arguments for %d spatial dims",

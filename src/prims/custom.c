@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "prims/rules.h"
 #include "trace/fn.h"
 
@@ -194,6 +195,7 @@ static cft_status op_cb(void *env, int nin, cft_array *const *in, int nout, cft_
 }
 
 cft_fn *cft_custom_op(const cft_custom_def *d) {
+    CFT_API("cft_custom_op");
     if (!d || !d->name || !d->shape || !d->impl || d->nin < 0 || d->nout < 1 ||
         (!d->vjp_fwd != !d->vjp_bwd) || d->nres < 0) {
         return cft__fn_fail(d && d->nin > 0 ? d->nin : 1, d && d->nout > 0 ? d->nout : 1, CFT_E_ARG,

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "prims/fft_prims.h"
 
 /* the input converted to what a transform of `type` computes in: complex
@@ -137,15 +138,19 @@ static cft_fft_norm swap_norm(cft_fft_norm norm) {
 }
 
 cft_array *cft_fft_fft(cft_array *x, int64_t n, int axis, cft_fft_norm norm) {
+    CFT_API("cft_fft_fft");
     return fft1("cft_fft_fft", x, CFT_FFT_C2C, n, axis, norm);
 }
 cft_array *cft_fft_ifft(cft_array *x, int64_t n, int axis, cft_fft_norm norm) {
+    CFT_API("cft_fft_ifft");
     return fft1("cft_fft_ifft", x, CFT_IFFT_C2C, n, axis, norm);
 }
 cft_array *cft_fft_rfft(cft_array *x, int64_t n, int axis, cft_fft_norm norm) {
+    CFT_API("cft_fft_rfft");
     return fft1("cft_fft_rfft", x, CFT_RFFT_R2C, n, axis, norm);
 }
 cft_array *cft_fft_irfft(cft_array *x, int64_t n, int axis, cft_fft_norm norm) {
+    CFT_API("cft_fft_irfft");
     return fft1("cft_fft_irfft", x, CFT_IRFFT_C2R, n, axis, norm);
 }
 cft_array *cft_fft_hfft(cft_array *x, int64_t n, int axis, cft_fft_norm norm) {
@@ -155,6 +160,7 @@ cft_array *cft_fft_hfft(cft_array *x, int64_t n, int axis, cft_fft_norm norm) {
     return fft1("cft_fft_hfft", cft_conj(x), CFT_IRFFT_C2R, n, axis, swap_norm(norm));
 }
 cft_array *cft_fft_ihfft(cft_array *x, int64_t n, int axis, cft_fft_norm norm) {
+    CFT_API("cft_fft_ihfft");
     if ((unsigned)norm > CFT_FFT_FORWARD)
         return cft__fail(CFT_E_ARG, "cft_fft_ihfft: bad norm %d", (int)norm);
     return cft_conj(fft1("cft_fft_ihfft", x, CFT_RFFT_R2C, n, axis, swap_norm(norm)));
@@ -166,15 +172,19 @@ static cft_array *fft2(const char *name, cft_array *x, int type, const int64_t *
     return fft_core(name, x, type, 2, axes ? axes : last2, s, norm);
 }
 cft_array *cft_fft_fft2(cft_array *x, const int64_t *s, const int *axes, cft_fft_norm norm) {
+    CFT_API("cft_fft_fft2");
     return fft2("cft_fft_fft2", x, CFT_FFT_C2C, s, axes, norm);
 }
 cft_array *cft_fft_ifft2(cft_array *x, const int64_t *s, const int *axes, cft_fft_norm norm) {
+    CFT_API("cft_fft_ifft2");
     return fft2("cft_fft_ifft2", x, CFT_IFFT_C2C, s, axes, norm);
 }
 cft_array *cft_fft_rfft2(cft_array *x, const int64_t *s, const int *axes, cft_fft_norm norm) {
+    CFT_API("cft_fft_rfft2");
     return fft2("cft_fft_rfft2", x, CFT_RFFT_R2C, s, axes, norm);
 }
 cft_array *cft_fft_irfft2(cft_array *x, const int64_t *s, const int *axes, cft_fft_norm norm) {
+    CFT_API("cft_fft_irfft2");
     return fft2("cft_fft_irfft2", x, CFT_IRFFT_C2R, s, axes, norm);
 }
 
@@ -193,26 +203,30 @@ static cft_array *fftn(const char *name, cft_array *x, int type, const int64_t *
 }
 cft_array *cft_fft_fftn(cft_array *x, const int64_t *s, const int *axes, int naxes,
                         cft_fft_norm norm) {
+    CFT_API("cft_fft_fftn");
     return fftn("cft_fft_fftn", x, CFT_FFT_C2C, s, axes, naxes, norm);
 }
 cft_array *cft_fft_ifftn(cft_array *x, const int64_t *s, const int *axes, int naxes,
                          cft_fft_norm norm) {
+    CFT_API("cft_fft_ifftn");
     return fftn("cft_fft_ifftn", x, CFT_IFFT_C2C, s, axes, naxes, norm);
 }
 cft_array *cft_fft_rfftn(cft_array *x, const int64_t *s, const int *axes, int naxes,
                          cft_fft_norm norm) {
+    CFT_API("cft_fft_rfftn");
     return fftn("cft_fft_rfftn", x, CFT_RFFT_R2C, s, axes, naxes, norm);
 }
 cft_array *cft_fft_irfftn(cft_array *x, const int64_t *s, const int *axes, int naxes,
                           cft_fft_norm norm) {
+    CFT_API("cft_fft_irfftn");
     return fftn("cft_fft_irfftn", x, CFT_IRFFT_C2R, s, axes, naxes, norm);
 }
 
 /* ======== frequencies and shifts ======== */
 
 static cft_array *freqs(const char *name, int64_t n, double d, cft_dtype dtype, bool half) {
-    if (n < 1)
-        return cft__fail(CFT_E_ARG, "%s: n = %lld (must be >= 1)", name, (long long)n);
+    if (n < 1 || n >= CFT_DIM_MAX_CONCRETE)
+        return cft__fail(CFT_E_ARG, "%s: n = %lld (must be in [1, 2^40))", name, (long long)n);
     if (!(d != 0) || !isfinite(d))
         return cft__fail(CFT_E_ARG, "%s: sample spacing d = %g (must be finite, nonzero)", name, d);
     if ((unsigned)dtype >= CFT_NDTYPES || !cft_dtype_is_float(dtype))
@@ -229,9 +243,11 @@ static cft_array *freqs(const char *name, int64_t n, double d, cft_dtype dtype, 
     return cft_astype(cft_from_f64(v, &m, 1), dtype);
 }
 cft_array *cft_fft_fftfreq(int64_t n, double d, cft_dtype dtype) {
+    CFT_API("cft_fft_fftfreq");
     return freqs("cft_fft_fftfreq", n, d, dtype, false);
 }
 cft_array *cft_fft_rfftfreq(int64_t n, double d, cft_dtype dtype) {
+    CFT_API("cft_fft_rfftfreq");
     return freqs("cft_fft_rfftfreq", n, d, dtype, true);
 }
 
@@ -258,6 +274,11 @@ static cft_array *shift(const char *name, cft_array *x, const int *axes, int nax
     if (axes && (naxes < 0 || naxes > nd))
         return cft__fail(CFT_E_ARG, "%s: naxes %d for %s", name, naxes, cft__av(&x->aval));
     int k = axes ? naxes : nd;
+    for (int i = 0; i < k && axes; i++)
+        for (int j = 0; j < i; j++)
+            if ((axes[i] + nd) % (nd ? nd : 1) == (axes[j] + nd) % (nd ? nd : 1))
+                return cft__fail(CFT_E_ARG, "%s: axis %d repeated for %s", name, axes[i],
+                                 cft__av(&x->aval));
     for (int i = 0; i < k; i++) {
         if (cft_failed(x))
             return x;
@@ -272,8 +293,10 @@ static cft_array *shift(const char *name, cft_array *x, const int *axes, int nax
     return x;
 }
 cft_array *cft_fft_fftshift(cft_array *x, const int *axes, int naxes) {
+    CFT_API("cft_fft_fftshift");
     return shift("cft_fft_fftshift", x, axes, naxes, false);
 }
 cft_array *cft_fft_ifftshift(cft_array *x, const int *axes, int naxes) {
+    CFT_API("cft_fft_ifftshift");
     return shift("cft_fft_ifftshift", x, axes, naxes, true);
 }

@@ -19,6 +19,7 @@
 #include <complex.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "prims/rules.h"
 
 enum { G_OFF, G_COL, G_SIM, G_SS, G_IVD, G_MODE }; /* gather parameter slots */
@@ -999,10 +1000,12 @@ static cft_array *scatter_op(const char *op, const cft_prim *prim, cft_array *x,
 }
 cft_array *cft_scatter(cft_array *x, cft_array *indices, cft_array *updates,
                        const cft_scatter_dnums *dn, cft_index_mode mode) {
+    CFT_API("cft_scatter");
     return scatter_op("cft_scatter", &cft_p_scatter, x, indices, updates, dn, mode);
 }
 cft_array *cft_scatter_add(cft_array *x, cft_array *indices, cft_array *updates,
                            const cft_scatter_dnums *dn, cft_index_mode mode) {
+    CFT_API("cft_scatter_add");
     return scatter_op("cft_scatter_add", &cft_p_scatter_add, x, indices, updates, dn, mode);
 }
 
@@ -1186,8 +1189,10 @@ static cft_array *at_op(const char *op, const cft_prim *prim, cft_array *x, cft_
                       CFT_INDEX_FILL_OR_DROP);
 }
 cft_array *cft_at_set(cft_array *x, cft_array *indices, cft_array *values, int axis) {
+    CFT_API("cft_at_set");
     return at_op("cft_at_set", &cft_p_scatter, x, indices, values, axis);
 }
 cft_array *cft_at_add(cft_array *x, cft_array *indices, cft_array *values, int axis) {
+    CFT_API("cft_at_add");
     return at_op("cft_at_add", &cft_p_scatter_add, x, indices, values, axis);
 }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "prims/linalg_prims.h"
 
 static cft_array *need_float_mat(const char *name, cft_array *A, bool square) {
@@ -97,6 +98,7 @@ cft_array *cft_linalg_inv(cft_array *A) {
 }
 
 cft_status cft_linalg_slogdet(cft_array *A, cft_array **sign, cft_array **logabsdet) {
+    CFT_API("cft_linalg_slogdet");
     cft_array *s, *l, *e = A ? NULL : cft__fail(CFT_E_ARG, "cft_linalg_slogdet: A is NULL");
     if (!e && cft_failed(A))
         e = A;
@@ -114,12 +116,14 @@ cft_status cft_linalg_slogdet(cft_array *A, cft_array **sign, cft_array **logabs
 }
 
 cft_array *cft_linalg_det(cft_array *A) {
+    CFT_API("cft_linalg_det");
     cft_array *s, *l;
     cft_linalg_slogdet(A, &s, &l);
     return cft_mul(s, cft_exp(l));
 }
 
 cft_status cft_linalg_eigh(cft_array *A, cft_array **w, cft_array **V) {
+    CFT_API("cft_linalg_eigh");
     cft_array *wv, *vv, *e = A ? NULL : cft__fail(CFT_E_ARG, "cft_linalg_eigh: A is NULL");
     if (!e && cft_failed(A))
         e = A;
@@ -137,12 +141,14 @@ cft_status cft_linalg_eigh(cft_array *A, cft_array **w, cft_array **V) {
 }
 
 cft_array *cft_linalg_eigvalsh(cft_array *A) {
+    CFT_API("cft_linalg_eigvalsh");
     cft_array *w;
     cft_linalg_eigh(A, &w, NULL);
     return w;
 }
 
 cft_status cft_linalg_qr(cft_array *A, cft_array **Q, cft_array **R) {
+    CFT_API("cft_linalg_qr");
     cft_array *q, *r, *e = A ? NULL : cft__fail(CFT_E_ARG, "cft_linalg_qr: A is NULL");
     if (!e && cft_failed(A))
         e = A;
@@ -160,6 +166,7 @@ cft_status cft_linalg_qr(cft_array *A, cft_array **Q, cft_array **R) {
 }
 
 cft_status cft_linalg_svd(cft_array *A, cft_array **U, cft_array **S, cft_array **Vh) {
+    CFT_API("cft_linalg_svd");
     cft_array *u, *s, *v, *e = A ? NULL : cft__fail(CFT_E_ARG, "cft_linalg_svd: A is NULL");
     if (!e && cft_failed(A))
         e = A;
@@ -179,12 +186,14 @@ cft_status cft_linalg_svd(cft_array *A, cft_array **U, cft_array **S, cft_array 
 }
 
 cft_array *cft_linalg_svdvals(cft_array *A) {
+    CFT_API("cft_linalg_svdvals");
     cft_array *s;
     cft_linalg_svd(A, NULL, &s, NULL);
     return s;
 }
 
 cft_array *cft_linalg_pinv(cft_array *A, double rcond) {
+    CFT_API("cft_linalg_pinv");
     cft_array *U, *S, *Vh;
     if (cft_linalg_svd(A, &U, &S, &Vh) != CFT_OK)
         return S;

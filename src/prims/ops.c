@@ -2,6 +2,7 @@
  * broadcast NumPy-style with broadcast_in_dim, then bind the strict
  * elementwise primitives of binary.def. Also the scalar conveniences and
  * where(). */
+#include "core/error.h"
 #include "prims/rules.h"
 
 #define CFT_BINARY(NAME, FEXPR, IEXPR, CEXPR, CLS, BOOLOUT, FLAGS, TAN, TRANS)                     \
@@ -89,9 +90,11 @@ static cft_array *logical(const char *op, const cft_prim *p, cft_array *a, cft_a
     return binop(op, p, a, b);
 }
 cft_array *cft_logical_and(cft_array *a, cft_array *b) {
+    CFT_API("cft_logical_and");
     return logical("cft_logical_and", &cft_p_and, a, b);
 }
 cft_array *cft_logical_or(cft_array *a, cft_array *b) {
+    CFT_API("cft_logical_or");
     return logical("cft_logical_or", &cft_p_or, a, b);
 }
 

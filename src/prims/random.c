@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "prims/rules.h"
 
 static inline uint32_t rotl(uint32_t x, int r) {
@@ -202,6 +203,7 @@ const cft_prim cft_p_random_fold_in = {
 /* ---- public ---- */
 
 cft_array *cft_random_key(uint64_t seed) {
+    CFT_API("cft_random_key");
     uint32_t w[2] = {(uint32_t)(seed >> 32), (uint32_t)seed};
     return cft_from_data(w, CFT_I32, (int64_t[]){2}, 1);
 }
@@ -222,6 +224,9 @@ cft_array *cft_random_uniform(cft_array *key, cft_dtype dtype, const int64_t *sh
     CFT_PROPAGATE("cft_random_uniform", key);
     if (ndim < 0 || ndim > CFT_MAX_NDIM || (ndim && !shape))
         return cft__fail(CFT_E_ARG, "cft_random_uniform: bad shape (rank %d)", ndim);
+    if (!(lo < hi) || !isfinite(lo) || !isfinite(hi))
+        return cft__fail(CFT_E_ARG, "cft_random_uniform: need finite lo < hi, got [%g, %g)", lo,
+                         hi);
     cft_params p = {0};
     cft__param_set1(&p, 0, dtype);
     cft__param_set(&p, 1, shape, ndim);
@@ -246,6 +251,8 @@ cft_array *cft_random_normal(cft_array *key, cft_dtype dtype, const int64_t *sha
 }
 cft_array *cft_random_bernoulli(cft_array *key, double p, const int64_t *shape, int ndim) {
     CFT_PROPAGATE("cft_random_bernoulli", key);
+    if (!(p >= 0 && p <= 1))
+        return cft__fail(CFT_E_ARG, "cft_random_bernoulli: probability p = %g is not in [0, 1]", p);
     cft_array *u = cft_random_uniform(key, CFT_F32, shape, ndim, 0, 1);
     return cft_lt(u, cft_scalar(p, CFT_F32));
 }

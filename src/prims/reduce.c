@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "prims/rules.h"
 
 /* ---- shared ---- */
@@ -427,6 +428,12 @@ const cft_prim cft_p_argmin = {
 static int norm_axes(const char *op, const cft_array *x, const int *axes, int naxes, int64_t *out) {
     int nd = x->aval.ndim;
     bool mark[CFT_MAX_NDIM] = {0};
+    if (naxes < 0 || naxes > CFT_MAX_NDIM || (naxes > 0 && !axes)) {
+        cft__fail(CFT_E_ARG, "%s: %d axes%s for %s", op, naxes,
+                  naxes > 0 && !axes ? " but axes is NULL" : " (must be in [0, 8])",
+                  cft__av(&x->aval));
+        return -1;
+    }
     if (!axes || naxes == 0) {
         for (int i = 0; i < nd; i++)
             out[i] = i;
@@ -436,6 +443,11 @@ static int norm_axes(const char *op, const cft_array *x, const int *axes, int na
         int a = axes[i] < 0 ? axes[i] + nd : axes[i];
         if (a < 0 || a >= nd) {
             cft__fail(CFT_E_ARG, "%s: axis %d out of range for %s", op, axes[i], cft__av(&x->aval));
+            return -1;
+        }
+        if (mark[a]) {
+            cft__fail(CFT_E_ARG, "%s: axis %d repeated in the axes of %s", op, axes[i],
+                      cft__av(&x->aval));
             return -1;
         }
         mark[a] = true;
@@ -480,15 +492,19 @@ cft_array *cft__reduce_max(cft_array *x, const int *axes, int naxes) {
 }
 
 cft_array *cft_sum(cft_array *x, const int *axes, int naxes, bool keepdims) {
+    CFT_API("cft_sum");
     return reduce_op("cft_sum", &cft_p_reduce_sum, x, axes, naxes, keepdims);
 }
 cft_array *cft_prod(cft_array *x, const int *axes, int naxes, bool keepdims) {
+    CFT_API("cft_prod");
     return reduce_op("cft_prod", &cft_p_reduce_prod, x, axes, naxes, keepdims);
 }
 cft_array *cft_max(cft_array *x, const int *axes, int naxes, bool keepdims) {
+    CFT_API("cft_max");
     return reduce_op("cft_max", &cft_p_reduce_max, x, axes, naxes, keepdims);
 }
 cft_array *cft_min(cft_array *x, const int *axes, int naxes, bool keepdims) {
+    CFT_API("cft_min");
     return reduce_op("cft_min", &cft_p_reduce_min, x, axes, naxes, keepdims);
 }
 cft_array *cft_mean(cft_array *x, const int *axes, int naxes, bool keepdims) {
@@ -518,6 +534,11 @@ cft_array *cft_var(cft_array *x, const int *axes, int naxes, int ddof, bool keep
     int64_t cnt = 1;
     for (int i = 0; i < n; i++)
         cnt = cft_dim_mul(cnt, x->aval.shape[ax[i]]);
+    if (ddof < 0 || (!cft_dim_is_symbolic(cnt) && ddof >= cnt))
+        return cft__fail(CFT_E_ARG,
+                         "cft_var: ddof %d for %lld elements per variance of %s (need 0 <= ddof "
+                         "< n)",
+                         ddof, (long long)cnt, cft__av(&x->aval));
     cft_array *d = cft_sub(x, cft_mean(x, axes, naxes, true));
     /* |d|^2: a real variance for complex x, as NumPy */
     cft_array *d2 =
@@ -533,8 +554,10 @@ static cft_array *arg_op(const char *op, const cft_prim *prim, cft_array *x, int
     return reduce_op(op, prim, x, &axis, 1, keepdims);
 }
 cft_array *cft_argmax(cft_array *x, int axis, bool keepdims) {
+    CFT_API("cft_argmax");
     return arg_op("cft_argmax", &cft_p_argmax, x, axis, keepdims);
 }
 cft_array *cft_argmin(cft_array *x, int axis, bool keepdims) {
+    CFT_API("cft_argmin");
     return arg_op("cft_argmin", &cft_p_argmin, x, axis, keepdims);
 }

@@ -11,6 +11,7 @@
  * accumulate in double. */
 #include <math.h>
 
+#include "core/error.h"
 #include "prims/rules.h"
 
 enum { C_SUM, C_PROD, C_MAX, C_MIN, C_LSE };
@@ -376,22 +377,27 @@ static cft_array *cum_op(const char *op, const cft_prim *prim, cft_array *x, int
 }
 
 cft_array *cft_cumsum(cft_array *x, int axis, bool reverse) {
+    CFT_API("cft_cumsum");
     if (x && !cft_failed(x) && x->aval.dtype == CFT_BOOL)
         x = cft__convert(x, CFT_I32);
     return cum_op("cft_cumsum", &cft_p_cumsum, x, axis, reverse);
 }
 cft_array *cft_cumprod(cft_array *x, int axis, bool reverse) {
+    CFT_API("cft_cumprod");
     if (x && !cft_failed(x) && x->aval.dtype == CFT_BOOL)
         x = cft__convert(x, CFT_I32);
     return cum_op("cft_cumprod", &cft_p_cumprod, x, axis, reverse);
 }
 cft_array *cft_cummax(cft_array *x, int axis, bool reverse) {
+    CFT_API("cft_cummax");
     return cum_op("cft_cummax", &cft_p_cummax, x, axis, reverse);
 }
 cft_array *cft_cummin(cft_array *x, int axis, bool reverse) {
+    CFT_API("cft_cummin");
     return cum_op("cft_cummin", &cft_p_cummin, x, axis, reverse);
 }
 cft_array *cft_cumlogsumexp(cft_array *x, int axis, bool reverse) {
+    CFT_API("cft_cumlogsumexp");
     if (x && !cft_failed(x) && !cft_dtype_is_float(x->aval.dtype))
         x = cft__convert(x, CFT_F32);
     return cum_op("cft_cumlogsumexp", &cft_p_cumlogsumexp, x, axis, reverse);

@@ -5,6 +5,7 @@
  * O(1) views where the layout allows it. */
 #include <string.h>
 
+#include "core/error.h"
 #include "prims/rules.h"
 #include "trace/ir.h"
 
@@ -202,6 +203,8 @@ cft_array *cft_broadcast_in_dim(cft_array *x, const int64_t *shape, int ndim, co
 cft_array *cft_broadcast_to(cft_array *x, const int64_t *shape, int ndim) {
     CFT_PROPAGATE("cft_broadcast_to", x);
     int n = x->aval.ndim;
+    if (ndim > 0 && !shape)
+        return cft__fail(CFT_E_ARG, "cft_broadcast_to: shape is NULL (rank %d)", ndim);
     if (ndim < n || ndim > CFT_MAX_NDIM)
         return cft__fail(CFT_E_SHAPE, "cft_broadcast_to: cannot broadcast %s to rank %d",
                          cft__av(&x->aval), ndim);
@@ -992,6 +995,7 @@ const cft_prim cft_p_concatenate = {
     .vmap = concat_vmap,
 };
 cft_array *cft_concatenate(cft_array *const *xs, int n, int axis) {
+    CFT_API("cft_concatenate");
     if (!xs || n < 1)
         return cft__fail(CFT_E_ARG, "cft_concatenate: no arrays");
     for (int k = 0; k < n; k++) {
@@ -1013,6 +1017,7 @@ cft_array *cft_concatenate(cft_array *const *xs, int n, int axis) {
     return cft__bind1(&cft_p_concatenate, &p, n, ys);
 }
 cft_array *cft_stack(cft_array *const *xs, int n, int axis) {
+    CFT_API("cft_stack");
     if (!xs || n < 1)
         return cft__fail(CFT_E_ARG, "cft_stack: no arrays");
     cft_array *ys[n];
@@ -1089,6 +1094,7 @@ const cft_prim cft_p_iota = {
     .vmap = iota_vmap,
 };
 cft_array *cft_iota(cft_dtype dtype, const int64_t *shape, int ndim, int dim) {
+    CFT_API("cft_iota");
     if (ndim < 1 || ndim > CFT_MAX_NDIM || !shape)
         return cft__fail(CFT_E_ARG, "cft_iota: bad rank %d", ndim);
     cft_params p = {0};

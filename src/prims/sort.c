@@ -26,6 +26,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "prims/rules.h"
 
 /* ---- order codes ---- */
@@ -628,17 +629,20 @@ static cft_array *sort_bind(const char *op, cft_array *const *xs, int n, int axi
 }
 
 cft_array *cft_sort(cft_array *x, int axis, bool descending) {
+    CFT_API("cft_sort");
     cft_array *y[2];
     sort_bind("cft_sort", &x, 1, axis, descending, y);
     return y[0];
 }
 cft_array *cft_argsort(cft_array *x, int axis, bool descending) {
+    CFT_API("cft_argsort");
     cft_array *y[2];
     sort_bind("cft_argsort", &x, 1, axis, descending, y);
     return y[1];
 }
 
 cft_status cft_sort_multi(cft_array *const *xs, int n, int axis, bool descending, cft_array **out) {
+    CFT_API("cft_sort_multi");
     if (!xs || !out || n < 1) {
         cft_array *e = cft__fail(CFT_E_ARG, "cft_sort_multi: no arrays (n = %d)", n);
         for (int i = 0; out && i < n; i++)
@@ -653,6 +657,7 @@ cft_status cft_sort_multi(cft_array *const *xs, int n, int axis, bool descending
 }
 
 cft_status cft_top_k(cft_array *x, int64_t k, cft_array **values, cft_array **indices) {
+    CFT_API("cft_top_k");
     cft_array *y[2], *e = NULL;
     if (!x)
         e = cft__fail(CFT_E_ARG, "cft_top_k: argument 0 is NULL");

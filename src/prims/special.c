@@ -6,6 +6,7 @@
  * compositions of primitives. */
 #include <math.h>
 
+#include "core/error.h"
 #include "prims/rules.h"
 
 extern const cft_prim cft_p_zeta, cft_p_polygamma, cft_p_gammainc, cft_p_gammaincc;
@@ -44,15 +45,19 @@ static cft_array *bin(const char *op, const cft_prim *p, cft_array *a, cft_array
 }
 
 cft_array *cft_zeta(cft_array *s, cft_array *q) {
+    CFT_API("cft_zeta");
     return bin("cft_zeta", &cft_p_zeta, s, q);
 }
 cft_array *cft_polygamma(cft_array *n, cft_array *x) {
+    CFT_API("cft_polygamma");
     return bin("cft_polygamma", &cft_p_polygamma, n, x);
 }
 cft_array *cft_gammainc(cft_array *a, cft_array *x) {
+    CFT_API("cft_gammainc");
     return bin("cft_gammainc", &cft_p_gammainc, a, x);
 }
 cft_array *cft_gammaincc(cft_array *a, cft_array *x) {
+    CFT_API("cft_gammaincc");
     return bin("cft_gammaincc", &cft_p_gammaincc, a, x);
 }
 
@@ -159,12 +164,15 @@ cft_array *cft_special_multigammaln(cft_array *x, int p) {
 }
 
 cft_array *cft_special_gammainc(cft_array *a, cft_array *x) {
+    CFT_API("cft_special_gammainc");
     return cft_gammainc(a, x);
 }
 cft_array *cft_special_gammaincc(cft_array *a, cft_array *x) {
+    CFT_API("cft_special_gammaincc");
     return cft_gammaincc(a, x);
 }
 cft_array *cft_special_zeta(cft_array *x, cft_array *q) {
+    CFT_API("cft_special_zeta");
     return cft_zeta(x, q);
 }
 
@@ -192,9 +200,11 @@ static cft_array *xlog_(const char *op, cft_array *x, cft_array *y, bool p1) {
     return cft_where(cft_ne(y, y), cft_add(y, cft_zeros_like(x)), r);
 }
 cft_array *cft_special_xlogy(cft_array *x, cft_array *y) {
+    CFT_API("cft_special_xlogy");
     return xlog_("cft_special_xlogy", x, y, false);
 }
 cft_array *cft_special_xlog1py(cft_array *x, cft_array *y) {
+    CFT_API("cft_special_xlog1py");
     return xlog_("cft_special_xlog1py", x, y, true);
 }
 
@@ -217,11 +227,14 @@ cft_array *cft_special_entr(cft_array *x) {
 }
 
 cft_array *cft_special_softmax(cft_array *x, int axis) {
+    CFT_API("cft_special_softmax");
     return cft_softmax(fl(x), axis);
 }
 cft_array *cft_special_log_softmax(cft_array *x, int axis) {
+    CFT_API("cft_special_log_softmax");
     return cft_log_softmax(fl(x), axis);
 }
 cft_array *cft_special_logsumexp(cft_array *x, const int *axes, int naxes, bool keepdims) {
+    CFT_API("cft_special_logsumexp");
     return cft_logsumexp(fl(x), axes, naxes, keepdims);
 }

@@ -20,6 +20,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "prims/rules.h"
 
 extern const cft_prim cft_p_reduce_window_sum, cft_p_reduce_window_max, cft_p_select_and_gather_add,
@@ -606,11 +607,13 @@ static cft_array *reduce_window(const char *nm, const cft_prim *prim, cft_array 
 }
 cft_array *cft_reduce_window_sum(cft_array *x, const int64_t *window, const int64_t *strides,
                                  const int64_t *padding, const int64_t *dilation) {
+    CFT_API("cft_reduce_window_sum");
     return reduce_window("cft_reduce_window_sum", &cft_p_reduce_window_sum, x, window, strides,
                          padding, dilation);
 }
 cft_array *cft_reduce_window_max(cft_array *x, const int64_t *window, const int64_t *strides,
                                  const int64_t *padding, const int64_t *dilation) {
+    CFT_API("cft_reduce_window_max");
     return reduce_window("cft_reduce_window_max", &cft_p_reduce_window_max, x, window, strides,
                          padding, dilation);
 }
@@ -642,6 +645,7 @@ static cft_array *pool2d(const char *nm, const cft_prim *prim, cft_array *x, con
 
 cft_array *cft_max_pool2d(cft_array *x, const int64_t *kernel, const int64_t *stride,
                           const int64_t *padding, const int64_t *dilation) {
+    CFT_API("cft_max_pool2d");
     return pool2d("cft_max_pool2d", &cft_p_reduce_window_max, x, kernel, stride, padding, dilation);
 }
 

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/mem.h"
 #include "trace/fn.h"
+#include "trace/trace.h"
 
 static cft_status error_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)nin;
@@ -70,6 +71,7 @@ const char *cft_fn_error_message(const cft_fn *f) {
 }
 
 cft_fn *cft_fn_new(cft_fn_cb cb, void *env, int nin, int nout) {
+    CFT_API("cft_fn_new");
     if (!cb || nin < 0 || nout < 1 || nin > CFT_FN_MAX_ARGS || nout > CFT_FN_MAX_ARGS)
         return cft__fn_fail(nin, nout, CFT_E_ARG,
                             "cft_fn_new: %s (callback %s, nin=%d, nout=%d; counts must be in "
@@ -88,6 +90,7 @@ cft_fn *cft_fn_new(cft_fn_cb cb, void *env, int nin, int nout) {
 }
 
 cft_fn *cft_fn_named(cft_fn *f, const char *name) {
+    CFT_API("cft_fn_named");
     if (!f)
         return cft__fn_fail(1, 1, CFT_E_ARG, "cft_fn_named: the function is NULL");
     if (!f->err && name)
@@ -96,6 +99,7 @@ cft_fn *cft_fn_named(cft_fn *f, const char *name) {
 }
 
 cft_fn *cft_fn_uncached(cft_fn *f) {
+    CFT_API("cft_fn_uncached");
     if (!f)
         return cft__fn_fail(1, 1, CFT_E_ARG, "cft_fn_uncached: the function is NULL");
     if (!f->err)
@@ -119,7 +123,13 @@ cft_status cft__fail_outs(cft_array *e, int nout, cft_array **out) {
 cft_status cft__fn_apply(cft_fn *f, cft_array *const *in, cft_array **out) {
     for (int i = 0; i < f->nout; i++)
         out[i] = NULL;
+    cft_array *outer = cft__poison_swap(NULL);
+    cft_api_state api = cft__api_suspend(); /* the callback's calls are public calls */
     cft_status st = f->cb(f->env, f->nin, in, f->nout, out);
+    cft__api_resume(api);
+    cft_array *read = cft__poison_swap(outer); /* a tracer's value was read */
+    if (read)
+        return cft__fail_outs(read, f->nout, out);
     for (int i = 0; i < f->nout; i++) {
         if (!out[i])
             return cft__fail_outs(cft__fail(st ? st : CFT_E_ARG, "%s: output %d was not set%s",
@@ -141,9 +151,27 @@ cft_status cft__fn_apply(cft_fn *f, cft_array *const *in, cft_array **out) {
 }
 
 cft_ir *cft_make_ir(cft_fn *f, const cft_aval *avals) {
+    CFT_API("cft_make_ir");
     if (!f) {
         cft__set_last(cft__fail(CFT_E_ARG, "cft_make_ir: NULL function"));
         return NULL;
+    }
+    if (f->err) {
+        cft__set_last(f->err);
+        return NULL;
+    }
+    if (f->nin > 0 && !avals) {
+        cft__set_last(cft__fail(CFT_E_ARG, "cft_make_ir: avals is NULL for %d inputs", f->nin));
+        return NULL;
+    }
+    for (int i = 0; i < f->nin; i++) { /* the one size check, on each input aval */
+        cft_array *e = cft__check_size("cft_make_ir", avals[i].dtype, avals[i].shape, avals[i].ndim,
+                                       NULL, NULL);
+        if (e) {
+            cft__set_last(cft__fail(CFT_E_ARG, "cft_make_ir: input %d: %s", i,
+                                    cft_error_message(e) + strlen("cft_make_ir: ")));
+            return NULL;
+        }
     }
     cft_stage *s = cft__stage_begin(NULL);
     if (!s) {
@@ -175,6 +203,7 @@ static bool closed_over_concrete(const cft_ir *ir) {
 }
 
 cft_status cft_fn_call(cft_fn *f, cft_array *const *in, cft_array **out) {
+    CFT_API("cft_fn_call");
     if (!out)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_fn_call: out is NULL"));
     if (!f) /* the output count is unknown: out[0] gets the error */
@@ -226,6 +255,7 @@ cft_status cft_fn_call(cft_fn *f, cft_array *const *in, cft_array **out) {
 }
 
 cft_array *cft_fn_call1(cft_fn *f, cft_array *const *in) {
+    CFT_API("cft_fn_call1");
     if (!f)
         return cft__fail(CFT_E_ARG, "cft_fn_call1: the function is NULL");
     if (f->err)
@@ -242,12 +272,14 @@ static cft_status ir_cb(void *env, int nin, cft_array *const *in, int nout, cft_
 }
 
 cft_fn *cft_ir_fn(cft_ir *ir) {
+    CFT_API("cft_ir_fn");
     if (!ir)
         return cft__fn_fail(1, 1, CFT_E_ARG, "cft_ir_fn: the IR is NULL");
     return cft_fn_named(cft_fn_new(ir_cb, ir, ir->nin, ir->nout), "ir");
 }
 
 cft_status cft_fn_print_ir(cft_fn *f, const cft_aval *avals, FILE *out) {
+    CFT_API("cft_fn_print_ir");
     if (!out)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_fn_print_ir: the stream is NULL"));
     cft_ir *ir = cft_make_ir(f, avals);

@@ -192,6 +192,7 @@ static void put_params(sbuf *s, const cft_eqn *q) {
 }
 
 const char *cft_ir_str(const cft_ir *ir) {
+    CFT_API("cft_ir_str");
     if (!ir)
         return "<null ir>";
     sbuf s = {cft__new(256), 0, 256};
@@ -234,6 +235,7 @@ const char *cft_ir_str(const cft_ir *ir) {
 }
 
 void cft_ir_print(const cft_ir *ir, FILE *f) {
+    CFT_API("cft_ir_print");
     fputs(cft_ir_str(ir), f);
 }
 
@@ -364,6 +366,7 @@ cft_ir *cft__ir_concretize(const cft_ir *ir, const cft_dimenv *env) {
 /* ---- typecheck ---- */
 
 cft_status cft_ir_typecheck(const cft_ir *ir) {
+    CFT_API("cft_ir_typecheck");
     if (!ir)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_ir_typecheck: NULL ir"));
     bool *def = CFT_NEWN(bool, ir->nvars + 1);
@@ -470,6 +473,7 @@ static cft_status eval_symbolic(const cft_ir *ir, cft_array *const *in, cft_arra
 }
 
 cft_status cft_ir_eval(const cft_ir *ir, cft_array *const *in, cft_array **out) {
+    CFT_API("cft_ir_eval");
     if (!ir)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_ir_eval: NULL ir"));
     /* inputs of concrete shapes for an IR with symbolic input dims bind the
@@ -547,6 +551,7 @@ cft_ir *cft__ir_dce_outputs(const cft_ir *ir, const bool *keep) {
 }
 
 cft_ir *cft_ir_dce(const cft_ir *ir) {
+    CFT_API("cft_ir_dce");
     return ir ? cft__ir_dce_outputs(ir, NULL) : NULL;
 }
 
@@ -563,6 +568,7 @@ static uint64_t eqn_hash(const cft_eqn *q, cft_irvar *const *sub) {
 }
 
 cft_ir *cft_ir_cse(const cft_ir *ir) {
+    CFT_API("cft_ir_cse");
     if (!ir)
         return NULL;
     cft_irvar **sub = CFT_NEWN(cft_irvar *, ir->nvars + 1); /* var -> representative */
@@ -621,17 +627,22 @@ cft_ir *cft_ir_cse(const cft_ir *ir) {
 /* ---- accessors ---- */
 
 int cft_ir_num_inputs(const cft_ir *ir) {
+    CFT_API("cft_ir_num_inputs");
     return ir ? ir->nin : 0;
 }
 int cft_ir_num_outputs(const cft_ir *ir) {
+    CFT_API("cft_ir_num_outputs");
     return ir ? ir->nout : 0;
 }
 int cft_ir_num_consts(const cft_ir *ir) {
+    CFT_API("cft_ir_num_consts");
     return ir ? ir->nconst : 0;
 }
 int cft_ir_num_eqns(const cft_ir *ir) {
+    CFT_API("cft_ir_num_eqns");
     return ir ? ir->neqn : 0;
 }
 const char *cft_ir_eqn_prim(const cft_ir *ir, int i) {
+    CFT_API("cft_ir_eqn_prim");
     return ir && i >= 0 && i < ir->neqn ? ir->eqns[i].prim->name : NULL;
 }

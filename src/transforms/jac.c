@@ -2,6 +2,7 @@
  * jacrev is vmap of the pullback over basis cotangents (one row block per
  * output), jacfwd is vmap of jvp over basis tangents (one column block per
  * input), hessian is jacfwd(jacrev). */
+#include "core/error.h"
 #include "prims/rules.h"
 #include "transforms/transforms.h"
 
@@ -185,18 +186,23 @@ static cft_fn *jac_make(cft_fn *f, const int *argnums, int nargnums, unsigned fl
                         rev ? "jacrev" : "jacfwd");
 }
 cft_fn *cft_jacrev_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags) {
+    CFT_API("cft_jacrev_ex");
     return jac_make(f, argnums, nargnums, flags, true, "cft_jacrev");
 }
 cft_fn *cft_jacfwd_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags) {
+    CFT_API("cft_jacfwd_ex");
     return jac_make(f, argnums, nargnums, flags, false, "cft_jacfwd");
 }
 cft_fn *cft_jacrev(cft_fn *f, const int *argnums, int nargnums) {
+    CFT_API("cft_jacrev");
     return cft_jacrev_ex(f, argnums, nargnums, 0);
 }
 cft_fn *cft_jacfwd(cft_fn *f, const int *argnums, int nargnums) {
+    CFT_API("cft_jacfwd");
     return cft_jacfwd_ex(f, argnums, nargnums, 0);
 }
 cft_fn *cft_hessian(cft_fn *f, int argnum) {
+    CFT_API("cft_hessian");
     cft_fn *bad = cft__fn_check("cft_hessian", f);
     if (bad)
         return bad;

@@ -3,6 +3,7 @@
  * linearize + backward (transforms.h). */
 #include <string.h>
 
+#include "core/error.h"
 #include "prims/rules.h"
 #include "transforms/transforms.h"
 
@@ -23,6 +24,7 @@ static cft_status pullback_cb(void *env, int nin, cft_array *const *in, int nout
 }
 
 cft_status cft_vjp(cft_fn *f, cft_array *const *primals, cft_array **outs, cft_fn **pullback) {
+    CFT_API("cft_vjp");
     if (!f || !primals || !outs || !pullback)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_vjp: NULL argument"));
     *pullback = NULL;
@@ -43,6 +45,7 @@ cft_status cft_vjp(cft_fn *f, cft_array *const *primals, cft_array **outs, cft_f
 }
 
 int cft_print_saved_residuals(cft_fn *f, cft_array *const *primals, FILE *out) {
+    CFT_API("cft_print_saved_residuals");
     cft_array *outs[f ? f->nout : 1];
     cft_fn *pb;
     if (!f || cft_vjp(f, primals, outs, &pb) != CFT_OK)
@@ -164,11 +167,14 @@ static cft_fn *make_grad(cft_fn *f, const int *argnums, int nargs, bool with_val
 }
 
 cft_fn *cft_grad(cft_fn *f, const int *argnums, int nargnums) {
+    CFT_API("cft_grad");
     return make_grad(f, argnums, nargnums, false, false, false);
 }
 cft_fn *cft_grad_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags) {
+    CFT_API("cft_grad_ex");
     return make_grad(f, argnums, nargnums, false, false, flags & CFT_HOLOMORPHIC);
 }
 cft_fn *cft_value_and_grad(cft_fn *f, const int *argnums, int nargnums, bool has_aux) {
+    CFT_API("cft_value_and_grad");
     return make_grad(f, argnums, nargnums, true, has_aux, false);
 }

@@ -3,6 +3,7 @@
  * nothing). Processing a primitive binds it on the primals and asks its jvp
  * rule for the output tangents; rules use the public ops, so whatever
  * trace sits below (staging, vmap, another jvp) sees ordinary ops. */
+#include "core/error.h"
 #include "prims/rules.h"
 #include "trace/fn.h"
 #include "transforms/transforms.h"
@@ -102,6 +103,7 @@ static cft_status jvp_cb(void *env, int nin, cft_array *const *in, int nout, cft
 }
 
 cft_fn *cft_jvp(cft_fn *f) {
+    CFT_API("cft_jvp");
     cft_fn *bad = cft__fn_check("cft_jvp", f);
     if (bad)
         return bad;

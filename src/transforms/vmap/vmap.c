@@ -3,6 +3,7 @@
  * Processing a primitive calls its batching rule, which moves or inserts
  * axes with the public ops. A primitive without a rule is an error naming
  * it: there is no silent per-example loop. */
+#include "core/error.h"
 #include "prims/rules.h"
 #include "trace/fn.h"
 
@@ -147,6 +148,7 @@ static cft_status vmap_cb(void *envp, int nin, cft_array *const *in, int nout, c
 }
 
 cft_fn *cft_vmap(cft_fn *f, const int *in_axes, const int *out_axes) {
+    CFT_API("cft_vmap");
     cft_fn *bad = cft__fn_check("cft_vmap", f);
     if (bad)
         return bad;
