@@ -158,6 +158,11 @@ int main(int argc, char **argv) {
         CHECK(cft_failed(cft_random_uniform(cft_random_key(0), CFT_I32, (int64_t[]){2}, 1, 0, 1)));
     }
 
+    TEST("solve of A[2,2] with a 1-d B[3] is an error about [3,1], never shape[-1]") {
+        cft_array *e = cft_linalg_solve(cft_eye(2, CFT_F32), cft_zeros(CFT_F32, (int64_t[]){3}, 1));
+        CHECK(cft_failed(e) && strstr(cft_error_message(e), "f32[3,1]") != NULL);
+        CHECK(strstr(cft_error_message(e), "cft_linalg_solve") == cft_error_message(e));
+    }
     TEST("NULL arguments are errors, not crashes") {
         cft_array *x = f32m(2, 2);
         cft_array *e = cft_add(NULL, x);

@@ -498,8 +498,10 @@ double cft_item(const cft_array *x) {
 }
 
 const char *cft_aval_str(const cft_aval *a, char *buf) {
+    if (!a || !buf)
+        return buf ? (snprintf(buf, 96, "(NULL aval)"), buf) : "(NULL)";
     int n = snprintf(buf, 96, "%s[", cft_dtype_name(a->dtype));
-    for (int i = 0; i < a->ndim && n < 80; i++) {
+    for (int i = 0; i < a->ndim && i < CFT_MAX_NDIM && n < 80; i++) {
         char d[64];
         n += snprintf(buf + n, 96 - n, i ? ",%s" : "%s", cft_dim_str(a->shape[i], d, sizeof d));
     }

@@ -25,6 +25,9 @@ static cft_array *need_float_mat(const char *name, cft_array *A, bool square) {
  * promote their dtypes */
 static cft_array *bcast_pair(const char *name, cft_array **A, cft_array **B) {
     const cft_aval *a = &(*A)->aval, *b = &(*B)->aval;
+    if (a->ndim < 2 || b->ndim < 2) /* never read shape[-1] */
+        return cft__fail(CFT_E_SHAPE, "%s: needs matrices (rank >= 2), got %s, %s", name,
+                         cft__av(a), cft__av(b));
     int na = a->ndim - 2, nb = b->ndim - 2, n = na > nb ? na : nb;
     int64_t sa[CFT_MAX_NDIM], sb[CFT_MAX_NDIM];
     for (int i = 0; i < n; i++) {
@@ -75,7 +78,7 @@ cft_array *cft_linalg_solve(cft_array *A, cft_array *B) {
     /* torch's rule: a vector (batch) when B is 1-d or has exactly A's shape
      * without its last dim */
     bool vec = B->aval.ndim == 1;
-    if (B->aval.ndim == A->aval.ndim - 1) {
+    if (!vec && B->aval.ndim == A->aval.ndim - 1) {
         vec = true;
         for (int i = 0; i < B->aval.ndim; i++)
             vec &= B->aval.shape[i] == A->aval.shape[i];
