@@ -13,4 +13,11 @@
 #define CFT_VEC __attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default")))
 #endif
 
+/* gcc: keep a copy loop a loop (not a memcpy call per row) */
+#if defined(__clang__)
+#define CFT_NO_DISTRIBUTE
+#else
+#define CFT_NO_DISTRIBUTE __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+
 #endif
