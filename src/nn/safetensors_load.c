@@ -142,10 +142,11 @@ static int by_begin(const void *a, const void *b) {
 /* check one entry against the data: its size (the one size check) and
  * byte range; NULL or a message */
 static const char *check_entry(const cft_st_header *H, const cft_st_entry *e, uint64_t data_len,
-                               char *buf, size_t cap) {
+                               unsigned flags, char *buf, size_t cap) {
     const cft_st_type *t = &cft__st_types[e->dtype];
-    int64_t numel;
-    cft_array *err = cft__check_size("shape", t->as, e->shape, e->ndim, &numel, NULL);
+    int64_t numel; /* the size check on the dtype it loads as */
+    cft_array *err = cft__check_size("shape", flags & CFT_ST_WIDEN ? t->widened : t->as, e->shape,
+                                     e->ndim, &numel, NULL);
     if (err) {
         snprintf(buf, cap, "%s", cft_error_message(err));
         return buf;
@@ -172,7 +173,7 @@ static cft_tree *build(const char *path, const cft_st_header *H, int fd, uint64_
     int n = H->n;
     char buf[512];
     for (int i = 0; i < n; i++) {
-        const char *why = check_entry(H, &H->e[i], data_len, buf, sizeof buf);
+        const char *why = check_entry(H, &H->e[i], data_len, flags, buf, sizeof buf);
         if (why)
             return fail(path, "tensor '%.128s' %s", H->names + H->e[i].name, why);
     }

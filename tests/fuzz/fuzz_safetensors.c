@@ -45,6 +45,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < 2 * nmeta; i++)
         if (!meta[i])
             __builtin_trap();
+    /* widened, halves become f32: same names, same element counts (or, for a
+     * shape only the 2-byte dtype could hold, a size error) */
+    cft_tree *w = cft_load_safetensors_ex(path, CFT_ST_WIDEN, NULL, NULL);
+    if (cft_tree_failed(w)) {
+        if (!strstr(cft_error_message(cft_tree_error(w)), "too large"))
+            __builtin_trap();
+        return 0;
+    }
+    if (cft_tree_size(w) != cft_tree_size(t))
+        __builtin_trap();
+    for (int i = 0; i < cft_tree_size(w); i++)
+        if (cft_array_size(cft_tree_at(w, i)) != cft_array_size(cft_tree_at(t, i)))
+            __builtin_trap();
     /* a loaded tree saves and loads back (metadata included) */
     if (cft_save_safetensors(out_path, t, meta, nmeta) != CFT_OK)
         __builtin_trap();

@@ -17,13 +17,19 @@ static void put(const char *dir, const char *name, const void *data, size_t n) {
     }
 }
 
-static void raw(const char *dir, const char *name, const char *header) {
-    unsigned char b[512];
+/* a file of a hand-written header and n data bytes (0, 1, 2, ...) */
+static void raw_data(const char *dir, const char *name, const char *header, size_t n) {
+    unsigned char b[1024];
     size_t h = strlen(header);
     for (int i = 0; i < 8; i++)
         b[i] = (unsigned char)((uint64_t)h >> (8 * i));
     memcpy(b + 8, header, h);
-    put(dir, name, b, 8 + h);
+    for (size_t i = 0; i < n; i++)
+        b[8 + h + i] = (unsigned char)(i * 41 + 7);
+    put(dir, name, b, 8 + h + n);
+}
+static void raw(const char *dir, const char *name, const char *header) {
+    raw_data(dir, name, header, 0);
 }
 
 int main(int argc, char **argv) {
@@ -58,6 +64,17 @@ int main(int argc, char **argv) {
     raw(st, "escapes",
         "{\"\\ud83d\\ude00\\n\":{\"dtype\":\"U8\",\"shape\":[0],"
         "\"data_offsets\":[0,0]}}");
+    raw_data(st, "small-ints",
+             "{\"a\":{\"dtype\":\"I8\",\"shape\":[2],\"data_offsets\":[0,2]},"
+             "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[2,4]},"
+             "\"c\":{\"dtype\":\"I16\",\"shape\":[2],\"data_offsets\":[4,8]},"
+             "\"d\":{\"dtype\":\"U16\",\"shape\":[2],\"data_offsets\":[8,12]},"
+             "\"e\":{\"dtype\":\"U32\",\"shape\":[2],\"data_offsets\":[12,20]},"
+             "\"f\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[20,28]},"
+             "\"g\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[28,32]},"
+             "\"h\":{\"dtype\":\"BOOL\",\"shape\":[4],\"data_offsets\":[32,36]},"
+             "\"i\":{\"dtype\":\"C128\",\"shape\":[],\"data_offsets\":[36,52]}}",
+             52);
     unsigned char b[64];
     for (int i = 0; i < 64; i++)
         b[i] = (unsigned char)(i * 37);
