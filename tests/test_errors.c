@@ -96,6 +96,13 @@ static cft_status const_out(void *env, int nin, cft_array *const *in, int nout, 
     return CFT_OK;
 }
 
+/* branches on a value: impossible while tracing */
+static cft_status branchy(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_item(cft_sum(in[0], NULL, 0, false)) > 0 ? cft_exp(in[0]) : cft_neg(in[0]);
+    return CFT_OK;
+}
+
 int main(int argc, char **argv) {
     unsetenv("CFT_ERRORS"); /* =abort would turn every check here into a crash */
     check_init(argc, argv);
@@ -158,6 +165,20 @@ int main(int argc, char **argv) {
         CHECK(cft_failed(cft_random_uniform(cft_random_key(0), CFT_I32, (int64_t[]){2}, 1, 0, 1)));
     }
 
+    TEST("reading a traced value fails the call with a message saying what to use") {
+        cft_array *x = cft_from_f32((float[]){1, 2}, (int64_t[]){2}, 1);
+        cft_fn *f = cft_fn_new(branchy, NULL, 1, 1);
+        cft_array *y = cft_fn_call1(f, &x); /* plain calls are staged: traced */
+        CHECK(cft_failed(y) && cft_error_code(y) == CFT_E_TRACE);
+        CHECK(strstr(cft_error_message(y), "cft_item") &&
+              strstr(cft_error_message(y), "cft_where") &&
+              strstr(cft_error_message(y), "cft_fn_uncached"));
+        CHECK(cft_failed(cft_fn_call1(cft_grad(cft_fn_new(branchy, NULL, 1, 1), NULL, 0), &x)));
+        /* op by op, the value is concrete and the right branch is taken */
+        y = cft_fn_call1(cft_fn_uncached(cft_fn_new(branchy, NULL, 1, 1)), &x);
+        CHECK(!cft_failed(y));
+        CHECK_CLOSE(cft_item_at(y, 1), exp(2.0), 1e-6, 0);
+    }
     TEST("solve of A[2,2] with a 1-d B[3] is an error about [3,1], never shape[-1]") {
         cft_array *e = cft_linalg_solve(cft_eye(2, CFT_F32), cft_zeros(CFT_F32, (int64_t[]){3}, 1));
         CHECK(cft_failed(e) && strstr(cft_error_message(e), "f32[3,1]") != NULL);

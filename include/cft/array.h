@@ -72,7 +72,9 @@ double cft_item_at(const cft_array *x, int64_t i);
  *  cft_item_at). */
 double cft_item(const cft_array *x);
 
-/** Print x NumPy-style ("array([[1., 2.], ...], dtype=f32)") to `f`. */
+/** Print x NumPy-style ("array([[1., 2.], ...], dtype=f32)") to `f`. A traced
+ *  array's values are unknown: it prints its aval and, as cft_item, fails
+ *  the traced call (print its shape with cft_aval_str instead). */
 void cft_print(const cft_array *x, FILE *f);
 /** Print with a label: "name = array(...)". */
 void cft_print_named(const char *name, const cft_array *x, FILE *f);

@@ -78,8 +78,9 @@ static void print_indented(const cft_array *x, int indent, FILE *f) {
         return;
     }
     char buf[96];
-    if (x->kind != CFT_K_CONCRETE) {
-        fprintf(f, "<tracer %s>", cft_aval_str(&x->aval, buf));
+    if (x->kind != CFT_K_CONCRETE) { /* its values are not known: the traced call fails */
+        fprintf(f, "<tracer %s: values unknown while tracing>", cft_aval_str(&x->aval, buf));
+        cft__concretization_error("cft_print", x);
         return;
     }
     fputs("array(", f);
