@@ -12,6 +12,8 @@ PKGS=(
     libfftw3-dev
     libgc-dev
     libcjson-dev
+    libopenmpi-dev
+    openmpi-bin
     ca-certificates
 )
 

@@ -1,0 +1,136 @@
+/* cft/dist.h: process groups and collectives over MPI (library cft::dist).
+ *
+ * Launch the program with mpirun (or srun); every rank runs the same code:
+ *
+ *     cft_dist_init(&argc, &argv);
+ *     cft_dist_group *world = cft_dist_world();
+ *     cft_array *g = cft_dist_all_reduce(world, grad, CFT_DIST_MEAN);
+ *     cft_dist_finalize();
+ *
+ * All MPI calls run on one communication thread per process, non-blocking
+ * underneath, each with a deadline (CFT_DIST_TIMEOUT seconds, default 300).
+ * A collective that misses it (a dead or stalled peer, or ranks calling
+ * different collectives) is reported with its name, sequence number, group
+ * and elapsed time; the group's error becomes sticky and, by default, the
+ * job is aborted cleanly (MPI_Abort), since MPI cannot cancel a collective;
+ * cft_dist_set_abort_on_timeout(false) returns the error instead.
+ * CFT_DIST_DEBUG=detail checks before each collective that all ranks call
+ * the same one with the same dtype, size and root, and names the first rank
+ * that does not.
+ *
+ * Collectives on arrays return new arrays (error arrays on failure, as
+ * every cft call). Inside traced functions use the primitives (cft_psum,
+ * cft_all_gather, ...), which grad, vmap and jit understand. */
+#ifndef CFT_DIST_H
+#define CFT_DIST_H
+
+#include <stdbool.h>
+
+#include "cft/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cft_dist_group cft_dist_group;
+typedef struct cft_dist_work cft_dist_work;
+
+/** Reductions. MEAN divides the sum by the group size. */
+typedef enum cft_dist_op {
+    CFT_DIST_SUM = 0,
+    CFT_DIST_MEAN,
+    CFT_DIST_MAX,
+    CFT_DIST_MIN,
+    CFT_DIST_PROD
+} cft_dist_op;
+
+/** Start the distributed layer (MPI) from the environment mpirun / srun
+ *  set; argc/argv may be NULL. Starts the communication thread. Calling it
+ *  twice is harmless. */
+cft_status cft_dist_init(int *argc, char ***argv);
+/** Stop the communication thread and MPI (after the last collective). */
+cft_status cft_dist_finalize(void);
+/** True between cft_dist_init and cft_dist_finalize. */
+bool cft_dist_initialized(void);
+
+/** The group of all ranks. */
+cft_dist_group *cft_dist_world(void);
+/** A sub-group of the given world ranks (increasing or not; no repeats).
+ *  Every rank of the world must call it with the same list (like
+ *  torch.distributed.new_group); a rank outside it gets a group of which
+ *  it is not a member (rank -1), usable only in queries. NULL on error
+ *  (cft_last_error). */
+cft_dist_group *cft_dist_new_group(const int *ranks, int n);
+/** This process's rank in g (-1 if not a member); the size of g. */
+int cft_dist_rank(const cft_dist_group *g);
+int cft_dist_size(const cft_dist_group *g);
+/** The rank on this node (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID). */
+int cft_dist_local_rank(void);
+
+/** Seconds a collective may take before it is a timeout (default: the
+ *  environment's CFT_DIST_TIMEOUT, else 300). */
+void cft_dist_set_timeout(double seconds);
+/** On a timeout or mismatch: abort the job (true, the default) or return
+ *  the error to the caller (and make the group's error sticky). */
+void cft_dist_set_abort_on_timeout(bool abort_job);
+bool cft_dist_abort_on_timeout(void);
+/** The group's sticky error (CFT_OK while it is healthy). */
+cft_status cft_dist_group_status(const cft_dist_group *g);
+
+/** Element-wise reduction of x over the group; every rank gets the result.
+ *  Same shape and dtype on every rank. f16/bf16 reduce in f32; MAX/MIN
+ *  reject complex values. */
+cft_array *cft_dist_all_reduce(cft_dist_group *g, cft_array *x, cft_dist_op op);
+/** x of rank `root` on every rank (x gives the shape and dtype elsewhere). */
+cft_array *cft_dist_broadcast(cft_dist_group *g, cft_array *x, int root);
+/** Every rank's x: stacked along a new leading axis ([size, ...]) when
+ *  `stack`, else concatenated along axis 0. */
+cft_array *cft_dist_all_gather(cft_dist_group *g, cft_array *x, bool stack);
+/** Reduce x over the group and give rank r the r-th of `size` equal blocks
+ *  along axis 0 (x's leading dim must divide by the size). */
+cft_array *cft_dist_reduce_scatter(cft_dist_group *g, cft_array *x, cft_dist_op op);
+/** x's leading axis in `size` blocks: block j goes to rank j; the result
+ *  holds the blocks received, in rank order (same shape as x). */
+cft_array *cft_dist_all_to_all(cft_dist_group *g, cft_array *x);
+/** Wait until every rank of g arrives. */
+cft_status cft_dist_barrier(cft_dist_group *g);
+/** Point to point: send x to rank dst of g; receive an array of the given
+ *  dtype and shape from rank src. tag >= 0. */
+cft_status cft_dist_send(cft_dist_group *g, cft_array *x, int dst, int tag);
+cft_array *cft_dist_recv(cft_dist_group *g, cft_dtype dtype, const int64_t *shape, int ndim,
+                         int src, int tag);
+
+/** Asynchronous forms: start the collective and return a handle at once
+ *  (never NULL: a failed start gives a handle whose wait fails). */
+cft_dist_work *cft_dist_all_reduce_async(cft_dist_group *g, cft_array *x, cft_dist_op op);
+cft_dist_work *cft_dist_broadcast_async(cft_dist_group *g, cft_array *x, int root);
+cft_dist_work *cft_dist_all_gather_async(cft_dist_group *g, cft_array *x, bool stack);
+/** Wait for a handle: the result (an error array on failure). */
+cft_array *cft_dist_wait(cft_dist_work *w);
+/** True once the work has finished (wait then returns at once). */
+bool cft_dist_is_completed(const cft_dist_work *w);
+
+/* ---- collectives inside traced functions (primitives with every rule) ---- */
+
+/** Sum of x over the group (jax.lax.psum). Linear: its jvp is psum of the
+ *  tangent and its transpose is psum (JAX's semantics: grad of
+ *  psum(f(x)) on each rank is size * f'(x)). Batches elementwise. */
+cft_array *cft_psum(cft_array *x, cft_dist_group *g);
+/** psum divided by the group size. */
+cft_array *cft_pmean(cft_array *x, cft_dist_group *g);
+/** All ranks' x stacked along a new leading axis (jax.lax.all_gather);
+ *  its transpose is cft_psum_scatter. */
+cft_array *cft_all_gather(cft_array *x, cft_dist_group *g);
+/** Sum over the group of x [size, ...], rank r keeping block r (shape
+ *  x.shape[1:]); jax.lax.psum_scatter. Transpose: cft_all_gather. */
+cft_array *cft_psum_scatter(cft_array *x, cft_dist_group *g);
+/** Rank r sends x to perm[r] (perm: `size` entries, a permutation, -1 for
+ *  none); a rank nobody sends to gets zeros (jax.lax.ppermute). Transpose:
+ *  the inverse permutation. Groups of at most 16 ranks. */
+cft_array *cft_ppermute(cft_array *x, cft_dist_group *g, const int *perm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

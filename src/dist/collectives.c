@@ -1,0 +1,311 @@
+/* collectives.c: collectives on concrete arrays. The calling thread checks
+ * the arguments, makes the input contiguous and allocates the output (GC
+ * memory is only ever touched here), then hands raw buffers to the
+ * communication thread and waits (or returns a handle). Halves are reduced
+ * in f32; MEAN is a SUM scaled after the wait. */
+#include <string.h>
+
+#include "array/array.h"
+#include "core/error.h"
+#include "core/mem.h"
+#include "dist/dist.h"
+#include "prims/rules.h"
+
+struct cft_dist_work {
+    dist_req *r;
+    cft_array *out, *err;
+    cft_dist_op op;    /* MEAN: scale after the wait */
+    cft_dtype back_to; /* halves: cast the f32 result back */
+    int size;
+    bool waited;
+    cft_array *result;
+};
+
+static MPI_Op mpi_op(cft_dist_op op) {
+    switch (op) {
+    case CFT_DIST_MAX:
+        return MPI_MAX;
+    case CFT_DIST_MIN:
+        return MPI_MIN;
+    case CFT_DIST_PROD:
+        return MPI_PROD;
+    default:
+        return MPI_SUM;
+    }
+}
+
+static cft_dist_work *failed_work(cft_array *e) {
+    cft_dist_work *w = CFT_NEW(cft_dist_work);
+    if (!w)
+        return NULL;
+    w->err = e;
+    w->waited = true;
+    w->result = e;
+    return w;
+}
+
+/* checks shared by every collective; x made contiguous in *xc */
+static cft_array *prepare(const char *call, cft_dist_group *g, cft_array *x, cft_array **xc) {
+    cft_array *e = cft__dist_check(call, g);
+    if (e)
+        return e;
+    if (!x)
+        return cft__fail(CFT_E_ARG, "%s: the array is NULL", call);
+    if (cft_failed(x))
+        return x;
+    if (x->kind != CFT_K_CONCRETE)
+        return cft__fail(CFT_E_TRACE,
+                         "%s: the array is a tracer; inside a traced function use the "
+                         "primitives cft_psum, cft_all_gather, cft_psum_scatter, cft_ppermute",
+                         call);
+    *xc = cft__contig(x);
+    return cft_failed(*xc) ? *xc : NULL;
+}
+
+static dist_req *new_req(req_kind k, const char *call, cft_dist_group *g, cft_array *in,
+                         cft_array *out, int64_t count) {
+    dist_req *r = CFT_NEW(dist_req);
+    if (!r)
+        return NULL;
+    r->kind = k;
+    r->name = call;
+    r->g = g;
+    r->keep[0] = in, r->keep[1] = out;
+    r->send = in ? cft__ptr(in) : NULL;
+    r->recv = out ? cft__ptr(out) : NULL;
+    r->count = count;
+    cft_dtype dt = in ? in->aval.dtype : out ? out->aval.dtype : CFT_F32;
+    r->dt = cft__dist_mpi_type(dt);
+    r->dtype_code = (int)dt;
+    return r;
+}
+
+/* start r; a work handle whose wait yields out (scaled / cast as asked) */
+static cft_dist_work *launch(dist_req *r, cft_array *out, cft_dist_op op, cft_dtype back,
+                             int size) {
+    cft_dist_work *w = CFT_NEW(cft_dist_work);
+    if (!r || !w)
+        return failed_work(cft__oom());
+    w->r = r, w->out = out, w->op = op, w->back_to = back, w->size = size;
+    cft__dist_submit(r);
+    return w;
+}
+
+cft_array *cft_dist_wait(cft_dist_work *w) {
+    CFT_API("cft_dist_wait");
+    if (!w)
+        return cft__fail(CFT_E_ARG, "cft_dist_wait: the handle is NULL");
+    if (w->waited)
+        return w->result;
+    w->waited = true;
+    if (cft__dist_wait(w->r) != CFT_OK)
+        return w->result = cft__fail(cft_last_error(), "%s", cft_last_error_message());
+    cft_array *y = w->out;
+    if (w->op == CFT_DIST_MEAN)
+        y = cft_mul_s(y, 1.0 / w->size);
+    if (w->back_to != y->aval.dtype)
+        y = cft_astype(y, w->back_to);
+    return w->result = y;
+}
+
+bool cft_dist_is_completed(const cft_dist_work *w) {
+    return !w || w->waited || atomic_load(&w->r->state) >= 2;
+}
+
+cft_dist_work *cft_dist_all_reduce_async(cft_dist_group *g, cft_array *x, cft_dist_op op) {
+    CFT_API("cft_dist_all_reduce");
+    const char *call = "cft_dist_all_reduce";
+    cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
+    if (e)
+        return failed_work(e);
+    cft_dtype dt = xc->aval.dtype;
+    if ((unsigned)op > CFT_DIST_PROD)
+        return failed_work(cft__fail(CFT_E_ARG, "%s: unknown reduction %d", call, (int)op));
+    if (dt == CFT_BOOL)
+        return failed_work(
+            cft__fail(CFT_E_DTYPE, "%s: bool arrays do not reduce (cast first)", call));
+    if (cft_dtype_is_complex(dt) && (op == CFT_DIST_MAX || op == CFT_DIST_MIN))
+        return failed_work(
+            cft__fail(CFT_E_DTYPE, "%s: complex values are not ordered (MAX/MIN)", call));
+    if ((dt == CFT_I32 || dt == CFT_I64) && op == CFT_DIST_MEAN)
+        xc = cft_astype(xc, CFT_F32); /* as torch: a mean is a float */
+    if (cft_dtype_is_half(dt))
+        xc = cft_astype(xc, CFT_F32);
+    cft_array *out = cft__alloc(xc->aval.dtype, xc->aval.shape, xc->aval.ndim);
+    if (cft_failed(out))
+        return failed_work(out);
+    dist_req *r = new_req(REQ_ALLREDUCE, call, g, xc, out, cft_array_size(xc));
+    if (r)
+        r->op = mpi_op(op);
+    return launch(r, out, op, cft_dtype_is_half(dt) ? dt : out->aval.dtype, g->size);
+}
+
+cft_array *cft_dist_all_reduce(cft_dist_group *g, cft_array *x, cft_dist_op op) {
+    CFT_API("cft_dist_all_reduce");
+    return cft_dist_wait(cft_dist_all_reduce_async(g, x, op));
+}
+
+cft_dist_work *cft_dist_broadcast_async(cft_dist_group *g, cft_array *x, int root) {
+    CFT_API("cft_dist_broadcast");
+    const char *call = "cft_dist_broadcast";
+    cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
+    if (e)
+        return failed_work(e);
+    if (root < 0 || root >= g->size)
+        return failed_work(cft__fail(CFT_E_ARG, "%s: root %d not in [0, %d)", call, root, g->size));
+    cft_array *out = cft__alloc(xc->aval.dtype, xc->aval.shape, xc->aval.ndim);
+    if (cft_failed(out))
+        return failed_work(out);
+    if (g->rank == root)
+        memcpy(cft__ptr(out), cft__ptr(xc),
+               (size_t)cft_array_size(xc) * cft_dtype_size(xc->aval.dtype));
+    dist_req *r = new_req(REQ_BCAST, call, g, xc, out, cft_array_size(xc));
+    if (r)
+        r->peer = root;
+    return launch(r, out, CFT_DIST_SUM, out->aval.dtype, g->size);
+}
+
+cft_array *cft_dist_broadcast(cft_dist_group *g, cft_array *x, int root) {
+    CFT_API("cft_dist_broadcast");
+    return cft_dist_wait(cft_dist_broadcast_async(g, x, root));
+}
+
+cft_dist_work *cft_dist_all_gather_async(cft_dist_group *g, cft_array *x, bool stack) {
+    CFT_API("cft_dist_all_gather");
+    const char *call = "cft_dist_all_gather";
+    cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
+    if (e)
+        return failed_work(e);
+    const cft_aval *a = &xc->aval;
+    if (!stack && a->ndim == 0)
+        return failed_work(
+            cft__fail(CFT_E_SHAPE, "%s: a scalar cannot be concatenated (stack it)", call));
+    if (stack && a->ndim == CFT_MAX_NDIM)
+        return failed_work(
+            cft__fail(CFT_E_SHAPE, "%s: %d dims leave no room to stack", call, CFT_MAX_NDIM));
+    int64_t shape[CFT_MAX_NDIM];
+    int nd = 0;
+    if (stack)
+        shape[nd++] = g->size;
+    for (int d = 0; d < a->ndim; d++)
+        shape[nd++] = a->shape[d];
+    if (!stack)
+        shape[0] *= g->size;
+    cft_array *out = cft__alloc(a->dtype, shape, nd);
+    if (cft_failed(out))
+        return failed_work(out);
+    return launch(new_req(REQ_ALLGATHER, call, g, xc, out, cft_array_size(xc)), out, CFT_DIST_SUM,
+                  a->dtype, g->size);
+}
+
+cft_array *cft_dist_all_gather(cft_dist_group *g, cft_array *x, bool stack) {
+    CFT_API("cft_dist_all_gather");
+    return cft_dist_wait(cft_dist_all_gather_async(g, x, stack));
+}
+
+cft_array *cft__dist_all_gather_axis0(cft_dist_group *g, cft_array *x, const char *call) {
+    (void)call;
+    return cft_dist_wait(cft_dist_all_gather_async(g, x, true));
+}
+
+cft_array *cft_dist_reduce_scatter(cft_dist_group *g, cft_array *x, cft_dist_op op) {
+    CFT_API("cft_dist_reduce_scatter");
+    const char *call = "cft_dist_reduce_scatter";
+    cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
+    if (e)
+        return e;
+    const cft_aval *a = &xc->aval;
+    if (a->ndim < 1 || a->shape[0] % g->size != 0)
+        return cft__fail(CFT_E_SHAPE, "%s: the leading dim of %s does not divide by %d ranks", call,
+                         cft__av(a), g->size);
+    if ((unsigned)op > CFT_DIST_PROD || a->dtype == CFT_BOOL ||
+        (cft_dtype_is_complex(a->dtype) && (op == CFT_DIST_MAX || op == CFT_DIST_MIN)))
+        return cft__fail(CFT_E_ARG, "%s: reduction %d does not apply to %s", call, (int)op,
+                         cft__av(a));
+    cft_dtype dt = a->dtype;
+    if (cft_dtype_is_half(dt) || ((dt == CFT_I32 || dt == CFT_I64) && op == CFT_DIST_MEAN))
+        xc = cft_astype(xc, CFT_F32);
+    int64_t shape[CFT_MAX_NDIM];
+    memcpy(shape, a->shape, sizeof(int64_t) * (size_t)a->ndim);
+    shape[0] /= g->size;
+    cft_array *out = cft__alloc(xc->aval.dtype, shape, a->ndim);
+    if (cft_failed(out))
+        return out;
+    dist_req *r = new_req(REQ_REDUCE_SCATTER, call, g, xc, out, cft_array_size(out));
+    if (r)
+        r->op = mpi_op(op);
+    return cft_dist_wait(launch(r, out, op, cft_dtype_is_half(dt) ? dt : out->aval.dtype, g->size));
+}
+
+cft_array *cft_dist_all_to_all(cft_dist_group *g, cft_array *x) {
+    CFT_API("cft_dist_all_to_all");
+    const char *call = "cft_dist_all_to_all";
+    cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
+    if (e)
+        return e;
+    const cft_aval *a = &xc->aval;
+    if (a->ndim < 1 || a->shape[0] % g->size != 0)
+        return cft__fail(CFT_E_SHAPE, "%s: the leading dim of %s does not divide by %d ranks", call,
+                         cft__av(a), g->size);
+    cft_array *out = cft__alloc(a->dtype, a->shape, a->ndim);
+    if (cft_failed(out))
+        return out;
+    return cft_dist_wait(
+        launch(new_req(REQ_ALLTOALL, call, g, xc, out, cft_array_size(xc) / g->size), out,
+               CFT_DIST_SUM, a->dtype, g->size));
+}
+
+cft_status cft_dist_barrier(cft_dist_group *g) {
+    CFT_API("cft_dist_barrier");
+    cft_array *e = cft__dist_check("cft_dist_barrier", g);
+    if (e)
+        return cft__set_last(e);
+    dist_req *r = new_req(REQ_BARRIER, "cft_dist_barrier", g, NULL, NULL, 0);
+    if (!r)
+        return cft__set_last(cft__oom());
+    cft__dist_submit(r);
+    return cft__dist_wait(r);
+}
+
+cft_status cft_dist_send(cft_dist_group *g, cft_array *x, int dst, int tag) {
+    CFT_API("cft_dist_send");
+    const char *call = "cft_dist_send";
+    cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
+    if (!e && (dst < 0 || dst >= g->size || tag < 0))
+        e = cft__fail(CFT_E_ARG, "%s: destination %d (group of %d) or tag %d out of range", call,
+                      dst, g->size, tag);
+    if (e)
+        return cft__set_last(e);
+    dist_req *r = new_req(REQ_SEND, call, g, xc, NULL, cft_array_size(xc));
+    if (!r)
+        return cft__set_last(cft__oom());
+    r->peer = dst, r->tag = tag;
+    cft__dist_submit(r);
+    return cft__dist_wait(r);
+}
+
+cft_array *cft_dist_recv(cft_dist_group *g, cft_dtype dtype, const int64_t *shape, int ndim,
+                         int src, int tag) {
+    CFT_API("cft_dist_recv");
+    const char *call = "cft_dist_recv";
+    cft_array *e = cft__dist_check(call, g);
+    if (e)
+        return e;
+    if (src < 0 || src >= g->size || tag < 0)
+        return cft__fail(CFT_E_ARG, "%s: source %d (group of %d) or tag %d out of range", call, src,
+                         g->size, tag);
+    e = cft__check_size(call, dtype, shape, ndim, NULL, NULL);
+    if (e)
+        return e;
+    cft_array *out = cft__alloc(dtype, shape, ndim);
+    if (cft_failed(out))
+        return out;
+    dist_req *r = new_req(REQ_RECV, call, g, NULL, out, cft_array_size(out));
+    if (!r)
+        return cft__oom();
+    r->peer = src, r->tag = tag;
+    cft__dist_submit(r);
+    if (cft__dist_wait(r) != CFT_OK)
+        return cft__fail(cft_last_error(), "%s", cft_last_error_message());
+    return out;
+}

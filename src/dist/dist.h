@@ -1,0 +1,90 @@
+/* Internal: the distributed layer. Only files under src/dist include MPI.
+ *
+ * One communication thread per process makes every MPI call after
+ * cft_dist_init (Open MPI serialises its progress engine across threads, so
+ * a blocking call on one thread stalls another's messages by 8-16 ms).
+ * Callers enqueue requests; the thread starts each with a non-blocking MPI
+ * call, drives them all with MPI_Test, and enforces each one's deadline. */
+#ifndef CFT_DIST_INTERNAL_H
+#define CFT_DIST_INTERNAL_H
+
+#include <mpi.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cft/dist.h"
+
+#define CFT_DIST_MAX_GROUPS 64
+
+struct cft_dist_group {
+    int id;             /* index in the group table (what traced primitives carry) */
+    MPI_Comm comm;      /* MPI_COMM_NULL on ranks outside the group */
+    int rank, size;     /* in the group */
+    int *world;         /* the world ranks of the group's members */
+    uint64_t seq;       /* collectives enqueued so far (guarded by the queue lock) */
+    _Atomic int failed; /* sticky: a collective timed out or mismatched */
+    char err[600];
+};
+
+typedef enum {
+    REQ_ALLREDUCE,
+    REQ_BCAST,
+    REQ_ALLGATHER,
+    REQ_REDUCE_SCATTER,
+    REQ_ALLTOALL,
+    REQ_BARRIER,
+    REQ_SEND,
+    REQ_RECV,
+    REQ_PERMUTE, /* send to dst, receive from src (either may be -1) */
+} req_kind;
+
+/* A request. GC memory: in flight it is reachable from the engine's static
+ * lists, so the buffers it points into stay alive until it completes. */
+typedef struct dist_req {
+    req_kind kind;
+    const char *name; /* the public call, for messages */
+    struct cft_dist_group *g;
+    uint64_t seq;
+    const void *send;
+    void *recv;
+    int64_t count; /* elements (per rank for gather/scatter/alltoall) */
+    MPI_Datatype dt;
+    MPI_Op op;
+    int peer, peer2, tag; /* root / destination / source */
+    int dtype_code;       /* cft dtype, for the debug signature */
+    double timeout, t0;
+    MPI_Request mr[2];
+    int nmr;
+    int phase;               /* 1: exchanging debug signatures */
+    int64_t sig[4], *allsig; /* this rank's signature, everyone's */
+    cft_array *keep[2];      /* the input and output arrays */
+    _Atomic int state;       /* 0 queued, 1 running, 2 done, 3 failed */
+    char err[512];
+    struct dist_req *next;
+} dist_req;
+
+/* Start the engine (after MPI_Init) / stop it (before MPI_Finalize). */
+int cft__dist_engine_start(void);
+void cft__dist_engine_stop(void);
+/* Enqueue r (sets seq, t0, state); false if the group has failed. */
+bool cft__dist_submit(dist_req *r);
+/* Wait for r; CFT_OK or the error (cft_last_error set, naming r->name). */
+cft_status cft__dist_wait(dist_req *r);
+/* Run fn(arg) on the communication thread and wait (group creation). */
+void cft__dist_run_on_comm(void (*fn)(void *), void *arg);
+
+/* The group with this id (NULL if none). */
+struct cft_dist_group *cft__dist_group_by_id(int id);
+/* Error if the layer is not initialised or g is NULL/failed; else NULL. */
+cft_array *cft__dist_check(const char *call, const cft_dist_group *g);
+/* MPI datatype of a cft dtype for data movement (halves as 16-bit words) */
+MPI_Datatype cft__dist_mpi_type(cft_dtype dt);
+/* settings */
+double cft__dist_timeout(void);
+bool cft__dist_debug(void);
+
+/* The primitives (prims.c) call the array collectives (collectives.c). */
+cft_array *cft__dist_all_gather_axis0(cft_dist_group *g, cft_array *x, const char *call);
+
+#endif

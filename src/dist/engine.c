@@ -1,0 +1,304 @@
+/* engine.c: the communication thread. Requests arrive on a FIFO (so every
+ * rank starts the collectives of a group in the order its program made
+ * them); the thread starts each with a non-blocking MPI call and drives all
+ * of them with MPI_Test, spinning only while something is in flight and
+ * sleeping on a condition variable otherwise. Each request has a deadline
+ * (CFT_DIST_TIMEOUT, default 300 s): on expiry the thread reports the
+ * collective, its sequence number, the group and the elapsed time, makes
+ * the group's error sticky and, unless the program asked for errors
+ * (cft_dist_set_abort_on_timeout(false)), aborts the job with MPI_Abort,
+ * since MPI 4.1 cannot cancel a collective. With CFT_DIST_DEBUG=detail,
+ * every collective first exchanges a signature (kind, sequence number,
+ * dtype, count, root) and a mismatch is reported by rank. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "dist/dist.h"
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work = PTHREAD_COND_INITIALIZER; /* the engine waits for requests */
+static pthread_cond_t done = PTHREAD_COND_INITIALIZER; /* callers wait for completions */
+/* static roots: the GC sees every queued, running and abandoned request */
+static dist_req *pending, *pending_tail, *running, *abandoned;
+static pthread_t thread;
+static bool started, stopping;
+
+typedef struct {
+    void (*fn)(void *);
+    void *arg;
+    bool done;
+} call_on_comm;
+static call_on_comm *calls; /* one at a time (guarded by mu) */
+
+static const char *kind_name(req_kind k) {
+    static const char *const names[] = {"all_reduce",     "broadcast",  "all_gather",
+                                        "reduce_scatter", "all_to_all", "barrier",
+                                        "send",           "recv",       "ppermute"};
+    return names[k];
+}
+
+static void describe_group(const cft_dist_group *g, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "group %d of %d ranks [", g->id, g->size);
+    for (int i = 0; i < g->size && k < n - 16; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%d", i ? "," : "", g->world[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+/* the collective itself */
+static void start_op(dist_req *r) {
+    MPI_Comm c = r->g->comm;
+    int n = (int)r->count;
+    r->nmr = 1;
+    switch (r->kind) {
+    case REQ_ALLREDUCE:
+        MPI_Iallreduce(r->send, r->recv, n, r->dt, r->op, c, &r->mr[0]);
+        break;
+    case REQ_BCAST:
+        MPI_Ibcast(r->recv, n, r->dt, r->peer, c, &r->mr[0]);
+        break;
+    case REQ_ALLGATHER:
+        MPI_Iallgather(r->send, n, r->dt, r->recv, n, r->dt, c, &r->mr[0]);
+        break;
+    case REQ_REDUCE_SCATTER:
+        MPI_Ireduce_scatter_block(r->send, r->recv, n, r->dt, r->op, c, &r->mr[0]);
+        break;
+    case REQ_ALLTOALL:
+        MPI_Ialltoall(r->send, n, r->dt, r->recv, n, r->dt, c, &r->mr[0]);
+        break;
+    case REQ_BARRIER:
+        MPI_Ibarrier(c, &r->mr[0]);
+        break;
+    case REQ_SEND:
+        MPI_Isend(r->send, n, r->dt, r->peer, r->tag, c, &r->mr[0]);
+        break;
+    case REQ_RECV:
+        MPI_Irecv(r->recv, n, r->dt, r->peer, r->tag, c, &r->mr[0]);
+        break;
+    case REQ_PERMUTE:
+        r->nmr = 0;
+        if (r->peer >= 0)
+            MPI_Isend(r->send, n, r->dt, r->peer, r->tag, c, &r->mr[r->nmr++]);
+        if (r->peer2 >= 0)
+            MPI_Irecv(r->recv, n, r->dt, r->peer2, r->tag, c, &r->mr[r->nmr++]);
+        break;
+    }
+}
+
+/* debug mode: everyone's signature first */
+static void start(dist_req *r) {
+    bool point = r->kind == REQ_SEND || r->kind == REQ_RECV || r->kind == REQ_PERMUTE;
+    if (cft__dist_debug() && !point) {
+        r->sig[0] = r->kind, r->sig[1] = (int64_t)r->seq,
+        r->sig[2] = r->dtype_code * 1000003 + r->count;
+        r->sig[3] = r->peer;
+        r->allsig = malloc(sizeof(int64_t) * 4 * (size_t)r->g->size);
+        r->phase = 1;
+        r->nmr = 1;
+        MPI_Iallgather(r->sig, 4, MPI_INT64_T, r->allsig, 4, MPI_INT64_T, r->g->comm, &r->mr[0]);
+        return;
+    }
+    start_op(r);
+}
+
+/* the signatures agree? else a message naming the first rank that differs */
+static bool check_sigs(dist_req *r) {
+    const int64_t *s = r->allsig;
+    for (int i = 1; i < r->g->size; i++)
+        if (memcmp(&s[4 * i], &s[0], sizeof(int64_t) * 4) != 0) {
+            char gb[200];
+            describe_group(r->g, gb, sizeof gb);
+            snprintf(r->err, sizeof r->err,
+                     "%s: collective mismatch in %s (CFT_DIST_DEBUG): rank %d calls %s #%lld "
+                     "(dtype/count code %lld, root %lld) while rank 0 calls %s #%lld (code %lld, "
+                     "root %lld)",
+                     r->name, gb, i, kind_name((req_kind)s[4 * i]), (long long)s[4 * i + 1],
+                     (long long)s[4 * i + 2], (long long)s[4 * i + 3], kind_name((req_kind)s[0]),
+                     (long long)s[1], (long long)s[2], (long long)s[3]);
+            return false;
+        }
+    return true;
+}
+
+/* fail r and make its group's error sticky; abort the job unless asked not to */
+static void fail_group(dist_req *r) {
+    cft_dist_group *g = r->g;
+    if (!atomic_exchange(&g->failed, 1))
+        snprintf(g->err, sizeof g->err, "%s", r->err);
+    fprintf(stderr, "cft_dist: rank %d: %s\n", g->world[g->rank], r->err);
+    if (cft_dist_abort_on_timeout()) {
+        fprintf(stderr, "cft_dist: aborting the job (cft_dist_set_abort_on_timeout(false) "
+                        "returns the error instead)\n");
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 124);
+    }
+}
+
+/* one pass over the running requests; true if any finished */
+static bool progress(void) {
+    bool any = false;
+    double now = MPI_Wtime();
+    for (dist_req **pp = &running; *pp;) {
+        dist_req *r = *pp;
+        int flag = 0;
+        if (r->nmr > 0)
+            MPI_Testall(r->nmr, r->mr, &flag, MPI_STATUSES_IGNORE);
+        else
+            flag = 1;
+        int result = 0; /* 0 running, 2 done, 3 failed */
+        if (flag && r->phase == 1) {
+            r->phase = 0;
+            bool ok = check_sigs(r);
+            free(r->allsig);
+            r->allsig = NULL;
+            if (ok) {
+                start_op(r);
+                any = true;
+                pp = &r->next;
+                continue;
+            }
+            result = 3;
+        } else if (flag) {
+            result = 2;
+        } else if (now - r->t0 > r->timeout) {
+            char gb[200];
+            describe_group(r->g, gb, sizeof gb);
+            snprintf(r->err, sizeof r->err,
+                     "%s: %s #%llu on %s did not complete within %.1f s (CFT_DIST_TIMEOUT): a "
+                     "peer is dead or stalled, or called another collective",
+                     r->name, kind_name(r->kind), (unsigned long long)r->seq, gb, now - r->t0);
+            result = 3;
+        }
+        if (!result) {
+            pp = &r->next;
+            continue;
+        }
+        *pp = r->next; /* off the running list */
+        if (result == 3) {
+            fail_group(r);
+            if (r->nmr > 0 && !flag) { /* MPI still owns its buffers: never free them */
+                pthread_mutex_lock(&mu);
+                r->next = abandoned;
+                abandoned = r;
+                pthread_mutex_unlock(&mu);
+            }
+        }
+        pthread_mutex_lock(&mu);
+        atomic_store(&r->state, result); /* after this the caller owns r */
+        pthread_cond_broadcast(&done);
+        pthread_mutex_unlock(&mu);
+        any = true;
+    }
+    return any;
+}
+
+static void *engine(void *arg) {
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&mu);
+        while (!stopping && !pending && !running && !calls)
+            pthread_cond_wait(&work, &mu);
+        if (stopping && !pending && !running) {
+            pthread_mutex_unlock(&mu);
+            return NULL;
+        }
+        call_on_comm *c = calls;
+        dist_req *fresh = pending;
+        pending = pending_tail = NULL;
+        pthread_mutex_unlock(&mu);
+        if (c) { /* a blocking setup call (group creation) */
+            c->fn(c->arg);
+            pthread_mutex_lock(&mu);
+            c->done = true;
+            calls = NULL;
+            pthread_cond_broadcast(&done);
+            pthread_mutex_unlock(&mu);
+        }
+        while (fresh) { /* start in submission order, append to running */
+            dist_req *r = fresh;
+            fresh = r->next;
+            r->next = NULL;
+            atomic_store(&r->state, 1);
+            if (atomic_load(&r->g->failed)) { /* sticky */
+                snprintf(r->err, sizeof r->err, "%s: the group failed before: %.400s", r->name,
+                         r->g->err);
+                pthread_mutex_lock(&mu);
+                atomic_store(&r->state, 3);
+                pthread_cond_broadcast(&done);
+                pthread_mutex_unlock(&mu);
+                continue;
+            }
+            start(r);
+            dist_req **tail = &running;
+            while (*tail)
+                tail = &(*tail)->next;
+            *tail = r;
+        }
+        if (running && !progress())
+            sched_yield();
+    }
+}
+
+int cft__dist_engine_start(void) {
+    stopping = false;
+    if (pthread_create(&thread, NULL, engine, NULL) != 0)
+        return -1;
+    started = true;
+    return 0;
+}
+
+void cft__dist_engine_stop(void) {
+    if (!started)
+        return;
+    pthread_mutex_lock(&mu);
+    stopping = true;
+    pthread_cond_broadcast(&work);
+    pthread_mutex_unlock(&mu);
+    pthread_join(thread, NULL);
+    started = false;
+}
+
+bool cft__dist_submit(dist_req *r) {
+    pthread_mutex_lock(&mu);
+    bool coll = r->kind != REQ_SEND && r->kind != REQ_RECV;
+    r->seq = coll ? ++r->g->seq : 0;
+    r->t0 = MPI_Wtime();
+    if (r->timeout <= 0)
+        r->timeout = cft__dist_timeout();
+    atomic_store(&r->state, 0);
+    r->next = NULL;
+    if (pending_tail)
+        pending_tail->next = r;
+    else
+        pending = r;
+    pending_tail = r;
+    pthread_cond_signal(&work);
+    pthread_mutex_unlock(&mu);
+    return true;
+}
+
+cft_status cft__dist_wait(dist_req *r) {
+    pthread_mutex_lock(&mu);
+    while (atomic_load(&r->state) < 2)
+        pthread_cond_wait(&done, &mu);
+    pthread_mutex_unlock(&mu);
+    if (atomic_load(&r->state) == 3)
+        return cft__set_last(cft__fail(CFT_E_FOREIGN, "%s", r->err));
+    return CFT_OK;
+}
+
+void cft__dist_run_on_comm(void (*fn)(void *), void *arg) {
+    call_on_comm c = {fn, arg, false};
+    pthread_mutex_lock(&mu);
+    while (calls)
+        pthread_cond_wait(&done, &mu);
+    calls = &c;
+    pthread_cond_signal(&work);
+    while (!c.done)
+        pthread_cond_wait(&done, &mu);
+    pthread_mutex_unlock(&mu);
+}

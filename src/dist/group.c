@@ -1,0 +1,241 @@
+/* group.c: starting and stopping the distributed layer, process groups and
+ * the settings (timeout, abort or return on timeout, debug mode). MPI is
+ * initialised with MPI_THREAD_SERIALIZED: after cft_dist_init only the
+ * communication thread (engine.c) calls MPI. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/mem.h"
+#include "dist/dist.h"
+
+static cft_dist_group *groups[CFT_DIST_MAX_GROUPS]; /* static root: the GC sees them */
+static int ngroups;
+static bool inited, we_init_mpi;
+static _Atomic double timeout_s = 0; /* 0: from the environment */
+static _Atomic int abort_job = 1;
+static int debug = -1;
+
+double cft__dist_timeout(void) {
+    double t = atomic_load(&timeout_s);
+    if (t > 0)
+        return t;
+    const char *e = getenv("CFT_DIST_TIMEOUT");
+    double v = e ? atof(e) : 0;
+    return v > 0 ? v : 300;
+}
+void cft_dist_set_timeout(double seconds) {
+    atomic_store(&timeout_s, seconds > 0 ? seconds : 0);
+}
+void cft_dist_set_abort_on_timeout(bool a) {
+    atomic_store(&abort_job, a);
+}
+bool cft_dist_abort_on_timeout(void) {
+    return atomic_load(&abort_job);
+}
+bool cft__dist_debug(void) {
+    if (debug < 0) {
+        const char *e = getenv("CFT_DIST_DEBUG");
+        debug = e && (!strcmp(e, "detail") || !strcmp(e, "DETAIL") || !strcmp(e, "1"));
+    }
+    return debug;
+}
+
+MPI_Datatype cft__dist_mpi_type(cft_dtype dt) {
+    switch (dt) {
+    case CFT_BOOL:
+        return MPI_UINT8_T;
+    case CFT_I32:
+        return MPI_INT32_T;
+    case CFT_I64:
+        return MPI_INT64_T;
+    case CFT_F32:
+        return MPI_FLOAT;
+    case CFT_F64:
+        return MPI_DOUBLE;
+    case CFT_F16:
+    case CFT_BF16:
+        return MPI_UINT16_T;
+    case CFT_C64:
+        return MPI_C_FLOAT_COMPLEX;
+    case CFT_C128:
+        return MPI_C_DOUBLE_COMPLEX;
+    default:
+        return MPI_DATATYPE_NULL;
+    }
+}
+
+static cft_dist_group *add_group(MPI_Comm comm, const int *world, int n) {
+    if (ngroups == CFT_DIST_MAX_GROUPS)
+        return NULL;
+    cft_dist_group *g = CFT_NEW(cft_dist_group);
+    if (!g)
+        return NULL;
+    g->id = ngroups;
+    g->comm = comm;
+    g->size = n;
+    g->rank = -1;
+    g->world = cft__new(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    memcpy(g->world, world, sizeof(int) * (size_t)n);
+    if (comm != MPI_COMM_NULL)
+        MPI_Comm_rank(comm, &g->rank);
+    groups[ngroups++] = g;
+    return g;
+}
+
+cft_dist_group *cft__dist_group_by_id(int id) {
+    return id >= 0 && id < ngroups ? groups[id] : NULL;
+}
+
+cft_status cft_dist_init(int *argc, char ***argv) {
+    CFT_API("cft_dist_init");
+    if (inited)
+        return CFT_OK;
+    int have = 0;
+    MPI_Initialized(&have);
+    if (!have) {
+        int provided = 0;
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+            return cft__set_last(cft__fail(CFT_E_FOREIGN, "cft_dist_init: MPI_Init_thread failed"));
+        if (provided < MPI_THREAD_SERIALIZED)
+            return cft__set_last(cft__fail(CFT_E_FOREIGN,
+                                           "cft_dist_init: MPI gives thread level %d, cft needs "
+                                           "MPI_THREAD_SERIALIZED",
+                                           provided));
+        we_init_mpi = true;
+    }
+    int size, rank;
+    MPI_Comm dup;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup); /* cft's own traffic never meets the user's */
+    int *all = malloc(sizeof(int) * (size_t)size);
+    for (int i = 0; i < size; i++)
+        all[i] = i;
+    ngroups = 0;
+    cft_dist_group *w = add_group(dup, all, size);
+    free(all);
+    if (!w || cft__dist_engine_start() != 0)
+        return cft__set_last(
+            cft__fail(CFT_E_FOREIGN, "cft_dist_init: cannot start the communication thread"));
+    inited = true;
+    return CFT_OK;
+}
+
+static void finalize_on_comm(void *arg) {
+    (void)arg;
+    for (int i = 0; i < ngroups; i++)
+        if (groups[i]->comm != MPI_COMM_NULL)
+            MPI_Comm_free(&groups[i]->comm);
+}
+
+cft_status cft_dist_finalize(void) {
+    CFT_API("cft_dist_finalize");
+    if (!inited)
+        return CFT_OK;
+    cft__dist_run_on_comm(finalize_on_comm, NULL);
+    cft__dist_engine_stop();
+    inited = false;
+    ngroups = 0;
+    if (we_init_mpi)
+        MPI_Finalize();
+    return CFT_OK;
+}
+
+bool cft_dist_initialized(void) {
+    return inited;
+}
+
+cft_dist_group *cft_dist_world(void) {
+    return inited && ngroups > 0 ? groups[0] : NULL;
+}
+
+typedef struct {
+    const int *ranks;
+    int n;
+    MPI_Comm out;
+} split_args;
+
+static void split_on_comm(void *arg) {
+    split_args *a = arg;
+    int me;
+    MPI_Comm_rank(groups[0]->comm, &me);
+    int key = -1;
+    for (int i = 0; i < a->n; i++)
+        if (a->ranks[i] == me)
+            key = i;
+    MPI_Comm_split(groups[0]->comm, key >= 0 ? 0 : MPI_UNDEFINED, key, &a->out);
+}
+
+cft_dist_group *cft_dist_new_group(const int *ranks, int n) {
+    CFT_API("cft_dist_new_group");
+    if (!inited) {
+        cft__set_last(cft__fail(CFT_E_ARG, "cft_dist_new_group: call cft_dist_init first"));
+        return NULL;
+    }
+    int size = groups[0]->size;
+    if (!ranks || n < 1 || n > size) {
+        cft__set_last(
+            cft__fail(CFT_E_ARG, "cft_dist_new_group: %d ranks of a world of %d", n, size));
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] < 0 || ranks[i] >= size) {
+            cft__set_last(
+                cft__fail(CFT_E_ARG, "cft_dist_new_group: rank %d not in [0, %d)", ranks[i], size));
+            return NULL;
+        }
+        for (int j = 0; j < i; j++)
+            if (ranks[j] == ranks[i]) {
+                cft__set_last(
+                    cft__fail(CFT_E_ARG, "cft_dist_new_group: rank %d repeated", ranks[i]));
+                return NULL;
+            }
+    }
+    if (ngroups == CFT_DIST_MAX_GROUPS) {
+        cft__set_last(
+            cft__fail(CFT_E_ARG, "cft_dist_new_group: more than %d groups", CFT_DIST_MAX_GROUPS));
+        return NULL;
+    }
+    split_args a = {ranks, n, MPI_COMM_NULL};
+    cft__dist_run_on_comm(split_on_comm, &a);
+    cft_dist_group *g = add_group(a.out, ranks, n);
+    if (g && a.out == MPI_COMM_NULL)
+        g->rank = -1;
+    return g;
+}
+
+int cft_dist_rank(const cft_dist_group *g) {
+    return g ? g->rank : -1;
+}
+int cft_dist_size(const cft_dist_group *g) {
+    return g ? g->size : 0;
+}
+int cft_dist_local_rank(void) {
+    const char *v[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID",
+                       "LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (getenv(v[i]))
+            return atoi(getenv(v[i]));
+    return 0;
+}
+
+cft_status cft_dist_group_status(const cft_dist_group *g) {
+    if (!g)
+        return CFT_E_ARG;
+    return atomic_load(&((cft_dist_group *)g)->failed) ? CFT_E_FOREIGN : CFT_OK;
+}
+
+cft_array *cft__dist_check(const char *call, const cft_dist_group *g) {
+    if (!inited)
+        return cft__fail(CFT_E_ARG, "%s: the distributed layer is not started (cft_dist_init)",
+                         call);
+    if (!g)
+        return cft__fail(CFT_E_ARG, "%s: the group is NULL", call);
+    if (g->rank < 0)
+        return cft__fail(CFT_E_ARG, "%s: this rank is not a member of group %d", call, g->id);
+    if (atomic_load(&((cft_dist_group *)g)->failed))
+        return cft__fail(CFT_E_FOREIGN, "%s: group %d failed before: %s", call, g->id, g->err);
+    return NULL;
+}
