@@ -74,6 +74,10 @@ void cft_dist_set_timeout(double seconds);
  *  the error to the caller (and make the group's error sticky). */
 void cft_dist_set_abort_on_timeout(bool abort_job);
 bool cft_dist_abort_on_timeout(void);
+/** Check before each collective that every rank calls the same one (kind,
+ *  sequence number, dtype, size, root), as CFT_DIST_DEBUG=detail does; all
+ *  ranks must set it alike. Costs one small all_gather per collective. */
+void cft_dist_set_debug(bool on);
 /** The group's sticky error (CFT_OK while it is healthy). */
 cft_status cft_dist_group_status(const cft_dist_group *g);
 

@@ -24,7 +24,7 @@ struct cft_dist_group {
     int *world;         /* the world ranks of the group's members */
     uint64_t seq;       /* collectives enqueued so far (guarded by the queue lock) */
     _Atomic int failed; /* sticky: a collective timed out or mismatched */
-    char err[600];
+    char err[800];
 };
 
 typedef enum {
@@ -57,10 +57,10 @@ typedef struct dist_req {
     MPI_Request mr[2];
     int nmr;
     int phase;               /* 1: exchanging debug signatures */
-    int64_t sig[4], *allsig; /* this rank's signature, everyone's */
+    int64_t sig[5], *allsig; /* kind, seq, dtype, count, root; everyone's */
     cft_array *keep[2];      /* the input and output arrays */
     _Atomic int state;       /* 0 queued, 1 running, 2 done, 3 failed */
-    char err[512];
+    char err[768];
     struct dist_req *next;
 } dist_req;
 

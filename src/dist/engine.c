@@ -93,13 +93,12 @@ static void start_op(dist_req *r) {
 static void start(dist_req *r) {
     bool point = r->kind == REQ_SEND || r->kind == REQ_RECV || r->kind == REQ_PERMUTE;
     if (cft__dist_debug() && !point) {
-        r->sig[0] = r->kind, r->sig[1] = (int64_t)r->seq,
-        r->sig[2] = r->dtype_code * 1000003 + r->count;
-        r->sig[3] = r->peer;
-        r->allsig = malloc(sizeof(int64_t) * 4 * (size_t)r->g->size);
+        int64_t sig[5] = {r->kind, (int64_t)r->seq, r->dtype_code, r->count, r->peer};
+        memcpy(r->sig, sig, sizeof sig);
+        r->allsig = malloc(sizeof(int64_t) * 5 * (size_t)r->g->size);
         r->phase = 1;
         r->nmr = 1;
-        MPI_Iallgather(r->sig, 4, MPI_INT64_T, r->allsig, 4, MPI_INT64_T, r->g->comm, &r->mr[0]);
+        MPI_Iallgather(r->sig, 5, MPI_INT64_T, r->allsig, 5, MPI_INT64_T, r->g->comm, &r->mr[0]);
         return;
     }
     start_op(r);
@@ -109,16 +108,19 @@ static void start(dist_req *r) {
 static bool check_sigs(dist_req *r) {
     const int64_t *s = r->allsig;
     for (int i = 1; i < r->g->size; i++)
-        if (memcmp(&s[4 * i], &s[0], sizeof(int64_t) * 4) != 0) {
-            char gb[200];
+        if (memcmp(&s[5 * i], &s[0], sizeof(int64_t) * 5) != 0) {
+            char gb[160], sig[2][100];
             describe_group(r->g, gb, sizeof gb);
+            for (int k = 0; k < 2; k++) {
+                const int64_t *t = &s[5 * (k ? i : 0)];
+                snprintf(sig[k], sizeof sig[k], "%s #%lld of %lld %s elements (root %lld)",
+                         kind_name((req_kind)t[0]), (long long)t[1], (long long)t[3],
+                         cft_dtype_name((cft_dtype)t[2]), (long long)t[4]);
+            }
             snprintf(r->err, sizeof r->err,
-                     "%s: collective mismatch in %s (CFT_DIST_DEBUG): rank %d calls %s #%lld "
-                     "(dtype/count code %lld, root %lld) while rank 0 calls %s #%lld (code %lld, "
-                     "root %lld)",
-                     r->name, gb, i, kind_name((req_kind)s[4 * i]), (long long)s[4 * i + 1],
-                     (long long)s[4 * i + 2], (long long)s[4 * i + 3], kind_name((req_kind)s[0]),
-                     (long long)s[1], (long long)s[2], (long long)s[3]);
+                     "%s: collective mismatch in %s (CFT_DIST_DEBUG): rank %d calls %s while "
+                     "rank 0 calls %s",
+                     r->name, gb, i, sig[1], sig[0]);
             return false;
         }
     return true;
@@ -224,7 +226,7 @@ static void *engine(void *arg) {
             r->next = NULL;
             atomic_store(&r->state, 1);
             if (atomic_load(&r->g->failed)) { /* sticky */
-                snprintf(r->err, sizeof r->err, "%s: the group failed before: %.400s", r->name,
+                snprintf(r->err, sizeof r->err, "%s: the group failed before: %.600s", r->name,
                          r->g->err);
                 pthread_mutex_lock(&mu);
                 atomic_store(&r->state, 3);

@@ -15,7 +15,7 @@ static int ngroups;
 static bool inited, we_init_mpi;
 static _Atomic double timeout_s = 0; /* 0: from the environment */
 static _Atomic int abort_job = 1;
-static int debug = -1;
+static _Atomic int debug = -1;
 
 double cft__dist_timeout(void) {
     double t = atomic_load(&timeout_s);
@@ -35,11 +35,16 @@ bool cft_dist_abort_on_timeout(void) {
     return atomic_load(&abort_job);
 }
 bool cft__dist_debug(void) {
-    if (debug < 0) {
+    int d = atomic_load(&debug);
+    if (d < 0) {
         const char *e = getenv("CFT_DIST_DEBUG");
-        debug = e && (!strcmp(e, "detail") || !strcmp(e, "DETAIL") || !strcmp(e, "1"));
+        d = e && (!strcmp(e, "detail") || !strcmp(e, "DETAIL") || !strcmp(e, "1"));
+        atomic_store(&debug, d);
     }
-    return debug;
+    return d;
+}
+void cft_dist_set_debug(bool on) {
+    atomic_store(&debug, on);
 }
 
 MPI_Datatype cft__dist_mpi_type(cft_dtype dt) {
