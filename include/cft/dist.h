@@ -27,6 +27,8 @@
 #include <stdbool.h>
 
 #include "cft/core.h"
+#include "cft/fn.h"
+#include "cft/nn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -132,6 +134,86 @@ cft_array *cft_psum_scatter(cft_array *x, cft_dist_group *g);
  *  none); a rank nobody sends to gets zeros (jax.lax.ppermute). Transpose:
  *  the inverse permutation. Groups of at most 16 ranks. */
 cft_array *cft_ppermute(cft_array *x, cft_dist_group *g, const int *perm);
+
+/* ---- DistributedDataParallel (functional) and ZeRO ---- */
+
+/** A bucket of gradients handed to a communication hook: n leaves, in
+ *  bucket order, with their names. */
+typedef struct cft_ddp_bucket {
+    int index;
+    int n;
+    const char *const *names;
+    cft_array *const *grads;
+} cft_ddp_bucket;
+/** A communication hook (PyTorch's register_comm_hook): write to out[0..n)
+ *  the gradients averaged over the group (or an approximation of them). */
+typedef cft_status (*cft_ddp_hook)(void *state, cft_dist_group *g, const cft_ddp_bucket *b,
+                                   cft_array **out);
+
+typedef struct cft_ddp_options {
+    double bucket_mb;  /**< bucket capacity in MiB (0: 25, PyTorch's default) */
+    bool static_graph; /**< the bucket order is fixed once (always true here) */
+    cft_ddp_hook hook; /**< NULL: all_reduce of each bucket, averaged */
+    void *hook_state;
+} cft_ddp_options;
+
+typedef struct cft_ddp cft_ddp;
+/** DDP over group g for `loss`, a tree function (cft_tree_fn_new over
+ *  params' names) of the parameters and nin batch arrays returning the
+ *  mean loss of the local batch. Gradients are packed into buckets in
+ *  reverse parameter order (as the backward pass produces them). NULL on
+ *  error (cft_last_error). */
+cft_ddp *cft_ddp_new(cft_dist_group *g, cft_fn *loss, const cft_tree *params,
+                     const cft_ddp_options *opt);
+/** Rank 0's parameters on every rank (call once before training). */
+cft_tree *cft_ddp_broadcast_params(cft_ddp *d, const cft_tree *params);
+/** One step: the local loss and gradients of the local batch, plus
+ *  `accumulated` (gradients of earlier no_sync steps, or NULL), averaged
+ *  over the group through the hook; with no_sync on, nothing is
+ *  communicated and the local sum comes back. *loss gets the local loss. */
+cft_status cft_ddp_step(cft_ddp *d, const cft_tree *params, cft_array *const *batch,
+                        const cft_tree *accumulated, cft_array **loss, cft_tree **grads);
+/** Gradient accumulation: skip communication until turned off again. */
+void cft_ddp_no_sync(cft_ddp *d, bool no_sync);
+/** Bytes this rank has put into collectives for gradients so far. */
+double cft_ddp_bytes_sent(const cft_ddp *d);
+/** Buckets (after cft_ddp_new). */
+int cft_ddp_num_buckets(const cft_ddp *d);
+
+/** Built-in hooks: the default all_reduce (state NULL), and fp16 / bf16
+ *  compression (gradients sent as halves, averaged, cast back). */
+cft_status cft_ddp_hook_allreduce(void *state, cft_dist_group *g, const cft_ddp_bucket *b,
+                                  cft_array **out);
+cft_status cft_ddp_hook_fp16(void *state, cft_dist_group *g, const cft_ddp_bucket *b,
+                             cft_array **out);
+cft_status cft_ddp_hook_bf16(void *state, cft_dist_group *g, const cft_ddp_bucket *b,
+                             cft_array **out);
+/** PowerSGD (Vogels et al. 2019) state: rank-r approximation of every
+ *  gradient of two or more dims, with error feedback and warm-started Q;
+ *  plain all_reduce before `start_iter` steps and for vectors. */
+typedef struct cft_powersgd cft_powersgd;
+cft_powersgd *cft_powersgd_new(int rank, int start_iter, uint64_t seed);
+cft_status cft_ddp_hook_powersgd(void *state, cft_dist_group *g, const cft_ddp_bucket *b,
+                                 cft_array **out);
+/** PowerSGD's bytes sent against what plain all_reduce would have sent. */
+double cft_powersgd_bytes(const cft_powersgd *p, double *uncompressed);
+
+/** ZeRO stage 1 (ZeroRedundancyOptimizer): the optimizer state sharded
+ *  over g; each rank owns whole parameters (greedy by size), updates them
+ *  with `o`, and the updated parameters are broadcast from their owners. */
+typedef struct cft_zero cft_zero;
+cft_zero *cft_zero_new(cft_dist_group *g, const cft_optim *o, const cft_tree *params);
+/** One step: new parameters (the same on every rank). step, lr as
+ *  cft_optim_update. */
+cft_status cft_zero_step(cft_zero *z, const cft_tree *grads, const cft_tree *params,
+                         cft_array *step, cft_array *lr, cft_tree **new_params);
+/** The rank owning parameter i (in params' order). */
+int cft_zero_owner(const cft_zero *z, int i);
+/** This rank's shard of the optimizer state. */
+cft_tree *cft_zero_local_state(const cft_zero *z);
+/** The whole optimizer state gathered on rank `to` (consolidate_state_dict);
+ *  other ranks get an empty tree. Collective. */
+cft_tree *cft_zero_state_dict(cft_zero *z, int to);
 
 #ifdef __cplusplus
 }
