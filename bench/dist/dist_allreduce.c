@@ -44,8 +44,12 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n; i++)
             buf[i] = 1.0f + (float)rank;
         double mc, nc, mm, nm;
-        /* the same repetition count on every rank: timeit decides from the
-         * first timing, so agree on it through a fixed count instead */
+        /* warm up until results reuse collected memory (the steady state of
+         * a training loop; fresh pages would cost page faults),
+         * then a fixed count on every rank, interleaved */
+        int64_t warm = (int64_t)(96 << 20) / bytes; /* past the GC's first heap */
+        for (int64_t k = 0; k < (warm > 40 ? warm : 40); k++)
+            with_mpi(NULL), with_cft(NULL);
         double t[3][15];
         for (int k = 0; k < 15; k++) {
             double t0 = now_ms();

@@ -80,6 +80,10 @@ static dist_req *new_req(req_kind k, const char *call, cft_dist_group *g, cft_ar
     return r;
 }
 
+/* set by the blocking forms around their async twins: run the request on
+ * the calling thread when the engine is idle (cft__dist_run) */
+static _Thread_local bool run_now;
+
 /* start r; a work handle whose wait yields out (scaled / cast as asked) */
 static cft_dist_work *launch(dist_req *r, cft_array *out, cft_dist_op op, cft_dtype back,
                              int size) {
@@ -87,7 +91,10 @@ static cft_dist_work *launch(dist_req *r, cft_array *out, cft_dist_op op, cft_dt
     if (!r || !w)
         return failed_work(cft__oom());
     w->r = r, w->out = out, w->op = op, w->back_to = back, w->size = size;
-    cft__dist_submit(r);
+    if (run_now)
+        cft__dist_run(r); /* done (or failed) now: the wait reads its state */
+    else
+        cft__dist_submit(r);
     return w;
 }
 
@@ -142,7 +149,10 @@ cft_dist_work *cft_dist_all_reduce_async(cft_dist_group *g, cft_array *x, cft_di
 
 cft_array *cft_dist_all_reduce(cft_dist_group *g, cft_array *x, cft_dist_op op) {
     CFT_API("cft_dist_all_reduce");
-    return cft_dist_wait(cft_dist_all_reduce_async(g, x, op));
+    run_now = true;
+    cft_dist_work *w = cft_dist_all_reduce_async(g, x, op);
+    run_now = false;
+    return cft_dist_wait(w);
 }
 
 cft_dist_work *cft_dist_broadcast_async(cft_dist_group *g, cft_array *x, int root) {
@@ -167,7 +177,10 @@ cft_dist_work *cft_dist_broadcast_async(cft_dist_group *g, cft_array *x, int roo
 
 cft_array *cft_dist_broadcast(cft_dist_group *g, cft_array *x, int root) {
     CFT_API("cft_dist_broadcast");
-    return cft_dist_wait(cft_dist_broadcast_async(g, x, root));
+    run_now = true;
+    cft_dist_work *w = cft_dist_broadcast_async(g, x, root);
+    run_now = false;
+    return cft_dist_wait(w);
 }
 
 cft_dist_work *cft_dist_all_gather_async(cft_dist_group *g, cft_array *x, bool stack) {
@@ -200,12 +213,15 @@ cft_dist_work *cft_dist_all_gather_async(cft_dist_group *g, cft_array *x, bool s
 
 cft_array *cft_dist_all_gather(cft_dist_group *g, cft_array *x, bool stack) {
     CFT_API("cft_dist_all_gather");
-    return cft_dist_wait(cft_dist_all_gather_async(g, x, stack));
+    run_now = true;
+    cft_dist_work *w = cft_dist_all_gather_async(g, x, stack);
+    run_now = false;
+    return cft_dist_wait(w);
 }
 
 cft_array *cft__dist_all_gather_axis0(cft_dist_group *g, cft_array *x, const char *call) {
     (void)call;
-    return cft_dist_wait(cft_dist_all_gather_async(g, x, true));
+    return cft_dist_all_gather(g, x, true);
 }
 
 cft_array *cft_dist_reduce_scatter(cft_dist_group *g, cft_array *x, cft_dist_op op) {
@@ -234,7 +250,10 @@ cft_array *cft_dist_reduce_scatter(cft_dist_group *g, cft_array *x, cft_dist_op 
     dist_req *r = new_req(REQ_REDUCE_SCATTER, call, g, xc, out, cft_array_size(out));
     if (r)
         r->op = mpi_op(op);
-    return cft_dist_wait(launch(r, out, op, cft_dtype_is_half(dt) ? dt : out->aval.dtype, g->size));
+    run_now = true;
+    cft_dist_work *w = launch(r, out, op, cft_dtype_is_half(dt) ? dt : out->aval.dtype, g->size);
+    run_now = false;
+    return cft_dist_wait(w);
 }
 
 cft_array *cft_dist_all_to_all(cft_dist_group *g, cft_array *x) {
@@ -250,9 +269,11 @@ cft_array *cft_dist_all_to_all(cft_dist_group *g, cft_array *x) {
     cft_array *out = cft__alloc(a->dtype, a->shape, a->ndim);
     if (cft_failed(out))
         return out;
-    return cft_dist_wait(
-        launch(new_req(REQ_ALLTOALL, call, g, xc, out, cft_array_size(xc) / g->size), out,
-               CFT_DIST_SUM, a->dtype, g->size));
+    run_now = true;
+    cft_dist_work *w = launch(new_req(REQ_ALLTOALL, call, g, xc, out, cft_array_size(xc) / g->size),
+                              out, CFT_DIST_SUM, a->dtype, g->size);
+    run_now = false;
+    return cft_dist_wait(w);
 }
 
 cft_status cft_dist_barrier(cft_dist_group *g) {
@@ -263,8 +284,7 @@ cft_status cft_dist_barrier(cft_dist_group *g) {
     dist_req *r = new_req(REQ_BARRIER, "cft_dist_barrier", g, NULL, NULL, 0);
     if (!r)
         return cft__set_last(cft__oom());
-    cft__dist_submit(r);
-    return cft__dist_wait(r);
+    return cft__dist_run(r);
 }
 
 cft_status cft_dist_send(cft_dist_group *g, cft_array *x, int dst, int tag) {
@@ -280,8 +300,7 @@ cft_status cft_dist_send(cft_dist_group *g, cft_array *x, int dst, int tag) {
     if (!r)
         return cft__set_last(cft__oom());
     r->peer = dst, r->tag = tag;
-    cft__dist_submit(r);
-    return cft__dist_wait(r);
+    return cft__dist_run(r);
 }
 
 cft_array *cft_dist_recv(cft_dist_group *g, cft_dtype dtype, const int64_t *shape, int ndim,
@@ -304,8 +323,7 @@ cft_array *cft_dist_recv(cft_dist_group *g, cft_dtype dtype, const int64_t *shap
     if (!r)
         return cft__oom();
     r->peer = src, r->tag = tag;
-    cft__dist_submit(r);
-    if (cft__dist_wait(r) != CFT_OK)
+    if (cft__dist_run(r) != CFT_OK)
         return cft__fail(cft_last_error(), "%s", cft_last_error_message());
     return out;
 }

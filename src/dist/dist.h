@@ -69,6 +69,9 @@ int cft__dist_engine_start(void);
 void cft__dist_engine_stop(void);
 /* Enqueue r (sets seq, t0, state); false if the group has failed. */
 bool cft__dist_submit(dist_req *r);
+/* Run r to completion: on the calling thread when nothing else is in
+ * flight (no hand-off), else through the engine. CFT_OK or the error. */
+cft_status cft__dist_run(dist_req *r);
 /* Wait for r; CFT_OK or the error (cft_last_error set, naming r->name). */
 cft_status cft__dist_wait(dist_req *r);
 /* Run fn(arg) on the communication thread and wait (group creation). */

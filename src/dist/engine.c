@@ -27,12 +27,19 @@ static pthread_cond_t done = PTHREAD_COND_INITIALIZER; /* callers wait for compl
 static dist_req *pending, *pending_tail, *running, *abandoned;
 static pthread_t thread;
 static bool started, stopping;
-static _Atomic int queued; /* requests submitted and not yet taken by the engine */
+static _Atomic int queued;   /* requests submitted and not yet taken by the engine */
+static _Atomic int inflight; /* requests submitted and not finished */
+/* whoever calls MPI holds this: the engine, or a caller running a blocking
+ * collective itself while the engine is idle (no hand-off to wait for) */
+static pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Spin this long for a handoff before sleeping on a condition variable: a
  * woken thread pays tens of microseconds on a VM, more than a small
  * collective takes. */
 #define SPIN_SECONDS 200e-6
+#ifndef WAIT_SPIN
+#define WAIT_SPIN 20e-6
+#endif
 
 static double seconds(void) {
     struct timespec t;
@@ -153,59 +160,70 @@ static void fail_group(dist_req *r) {
     }
 }
 
-/* one pass over the running requests; true if any finished */
+/* advance r: -1 started its collective (after the debug check), 0 still
+ * running, 2 done, 3 failed (r->err says why); *flag: MPI is done with it */
+static int step_req(dist_req *r, double now, int *flag) {
+    *flag = 0;
+    if (r->nmr > 0)
+        MPI_Testall(r->nmr, r->mr, flag, MPI_STATUSES_IGNORE);
+    else
+        *flag = 1;
+    if (*flag && r->phase == 1) {
+        r->phase = 0;
+        bool ok = check_sigs(r);
+        free(r->allsig);
+        r->allsig = NULL;
+        if (!ok)
+            return 3;
+        start_op(r);
+        return -1;
+    }
+    if (*flag)
+        return 2;
+    if (now - r->t0 > r->timeout) {
+        char gb[200];
+        describe_group(r->g, gb, sizeof gb);
+        snprintf(r->err, sizeof r->err,
+                 "%s: %s #%llu on %s did not complete within %.1f s (CFT_DIST_TIMEOUT): a "
+                 "peer is dead or stalled, or called another collective",
+                 r->name, kind_name(r->kind), (unsigned long long)r->seq, gb, now - r->t0);
+        return 3;
+    }
+    return 0;
+}
+
+/* r is over: record the failure, keep what MPI still owns, hand r back */
+static void finish(dist_req *r, int result, int flag) {
+    if (result == 3) {
+        fail_group(r);
+        if (r->nmr > 0 && !flag) { /* MPI still owns its buffers: never free them */
+            pthread_mutex_lock(&mu);
+            r->next = abandoned;
+            abandoned = r;
+            pthread_mutex_unlock(&mu);
+        }
+    }
+    atomic_fetch_sub(&inflight, 1);
+    pthread_mutex_lock(&mu);
+    atomic_store(&r->state, result); /* after this the caller owns r */
+    pthread_cond_broadcast(&done);
+    pthread_mutex_unlock(&mu);
+}
+
+/* one pass over the running requests; true if any moved */
 static bool progress(void) {
     bool any = false;
     double now = MPI_Wtime();
     for (dist_req **pp = &running; *pp;) {
         dist_req *r = *pp;
-        int flag = 0;
-        if (r->nmr > 0)
-            MPI_Testall(r->nmr, r->mr, &flag, MPI_STATUSES_IGNORE);
-        else
-            flag = 1;
-        int result = 0; /* 0 running, 2 done, 3 failed */
-        if (flag && r->phase == 1) {
-            r->phase = 0;
-            bool ok = check_sigs(r);
-            free(r->allsig);
-            r->allsig = NULL;
-            if (ok) {
-                start_op(r);
-                any = true;
-                pp = &r->next;
-                continue;
-            }
-            result = 3;
-        } else if (flag) {
-            result = 2;
-        } else if (now - r->t0 > r->timeout) {
-            char gb[200];
-            describe_group(r->g, gb, sizeof gb);
-            snprintf(r->err, sizeof r->err,
-                     "%s: %s #%llu on %s did not complete within %.1f s (CFT_DIST_TIMEOUT): a "
-                     "peer is dead or stalled, or called another collective",
-                     r->name, kind_name(r->kind), (unsigned long long)r->seq, gb, now - r->t0);
-            result = 3;
-        }
-        if (!result) {
+        int flag, result = step_req(r, now, &flag);
+        if (result <= 0) {
+            any |= result < 0;
             pp = &r->next;
             continue;
         }
         *pp = r->next; /* off the running list */
-        if (result == 3) {
-            fail_group(r);
-            if (r->nmr > 0 && !flag) { /* MPI still owns its buffers: never free them */
-                pthread_mutex_lock(&mu);
-                r->next = abandoned;
-                abandoned = r;
-                pthread_mutex_unlock(&mu);
-            }
-        }
-        pthread_mutex_lock(&mu);
-        atomic_store(&r->state, result); /* after this the caller owns r */
-        pthread_cond_broadcast(&done);
-        pthread_mutex_unlock(&mu);
+        finish(r, result, flag);
         any = true;
     }
     return any;
@@ -232,7 +250,9 @@ static void *engine(void *arg) {
         atomic_store(&queued, 0);
         pthread_mutex_unlock(&mu);
         if (c) { /* a blocking setup call (group creation) */
+            pthread_mutex_lock(&mpi_mu);
             c->fn(c->arg);
+            pthread_mutex_unlock(&mpi_mu);
             pthread_mutex_lock(&mu);
             c->done = true;
             calls = NULL;
@@ -247,20 +267,28 @@ static void *engine(void *arg) {
             if (atomic_load(&r->g->failed)) { /* sticky */
                 snprintf(r->err, sizeof r->err, "%s: the group failed before: %.600s", r->name,
                          r->g->err);
+                atomic_fetch_sub(&inflight, 1);
                 pthread_mutex_lock(&mu);
                 atomic_store(&r->state, 3);
                 pthread_cond_broadcast(&done);
                 pthread_mutex_unlock(&mu);
                 continue;
             }
+            pthread_mutex_lock(&mpi_mu);
             start(r);
+            pthread_mutex_unlock(&mpi_mu);
             dist_req **tail = &running;
             while (*tail)
                 tail = &(*tail)->next;
             *tail = r;
         }
-        if (running && !progress())
-            sched_yield();
+        if (running) {
+            pthread_mutex_lock(&mpi_mu);
+            bool moved = progress();
+            pthread_mutex_unlock(&mpi_mu);
+            if (!moved)
+                sched_yield();
+        }
     }
 }
 
@@ -291,6 +319,7 @@ bool cft__dist_submit(dist_req *r) {
     if (r->timeout <= 0)
         r->timeout = cft__dist_timeout();
     atomic_store(&r->state, 0);
+    atomic_fetch_add(&inflight, 1);
     r->next = NULL;
     if (pending_tail)
         pending_tail->next = r;
@@ -305,7 +334,7 @@ bool cft__dist_submit(dist_req *r) {
 
 cft_status cft__dist_wait(dist_req *r) {
     double t0 = seconds(); /* a short spin before sleeping */
-    while (atomic_load(&r->state) < 2 && seconds() - t0 < SPIN_SECONDS)
+    while (atomic_load(&r->state) < 2 && seconds() - t0 < WAIT_SPIN)
         sched_yield();
     pthread_mutex_lock(&mu);
     while (atomic_load(&r->state) < 2)
@@ -314,6 +343,40 @@ cft_status cft__dist_wait(dist_req *r) {
     if (atomic_load(&r->state) == 3)
         return cft__set_last(cft__fail(CFT_E_FOREIGN, "%s", r->err));
     return CFT_OK;
+}
+
+cft_status cft__dist_run(dist_req *r) {
+    /* nothing queued or running and MPI free: drive r on this thread (the
+     * same non-blocking calls and deadline, without two hand-offs) */
+    if (!atomic_load(&inflight) && pthread_mutex_trylock(&mpi_mu) == 0) {
+        if (atomic_load(&inflight) == 0) {
+            pthread_mutex_lock(&mu);
+            bool coll = r->kind != REQ_SEND && r->kind != REQ_RECV;
+            r->seq = coll ? ++r->g->seq : 0;
+            pthread_mutex_unlock(&mu);
+            r->t0 = MPI_Wtime();
+            if (r->timeout <= 0)
+                r->timeout = cft__dist_timeout();
+            atomic_fetch_add(&inflight, 1);
+            atomic_store(&r->state, 1);
+            int result, flag = 0;
+            if (atomic_load(&r->g->failed)) {
+                snprintf(r->err, sizeof r->err, "%s: the group failed before: %.600s", r->name,
+                         r->g->err);
+                result = 3;
+            } else {
+                start(r);
+                while ((result = step_req(r, MPI_Wtime(), &flag)) <= 0)
+                    ;
+            }
+            pthread_mutex_unlock(&mpi_mu);
+            finish(r, result, flag);
+            return cft__dist_wait(r);
+        }
+        pthread_mutex_unlock(&mpi_mu);
+    }
+    cft__dist_submit(r);
+    return cft__dist_wait(r);
 }
 
 void cft__dist_run_on_comm(void (*fn)(void *), void *arg) {

@@ -246,8 +246,7 @@ static cft_array *perm_impl(cft_array *const *x, int nin, const cft_params *p, c
     r->count = cft_array_size(out);
     r->dt = cft__dist_mpi_type(out->aval.dtype);
     r->peer = dst, r->peer2 = src, r->tag = 7;
-    cft__dist_submit(r);
-    if (cft__dist_wait(r) != CFT_OK)
+    if (cft__dist_run(r) != CFT_OK)
         return cft__fail(cft_last_error(), "%s", cft_last_error_message());
     y[0] = out;
     return NULL;
