@@ -106,13 +106,27 @@ cft_tree *cft_ddp_broadcast_params(cft_ddp *d, const cft_tree *params) {
     return cft_tree_from(params->names, xs, params->n);
 }
 
-/* flatten a bucket's leaves into one vector */
+/* a bucket's leaves (one dtype) copied into one vector */
 static cft_array *pack(cft_array *const *xs, int n) {
-    cft_array **flat = CFT_NEWN(cft_array *, n + 1);
+    int64_t total = 0;
     for (int i = 0; i < n; i++)
-        flat[i] = cft_reshape(xs[i], (int64_t[]){cft_array_size(xs[i])}, 1);
-    return n == 1 ? flat[0] : cft_concatenate(flat, n, 0);
+        total += cft_array_size(xs[i]);
+    cft_dtype dt = cft_array_dtype(xs[0]);
+    cft_array *v = cft__alloc(dt, &total, 1);
+    if (cft_failed(v))
+        return v;
+    size_t es = cft_dtype_size(dt), at = 0;
+    for (int i = 0; i < n; i++) {
+        cft_array *c = cft__contig(xs[i]);
+        if (cft_failed(c))
+            return c;
+        size_t bytes = (size_t)cft_array_size(c) * es;
+        memcpy((char *)cft__ptr(v) + at, cft__ptr(c), bytes);
+        at += bytes;
+    }
+    return v;
 }
+
 /* the inverse: slices of v shaped like xs */
 static void unpack(cft_array *v, cft_array *const *like, int n, cft_array **out) {
     int64_t at = 0;
@@ -206,12 +220,15 @@ cft_status cft_ddp_step(cft_ddp *d, const cft_tree *params, cft_array *const *ba
             for (int k = 0; k < d->len[b]; k++)
                 bg[k] = g[d->order[d->start[b] + k]];
             packed[b] = pack(bg, d->len[b]);
-            w[b] = cft_dist_all_reduce_async(d->g, packed[b], CFT_DIST_MEAN);
+            w[b] = NULL; /* one bucket: the blocking call, driven on this thread */
+            if (d->nb > 1)
+                w[b] = cft_dist_all_reduce_async(d->g, packed[b], CFT_DIST_MEAN);
             d->bytes += (double)cft_array_size(packed[b]) *
                         (double)cft_dtype_size(cft_array_dtype(packed[b]));
         }
         for (int b = 0; b < d->nb; b++) {
-            cft_array *r = cft_dist_wait(w[b]);
+            cft_array *r =
+                w[b] ? cft_dist_wait(w[b]) : cft_dist_all_reduce(d->g, packed[b], CFT_DIST_MEAN);
             if (cft_failed(r)) {
                 *grads = cft__tree_err(r);
                 return cft__set_last(r);
