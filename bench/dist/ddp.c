@@ -83,7 +83,9 @@ int main(int argc, char **argv) {
             CFT_I32);
         memcpy(vg_in, w, sizeof w);
         vg_in[MLP_NPARAMS] = batch[0], vg_in[MLP_NPARAMS + 1] = batch[1];
-        ddp = cft_ddp_new(world, loss, params, NULL);
+        /* buckets of 32 KB (the model has 100 KB of gradients): several, so
+         * the first all_reduces start while the backward pass goes on */
+        ddp = cft_ddp_new(world, loss, params, &(cft_ddp_options){.bucket_mb = 1.0 / 32});
         int64_t n = 0;
         for (int i = 0; i < MLP_NPARAMS; i++)
             n += cft_array_size(w[i]);

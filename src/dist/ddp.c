@@ -1,11 +1,13 @@
 /* ddp.c: DistributedDataParallel in functional form (PyTorch 1.8-1.11's
  * DDP): parameters broadcast from rank 0, gradients of the local batch
- * (jitted value_and_grad of the user's tree function) packed into buckets
- * in reverse parameter order and averaged over the group. With the default
- * hook every bucket's all_reduce is started at once (they run on the
- * communication thread while the caller packs the next), then waited in
- * order; a user hook gets each bucket in turn. no_sync skips communication
- * so gradients can accumulate. */
+ * packed into buckets in reverse parameter order and averaged over the
+ * group. With the default hook the step is one jitted function: the
+ * backward pass, then per bucket ddp_start (its all_reduce) and ddp_wait;
+ * the jit moves each ddp_start to just after the bucket's last gradient, so
+ * the all_reduce runs on the communication thread while the rest of the
+ * backward pass computes (PyTorch's reducer, done by scheduling the plan).
+ * A user hook gets each bucket in turn after the backward pass. no_sync
+ * skips communication so gradients can accumulate. */
 #include <string.h>
 
 #include "array/array.h"
@@ -17,7 +19,10 @@
 
 struct cft_ddp {
     cft_dist_group *g;
-    cft_fn *vg;               /* jitted value_and_grad of the loss over every parameter */
+    cft_fn *vg;       /* jitted value_and_grad of the loss over every parameter */
+    cft_fn *plain;    /* the same, not jitted (traced into the fused steps) */
+    cft_fn *fused[2]; /* jitted backward + overlapped all_reduces (1: + accumulated) */
+    int nbatch;
     int np;                   /* parameters */
     int nb;                   /* buckets */
     int *start, *len, *order; /* bucket b: leaves order[start[b] .. +len[b]) */
@@ -26,6 +31,47 @@ struct cft_ddp {
     bool no_sync;
     double bytes;
 };
+
+/* the fused step: (params..., batch... [, accumulated...]) -> (loss, averaged
+ * grads...), with every bucket's all_reduce started as early as it can be */
+static cft_status fused_cb(cft_ddp *d, bool acc, cft_array *const *in, cft_array **out) {
+    cft_array **vo = CFT_NEWN(cft_array *, d->np + 2);
+    cft_status st = cft_fn_call(d->plain, in, vo);
+    if (st != CFT_OK)
+        return st;
+    cft_array **g = vo + 1, **bg = CFT_NEWN(cft_array *, d->np + 1),
+              **h = CFT_NEWN(cft_array *, d->nb + 1);
+    if (acc)
+        for (int i = 0; i < d->np; i++)
+            g[i] = cft_add(g[i], in[d->np + d->nbatch + i]);
+    for (int b = 0; b < d->nb; b++) {
+        for (int k = 0; k < d->len[b]; k++)
+            bg[k] = g[d->order[d->start[b] + k]];
+        h[b] = cft__ddp_start(d->g, bg, d->len[b]);
+    }
+    cft_array **avg = CFT_NEWN(cft_array *, d->np + 1);
+    for (int b = 0; b < d->nb; b++) {
+        for (int k = 0; k < d->len[b]; k++)
+            bg[k] = g[d->order[d->start[b] + k]];
+        st = cft__ddp_wait(h[b], bg, d->len[b], avg);
+        if (st != CFT_OK)
+            return st;
+        for (int k = 0; k < d->len[b]; k++)
+            out[1 + d->order[d->start[b] + k]] = avg[k];
+    }
+    out[0] = vo[0];
+    return CFT_OK;
+}
+static cft_status fused_plain_cb(void *env, int nin, cft_array *const *in, int nout,
+                                 cft_array **out) {
+    (void)nin, (void)nout;
+    return fused_cb(env, false, in, out);
+}
+static cft_status fused_acc_cb(void *env, int nin, cft_array *const *in, int nout,
+                               cft_array **out) {
+    (void)nin, (void)nout;
+    return fused_cb(env, true, in, out);
+}
 
 cft_ddp *cft_ddp_new(cft_dist_group *g, cft_fn *loss, const cft_tree *params,
                      const cft_ddp_options *opt) {
@@ -51,7 +97,9 @@ cft_ddp *cft_ddp_new(cft_dist_group *g, cft_fn *loss, const cft_tree *params,
     int *argnums = CFT_NEWN(int, d->np + 1);
     for (int i = 0; i < d->np; i++)
         argnums[i] = i;
-    d->vg = cft_jit(cft_value_and_grad(loss, argnums, d->np, false));
+    d->plain = cft_value_and_grad(loss, argnums, d->np, false);
+    d->vg = cft_jit(d->plain);
+    d->nbatch = cft_fn_nin(loss) - d->np;
     d->hook = opt && opt->hook ? opt->hook : NULL;
     d->hook_state = opt ? opt->hook_state : NULL;
     double cap = (opt && opt->bucket_mb > 0 ? opt->bucket_mb : 25) * 1048576.0;
@@ -74,6 +122,10 @@ cft_ddp *cft_ddp_new(cft_dist_group *g, cft_fn *loss, const cft_tree *params,
         d->len[d->nb - 1]++;
         fill += bytes;
     }
+    int nin = d->np + d->nbatch;
+    d->fused[0] = cft_jit(cft_fn_named(cft_fn_new(fused_plain_cb, d, nin, 1 + d->np), "ddp_step"));
+    d->fused[1] =
+        cft_jit(cft_fn_named(cft_fn_new(fused_acc_cb, d, nin + d->np, 1 + d->np), "ddp_step"));
     return d;
 }
 
@@ -191,10 +243,29 @@ cft_status cft_ddp_step(cft_ddp *d, const cft_tree *params, cft_array *const *ba
         return cft__set_last(e);
     }
     int nin = cft_fn_nin(d->vg), nb_in = nin - d->np;
-    cft_array **in = CFT_NEWN(cft_array *, nin + 1), **out = CFT_NEWN(cft_array *, d->np + 2);
+    cft_array **in = CFT_NEWN(cft_array *, nin + d->np + 1),
+              **out = CFT_NEWN(cft_array *, d->np + 2);
     memcpy(in, params->xs, sizeof(cft_array *) * (size_t)d->np);
     for (int i = 0; i < nb_in; i++)
         in[d->np + i] = batch ? batch[i] : NULL;
+    if (!d->hook && !d->no_sync) { /* the fused step: all_reduces overlap the backward */
+        if (accumulated)
+            memcpy(in + nin, accumulated->xs, sizeof(cft_array *) * (size_t)d->np);
+        cft_status st = cft_fn_call(d->fused[accumulated != NULL], in, out);
+        if (loss)
+            *loss = out[0];
+        if (st != CFT_OK) {
+            *grads = cft__tree_err(out[0]);
+            return st;
+        }
+        for (int b = 0; b < d->nb; b++)
+            for (int k = 0; k < d->len[b]; k++) {
+                cft_array *x = out[1 + d->order[d->start[b] + k]];
+                d->bytes += (double)cft_array_size(x) * (double)cft_dtype_size(cft_array_dtype(x));
+            }
+        *grads = cft_tree_from(params->names, out + 1, d->np);
+        return CFT_OK;
+    }
     cft_status st = cft_fn_call(d->vg, in, out);
     if (loss)
         *loss = out[0];

@@ -87,6 +87,11 @@ MPI_Datatype cft__dist_mpi_type(cft_dtype dt);
 double cft__dist_timeout(void);
 bool cft__dist_debug(void);
 
+/* ddp_prims.c: start a bucket's mean all_reduce (an i64 handle, CFT_PRIM_EARLY,
+ * so the jit starts it as soon as the gradients exist) and wait for it */
+cft_array *cft__ddp_start(struct cft_dist_group *g, cft_array *const *grads, int k);
+cft_status cft__ddp_wait(cft_array *h, cft_array *const *grads, int k, cft_array **out);
+
 /* The primitives (prims.c) call the array collectives (collectives.c). */
 cft_array *cft__dist_all_gather_axis0(cft_dist_group *g, cft_array *x, const char *call);
 

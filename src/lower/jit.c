@@ -130,7 +130,8 @@ static cft_ir *fold_constants(const cft_ir *ir) {
     memcpy(d.constvals, ir->constvals, sizeof(cft_array *) * (size_t)ir->nconst);
     for (int k = 0; k < ir->neqn; k++) {
         const cft_eqn *q = &ir->eqns[k];
-        bool all = q->nin > 0 && !cft__eqn_symbolic(q); /* symbolic: known when it runs */
+        bool all = q->nin > 0 && !cft__eqn_symbolic(q) && /* symbolic: known when it runs */
+                   !(q->prim->flags & CFT_PRIM_EFFECT);   /* communication runs every call */
         for (int i = 0; i < q->nin && all; i++)
             all = val[q->in[i]->id] && val[q->in[i]->id]->kind == CFT_K_CONCRETE;
         cft_array *args[q->nin > 0 ? q->nin : 1], *res[q->nout];
@@ -152,6 +153,52 @@ static cft_ir *fold_constants(const cft_ir *ir) {
         d.eqns[d.neqn++] = *q;
     }
     return cft__ir_dce_outputs(cft__ir_finish(&d), NULL);
+}
+
+/* Equations that start asynchronous work (CFT_PRIM_EARLY: a DDP bucket's
+ * all_reduce) move to just after the last equation producing their inputs,
+ * so the work overlaps everything after (the rest of the backward pass);
+ * the others keep their order. */
+static cft_ir *schedule_early(const cft_ir *ir) {
+    bool any = false;
+    for (int k = 0; k < ir->neqn; k++)
+        any |= (ir->eqns[k].prim->flags & CFT_PRIM_EARLY) != 0;
+    if (!any)
+        return (cft_ir *)ir;
+    bool *ready = CFT_NEWN(bool, ir->nvars + 1); /* inputs and constants, then as placed */
+    bool *placed = CFT_NEWN(bool, ir->neqn + 1);
+    for (int i = 0; i < ir->nin; i++)
+        ready[ir->invars[i]->id] = true;
+    for (int i = 0; i < ir->nconst; i++)
+        ready[ir->constvars[i]->id] = true;
+    cft_ir d = *ir;
+    d.eqns = CFT_NEWN(cft_eqn, ir->neqn + 1);
+    d.neqn = 0;
+    /* after each equation, place every early one whose inputs now exist */
+    for (int k = -1; k < ir->neqn; k++) {
+        if (k >= 0 && !(ir->eqns[k].prim->flags & CFT_PRIM_EARLY)) {
+            const cft_eqn *q = &ir->eqns[k];
+            d.eqns[d.neqn++] = *q;
+            placed[k] = true;
+            for (int o = 0; o < q->nout; o++)
+                ready[q->out[o]->id] = true;
+        }
+        for (int e = 0; e < ir->neqn; e++) {
+            const cft_eqn *q = &ir->eqns[e];
+            if (placed[e] || !(q->prim->flags & CFT_PRIM_EARLY))
+                continue;
+            bool go = true;
+            for (int i = 0; i < q->nin && go; i++)
+                go = ready[q->in[i]->id];
+            if (go) {
+                d.eqns[d.neqn++] = *q;
+                placed[e] = true;
+                for (int o = 0; o < q->nout; o++)
+                    ready[q->out[o]->id] = true;
+            }
+        }
+    }
+    return cft__ir_finish(&d);
 }
 
 /* equations rewritten by their primitives' simplification rules */
@@ -608,6 +655,7 @@ static splan *build_splan(cft_ir *ir, const cft_aval *avals, int nin, cft_jit_st
     ir = cft_ir_cse(cft_ir_dce(ir));
     ir = fold_constants(ir);
     ir = simplify(ir);
+    ir = schedule_early(ir);
     if (cft__debug() >= 1) {
         fprintf(stderr, "cft: lowering:\n");
         cft_ir_print(ir, stderr);

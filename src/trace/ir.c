@@ -594,6 +594,12 @@ cft_ir *cft_ir_cse(const cft_ir *ir) {
         uint64_t h = eqn_hash(&q, sub);
         size_t slot = h & (cap - 1);
         int found = -1;
+        if (q.prim->flags & CFT_PRIM_EFFECT) { /* two sends are two sends */
+            for (int i = 0; i < q.nout; i++)
+                sub[q.out[i]->id] = q.out[i];
+            d.eqns[d.neqn++] = q;
+            continue;
+        }
         for (; table[slot] >= 0; slot = (slot + 1) & (cap - 1)) {
             const cft_eqn *o = &d.eqns[table[slot]];
             if (o->prim != q.prim || o->nin != q.nin ||

@@ -27,6 +27,10 @@ enum {
     CFT_PRIM_CONTRACTION = 16u, /* GEMM-like work (dot, conv): what checkpoint policies save */
     CFT_PRIM_CONJ_AWARE = 32u,  /* impl reads conjugate views (cft_array.conj) itself; other
                                    impls get them materialised by cft__run_impl */
+    CFT_PRIM_EFFECT = 64u,      /* has effects beyond its outputs (starts or finishes
+                                   communication): never constant-folded or merged by CSE */
+    CFT_PRIM_EARLY = 128u,      /* starts asynchronous work: the jit runs it as soon as its
+                                   inputs exist, so the work overlaps what follows */
 };
 
 struct cft_eqn;

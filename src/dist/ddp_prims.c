@@ -1,0 +1,135 @@
+/* ddp_prims.c: the two primitives that let a jitted DDP step overlap its
+ * gradient all_reduce with the backward pass.
+ *
+ *   h = ddp_start(g_1, ..., g_k)        pack the bucket, start its all_reduce
+ *                                       (mean over the group); h: an i64 id
+ *   a_1, ..., a_k = ddp_wait(h, g_1, ..., g_k)   wait, unpack (shapes of g)
+ *
+ * ddp_start is CFT_PRIM_EARLY, so the jit runs it right after the last of
+ * its gradients is computed, and the all_reduce runs on the communication
+ * thread while the rest of the backward pass computes; the waits stay at
+ * the end. Both have effects (never folded or merged) and no derivative. */
+#include <pthread.h>
+#include <string.h>
+
+#include "dist/dist.h"
+#include "prims/rules.h"
+
+#define NSLOTS 4096
+static cft_dist_work *slots[NSLOTS]; /* static root: the GC sees the works */
+static int64_t next_id;
+static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static cft_dist_group *group_of(const cft_params *p) {
+    return cft__dist_group_by_id((int)p->v[0][0]);
+}
+
+static cft_array *start_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    cft_array *e = cft__dist_check("ddp_start", group_of(p));
+    if (e)
+        return e;
+    for (int i = 0; i < nin; i++)
+        if (in[i].dtype != in[0].dtype || !cft_dtype_is_float(in[0].dtype))
+            return cft__fail(CFT_E_DTYPE,
+                             "ddp_start: a bucket holds one float dtype, got %s and %s",
+                             cft__av(&in[0]), cft__av(&in[i]));
+    out[0] = cft__aval(CFT_I64, NULL, 0);
+    return NULL;
+}
+
+static cft_array *start_impl(cft_array *const *x, int nin, const cft_params *p, cft_array **y) {
+    int64_t total = 0;
+    for (int i = 0; i < nin; i++)
+        total += cft_array_size(x[i]);
+    cft_dtype dt = x[0]->aval.dtype;
+    cft_array *v = cft__alloc(dt, &total, 1);
+    if (cft_failed(v))
+        return v;
+    size_t es = cft_dtype_size(dt), at = 0;
+    for (int i = 0; i < nin; i++) {
+        cft_array *c = cft__contig(x[i]);
+        size_t bytes = (size_t)cft_array_size(c) * es;
+        memcpy((char *)cft__ptr(v) + at, cft__ptr(c), bytes);
+        at += bytes;
+    }
+    cft_dist_work *w = cft_dist_all_reduce_async(group_of(p), v, CFT_DIST_MEAN);
+    pthread_mutex_lock(&slot_mu);
+    int64_t id = next_id++;
+    slots[id % NSLOTS] = w;
+    pthread_mutex_unlock(&slot_mu);
+    y[0] = cft_scalar((double)id, CFT_I64);
+    return NULL;
+}
+
+static int wait_nout(const cft_params *p, int nin) {
+    (void)p;
+    return nin - 1;
+}
+static cft_array *wait_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    (void)p;
+    if (nin < 2 || in[0].dtype != CFT_I64 || in[0].ndim != 0)
+        return cft__fail(CFT_E_ARG, "ddp_wait: needs a handle and the bucket's gradients");
+    for (int i = 1; i < nin; i++)
+        out[i - 1] = in[i];
+    return NULL;
+}
+static cft_array *wait_impl(cft_array *const *x, int nin, const cft_params *p, cft_array **y) {
+    (void)p;
+    int64_t id = (int64_t)cft_item(x[0]);
+    pthread_mutex_lock(&slot_mu);
+    cft_dist_work *w =
+        id >= 0 && id < next_id && next_id - id <= NSLOTS ? slots[id % NSLOTS] : NULL;
+    if (w)
+        slots[id % NSLOTS] = NULL;
+    pthread_mutex_unlock(&slot_mu);
+    if (!w)
+        return cft__fail(CFT_E_ARG, "ddp_wait: handle %lld is not a running all_reduce",
+                         (long long)id);
+    cft_array *r = cft_dist_wait(w);
+    if (cft_failed(r))
+        return r;
+    int64_t at = 0;
+    for (int i = 1; i < nin; i++) {
+        const cft_aval *a = &x[i]->aval;
+        int64_t k = cft_array_size(x[i]);
+        y[i - 1] = cft_reshape(cft_slice(r, &at, (int64_t[]){at + k}, NULL), a->shape, a->ndim);
+        at += k;
+        if (cft_failed(y[i - 1]))
+            return y[i - 1];
+    }
+    return NULL;
+}
+
+const cft_prim cft_p_ddp_start = {
+    .name = "ddp_start",
+    .nin = -1,
+    .nout = 1,
+    .flags = CFT_PRIM_NONDIFF | CFT_PRIM_EFFECT | CFT_PRIM_EARLY,
+    .pnames = {"group"},
+    .shape = start_shape,
+    .impl = start_impl,
+};
+const cft_prim cft_p_ddp_wait = {
+    .name = "ddp_wait",
+    .nin = -1,
+    .nout = -1,
+    .flags = CFT_PRIM_NONDIFF | CFT_PRIM_EFFECT,
+    .shape = wait_shape,
+    .impl = wait_impl,
+    .nout_of = wait_nout,
+};
+
+cft_array *cft__ddp_start(cft_dist_group *g, cft_array *const *grads, int k) {
+    cft_params p = {0};
+    cft__param_set1(&p, 0, g->id);
+    return cft__bind1(&cft_p_ddp_start, &p, k, grads);
+}
+
+cft_status cft__ddp_wait(cft_array *h, cft_array *const *grads, int k, cft_array **out) {
+    cft_array **in = CFT_NEWN(cft_array *, k + 2);
+    in[0] = h;
+    memcpy(in + 1, grads, sizeof(cft_array *) * (size_t)k);
+    cft_params p = {0};
+    cft_array *e = cft__bind(&cft_p_ddp_wait, &p, k + 1, in, k, out);
+    return e ? cft__set_last(e) : CFT_OK;
+}
