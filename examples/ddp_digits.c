@@ -21,7 +21,6 @@
 #include "mlp.h"
 
 static const double DELTA = 1e-5;
-static const char *const NAMES[MLP_NPARAMS] = {"w1", "b1", "w2", "b2", "w3", "b3"};
 
 typedef struct {
     cft_fn *psg; /* per-sample grads: vmap(grad(mlp_loss)) over (x, y) */
@@ -59,9 +58,7 @@ static cft_status clipped_sum(void *envp, int nin, cft_array *const *in, int nou
 
 static double accuracy(cft_array *const *p, const digits *d, int from, int to) {
     cft_array *x = cft_from_f32(d->x + (size_t)from * 64, (int64_t[]){to - from, 64}, 2);
-    cft_array *pred = cft_argmax(mlp_logits(p, x), -1, false);
-    cft_array *y = cft_from_i32(d->y + from, (int64_t[]){to - from}, 1);
-    return cft_item(cft_mean(cft_astype(cft_eq(pred, y), CFT_F32), NULL, 0, false));
+    return mlp_accuracy(mlp_logits(p, x), cft_from_i32(d->y + from, (int64_t[]){to - from}, 1));
 }
 
 int main(int argc, char **argv) {
@@ -96,7 +93,7 @@ int main(int argc, char **argv) {
     mlp_init(100 + (uint64_t)rank, params); /* different per rank: the broadcast fixes it */
     for (int l = 0; l < MLP_NPARAMS; l++)
         params[l] = cft_dist_broadcast(world, params[l], 0);
-    cft_tree *pt = cft_tree_from(NAMES, params, MLP_NPARAMS);
+    cft_tree *pt = cft_tree_from(mlp_names, params, MLP_NPARAMS);
     cft_optim adam = cft_adam(lr);
     cft_tree *state = cft_optim_init(&adam, pt);
 
@@ -145,7 +142,7 @@ int main(int argc, char **argv) {
             for (int l = 0; l < MLP_NPARAMS; l++)
                 g[l] = cft_mul_s(cft_dist_wait(w[l]), 1.0 / batch);
             cft_tree *np_ = NULL, *ns = NULL;
-            if (cft_optim_update(&adam, cft_tree_from(NAMES, g, MLP_NPARAMS), state, pt,
+            if (cft_optim_update(&adam, cft_tree_from(mlp_names, g, MLP_NPARAMS), state, pt,
                                  cft_scalar((double)steps + 1, CFT_F32), NULL, &np_,
                                  &ns) != CFT_OK) {
                 fprintf(stderr, "rank %d: %s\n", rank, cft_last_error_message());

@@ -33,11 +33,6 @@ static cft_status logits_fn(void *env, int nin, cft_array *const *in, int nout, 
     return CFT_OK;
 }
 
-static double accuracy(cft_array *logits, cft_array *y) {
-    cft_array *hit = cft_eq(cft_argmax(logits, -1, false), y);
-    return cft_item(cft_mean(cft_astype(hit, CFT_F32), NULL, 0, false));
-}
-
 int main(int argc, char **argv) {
     cft_init();
     if (cft_dist_init(&argc, &argv) != CFT_OK)
@@ -112,12 +107,12 @@ int main(int argc, char **argv) {
     cft_array *logits = cft_dist_all_gather(world, cft_fn_call1(all_logits, lin), false);
     double best = 0;
     for (int k = 0; k < K; k++) {
-        double a = accuracy(cft_index(logits, k), yt);
+        double a = mlp_accuracy(cft_index(logits, k), yt);
         best = a > best ? a : best;
         if (rank == 0)
             printf("member %2d (rank %d)  test accuracy %.3f\n", k, k / mine, a);
     }
-    double ens = accuracy(cft_mean(cft_softmax(logits, -1), (int[]){0}, 1, false), yt);
+    double ens = mlp_accuracy(cft_mean(cft_softmax(logits, -1), (int[]){0}, 1, false), yt);
     if (rank == 0)
         printf("ensemble of %d members on %d ranks: test accuracy %.3f (best member %.3f)\n", K, p,
                ens, best);

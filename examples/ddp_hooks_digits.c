@@ -12,24 +12,11 @@
 #include "cft/dist.h"
 #include "mlp.h"
 
-static const char *const NAMES[MLP_NPARAMS] = {"w1", "b1", "w2", "b2", "w3", "b3"};
-
-static cft_status tree_loss(void *env, const cft_tree *p, int nin, cft_array *const *in, int nout,
-                            cft_array **out) {
-    (void)env, (void)nin, (void)nout;
-    cft_array *a[MLP_NPARAMS + 2];
-    cft_tree_flatten(p, a);
-    a[MLP_NPARAMS] = in[0], a[MLP_NPARAMS + 1] = in[1];
-    return mlp_loss(NULL, MLP_NPARAMS + 2, a, 1, out);
-}
-
 static double accuracy(const cft_tree *t, const digits *d, int from, int to) {
     cft_array *p[MLP_NPARAMS];
     cft_tree_flatten(t, p);
     cft_array *x = cft_from_f32(d->x + (size_t)from * 64, (int64_t[]){to - from, 64}, 2);
-    cft_array *y = cft_from_i32(d->y + from, (int64_t[]){to - from}, 1);
-    cft_array *hit = cft_eq(cft_argmax(mlp_logits(p, x), -1, false), y);
-    return cft_item(cft_mean(cft_astype(hit, CFT_F32), NULL, 0, false));
+    return mlp_accuracy(mlp_logits(p, x), cft_from_i32(d->y + from, (int64_t[]){to - from}, 1));
 }
 
 int main(int argc, char **argv) {
@@ -46,8 +33,8 @@ int main(int argc, char **argv) {
     int ntest = d.n / 5, ntrain = d.n - ntest, batch = 64, local = batch / p, epochs = 8;
     cft_array *w[MLP_NPARAMS];
     mlp_init(3, w);
-    cft_tree *start = cft_tree_from(NAMES, w, MLP_NPARAMS);
-    cft_fn *loss = cft_tree_fn_new(tree_loss, NULL, start, 2, 1);
+    cft_tree *start = cft_tree_from(mlp_names, w, MLP_NPARAMS);
+    cft_fn *loss = cft_tree_fn_new(mlp_tree_loss, NULL, start, 2, 1);
     cft_powersgd *ps = cft_powersgd_new(2, 20, 7);
     const char *label[3] = {"all_reduce", "fp16", "PowerSGD r=2"};
     cft_ddp_options opts[3] = {

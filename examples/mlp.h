@@ -41,6 +41,25 @@ static inline cft_status mlp_loss(void *env, int nin, cft_array *const *in, int 
     return CFT_OK;
 }
 
+/* the parameter names, for trees (cft_tree_from(mlp_names, params, 6)) */
+static const char *const mlp_names[MLP_NPARAMS] = {"w1", "b1", "w2", "b2", "w3", "b3"};
+
+/* mlp_loss as a tree function (cft_tree_fn_new over mlp_names): (params, x, y) */
+static inline cft_status mlp_tree_loss(void *env, const cft_tree *p, int nin, cft_array *const *in,
+                                       int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *a[MLP_NPARAMS + 2];
+    cft_tree_flatten(p, a);
+    a[MLP_NPARAMS] = in[0], a[MLP_NPARAMS + 1] = in[1];
+    return mlp_loss(NULL, MLP_NPARAMS + 2, a, 1, out);
+}
+
+/* the fraction of rows whose largest logit is the label */
+static inline double mlp_accuracy(cft_array *logits, cft_array *labels) {
+    cft_array *hit = cft_eq(cft_argmax(logits, -1, false), labels);
+    return cft_item(cft_mean(cft_astype(hit, CFT_F32), NULL, 0, false));
+}
+
 /* The digits data: n rows of 64 pixels (scaled to [0,1]) and a label. */
 typedef struct {
     int n;

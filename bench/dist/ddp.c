@@ -12,17 +12,6 @@
 #include "../bench.h"
 #include "cft/dist.h"
 
-static const char *const NAMES[MLP_NPARAMS] = {"w1", "b1", "w2", "b2", "w3", "b3"};
-
-static cft_status tree_loss(void *env, const cft_tree *p, int nin, cft_array *const *in, int nout,
-                            cft_array **out) {
-    (void)env, (void)nin, (void)nout;
-    cft_array *a[MLP_NPARAMS + 2];
-    cft_tree_flatten(p, a);
-    a[MLP_NPARAMS] = in[0], a[MLP_NPARAMS + 1] = in[1];
-    return mlp_loss(NULL, MLP_NPARAMS + 2, a, 1, out);
-}
-
 static cft_ddp *ddp;
 static cft_fn *vg;
 static cft_tree *params;
@@ -66,8 +55,8 @@ int main(int argc, char **argv) {
     cft_set_num_threads(1);
     cft_array *w[MLP_NPARAMS];
     mlp_init(1, w);
-    params = cft_tree_from(NAMES, w, MLP_NPARAMS);
-    cft_fn *loss = cft_tree_fn_new(tree_loss, NULL, params, 2, 1);
+    params = cft_tree_from(mlp_names, w, MLP_NPARAMS);
+    cft_fn *loss = cft_tree_fn_new(mlp_tree_loss, NULL, params, 2, 1);
     int argn[MLP_NPARAMS];
     for (int i = 0; i < MLP_NPARAMS; i++)
         argn[i] = i;
