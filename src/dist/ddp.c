@@ -37,8 +37,11 @@ struct cft_ddp {
 static cft_status fused_cb(cft_ddp *d, bool acc, cft_array *const *in, cft_array **out) {
     cft_array **vo = CFT_NEWN(cft_array *, d->np + 2);
     cft_status st = cft_fn_call(d->plain, in, vo);
-    if (st != CFT_OK)
+    if (st != CFT_OK) { /* the outputs carry the error */
+        for (int i = 0; i <= d->np; i++)
+            out[i] = vo[0];
         return st;
+    }
     cft_array **g = vo + 1, **bg = CFT_NEWN(cft_array *, d->np + 1),
               **h = CFT_NEWN(cft_array *, d->nb + 1);
     if (acc)
@@ -54,8 +57,11 @@ static cft_status fused_cb(cft_ddp *d, bool acc, cft_array *const *in, cft_array
         for (int k = 0; k < d->len[b]; k++)
             bg[k] = g[d->order[d->start[b] + k]];
         st = cft__ddp_wait(h[b], bg, d->len[b], avg);
-        if (st != CFT_OK)
+        if (st != CFT_OK) {
+            for (int i = 0; i <= d->np; i++)
+                out[i] = avg[0];
             return st;
+        }
         for (int k = 0; k < d->len[b]; k++)
             out[1 + d->order[d->start[b] + k]] = avg[k];
     }

@@ -1,7 +1,8 @@
 // np: 2 3
 /* test_ddp.c (mpirun, 2 and 3 ranks): DDP with p ranks x B/p examples gives
  * the gradients of one process with B examples (f32: rtol 1e-5, atol 1e-6,
- * sums in another order), with one bucket or many, with no_sync gradient
+ * sums in another order), for an MLP and a CNN, with one bucket or many,
+ * with no_sync gradient
  * accumulation, with the fp16 hook (to f16 precision) and PowerSGD (fewer
  * bytes); ZeRO-sharded Adam gives the parameters and the state of
  * single-process Adam after 10 steps. Every rank builds the same global
@@ -23,6 +24,21 @@ static cft_status mlp_loss(void *env, const cft_tree *p, int nin, cft_array *con
     cft_array *h =
         cft_tanh(cft_add(cft_matmul(in[0], cft_tree_get(p, "w1")), cft_tree_get(p, "b1")));
     cft_array *z = cft_add(cft_matmul(h, cft_tree_get(p, "w2")), cft_tree_get(p, "b2"));
+    out[0] = cft_mean(cft_cross_entropy(z, in[1]), NULL, 0, false);
+    return CFT_OK;
+}
+
+/* a CNN: conv 2x2 (4 channels) -> relu -> flatten -> linear; x [n, 8] as 2x4 */
+static cft_status cnn_loss(void *env, const cft_tree *p, int nin, cft_array *const *in, int nout,
+                           cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    int64_t n = cft_array_dim(in[0], 0);
+    cft_array *img = cft_reshape(in[0], (int64_t[]){n, 1, 2, 4}, 4);
+    cft_array *h = cft_conv2d(img, cft_tree_get(p, "conv.weight"), NULL, NULL, NULL, 1);
+    h = cft_relu(cft_add(h, cft_reshape(cft_tree_get(p, "conv.bias"), (int64_t[]){1, 4, 1, 1}, 4)));
+    cft_array *z =
+        cft_add(cft_matmul(cft_reshape(h, (int64_t[]){n, 4 * 3}, 2), cft_tree_get(p, "fc.weight")),
+                cft_tree_get(p, "fc.bias"));
     out[0] = cft_mean(cft_cross_entropy(z, in[1]), NULL, 0, false);
     return CFT_OK;
 }
@@ -95,6 +111,33 @@ int main(int argc, char **argv) {
             /* the mean of the local losses is the global loss */
             CHECK_CLOSE(cft_item(cft_dist_all_reduce(w, l, CFT_DIST_MEAN)), cft_item(ref_out[0]),
                         1e-5, 1e-6);
+        }
+    }
+    TEST("rank %d: the same for a CNN (conv 2x2, relu, linear)", rank) {
+        cft_tree *cp = cft_tree_new();
+        cp = cft_tree_set(
+            cp, "conv.weight",
+            cft_mul_s(cft_random_normal(cft_random_key(7), CFT_F32, (int64_t[]){4, 1, 2, 2}, 4),
+                      0.3));
+        cp = cft_tree_set(cp, "conv.bias", cft_full(0.05, CFT_F32, (int64_t[]){4}, 1));
+        cp = cft_tree_set(
+            cp, "fc.weight",
+            cft_mul_s(cft_random_normal(cft_random_key(8), CFT_F32, (int64_t[]){4 * 3, C}, 2),
+                      0.1));
+        cp = cft_tree_set(cp, "fc.bias", cft_zeros(CFT_F32, (int64_t[]){C}, 1));
+        cft_fn *closs = cft_tree_fn_new(cnn_loss, NULL, cp, 2, 1);
+        cft_array *o[5];
+        cft_fn_call(cft_value_and_grad(closs, argn, 4, false),
+                    (cft_array *[]){cft_tree_at(cp, 0), cft_tree_at(cp, 1), cft_tree_at(cp, 2),
+                                    cft_tree_at(cp, 3), X, Y},
+                    o);
+        cft_tree *cref = cft_tree_unflatten(cp, o + 1);
+        for (int k = 0; k < 2; k++) {
+            cft_ddp *d = cft_ddp_new(w, closs, cp, &(cft_ddp_options){.bucket_mb = k ? 1e-3 : 0});
+            cft_tree *g = NULL;
+            cft_status st = cft_ddp_step(d, cp, (cft_array *[]){xl, yl}, NULL, NULL, &g);
+            CHECK_MSG(st == CFT_OK, "%s", cft_last_error_message());
+            CHECK_MSG(trees_close(g, cref, 1e-5, 1e-6), "CNN, %d buckets", cft_ddp_num_buckets(d));
         }
     }
     TEST("rank %d: no_sync accumulates two micro-batches, then one all_reduce", rank) {
