@@ -56,10 +56,11 @@ typedef struct dist_req {
     double timeout, t0;
     MPI_Request mr[2];
     int nmr;
-    int phase;               /* 1: exchanging debug signatures */
-    int64_t sig[5], *allsig; /* kind, seq, dtype, count, root; everyone's */
-    cft_array *keep[2];      /* the input and output arrays */
-    _Atomic int state;       /* 0 queued, 1 running, 2 done, 3 failed */
+    int phase; /* 1: exchanging debug signatures */
+#define SIG 6
+    int64_t sig[SIG], *allsig; /* kind, seq, dtype, count, root, shape hash; everyone's */
+    cft_array *keep[2];        /* the input and output arrays */
+    _Atomic int state;         /* 0 queued, 1 running, 2 done, 3 failed */
     char err[768];
     struct dist_req *next;
 } dist_req;

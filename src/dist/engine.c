@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "array/array.h"
 #include "core/error.h"
 #include "dist/dist.h"
 
@@ -113,12 +114,17 @@ static void start_op(dist_req *r) {
 static void start(dist_req *r) {
     bool point = r->kind == REQ_SEND || r->kind == REQ_RECV || r->kind == REQ_PERMUTE;
     if (cft__dist_debug() && !point) {
-        int64_t sig[5] = {r->kind, (int64_t)r->seq, r->dtype_code, r->count, r->peer};
+        int64_t shape = 0; /* a hash of the input's shape */
+        if (r->keep[0])
+            for (int d = 0; d < r->keep[0]->aval.ndim; d++)
+                shape = shape * 1000003 + r->keep[0]->aval.shape[d] + 1;
+        int64_t sig[SIG] = {r->kind, (int64_t)r->seq, r->dtype_code, r->count, r->peer, shape};
         memcpy(r->sig, sig, sizeof sig);
-        r->allsig = malloc(sizeof(int64_t) * 5 * (size_t)r->g->size);
+        r->allsig = malloc(sizeof(int64_t) * SIG * (size_t)r->g->size);
         r->phase = 1;
         r->nmr = 1;
-        MPI_Iallgather(r->sig, 5, MPI_INT64_T, r->allsig, 5, MPI_INT64_T, r->g->comm, &r->mr[0]);
+        MPI_Iallgather(r->sig, SIG, MPI_INT64_T, r->allsig, SIG, MPI_INT64_T, r->g->comm,
+                       &r->mr[0]);
         return;
     }
     start_op(r);
@@ -128,14 +134,15 @@ static void start(dist_req *r) {
 static bool check_sigs(dist_req *r) {
     const int64_t *s = r->allsig;
     for (int i = 1; i < r->g->size; i++)
-        if (memcmp(&s[5 * i], &s[0], sizeof(int64_t) * 5) != 0) {
+        if (memcmp(&s[SIG * i], &s[0], sizeof(int64_t) * SIG) != 0) {
             char gb[160], sig[2][100];
             describe_group(r->g, gb, sizeof gb);
             for (int k = 0; k < 2; k++) {
-                const int64_t *t = &s[5 * (k ? i : 0)];
-                snprintf(sig[k], sizeof sig[k], "%s #%lld of %lld %s elements (root %lld)",
+                const int64_t *t = &s[SIG * (k ? i : 0)];
+                snprintf(sig[k], sizeof sig[k], "%s #%lld of %lld %s elements (root %lld%s)",
                          kind_name((req_kind)t[0]), (long long)t[1], (long long)t[3],
-                         cft_dtype_name((cft_dtype)t[2]), (long long)t[4]);
+                         cft_dtype_name((cft_dtype)t[2]), (long long)t[4],
+                         t[5] != s[5] ? ", another shape" : "");
             }
             snprintf(r->err, sizeof r->err,
                      "%s: collective mismatch in %s (CFT_DIST_DEBUG): rank %d calls %s while "

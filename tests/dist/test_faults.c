@@ -51,6 +51,12 @@ int main(int argc, char **argv) {
                       strstr(cft_error_message(e), "rank 1"),
                   "%s", cft_error_message(e));
         CHECK_EQ(cft_dist_group_status(w), CFT_E_FOREIGN);
+        /* the same element count in another shape is a mismatch too */
+        cft_dist_group *g2 = cft_dist_new_group((int[]){0, 1}, 2);
+        e = cft_dist_all_gather(
+            g2, cft_zeros(CFT_F32, rank ? (int64_t[]){3, 2} : (int64_t[]){2, 3}, 2), true);
+        CHECK_MSG(cft_failed(e) && strstr(cft_error_message(e), "another shape"), "%s",
+                  cft_error_message(e));
         cft_dist_set_debug(false);
     }
     TEST("rank %d: a stalled peer is a timeout error within the deadline + 1 s", rank) {
