@@ -8,12 +8,37 @@
  * JSON tree took 40x). Every JSON rule that matters is enforced: strings
  * with escapes and surrogate pairs decoded to UTF-8, no control characters,
  * integers only where the format wants counts, no duplicate keys at any
- * level (`__metadata__` included), nothing after the object but spaces. */
+ * level (`__metadata__` included), nothing after the object but spaces.
+ * The format's dtype table lives here too (the loader and saver use it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/safetensors.h"
+
+/* the format's dtypes: name, element size, the cft dtype each loads as
+ * (and as when widening) */
+const cft_st_type cft__st_types[] = {
+    {"BOOL", 1, CFT_BOOL, CFT_BOOL}, {"I32", 4, CFT_I32, CFT_I32},     {"I64", 8, CFT_I64, CFT_I64},
+    {"F32", 4, CFT_F32, CFT_F32},    {"F64", 8, CFT_F64, CFT_F64},     {"F16", 2, CFT_F16, CFT_F32},
+    {"BF16", 2, CFT_BF16, CFT_F32},  {"I8", 1, CFT_I32, CFT_I32},      {"U8", 1, CFT_I32, CFT_I32},
+    {"I16", 2, CFT_I32, CFT_I32},    {"U16", 2, CFT_I32, CFT_I32},     {"U32", 4, CFT_I64, CFT_I64},
+    {"C64", 8, CFT_C64, CFT_C64},    {"C128", 16, CFT_C128, CFT_C128}, {NULL, 0, 0, 0},
+};
+
+int cft__st_dtype_of(const char *name) {
+    for (int i = 0; cft__st_types[i].name; i++)
+        if (!strcmp(name, cft__st_types[i].name))
+            return i;
+    return -1;
+}
+
+const char *cft__st_name_of(cft_dtype dt) {
+    for (int i = 0; cft__st_types[i].name; i++)
+        if (cft__st_types[i].as == dt && cft__st_types[i].size == (int)cft_dtype_size(dt))
+            return cft__st_types[i].name;
+    return NULL;
+}
 
 typedef struct {
     const char *p, *end, *start;

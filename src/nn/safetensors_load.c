@@ -24,28 +24,6 @@
 #include "nn/nn_internal.h"
 #include "nn/safetensors.h"
 
-const cft_st_type cft__st_types[] = {
-    {"BOOL", 1, CFT_BOOL, CFT_BOOL}, {"I32", 4, CFT_I32, CFT_I32},     {"I64", 8, CFT_I64, CFT_I64},
-    {"F32", 4, CFT_F32, CFT_F32},    {"F64", 8, CFT_F64, CFT_F64},     {"F16", 2, CFT_F16, CFT_F32},
-    {"BF16", 2, CFT_BF16, CFT_F32},  {"I8", 1, CFT_I32, CFT_I32},      {"U8", 1, CFT_I32, CFT_I32},
-    {"I16", 2, CFT_I32, CFT_I32},    {"U16", 2, CFT_I32, CFT_I32},     {"U32", 4, CFT_I64, CFT_I64},
-    {"C64", 8, CFT_C64, CFT_C64},    {"C128", 16, CFT_C128, CFT_C128}, {NULL, 0, 0, 0},
-};
-
-int cft__st_dtype_of(const char *name) {
-    for (int i = 0; cft__st_types[i].name; i++)
-        if (!strcmp(name, cft__st_types[i].name))
-            return i;
-    return -1;
-}
-
-const char *cft__st_name_of(cft_dtype dt) {
-    for (int i = 0; cft__st_types[i].name; i++)
-        if (cft__st_types[i].as == dt && cft__st_types[i].size == (int)cft_dtype_size(dt))
-            return cft__st_types[i].name;
-    return NULL;
-}
-
 static cft_tree *fail(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static cft_tree *fail(const char *path, const char *fmt, ...) {
     char msg[768];
