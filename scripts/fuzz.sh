@@ -3,6 +3,7 @@
 # seed corpus (written by the library itself, tests/fuzz/make_seeds.c).
 #   bash scripts/fuzz.sh              # 60 s per target (what CI runs)
 #   FUZZ_SECONDS=1800 bash scripts/fuzz.sh   # longer
+#   FUZZ_TARGETS=fuzz_bool bash scripts/fuzz.sh   # one target
 # Corpora grow in build-fuzz/corpus/<target>; a finding stops the run with
 # its input saved as build-fuzz/crash-* (rerun: build-fuzz/<target> <file>).
 set -euo pipefail
@@ -20,7 +21,7 @@ export ASAN_OPTIONS=detect_leaks=0
 # Without the GC nothing is freed (about 3 KB per execution), so a run goes
 # in rounds of at most 30 s (each a fresh process on the grown corpus):
 # about 1.5 GB at most.
-for t in fuzz_safetensors fuzz_bool; do
+for t in ${FUZZ_TARGETS:-fuzz_safetensors fuzz_bool}; do
     echo "fuzz: $t for ${secs} s"
     left=$secs total=0
     while [ "$left" -gt 0 ]; do
