@@ -183,14 +183,19 @@ static int open_cache(char *err, size_t n) {
         return 0;
     char dir[1024], e[768] = "";
     default_dir(dir, sizeof dir);
-    if (dir[0] && mkdirs(dir, e, sizeof e) == 0 && private_dir(dir, e, sizeof e) == 0) {
+    bool usable = dir[0] && mkdirs(dir, e, sizeof e) == 0 && private_dir(dir, e, sizeof e) == 0;
+    if (usable && access(dir, W_OK | X_OK) != 0) { /* ours, but read-only */
+        why(e, sizeof e, "%s is not writable: %s", dir, strerror(errno));
+        usable = false;
+    }
+    if (usable) {
         snprintf(cache_dir, sizeof cache_dir, "%s", dir);
         cache_ready = true;
         return 0;
     }
     if (dir[0] && !getenv("CFT_JIT_QUIET"))
         fprintf(stderr,
-                "cft: refusing the kernel cache directory: %s; using a private temporary "
+                "cft: cannot use the kernel cache directory: %s; using a private temporary "
                 "directory instead (set CFT_CACHE_DIR to a directory only you can write)\n",
                 e);
     if (temp_dir(cache_dir, sizeof cache_dir, err, n) != 0)
