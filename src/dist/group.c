@@ -2,6 +2,7 @@
  * the settings (timeout, abort or return on timeout, debug mode). MPI is
  * initialised with MPI_THREAD_SERIALIZED: after cft_dist_init only the
  * communication thread (engine.c) calls MPI. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,8 @@
 #include "dist/dist.h"
 
 static cft_dist_group *groups[CFT_DIST_MAX_GROUPS]; /* static root: the GC sees them */
-static int ngroups;
+static _Atomic int ngroups;
+static pthread_mutex_t groups_mu = PTHREAD_MUTEX_INITIALIZER; /* new_group from threads */
 static bool inited, we_init_mpi;
 static _Atomic double timeout_s = 0; /* 0: from the environment */
 static _Atomic int abort_job = 1;
@@ -72,12 +74,11 @@ MPI_Datatype cft__dist_mpi_type(cft_dtype dt) {
 }
 
 static cft_dist_group *add_group(MPI_Comm comm, const int *world, int n) {
-    if (ngroups == CFT_DIST_MAX_GROUPS)
+    if (atomic_load(&ngroups) == CFT_DIST_MAX_GROUPS)
         return NULL;
     cft_dist_group *g = CFT_NEW(cft_dist_group);
     if (!g)
         return NULL;
-    g->id = ngroups;
     g->comm = comm;
     g->size = n;
     g->rank = -1;
@@ -85,7 +86,10 @@ static cft_dist_group *add_group(MPI_Comm comm, const int *world, int n) {
     memcpy(g->world, world, sizeof(int) * (size_t)n);
     if (comm != MPI_COMM_NULL)
         MPI_Comm_rank(comm, &g->rank);
-    groups[ngroups++] = g;
+    int id = atomic_load(&ngroups);
+    g->id = id;
+    groups[id] = g; /* the slot first, then the count that publishes it */
+    atomic_store(&ngroups, id + 1);
     return g;
 }
 
@@ -204,8 +208,10 @@ cft_dist_group *cft_dist_new_group(const int *ranks, int n) {
         return NULL;
     }
     split_args a = {ranks, n, MPI_COMM_NULL};
+    pthread_mutex_lock(&groups_mu);
     cft__dist_run_on_comm(split_on_comm, &a);
     cft_dist_group *g = add_group(a.out, ranks, n);
+    pthread_mutex_unlock(&groups_mu);
     if (g && a.out == MPI_COMM_NULL)
         g->rank = -1;
     return g;
