@@ -84,6 +84,14 @@ static dist_req *new_req(req_kind k, const char *call, cft_dist_group *g, cft_ar
  * the calling thread when the engine is idle (cft__dist_run) */
 static _Thread_local bool run_now;
 
+/* the blocking form of an asynchronous start: BLOCKING(start(...)) runs the
+ * request on this thread when the engine is idle, and waits */
+static cft_array *blocking_wait(cft_dist_work *w) {
+    run_now = false;
+    return cft_dist_wait(w);
+}
+#define BLOCKING(start) (run_now = true, blocking_wait(start))
+
 /* start r; a work handle whose wait yields out (scaled / cast as asked) */
 static cft_dist_work *launch(dist_req *r, cft_array *out, cft_dist_op op, cft_dtype back,
                              int size) {
@@ -149,10 +157,7 @@ cft_dist_work *cft_dist_all_reduce_async(cft_dist_group *g, cft_array *x, cft_di
 
 cft_array *cft_dist_all_reduce(cft_dist_group *g, cft_array *x, cft_dist_op op) {
     CFT_API("cft_dist_all_reduce");
-    run_now = true;
-    cft_dist_work *w = cft_dist_all_reduce_async(g, x, op);
-    run_now = false;
-    return cft_dist_wait(w);
+    return BLOCKING(cft_dist_all_reduce_async(g, x, op));
 }
 
 cft_dist_work *cft_dist_broadcast_async(cft_dist_group *g, cft_array *x, int root) {
@@ -177,10 +182,7 @@ cft_dist_work *cft_dist_broadcast_async(cft_dist_group *g, cft_array *x, int roo
 
 cft_array *cft_dist_broadcast(cft_dist_group *g, cft_array *x, int root) {
     CFT_API("cft_dist_broadcast");
-    run_now = true;
-    cft_dist_work *w = cft_dist_broadcast_async(g, x, root);
-    run_now = false;
-    return cft_dist_wait(w);
+    return BLOCKING(cft_dist_broadcast_async(g, x, root));
 }
 
 cft_dist_work *cft_dist_all_gather_async(cft_dist_group *g, cft_array *x, bool stack) {
@@ -213,10 +215,7 @@ cft_dist_work *cft_dist_all_gather_async(cft_dist_group *g, cft_array *x, bool s
 
 cft_array *cft_dist_all_gather(cft_dist_group *g, cft_array *x, bool stack) {
     CFT_API("cft_dist_all_gather");
-    run_now = true;
-    cft_dist_work *w = cft_dist_all_gather_async(g, x, stack);
-    run_now = false;
-    return cft_dist_wait(w);
+    return BLOCKING(cft_dist_all_gather_async(g, x, stack));
 }
 
 cft_array *cft__dist_all_gather_axis0(cft_dist_group *g, cft_array *x, const char *call) {
@@ -250,10 +249,7 @@ cft_array *cft_dist_reduce_scatter(cft_dist_group *g, cft_array *x, cft_dist_op 
     dist_req *r = new_req(REQ_REDUCE_SCATTER, call, g, xc, out, cft_array_size(out));
     if (r)
         r->op = mpi_op(op);
-    run_now = true;
-    cft_dist_work *w = launch(r, out, op, cft_dtype_is_half(dt) ? dt : out->aval.dtype, g->size);
-    run_now = false;
-    return cft_dist_wait(w);
+    return BLOCKING(launch(r, out, op, cft_dtype_is_half(dt) ? dt : out->aval.dtype, g->size));
 }
 
 cft_array *cft_dist_all_to_all(cft_dist_group *g, cft_array *x) {
@@ -269,11 +265,8 @@ cft_array *cft_dist_all_to_all(cft_dist_group *g, cft_array *x) {
     cft_array *out = cft__alloc(a->dtype, a->shape, a->ndim);
     if (cft_failed(out))
         return out;
-    run_now = true;
-    cft_dist_work *w = launch(new_req(REQ_ALLTOALL, call, g, xc, out, cft_array_size(xc) / g->size),
-                              out, CFT_DIST_SUM, a->dtype, g->size);
-    run_now = false;
-    return cft_dist_wait(w);
+    return BLOCKING(launch(new_req(REQ_ALLTOALL, call, g, xc, out, cft_array_size(xc) / g->size),
+                           out, CFT_DIST_SUM, a->dtype, g->size));
 }
 
 cft_status cft_dist_barrier(cft_dist_group *g) {

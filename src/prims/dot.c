@@ -171,9 +171,8 @@ static cft_array *as_matrix(const cft_array *x, const int64_t *bd, int nbd, cons
 }
 
 /* z = x y^T; vectorised (the library builds at -O2, which would not) */
-CFT_VEC static void
-outer_f32(const float *restrict x, const float *restrict y, float *restrict z, int64_t M,
-          int64_t N) {
+CFT_VEC static void outer_f32(const float *restrict x, const float *restrict y, float *restrict z,
+                              int64_t M, int64_t N) {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++)
             z[i * N + j] = x[i] * y[j];
