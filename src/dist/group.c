@@ -19,13 +19,19 @@ static _Atomic double timeout_s = 0; /* 0: from the environment */
 static _Atomic int abort_job = 1;
 static _Atomic int debug = -1;
 
+static _Atomic double env_timeout = -1; /* CFT_DIST_TIMEOUT, read once */
+
 double cft__dist_timeout(void) {
     double t = atomic_load(&timeout_s);
     if (t > 0)
         return t;
-    const char *e = getenv("CFT_DIST_TIMEOUT");
-    double v = e ? atof(e) : 0;
-    return v > 0 ? v : 300;
+    double v = atomic_load(&env_timeout);
+    if (v < 0) {
+        const char *e = getenv("CFT_DIST_TIMEOUT");
+        v = e && atof(e) > 0 ? atof(e) : 300;
+        atomic_store(&env_timeout, v);
+    }
+    return v;
 }
 void cft_dist_set_timeout(double seconds) {
     atomic_store(&timeout_s, seconds > 0 ? seconds : 0);
