@@ -218,11 +218,6 @@ cft_array *cft_dist_all_gather(cft_dist_group *g, cft_array *x, bool stack) {
     return BLOCKING(cft_dist_all_gather_async(g, x, stack));
 }
 
-cft_array *cft__dist_all_gather_axis0(cft_dist_group *g, cft_array *x, const char *call) {
-    (void)call;
-    return cft_dist_all_gather(g, x, true);
-}
-
 cft_array *cft_dist_reduce_scatter(cft_dist_group *g, cft_array *x, cft_dist_op op) {
     CFT_API("cft_dist_reduce_scatter");
     const char *call = "cft_dist_reduce_scatter";

@@ -93,7 +93,4 @@ bool cft__dist_debug(void);
 cft_array *cft__ddp_start(struct cft_dist_group *g, cft_array *const *grads, int k);
 cft_status cft__ddp_wait(cft_array *h, cft_array *const *grads, int k, cft_array **out);
 
-/* The primitives (prims.c) call the array collectives (collectives.c). */
-cft_array *cft__dist_all_gather_axis0(cft_dist_group *g, cft_array *x, const char *call);
-
 #endif
