@@ -217,6 +217,26 @@ int main(int argc, char **argv) {
         else
             CHECK_EQ(cft_tree_size(full), 0);
     }
+    TEST("rank %d: ZeRO with SGD (momentum, Nesterov), AdamW and RMSprop = unsharded", rank) {
+        cft_optim opts[3] = {cft_sgd(0.05, 0.9, 1e-4, true), cft_adamw(0.01, 0.01),
+                             cft_rmsprop(0.01)};
+        for (int k = 0; k < 3; k++) {
+            cft_zero *z = cft_zero_new(w, &opts[k], params);
+            cft_tree *p = params, *q = params, *state = cft_optim_init(&opts[k], params);
+            for (int step = 1; step <= 5; step++) {
+                cft_array *o[5];
+                cft_fn_call(cft_value_and_grad(loss, argn, 4, false),
+                            (cft_array *[]){cft_tree_at(q, 0), cft_tree_at(q, 1), cft_tree_at(q, 2),
+                                            cft_tree_at(q, 3), X, Y},
+                            o);
+                cft_tree *g = cft_tree_unflatten(q, o + 1); /* the same grads everywhere */
+                CHECK_EQ(cft_zero_step(z, g, p, cft_scalar(step, CFT_F32), NULL, &p), CFT_OK);
+                cft_optim_update(&opts[k], g, state, q, cft_scalar(step, CFT_F32), NULL, &q,
+                                 &state);
+            }
+            CHECK_MSG(trees_close(p, q, 1e-6, 1e-7), "optimizer %d", k);
+        }
+    }
     CHECK_EQ(cft_dist_finalize(), CFT_OK);
     return check_summary();
 }
