@@ -164,47 +164,15 @@ cft_tree *cft_ddp_broadcast_params(cft_ddp *d, const cft_tree *params) {
     return cft_tree_from(params->names, xs, params->n);
 }
 
-/* a bucket's leaves (one dtype) copied into one vector */
-static cft_array *pack(cft_array *const *xs, int n) {
-    int64_t total = 0;
-    for (int i = 0; i < n; i++)
-        total += cft_array_size(xs[i]);
-    cft_dtype dt = cft_array_dtype(xs[0]);
-    cft_array *v = cft__alloc(dt, &total, 1);
-    if (cft_failed(v))
-        return v;
-    size_t es = cft_dtype_size(dt), at = 0;
-    for (int i = 0; i < n; i++) {
-        cft_array *c = cft__contig(xs[i]);
-        if (cft_failed(c))
-            return c;
-        size_t bytes = (size_t)cft_array_size(c) * es;
-        memcpy((char *)cft__ptr(v) + at, cft__ptr(c), bytes);
-        at += bytes;
-    }
-    return v;
-}
-
-/* the inverse: slices of v shaped like xs */
-static void unpack(cft_array *v, cft_array *const *like, int n, cft_array **out) {
-    int64_t at = 0;
-    for (int i = 0; i < n; i++) {
-        int64_t k = cft_array_size(like[i]);
-        cft_aval a = cft_array_aval(like[i]);
-        out[i] = cft_reshape(cft_slice(v, &at, (int64_t[]){at + k}, NULL), a.shape, a.ndim);
-        at += k;
-    }
-}
-
 /* compress to dt, average, back */
 static cft_status hook_cast(cft_dtype dt, cft_dist_group *g, const cft_ddp_bucket *b,
                             cft_array **out) {
-    cft_array *v = pack(b->grads, b->n);
+    cft_array *v = cft__ddp_pack(b->grads, b->n);
     cft_dtype orig = cft_array_dtype(v);
     cft_array *r = cft_dist_all_reduce(g, cft_astype(v, dt), CFT_DIST_MEAN);
     if (cft_failed(r))
         return cft__set_last(r);
-    unpack(cft_astype(r, orig), b->grads, b->n, out);
+    cft__ddp_unpack(cft_astype(r, orig), b->grads, b->n, out);
     return CFT_OK;
 }
 cft_status cft_ddp_hook_allreduce(void *state, cft_dist_group *g, const cft_ddp_bucket *b,
@@ -296,7 +264,7 @@ cft_status cft_ddp_step(cft_ddp *d, const cft_tree *params, cft_array *const *ba
         for (int b = 0; b < d->nb; b++) {
             for (int k = 0; k < d->len[b]; k++)
                 bg[k] = g[d->order[d->start[b] + k]];
-            packed[b] = pack(bg, d->len[b]);
+            packed[b] = cft__ddp_pack(bg, d->len[b]);
             w[b] = NULL; /* one bucket: the blocking call, driven on this thread */
             if (d->nb > 1)
                 w[b] = cft_dist_all_reduce_async(d->g, packed[b], CFT_DIST_MEAN);
@@ -312,7 +280,7 @@ cft_status cft_ddp_step(cft_ddp *d, const cft_tree *params, cft_array *const *ba
             }
             for (int k = 0; k < d->len[b]; k++)
                 bg[k] = g[d->order[d->start[b] + k]];
-            unpack(r, bg, d->len[b], bo);
+            cft__ddp_unpack(r, bg, d->len[b], bo);
             for (int k = 0; k < d->len[b]; k++)
                 avg[d->order[d->start[b] + k]] = bo[k];
         }

@@ -37,21 +37,43 @@ static cft_array *start_shape(const cft_aval *in, int nin, const cft_params *p, 
     return NULL;
 }
 
-static cft_array *start_impl(cft_array *const *x, int nin, const cft_params *p, cft_array **y) {
+cft_array *cft__ddp_pack(cft_array *const *xs, int n) {
     int64_t total = 0;
-    for (int i = 0; i < nin; i++)
-        total += cft_array_size(x[i]);
-    cft_dtype dt = x[0]->aval.dtype;
+    for (int i = 0; i < n; i++)
+        total += cft_array_size(xs[i]);
+    cft_dtype dt = cft_array_dtype(xs[0]);
     cft_array *v = cft__alloc(dt, &total, 1);
     if (cft_failed(v))
         return v;
     size_t es = cft_dtype_size(dt), at = 0;
-    for (int i = 0; i < nin; i++) {
-        cft_array *c = cft__contig(x[i]);
+    for (int i = 0; i < n; i++) {
+        cft_array *c = cft__contig(xs[i]);
+        if (cft_failed(c))
+            return c;
         size_t bytes = (size_t)cft_array_size(c) * es;
         memcpy((char *)cft__ptr(v) + at, cft__ptr(c), bytes);
         at += bytes;
     }
+    return v;
+}
+
+cft_array *cft__ddp_unpack(cft_array *v, cft_array *const *like, int n, cft_array **out) {
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t k = cft_array_size(like[i]);
+        cft_aval a = cft_array_aval(like[i]);
+        out[i] = cft_reshape(cft_slice(v, &at, (int64_t[]){at + k}, NULL), a.shape, a.ndim);
+        at += k;
+        if (cft_failed(out[i]))
+            return out[i];
+    }
+    return NULL;
+}
+
+static cft_array *start_impl(cft_array *const *x, int nin, const cft_params *p, cft_array **y) {
+    cft_array *v = cft__ddp_pack(x, nin);
+    if (cft_failed(v))
+        return v;
     cft_dist_work *w = cft_dist_all_reduce_async(group_of(p), v, CFT_DIST_MEAN);
     pthread_mutex_lock(&slot_mu);
     int64_t id = next_id++;
@@ -88,16 +110,7 @@ static cft_array *wait_impl(cft_array *const *x, int nin, const cft_params *p, c
     cft_array *r = cft_dist_wait(w);
     if (cft_failed(r))
         return r;
-    int64_t at = 0;
-    for (int i = 1; i < nin; i++) {
-        const cft_aval *a = &x[i]->aval;
-        int64_t k = cft_array_size(x[i]);
-        y[i - 1] = cft_reshape(cft_slice(r, &at, (int64_t[]){at + k}, NULL), a->shape, a->ndim);
-        at += k;
-        if (cft_failed(y[i - 1]))
-            return y[i - 1];
-    }
-    return NULL;
+    return cft__ddp_unpack(r, x + 1, nin - 1, y);
 }
 
 const cft_prim cft_p_ddp_start = {

@@ -39,6 +39,8 @@ typedef enum {
     REQ_PERMUTE, /* send to dst, receive from src (either may be -1) */
 } req_kind;
 
+#define SIG 6 /* the debug-mode signature: kind, seq, dtype, count, root, shape hash */
+
 /* A request. GC memory: in flight it is reachable from the engine's static
  * lists, so the buffers it points into stay alive until it completes. */
 typedef struct dist_req {
@@ -56,8 +58,7 @@ typedef struct dist_req {
     double timeout, t0;
     MPI_Request mr[2];
     int nmr;
-    int phase; /* 1: exchanging debug signatures */
-#define SIG 6
+    int phase;                 /* 1: exchanging debug signatures */
     int64_t sig[SIG], *allsig; /* kind, seq, dtype, count, root, shape hash; everyone's */
     cft_array *keep[2];        /* the input and output arrays */
     _Atomic int state;         /* 0 queued, 1 running, 2 done, 3 failed */
@@ -92,5 +93,9 @@ bool cft__dist_debug(void);
  * so the jit starts it as soon as the gradients exist) and wait for it */
 cft_array *cft__ddp_start(struct cft_dist_group *g, cft_array *const *grads, int k);
 cft_status cft__ddp_wait(cft_array *h, cft_array *const *grads, int k, cft_array **out);
+/* a bucket's leaves (one dtype) copied into one vector, and back into
+ * arrays shaped like `like` (views of v); unpack gives NULL or an error */
+cft_array *cft__ddp_pack(cft_array *const *xs, int n);
+cft_array *cft__ddp_unpack(cft_array *v, cft_array *const *like, int n, cft_array **out);
 
 #endif

@@ -169,7 +169,7 @@ static void fail_group(dist_req *r) {
 
 /* advance r: -1 started its collective (after the debug check), 0 still
  * running, 2 done, 3 failed (r->err says why); *flag: MPI is done with it.
- * now: MPI_Wtime() for the deadline check, or 0 to skip it this time */
+ * now: seconds() for the deadline check, or 0 to skip it this time */
 static int step_req(dist_req *r, double now, int *flag) {
     *flag = 0;
     if (r->nmr > 0)
@@ -221,7 +221,7 @@ static void finish(dist_req *r, int result, int flag) {
 /* one pass over the running requests; true if any moved */
 static bool progress(void) {
     bool any = false;
-    double now = MPI_Wtime();
+    double now = seconds();
     for (dist_req **pp = &running; *pp;) {
         dist_req *r = *pp;
         int flag, result = step_req(r, now, &flag);
@@ -319,15 +319,20 @@ void cft__dist_engine_stop(void) {
     started = false;
 }
 
-bool cft__dist_submit(dist_req *r) {
-    pthread_mutex_lock(&mu);
+/* number r in its group's order and start its clock (mu held) */
+static void stamp(dist_req *r) {
     bool coll = r->kind != REQ_SEND && r->kind != REQ_RECV;
     r->seq = coll ? ++r->g->seq : 0;
-    r->t0 = MPI_Wtime();
+    r->t0 = seconds();
     if (r->timeout <= 0)
         r->timeout = cft__dist_timeout();
-    atomic_store(&r->state, 0);
     atomic_fetch_add(&inflight, 1);
+}
+
+bool cft__dist_submit(dist_req *r) {
+    pthread_mutex_lock(&mu);
+    stamp(r);
+    atomic_store(&r->state, 0);
     r->next = NULL;
     if (pending_tail)
         pending_tail->next = r;
@@ -359,13 +364,8 @@ cft_status cft__dist_run(dist_req *r) {
     if (!atomic_load(&inflight) && pthread_mutex_trylock(&mpi_mu) == 0) {
         if (atomic_load(&inflight) == 0) {
             pthread_mutex_lock(&mu);
-            bool coll = r->kind != REQ_SEND && r->kind != REQ_RECV;
-            r->seq = coll ? ++r->g->seq : 0;
+            stamp(r);
             pthread_mutex_unlock(&mu);
-            r->t0 = MPI_Wtime();
-            if (r->timeout <= 0)
-                r->timeout = cft__dist_timeout();
-            atomic_fetch_add(&inflight, 1);
             atomic_store(&r->state, 1);
             int result, flag = 0;
             if (atomic_load(&r->g->failed)) {
@@ -375,7 +375,7 @@ cft_status cft__dist_run(dist_req *r) {
             } else {
                 start(r);
                 /* the clock only every 64 polls: it costs as much as a poll */
-                for (unsigned k = 0; (result = step_req(r, k % 64 ? 0 : MPI_Wtime(), &flag)) <= 0;
+                for (unsigned k = 0; (result = step_req(r, k % 64 ? 0 : seconds(), &flag)) <= 0;
                      k++)
                     ;
             }

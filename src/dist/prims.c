@@ -48,17 +48,21 @@ extern const cft_prim cft_p_psum;
 static cft_array *bind_same(const cft_prim *prim, cft_array *x, const cft_params *p) {
     return cft__bind1(prim, p, 1, &x);
 }
+/* every rule of a linear primitive applies one of them to a tangent or a
+ * cotangent (NULL: a symbolic zero stays zero) */
+static cft_array *apply(const cft_prim *prim, cft_array *v, const cft_params *p, cft_array **out) {
+    *out = v ? bind_same(prim, v, p) : NULL;
+    return *out && cft_failed(*out) ? *out : NULL;
+}
 static cft_array *psum_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
                            const cft_params *p, cft_array **ty) {
     (void)x, (void)y, (void)nin;
-    ty[0] = t[0] ? bind_same(&cft_p_psum, t[0], p) : NULL;
-    return ty[0] && cft_failed(ty[0]) ? ty[0] : NULL;
+    return apply(&cft_p_psum, t[0], p, &ty[0]);
 }
 static cft_array *psum_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
                                  int nin, const cft_params *p, cft_array **ct_in) {
     (void)x, (void)in, (void)nin;
-    ct_in[0] = ct[0] ? bind_same(&cft_p_psum, ct[0], p) : NULL;
-    return ct_in[0] && cft_failed(ct_in[0]) ? ct_in[0] : NULL;
+    return apply(&cft_p_psum, ct[0], p, &ct_in[0]);
 }
 /* elementwise across ranks: the batch axis stays */
 static cft_array *same_axis_vmap(const cft_prim *prim, cft_array *const *x, const int *bdim,
@@ -132,26 +136,22 @@ static cft_array *scatter_impl(cft_array *const *x, int nin, const cft_params *p
 static cft_array *gather_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
                              const cft_params *p, cft_array **ty) {
     (void)x, (void)y, (void)nin;
-    ty[0] = t[0] ? bind_same(&cft_p_all_gather, t[0], p) : NULL;
-    return ty[0] && cft_failed(ty[0]) ? ty[0] : NULL;
+    return apply(&cft_p_all_gather, t[0], p, &ty[0]);
 }
 static cft_array *scatter_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t,
                               int nin, const cft_params *p, cft_array **ty) {
     (void)x, (void)y, (void)nin;
-    ty[0] = t[0] ? bind_same(&cft_p_psum_scatter, t[0], p) : NULL;
-    return ty[0] && cft_failed(ty[0]) ? ty[0] : NULL;
+    return apply(&cft_p_psum_scatter, t[0], p, &ty[0]);
 }
 static cft_array *gather_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
                                    int nin, const cft_params *p, cft_array **ct_in) {
     (void)x, (void)in, (void)nin;
-    ct_in[0] = ct[0] ? bind_same(&cft_p_psum_scatter, ct[0], p) : NULL;
-    return ct_in[0] && cft_failed(ct_in[0]) ? ct_in[0] : NULL;
+    return apply(&cft_p_psum_scatter, ct[0], p, &ct_in[0]);
 }
 static cft_array *scatter_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
                                     int nin, const cft_params *p, cft_array **ct_in) {
     (void)x, (void)in, (void)nin;
-    ct_in[0] = ct[0] ? bind_same(&cft_p_all_gather, ct[0], p) : NULL;
-    return ct_in[0] && cft_failed(ct_in[0]) ? ct_in[0] : NULL;
+    return apply(&cft_p_all_gather, ct[0], p, &ct_in[0]);
 }
 /* the rank axis is the leading one: move the batch axis last, run, and the
  * batch axis ends last in the result */
@@ -264,15 +264,13 @@ static cft_params inverse(const cft_params *p) {
 static cft_array *perm_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
                            const cft_params *p, cft_array **ty) {
     (void)x, (void)y, (void)nin;
-    ty[0] = t[0] ? bind_same(&cft_p_ppermute, t[0], p) : NULL;
-    return ty[0] && cft_failed(ty[0]) ? ty[0] : NULL;
+    return apply(&cft_p_ppermute, t[0], p, &ty[0]);
 }
 static cft_array *perm_transpose(cft_array *const *ct, cft_array *const *x, const cft_aval *in,
                                  int nin, const cft_params *p, cft_array **ct_in) {
     (void)x, (void)in, (void)nin;
     cft_params q = inverse(p);
-    ct_in[0] = ct[0] ? bind_same(&cft_p_ppermute, ct[0], &q) : NULL;
-    return ct_in[0] && cft_failed(ct_in[0]) ? ct_in[0] : NULL;
+    return apply(&cft_p_ppermute, ct[0], &q, &ct_in[0]);
 }
 static cft_array *perm_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
                             const cft_params *p, cft_array **y, int *ybdim) {
