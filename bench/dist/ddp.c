@@ -1,10 +1,13 @@
-/* bench/dist/ddp.c (mpirun -np 2, one thread per rank): a DDP step of the
- * per-sample-gradient example's MLP (64-128-128-10, mean cross-entropy)
- * against the same step on one rank with the per-rank batch and no
- * communication, in the same run; also the all_reduce of the gradients
- * alone, and how much of it the DDP step hides:
- *   hidden = 1 - (ddp - local) / all_reduce.
+/* bench/dist/ddp.c (mpirun -np 2, one thread per rank): a DDP step against
+ * the same step on one rank with the per-rank batch and no communication,
+ * in the same run, for the models of bench/per_sample_grads: the MLP
+ * (64-128-128-10) and the CNN (conv 3x3 1->8, relu, linear 288->10 on 8x8
+ * images), mean cross-entropy. Also the all_reduce of the gradients alone
+ * and how much of it the DDP step hides:
+ *   hidden = 1 - (ddp - local) / all_reduce,
+ * and PowerSGD's (rank 2) bytes sent against plain all_reduce's.
  * JSON lines; ratio_to_baseline = DDP step / local step (medians). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,7 +18,7 @@
 static cft_ddp *ddp;
 static cft_fn *vg;
 static cft_tree *params;
-static cft_array *batch[2], *vg_in[MLP_NPARAMS + 2], *packed;
+static cft_array *batch[2], *vg_in[8], *packed;
 static cft_dist_group *world;
 
 static void ddp_step(void *arg) {
@@ -25,7 +28,7 @@ static void ddp_step(void *arg) {
 }
 static void local_step(void *arg) {
     (void)arg;
-    cft_array *out[MLP_NPARAMS + 1];
+    cft_array *out[8];
     cft_fn_call(vg, vg_in, out);
 }
 static void allreduce_only(void *arg) {
@@ -46,6 +49,84 @@ static double run(work_fn f) { /* fixed counts: every rank calls the collectives
     return med;
 }
 
+/* the CNN as a tree function: (params, x [B,1,8,8], y [B]) -> mean CE */
+static const char *const cnn_names[4] = {"conv_w", "conv_b", "fc_w", "fc_b"};
+static cft_status cnn_tree_loss(void *env, const cft_tree *t, int nin, cft_array *const *in,
+                                int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *p[4];
+    cft_tree_flatten(t, p);
+    cft_array *h = cft_conv2d(in[0], p[0], NULL, NULL, NULL, 1);
+    h = cft_relu(cft_add(h, cft_reshape(p[1], (int64_t[]){8, 1, 1}, 3)));
+    h = cft_reshape(h, (int64_t[]){-1, 288}, 2);
+    out[0] = cft_mean(cft_cross_entropy(cft_add(cft_matmul(h, p[2]), p[3]), in[1]), NULL, 0, false);
+    return CFT_OK;
+}
+static void cnn_init(cft_array **p) { /* PyTorch's defaults: U(-1/sqrt(fan_in), ..) */
+    cft_array *k = cft_random_split(cft_random_key(7), 4);
+    double b1 = 1.0 / 3.0, b2 = 1.0 / sqrt(288.0);
+    p[0] = cft_random_uniform(cft_index(k, 0), CFT_F32, (int64_t[]){8, 1, 3, 3}, 4, -b1, b1);
+    p[1] = cft_random_uniform(cft_index(k, 1), CFT_F32, (int64_t[]){8}, 1, -b1, b1);
+    p[2] = cft_random_uniform(cft_index(k, 2), CFT_F32, (int64_t[]){288, 10}, 2, -b2, b2);
+    p[3] = cft_random_uniform(cft_index(k, 3), CFT_F32, (int64_t[]){10}, 1, -b2, b2);
+}
+
+static void bench_model(const char *model, cft_tree_fn_cb cb, cft_array **w, int np,
+                        const char *const *names, const int64_t *xshape, int xnd, int rank, int p) {
+    params = cft_tree_from(names, w, np);
+    cft_fn *loss = cft_tree_fn_new(cb, NULL, params, 2, 1);
+    int argn[8];
+    for (int i = 0; i < np; i++)
+        argn[i] = i;
+    vg = cft_jit(cft_value_and_grad(loss, argn, np, false));
+    int64_t n = 0;
+    for (int i = 0; i < np; i++)
+        n += cft_array_size(w[i]);
+    packed = cft_add_s(cft_full(1, CFT_F32, (int64_t[]){n}, 1), rank);
+    int64_t sizes[2] = {64, 256};
+    for (int s = 0; s < 2; s++) {
+        int64_t B = sizes[s], shape[4];
+        memcpy(shape, xshape, sizeof(int64_t) * (size_t)xnd);
+        shape[0] = B;
+        batch[0] =
+            cft_random_uniform(cft_random_key(10 + (uint64_t)rank), CFT_F32, shape, xnd, 0, 1);
+        batch[1] = cft_astype(
+            cft_mul_s(cft_random_uniform(cft_random_key(20), CFT_F32, (int64_t[]){B}, 1, 0, 1),
+                      9.99),
+            CFT_I32);
+        memcpy(vg_in, w, sizeof(cft_array *) * (size_t)np);
+        vg_in[np] = batch[0], vg_in[np + 1] = batch[1];
+        /* buckets of 32 KB: several, so the first all_reduces start while
+         * the backward pass goes on */
+        ddp = cft_ddp_new(world, loss, params, &(cft_ddp_options){.bucket_mb = 1.0 / 32});
+        double tl = run(local_step), td = run(ddp_step), ta = run(allreduce_only);
+        double hidden = ta > 0 ? 1 - (td - tl) / ta : 0;
+        if (rank == 0)
+            printf("{\"bench\": \"ddp\", \"config\": {\"model\": \"%s\", \"batch_per_rank\": "
+                   "%lld, \"ranks\": %d, \"grad_bytes\": %lld, \"buckets\": %d}, \"method\": "
+                   "\"cft_ddp_step\", \"median_ms\": %.3f, \"threads\": 1, \"baseline\": \"the "
+                   "same step on one rank, no communication\", \"baseline_median_ms\": %.3f, "
+                   "\"ratio_to_baseline\": %.3f, \"all_reduce_ms\": %.3f, "
+                   "\"fraction_hidden\": %.2f}\n",
+                   model, (long long)B, p, (long long)n * 4, cft_ddp_num_buckets(ddp), td, tl,
+                   td / tl, ta, hidden);
+    }
+    /* PowerSGD (rank 2, from the first step) on the last batch size */
+    cft_powersgd *ps = cft_powersgd_new(2, 0, 1);
+    ddp = cft_ddp_new(
+        world, loss, params,
+        &(cft_ddp_options){.bucket_mb = 1.0 / 32, .hook = cft_ddp_hook_powersgd, .hook_state = ps});
+    double tl = run(local_step), td = run(ddp_step), plain = 0;
+    double sent = cft_powersgd_bytes(ps, &plain);
+    if (rank == 0)
+        printf("{\"bench\": \"ddp\", \"config\": {\"model\": \"%s\", \"batch_per_rank\": 256, "
+               "\"ranks\": %d, \"hook\": \"powersgd rank 2\"}, \"method\": \"cft_ddp_step\", "
+               "\"median_ms\": %.3f, \"threads\": 1, \"baseline\": \"the same step on one rank, "
+               "no communication\", \"baseline_median_ms\": %.3f, \"ratio_to_baseline\": %.3f, "
+               "\"bytes_sent\": %.0f, \"bytes_plain_all_reduce\": %.0f, \"bytes_ratio\": %.3f}\n",
+               model, p, td, tl, td / tl, sent, plain, plain > 0 ? sent / plain : 0);
+}
+
 int main(int argc, char **argv) {
     cft_init();
     if (cft_dist_init(&argc, &argv) != CFT_OK)
@@ -55,42 +136,12 @@ int main(int argc, char **argv) {
     cft_set_num_threads(1);
     cft_array *w[MLP_NPARAMS];
     mlp_init(1, w);
-    params = cft_tree_from(mlp_names, w, MLP_NPARAMS);
-    cft_fn *loss = cft_tree_fn_new(mlp_tree_loss, NULL, params, 2, 1);
-    int argn[MLP_NPARAMS];
-    for (int i = 0; i < MLP_NPARAMS; i++)
-        argn[i] = i;
-    vg = cft_jit(cft_value_and_grad(loss, argn, MLP_NPARAMS, false));
-    int64_t sizes[2] = {64, 256};
-    for (int s = 0; s < 2; s++) {
-        int64_t B = sizes[s];
-        batch[0] = cft_random_uniform(cft_random_key(10 + (uint64_t)rank), CFT_F32,
-                                      (int64_t[]){B, 64}, 2, 0, 1);
-        batch[1] = cft_astype(
-            cft_mul_s(cft_random_uniform(cft_random_key(20), CFT_F32, (int64_t[]){B}, 1, 0, 1),
-                      9.99),
-            CFT_I32);
-        memcpy(vg_in, w, sizeof w);
-        vg_in[MLP_NPARAMS] = batch[0], vg_in[MLP_NPARAMS + 1] = batch[1];
-        /* buckets of 32 KB (the model has 100 KB of gradients): several, so
-         * the first all_reduces start while the backward pass goes on */
-        ddp = cft_ddp_new(world, loss, params, &(cft_ddp_options){.bucket_mb = 1.0 / 32});
-        int64_t n = 0;
-        for (int i = 0; i < MLP_NPARAMS; i++)
-            n += cft_array_size(w[i]);
-        packed = cft_full(1, CFT_F32, (int64_t[]){n}, 1);
-        packed = cft_add_s(packed, rank);
-        double tl = run(local_step), td = run(ddp_step), ta = run(allreduce_only);
-        double hidden = ta > 0 ? 1 - (td - tl) / ta : 0;
-        if (rank == 0)
-            printf("{\"bench\": \"ddp\", \"config\": {\"model\": \"mlp 64-128-128-10\", "
-                   "\"batch_per_rank\": %lld, \"ranks\": %d, \"grad_bytes\": %lld}, \"method\": "
-                   "\"cft_ddp_step\", \"median_ms\": %.3f, \"threads\": 1, \"baseline\": \"the "
-                   "same step on one rank, no communication\", \"baseline_median_ms\": %.3f, "
-                   "\"ratio_to_baseline\": %.3f, \"all_reduce_ms\": %.3f, "
-                   "\"fraction_hidden\": %.2f}\n",
-                   (long long)B, p, (long long)n * 4, td, tl, td / tl, ta, hidden);
-    }
+    bench_model("mlp 64-128-128-10", mlp_tree_loss, w, MLP_NPARAMS, mlp_names, (int64_t[]){0, 64},
+                2, rank, p);
+    cft_array *c[4];
+    cnn_init(c);
+    bench_model("cnn conv3x3x8-relu-linear", cnn_tree_loss, c, 4, cnn_names,
+                (int64_t[]){0, 1, 8, 8}, 4, rank, p);
     cft_dist_finalize();
     return 0;
 }

@@ -7,8 +7,11 @@
  *     cft_array *g = cft_dist_all_reduce(world, grad, CFT_DIST_MEAN);
  *     cft_dist_finalize();
  *
- * All MPI calls run on one communication thread per process, non-blocking
- * underneath, each with a deadline (CFT_DIST_TIMEOUT seconds, default 300).
+ * Asynchronous collectives run on one communication thread per process,
+ * non-blocking underneath; a blocking collective called while that thread
+ * is idle runs on the caller, as MPI's own blocking call under a watchdog
+ * (or non-blocking, when errors are asked for instead of aborts). Every
+ * one has a deadline (CFT_DIST_TIMEOUT seconds, default 300).
  * A collective that misses it (a dead or stalled peer, or ranks calling
  * different collectives) is reported with its name, sequence number, group
  * and elapsed time; the group's error becomes sticky and, by default, the
@@ -87,6 +90,13 @@ cft_status cft_dist_group_status(const cft_dist_group *g);
  *  Same shape and dtype on every rank. f16/bf16 reduce in f32; MAX/MIN
  *  reject complex values. */
 cft_array *cft_dist_all_reduce(cft_dist_group *g, cft_array *x, cft_dist_op op);
+/** cft_dist_all_reduce that may reduce in x's own buffer (in place, as
+ *  torch.distributed.all_reduce; JAX's buffer donation): no new buffer,
+ *  no copy. x is given up: from this call on it is an error array, and
+ *  arrays sharing its buffer (views of it, or the array it views) see the
+ *  result. When x has no buffer of its own to give (a strided or broadcast
+ *  view, halves, an integer MEAN) this is cft_dist_all_reduce. */
+cft_array *cft_dist_all_reduce_donated(cft_dist_group *g, cft_array *x, cft_dist_op op);
 /** x of rank `root` on every rank (x gives the shape and dtype elsewhere). */
 cft_array *cft_dist_broadcast(cft_dist_group *g, cft_array *x, int root);
 /** Every rank's x: stacked along a new leading axis ([size, ...]) when

@@ -44,6 +44,10 @@ static cft_dist_work *failed_work(cft_array *e) {
     return w;
 }
 
+cft_dist_work *cft__dist_work_done(cft_array *result) {
+    return failed_work(result);
+}
+
 /* checks shared by every collective; x made contiguous in *xc */
 static cft_array *prepare(const char *call, cft_dist_group *g, cft_array *x, cft_array **xc) {
     cft_array *e = cft__dist_check(call, g);
@@ -127,21 +131,24 @@ bool cft_dist_is_completed(const cft_dist_work *w) {
     return !w || w->waited || atomic_load(&w->r->state) >= 2;
 }
 
+/* an all_reduce's reduction and dtype agree? NULL, else the error */
+static cft_array *check_reduction(const char *call, cft_dtype dt, cft_dist_op op) {
+    if ((unsigned)op > CFT_DIST_PROD)
+        return cft__fail(CFT_E_ARG, "%s: unknown reduction %d", call, (int)op);
+    if (dt == CFT_BOOL)
+        return cft__fail(CFT_E_DTYPE, "%s: bool arrays do not reduce (cast first)", call);
+    if (cft_dtype_is_complex(dt) && (op == CFT_DIST_MAX || op == CFT_DIST_MIN))
+        return cft__fail(CFT_E_DTYPE, "%s: complex values are not ordered (MAX/MIN)", call);
+    return NULL;
+}
+
 cft_dist_work *cft_dist_all_reduce_async(cft_dist_group *g, cft_array *x, cft_dist_op op) {
     CFT_API("cft_dist_all_reduce");
     const char *call = "cft_dist_all_reduce";
     cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
-    if (e)
+    if (e || (e = check_reduction(call, xc->aval.dtype, op)))
         return failed_work(e);
     cft_dtype dt = xc->aval.dtype;
-    if ((unsigned)op > CFT_DIST_PROD)
-        return failed_work(cft__fail(CFT_E_ARG, "%s: unknown reduction %d", call, (int)op));
-    if (dt == CFT_BOOL)
-        return failed_work(
-            cft__fail(CFT_E_DTYPE, "%s: bool arrays do not reduce (cast first)", call));
-    if (cft_dtype_is_complex(dt) && (op == CFT_DIST_MAX || op == CFT_DIST_MIN))
-        return failed_work(
-            cft__fail(CFT_E_DTYPE, "%s: complex values are not ordered (MAX/MIN)", call));
     if ((dt == CFT_I32 || dt == CFT_I64) && op == CFT_DIST_MEAN)
         xc = cft_astype(xc, CFT_F32); /* as torch: a mean is a float */
     if (cft_dtype_is_half(dt))
@@ -158,6 +165,58 @@ cft_dist_work *cft_dist_all_reduce_async(cft_dist_group *g, cft_array *x, cft_di
 cft_array *cft_dist_all_reduce(cft_dist_group *g, cft_array *x, cft_dist_op op) {
     CFT_API("cft_dist_all_reduce");
     return BLOCKING(cft_dist_all_reduce_async(g, x, op));
+}
+
+/* the all_reduce of y in its own buffer (MPI_IN_PLACE), as a work handle */
+static cft_dist_work *reduce_in_place(const char *call, cft_dist_group *g, cft_array *y,
+                                      cft_dist_op op) {
+    dist_req *r = new_req(REQ_ALLREDUCE, call, g, y, y, cft_array_size(y));
+    if (r) {
+        r->send = MPI_IN_PLACE;
+        r->op = mpi_op(op);
+    }
+    return launch(r, y, CFT_DIST_SUM, y->aval.dtype, g->size);
+}
+
+cft_dist_work *cft__dist_sum_in_place(cft_dist_group *g, cft_array *v, bool now) {
+    run_now = now;
+    cft_dist_work *w = reduce_in_place("cft_ddp_step", g, v, CFT_DIST_SUM);
+    run_now = false;
+    return w;
+}
+
+cft_array *cft_dist_all_reduce_donated(cft_dist_group *g, cft_array *x, cft_dist_op op) {
+    CFT_API("cft_dist_all_reduce_donated");
+    const char *call = "cft_dist_all_reduce_donated";
+    cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
+    if (e || (e = check_reduction(call, xc->aval.dtype, op)))
+        return e;
+    cft_dtype dt = xc->aval.dtype;
+    bool scaled = op == CFT_DIST_MEAN && dt != CFT_F32 && dt != CFT_F64;
+    bool whole = xc == x && x->offset == 0;        /* x's own contiguous buffer */
+    if (!whole || cft_dtype_is_half(dt) || scaled) /* no buffer to take over */
+        return BLOCKING(cft_dist_all_reduce_async(g, x, op));
+    cft_array *y = cft__view(x, x->aval.shape, x->aval.ndim, x->strides, 0);
+    if (cft_failed(y))
+        return y;
+    /* from here on x is the result's buffer: any later use of x is an error */
+    x->kind = CFT_K_ERROR;
+    x->err_code = CFT_E_ARG;
+    x->err_msg = "this array was donated to cft_dist_all_reduce_donated; use its result";
+    y = BLOCKING(reduce_in_place(call, g, y, op == CFT_DIST_MEAN ? CFT_DIST_SUM : op));
+    if (!cft_failed(y) && op == CFT_DIST_MEAN) /* scaled in place */
+        cft__dist_scale(y, 1.0 / g->size);
+    return y;
+}
+
+void cft__dist_scale(cft_array *v, double s) {
+    int64_t n = cft_array_size(v);
+    if (v->aval.dtype == CFT_F32)
+        for (float *p = cft__ptr(v), *end = p + n; p < end; p++)
+            *p *= (float)s;
+    else if (v->aval.dtype == CFT_F64)
+        for (double *p = cft__ptr(v), *end = p + n; p < end; p++)
+            *p *= s;
 }
 
 cft_dist_work *cft_dist_broadcast_async(cft_dist_group *g, cft_array *x, int root) {

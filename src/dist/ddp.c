@@ -260,20 +260,14 @@ cft_status cft_ddp_step(cft_ddp *d, const cft_tree *params, cft_array *const *ba
     const char **bn = CFT_NEWN(const char *, d->np + 1);
     if (!d->hook) { /* every bucket in flight at once, then waited in order */
         cft_dist_work **w = CFT_NEWN(cft_dist_work *, d->nb + 1);
-        cft_array **packed = CFT_NEWN(cft_array *, d->nb + 1);
         for (int b = 0; b < d->nb; b++) {
             for (int k = 0; k < d->len[b]; k++)
                 bg[k] = g[d->order[d->start[b] + k]];
-            packed[b] = cft__ddp_pack(bg, d->len[b]);
-            w[b] = NULL; /* one bucket: the blocking call, driven on this thread */
-            if (d->nb > 1)
-                w[b] = cft_dist_all_reduce_async(d->g, packed[b], CFT_DIST_MEAN);
-            d->bytes += (double)cft_array_size(packed[b]) *
-                        (double)cft_dtype_size(cft_array_dtype(packed[b]));
+            /* one bucket: the blocking call, driven on this thread */
+            w[b] = cft__ddp_mean(d->g, bg, d->len[b], d->nb == 1, &d->bytes);
         }
         for (int b = 0; b < d->nb; b++) {
-            cft_array *r =
-                w[b] ? cft_dist_wait(w[b]) : cft_dist_all_reduce(d->g, packed[b], CFT_DIST_MEAN);
+            cft_array *r = cft_dist_wait(w[b]);
             if (cft_failed(r)) {
                 *grads = cft__tree_err(r);
                 return cft__set_last(r);

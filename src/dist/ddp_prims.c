@@ -37,7 +37,8 @@ static cft_array *start_shape(const cft_aval *in, int nin, const cft_params *p, 
     return NULL;
 }
 
-cft_array *cft__ddp_pack(cft_array *const *xs, int n) {
+/* xs copied into one vector, times s (s != 1: f32 / f64 only) */
+static cft_array *pack_scaled(cft_array *const *xs, int n, double s) {
     int64_t total = 0;
     for (int i = 0; i < n; i++)
         total += cft_array_size(xs[i]);
@@ -50,11 +51,37 @@ cft_array *cft__ddp_pack(cft_array *const *xs, int n) {
         cft_array *c = cft__contig(xs[i]);
         if (cft_failed(c))
             return c;
-        size_t bytes = (size_t)cft_array_size(c) * es;
-        memcpy((char *)cft__ptr(v) + at, cft__ptr(c), bytes);
-        at += bytes;
+        int64_t k = cft_array_size(c);
+        char *to = (char *)cft__ptr(v) + at;
+        if (s == 1)
+            memcpy(to, cft__ptr(c), (size_t)k * es);
+        else if (dt == CFT_F32)
+            for (int64_t j = 0; j < k; j++)
+                ((float *)to)[j] = ((const float *)cft__ptr(c))[j] * (float)s;
+        else
+            for (int64_t j = 0; j < k; j++)
+                ((double *)to)[j] = ((const double *)cft__ptr(c))[j] * s;
+        at += (size_t)k * es;
     }
     return v;
+}
+
+cft_array *cft__ddp_pack(cft_array *const *xs, int n) {
+    return pack_scaled(xs, n, 1);
+}
+
+cft_dist_work *cft__ddp_mean(cft_dist_group *g, cft_array *const *grads, int n, bool now,
+                             double *bytes) {
+    cft_dtype dt = cft_array_dtype(grads[0]);
+    bool direct = dt == CFT_F32 || dt == CFT_F64;
+    cft_array *v = pack_scaled(grads, n, direct ? 1.0 / g->size : 1);
+    if (!cft_failed(v))
+        *bytes += (double)cft_array_size(v) * (double)cft_dtype_size(dt);
+    if (!cft_failed(v) && direct)
+        return cft__dist_sum_in_place(g, v, now);
+    if (now) /* an error, or a blocking MEAN */
+        return cft__dist_work_done(cft_dist_all_reduce(g, v, CFT_DIST_MEAN));
+    return cft_dist_all_reduce_async(g, v, CFT_DIST_MEAN);
 }
 
 cft_array *cft__ddp_unpack(cft_array *v, cft_array *const *like, int n, cft_array **out) {
@@ -71,10 +98,8 @@ cft_array *cft__ddp_unpack(cft_array *v, cft_array *const *like, int n, cft_arra
 }
 
 static cft_array *start_impl(cft_array *const *x, int nin, const cft_params *p, cft_array **y) {
-    cft_array *v = cft__ddp_pack(x, nin);
-    if (cft_failed(v))
-        return v;
-    cft_dist_work *w = cft_dist_all_reduce_async(group_of(p), v, CFT_DIST_MEAN);
+    double bytes = 0;
+    cft_dist_work *w = cft__ddp_mean(group_of(p), x, nin, false, &bytes);
     pthread_mutex_lock(&slot_mu);
     int64_t id = next_id++;
     slots[id % NSLOTS] = w;

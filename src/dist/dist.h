@@ -93,9 +93,22 @@ bool cft__dist_debug(void);
  * so the jit starts it as soon as the gradients exist) and wait for it */
 cft_array *cft__ddp_start(struct cft_dist_group *g, cft_array *const *grads, int k);
 cft_status cft__ddp_wait(cft_array *h, cft_array *const *grads, int k, cft_array **out);
+/* the sum over g of v, a fresh contiguous array nobody else holds, in
+ * v's own buffer (collectives.c; for DDP's packed buckets); now: run it
+ * as a blocking call (done when this returns) */
+struct cft_dist_work *cft__dist_sum_in_place(struct cft_dist_group *g, cft_array *v, bool now);
+/* a finished work handle whose wait gives `result` */
+struct cft_dist_work *cft__dist_work_done(cft_array *result);
+/* v *= s in place (f32 and f64; others untouched) */
+void cft__dist_scale(cft_array *v, double s);
 /* a bucket's leaves (one dtype) copied into one vector, and back into
  * arrays shaped like `like` (views of v); unpack gives NULL or an error */
 cft_array *cft__ddp_pack(cft_array *const *xs, int n);
+/* start the mean over g of a bucket: packed and divided by the group size
+ * in one pass, then summed in place (f32 / f64; other dtypes: a MEAN
+ * all_reduce); now: as a blocking call. *bytes += the bytes sent */
+struct cft_dist_work *cft__ddp_mean(struct cft_dist_group *g, cft_array *const *grads, int n,
+                                    bool now, double *bytes);
 cft_array *cft__ddp_unpack(cft_array *v, cft_array *const *like, int n, cft_array **out);
 
 #endif

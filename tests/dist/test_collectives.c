@@ -125,6 +125,55 @@ int main(int argc, char **argv) {
             CHECK_ARRAY_CLOSE(got, cft_full(want, CFT_F32, (int64_t[]){1000}, 1), 0, 0);
         }
     }
+    TEST("rank %d: async collectives in flight around blocking ones, on two groups", rank) {
+        /* blocking calls run as MPI's blocking collectives on the caller;
+         * they must come after the async ones started before them, while
+         * those keep moving (rank 0 waits late, the last rank early) */
+        int ends[2] = {0, size - 1};
+        cft_dist_group *pair = cft_dist_new_group(ends, 2);
+        int64_t n[1] = {100000};
+        for (int rep = 0; rep < 20; rep++) {
+            cft_dist_work *a =
+                cft_dist_all_reduce_async(w, cft_full(1, CFT_F32, n, 1), CFT_DIST_SUM);
+            cft_dist_work *b = NULL;
+            if (cft_dist_rank(pair) >= 0)
+                b = cft_dist_broadcast_async(pair, cft_full(rank, CFT_F32, n, 1), 1);
+            if (rank == size - 1)
+                CHECK_ARRAY_CLOSE(cft_dist_wait(a), cft_full(size, CFT_F32, n, 1), 0, 0);
+            cft_array *s =
+                cft_dist_all_reduce(w, cft_full(rank, CFT_F64, (int64_t[]){7}, 1), CFT_DIST_MAX);
+            CHECK_ARRAY_CLOSE(s, cft_full(size - 1, CFT_F64, (int64_t[]){7}, 1), 0, 0);
+            CHECK_ARRAY_CLOSE(cft_dist_wait(a), cft_full(size, CFT_F32, n, 1), 0, 0);
+            if (b)
+                CHECK_ARRAY_CLOSE(cft_dist_wait(b), cft_full(size - 1, CFT_F32, n, 1), 0, 0);
+        }
+    }
+    TEST("rank %d: donated all_reduce reduces in x's buffer and gives x up", rank) {
+        cft_array *x = local(rank, CFT_F32, sh, 2);
+        cft_array *want = local(0, CFT_F32, sh, 2);
+        for (int r = 1; r < size; r++)
+            want = cft_add(want, local(r, CFT_F32, sh, 2));
+        cft_array *y = cft_dist_all_reduce_donated(w, x, CFT_DIST_SUM);
+        CHECK_ARRAY_CLOSE(y, want, 0, 0);
+        CHECK(cft_failed(x)); /* given up: using it is an error naming the call */
+        CHECK(strstr(cft_error_message(x), "cft_dist_all_reduce_donated") != NULL);
+        CHECK(cft_failed(cft_add(x, x)));
+        y = cft_dist_all_reduce_donated(w, cft_astype(local(rank, CFT_F64, sh, 2), CFT_F64),
+                                        CFT_DIST_MEAN);
+        CHECK_ARRAY_CLOSE(y, cft_astype(cft_mul_s(want, 1.0 / size), CFT_F64), 1e-12, 0);
+        /* nothing to take over: a transposed view, halves, an integer mean */
+        cft_array *v = local(rank, CFT_F32, sh, 2), *t = cft_transpose(v, NULL);
+        y = cft_dist_all_reduce_donated(w, t, CFT_DIST_SUM);
+        CHECK_ARRAY_CLOSE(y, cft_transpose(want, NULL), 0, 0);
+        CHECK(!cft_failed(v) && !cft_failed(t));
+        CHECK_ARRAY_CLOSE(v, local(rank, CFT_F32, sh, 2), 0, 0);
+        y = cft_dist_all_reduce_donated(w, local(rank, CFT_BF16, sh, 2), CFT_DIST_SUM);
+        CHECK_EQ(cft_array_dtype(y), CFT_BF16);
+        y = cft_dist_all_reduce_donated(w, local(rank, CFT_I32, sh, 2), CFT_DIST_MEAN);
+        CHECK_EQ(cft_array_dtype(y), CFT_F32);
+        CHECK(
+            cft_failed(cft_dist_all_reduce_donated(w, local(rank, CFT_BOOL, sh, 2), CFT_DIST_SUM)));
+    }
     TEST("rank %d: a sub-group of ranks {0, last}", rank) {
         int members[2] = {0, size - 1};
         cft_dist_group *g = cft_dist_new_group(members, 2);
