@@ -76,6 +76,11 @@ bool cft__dist_submit(dist_req *r);
 cft_status cft__dist_run(dist_req *r);
 /* Wait for r; CFT_OK or the error (cft_last_error set, naming r->name). */
 cft_status cft__dist_wait(dist_req *r);
+/* RPC (src/dist/rpc): the lock every MPI call is made under, and the
+ * switch that keeps blocking collectives from holding it while they wait */
+void cft__dist_mpi_lock(void);
+void cft__dist_mpi_unlock(void);
+void cft__dist_set_rpc_active(bool on);
 /* Run fn(arg) on the communication thread and wait (group creation). */
 void cft__dist_run_on_comm(void (*fn)(void *), void *arg);
 

@@ -486,8 +486,22 @@ static cft_status run_blocking_watched(dist_req *r) {
     return cft__dist_wait(r);
 }
 
+/* RPC serves requests on another thread, which must get at MPI while a
+ * collective waits: set by cft_rpc_init / shutdown, on every rank at the
+ * same point of its collectives, so the path below is chosen alike */
+static _Atomic bool rpc_active;
+void cft__dist_set_rpc_active(bool on) {
+    atomic_store(&rpc_active, on);
+}
+void cft__dist_mpi_lock(void) {
+    pthread_mutex_lock(&mpi_mu);
+}
+void cft__dist_mpi_unlock(void) {
+    pthread_mutex_unlock(&mpi_mu);
+}
+
 cft_status cft__dist_run(dist_req *r) {
-    if (!cft__dist_debug() && cft_dist_abort_on_timeout())
+    if (!cft__dist_debug() && cft_dist_abort_on_timeout() && !atomic_load(&rpc_active))
         return run_blocking_watched(r);
     /* errors asked for (or the debug check): non-blocking calls that can be
      * abandoned; on this thread when nothing is queued or running and MPI is
@@ -505,10 +519,16 @@ cft_status cft__dist_run(dist_req *r) {
                 result = 3;
             } else {
                 start(r);
-                /* the clock only every 64 polls: it costs as much as a poll */
+                /* the clock only every 64 polls: it costs as much as a poll;
+                 * with RPC on, MPI is let go between polls (its server) */
+                bool share = atomic_load(&rpc_active);
                 for (unsigned k = 0; (result = step_req(r, k % 64 ? 0 : seconds(), &flag)) <= 0;
                      k++)
-                    ;
+                    if (share) {
+                        pthread_mutex_unlock(&mpi_mu);
+                        sched_yield();
+                        pthread_mutex_lock(&mpi_mu);
+                    }
             }
             pthread_mutex_unlock(&mpi_mu);
             finish(r, result, flag);

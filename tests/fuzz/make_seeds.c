@@ -1,11 +1,13 @@
 /* make_seeds.c: writes the fuzzers' seed corpora with the library itself
  * (files cft writes, so the fuzzer starts from valid inputs and mutates
  * them), plus a few hostile headers that once broke the loader.
- * Usage: make_seeds <corpus-dir-for-safetensors> <corpus-dir-for-bool> */
+ * Usage: make_seeds <corpus-dir-for-safetensors> <corpus-dir-for-bool>
+ *        [<corpus-dir-for-rpc-headers>] */
 #include <stdio.h>
 #include <string.h>
 
 #include "cft/cft.h"
+#include "dist/rpc/wire.h"
 
 static void put(const char *dir, const char *name, const void *data, size_t n) {
     char p[1024];
@@ -80,5 +82,23 @@ int main(int argc, char **argv) {
         b[i] = (unsigned char)(i * 37);
     put(argv[2], "bytes", b, sizeof b);
     put(argv[2], "ones", "\x01\x01\x01\x01\x01", 5);
+    if (argc > 3) { /* RPC headers as the agent writes them */
+        rpc_header h = {.kind = RPC_CALL, .id = 42, .rref = -1, .nargs = 3};
+        snprintf(h.name, sizeof h.name, "affine");
+        h.avals[0] = (cft_aval){CFT_F32, 2, {5, 7}};
+        h.avals[1] = (cft_aval){CFT_C128, 0, {0}};
+        h.arg_rref[0] = h.arg_rref[1] = -1;
+        h.arg_rref[2] = 1099511627776LL, h.arg_owner[2] = 1;
+        uint8_t w[4096];
+        put(argv[3], "call", w, cft__rpc_encode(&h, w, sizeof w));
+        rpc_header e = {.kind = RPC_ERROR, .id = 7, .rref = -1};
+        snprintf(e.msg, sizeof e.msg, "worker 'ps' (0), function 'f': no such function");
+        put(argv[3], "error", w, cft__rpc_encode(&e, w, sizeof w));
+        rpc_header r = {.kind = RPC_REMOTE, .id = 8, .rref = 5, .nargs = 1};
+        snprintf(r.name, sizeof r.name, "make");
+        r.avals[0] = (cft_aval){CFT_BF16, 8, {1, 2, 3, 4, 5, 6, 7, 8}};
+        r.arg_rref[0] = -1;
+        put(argv[3], "remote", w, cft__rpc_encode(&r, w, sizeof w));
+    }
     return 0;
 }

@@ -1,0 +1,103 @@
+/* cft/rpc.h: remote procedure calls between the ranks of an MPI job
+ * (library cft::dist), as torch.distributed.rpc: every rank is a named
+ * worker; functions are registered by name on every worker (never code
+ * from the wire) and called on another worker with arrays in and out.
+ *
+ *     cft_rpc_init(NULL);                      // after cft_dist_init; collective
+ *     cft_rpc_register("embed", embed_fn);     // a cft_fn, on every worker
+ *     cft_array *out[1];
+ *     cft_rpc_sync(1, "embed", 1, (cft_array *[]){ids}, out);
+ *     cft_rref *t = cft_rpc_remote(0, "make_table", 0, NULL);   // value stays on worker 0
+ *     cft_array *v = cft_rref_to_here(t);
+ *     cft_rref_release(t);
+ *     cft_rpc_shutdown();                      // collective: serves until all are done
+ *
+ * Requests travel on their own communicator as a header plus one message
+ * per array (no copy on either side); each worker serves requests on a
+ * server thread, and a caller waiting for its reply drives MPI itself.
+ * Every call has a deadline (CFT_DIST_TIMEOUT, or cft_rpc_set_timeout):
+ * a dead or stalled worker gives an error naming the worker, the function
+ * and the elapsed time. Errors raised by the remote function come back as
+ * error arrays naming the worker and the function. */
+#ifndef CFT_RPC_H
+#define CFT_RPC_H
+
+#include <stdbool.h>
+
+#include "cft/core.h"
+#include "cft/fn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cft_future cft_future;
+typedef struct cft_rref cft_rref;
+
+/** Start RPC on every rank of the world (collective, after cft_dist_init):
+ *  this worker is named `name` (NULL: "worker<rank>"); names must differ. */
+cft_status cft_rpc_init(const char *name);
+/** Graceful stop (collective): keeps serving until every worker has
+ *  stopped making calls, then ends the server thread. */
+cft_status cft_rpc_shutdown(void);
+/** Workers: this one's id (its world rank), the count, a worker's name,
+ *  the id of a name (-1 if none). */
+int cft_rpc_worker_id(void);
+int cft_rpc_num_workers(void);
+const char *cft_rpc_worker_name(int id);
+int cft_rpc_worker_by_name(const char *name);
+/** Seconds a call may take (default: CFT_DIST_TIMEOUT, else 300). */
+void cft_rpc_set_timeout(double seconds);
+
+/** Register f under `name` on this worker (do it on every worker that may
+ *  be called). Replacing a name is allowed. */
+cft_status cft_rpc_register(const char *name, cft_fn *f);
+
+/** An argument: an array, or an RRef whose value the callee receives (no
+ *  copy through the caller: the callee takes it from the owner). */
+typedef struct cft_rpc_arg {
+    cft_array *array;
+    cft_rref *rref;
+} cft_rpc_arg;
+
+/** Call `name` on worker `to` with nin arrays; its nout results in out
+ *  (error arrays on failure, as the status says). */
+cft_status cft_rpc_sync(int to, const char *name, int nin, cft_array *const *in, int nout,
+                        cft_array **out);
+/** The same, returning at once with a future (never NULL). */
+cft_future *cft_rpc_async(int to, const char *name, int nin, cft_array *const *in);
+/** cft_rpc_async with arguments that may be RRefs. */
+cft_future *cft_rpc_async_args(int to, const char *name, int nin, const cft_rpc_arg *args);
+/** Wait for a future (its deadline applies); CFT_OK and its results, or
+ *  the error (remote, or the timeout). out may be NULL; nout at most the
+ *  function's. Waiting twice is fine. */
+cft_status cft_future_wait(cft_future *f, int nout, cft_array **out);
+/** Wait for several futures; the first error, if any. */
+cft_status cft_future_wait_all(cft_future *const *fs, int n);
+/** True once the future has its results (or its error). */
+bool cft_future_done(cft_future *f);
+/** Run cb(f, arg) once f is done: at once if it is, else on the thread
+ *  that completes it (the server thread, or a waiting caller). */
+cft_status cft_future_then(cft_future *f, void (*cb)(cft_future *f, void *arg), void *arg);
+
+/** Run `name` on worker `to` and keep its first result there: a reference
+ *  to it, returned at once (torch's rpc.remote). */
+cft_rref *cft_rpc_remote(int to, const char *name, int nin, cft_array *const *in);
+/** The worker that owns the value. */
+int cft_rref_owner(const cft_rref *r);
+/** True when this worker owns the value. */
+bool cft_rref_is_owner(const cft_rref *r);
+/** The value, copied here (waits for its creation). */
+cft_array *cft_rref_to_here(cft_rref *r);
+/** The value on its owner (an error elsewhere). */
+cft_array *cft_rref_local_value(cft_rref *r);
+/** Drop this reference: the owner frees the value when none is left. */
+cft_status cft_rref_release(cft_rref *r);
+/** Values this worker owns that some reference still holds. */
+int64_t cft_rpc_owned_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

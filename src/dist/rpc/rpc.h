@@ -1,0 +1,49 @@
+/* Internal: the RPC agent (agent.c) and the RRef owner table (rref.c).
+ * Everything the agent keeps is guarded by the MPI lock
+ * (cft__dist_mpi_lock), under which every MPI call is made. */
+#ifndef CFT_RPC_INTERNAL_H
+#define CFT_RPC_INTERNAL_H
+
+#include "cft/rpc.h"
+#include "dist/dist.h"
+#include "dist/rpc/wire.h"
+
+struct cft_future {
+    uint64_t id;
+    int to;
+    char fname[RPC_MAX_NAME + 1];
+    double t0, timeout;
+    _Atomic int state; /* 0 sent, 1 receiving results, 2 done, 3 failed */
+    int nout;
+    cft_array *out[RPC_MAX_ARGS];
+    MPI_Request req[RPC_MAX_ARGS];
+    cft_array *err;
+    cft_rref *args[RPC_MAX_ARGS]; /* RRef arguments, alive until the reply */
+    void (*cb[4])(cft_future *, void *);
+    void *cb_arg[4];
+    int ncb;
+    struct cft_future *next; /* on the agent's waiting list */
+};
+
+struct cft_rref {
+    int owner;
+    int64_t id;
+    cft_future *created; /* the creating call (NULL: confirmed, or made here) */
+    bool released;
+};
+
+/* send a request of kind k to worker `to` with arrays (RRef arguments by
+ * reference); returns its future, registered to receive the reply (k that
+ * expect none: a finished future) */
+cft_future *cft__rpc_request(const char *call, int kind, int to, const char *name, int64_t rref,
+                             int nin, const cft_rpc_arg *args);
+/* a fresh RRef id, unique over the job (this worker's id in the top bits) */
+int64_t cft__rpc_new_rref_id(void);
+
+/* rref.c: the owner table (under the MPI lock's partner, its own mutex) */
+void cft__rref_store(int64_t id, cft_array *value);
+cft_array *cft__rref_lookup(int64_t id); /* NULL if unknown */
+void cft__rref_drop(int64_t id);
+void cft__rref_clear(void);
+
+#endif

@@ -1,0 +1,153 @@
+/* rref.c: remote references. The owner keeps each value in a table keyed
+ * by the RRef id the creator chose (so cft_rpc_remote returns at once) with
+ * a count of the references held anywhere; the creator's reference counts
+ * one, and cft_rref_release sends the owner a DELETE. An RRef passed as an
+ * argument is resolved to its value on the callee for that call only (the
+ * caller's reference keeps it alive meanwhile), so no fork bookkeeping is
+ * needed: a value lives exactly until its last reference is released. */
+#include <pthread.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/mem.h"
+#include "dist/rpc/rpc.h"
+
+typedef struct entry {
+    int64_t id;
+    cft_array *value;
+    int64_t count;
+    struct entry *next;
+} entry;
+
+#define NBUCKETS 1024
+static entry *table[NBUCKETS]; /* static roots: the GC keeps the values */
+static int64_t owned;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+static entry **find(int64_t id) {
+    entry **pp = &table[(uint64_t)id % NBUCKETS];
+    while (*pp && (*pp)->id != id)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+void cft__rref_store(int64_t id, cft_array *value) {
+    pthread_mutex_lock(&mu);
+    entry **pp = find(id);
+    if (!*pp) {
+        entry *e = CFT_NEW(entry);
+        if (e) {
+            e->id = id, e->value = value, e->count = 1;
+            *pp = e;
+            owned++;
+        }
+    } else
+        (*pp)->value = value;
+    pthread_mutex_unlock(&mu);
+}
+
+cft_array *cft__rref_lookup(int64_t id) {
+    pthread_mutex_lock(&mu);
+    entry *e = *find(id);
+    cft_array *v = e ? e->value : NULL;
+    pthread_mutex_unlock(&mu);
+    return v;
+}
+
+void cft__rref_drop(int64_t id) {
+    pthread_mutex_lock(&mu);
+    entry **pp = find(id);
+    if (*pp && --(*pp)->count <= 0) {
+        *pp = (*pp)->next;
+        owned--;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+void cft__rref_clear(void) {
+    pthread_mutex_lock(&mu);
+    memset(table, 0, sizeof table);
+    owned = 0;
+    pthread_mutex_unlock(&mu);
+}
+
+int64_t cft_rpc_owned_count(void) {
+    pthread_mutex_lock(&mu);
+    int64_t n = owned;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+cft_rref *cft_rpc_remote(int to, const char *name, int nin, cft_array *const *in) {
+    CFT_API("cft_rpc_remote");
+    cft_rref *r = CFT_NEW(cft_rref);
+    if (!r)
+        return NULL;
+    r->owner = to;
+    r->id = cft__rpc_new_rref_id();
+    cft_rpc_arg args[RPC_MAX_ARGS];
+    int n = nin < 0 ? 0 : nin > RPC_MAX_ARGS ? RPC_MAX_ARGS + 1 : nin;
+    for (int i = 0; i < n && i < RPC_MAX_ARGS && in; i++)
+        args[i] = (cft_rpc_arg){in[i], NULL};
+    r->created =
+        cft__rpc_request("cft_rpc_remote", RPC_REMOTE, to, name, r->id, n, in || !n ? args : NULL);
+    return r;
+}
+
+int cft_rref_owner(const cft_rref *r) {
+    return r ? r->owner : -1;
+}
+
+bool cft_rref_is_owner(const cft_rref *r) {
+    return r && r->owner == cft_rpc_worker_id();
+}
+
+/* wait for the creating call; NULL or its error */
+static cft_array *confirmed(const char *call, cft_rref *r) {
+    if (!r)
+        return cft__fail(CFT_E_ARG, "%s: the RRef is NULL", call);
+    if (r->released)
+        return cft__fail(CFT_E_ARG, "%s: the RRef was released", call);
+    if (r->created && cft_future_wait(r->created, 0, NULL) != CFT_OK)
+        return cft__fail(CFT_E_FOREIGN, "%s: the RRef's value was never made: %s", call,
+                         cft_error_message(r->created->err));
+    return NULL;
+}
+
+cft_array *cft_rref_local_value(cft_rref *r) {
+    CFT_API("cft_rref_local_value");
+    cft_array *e = confirmed("cft_rref_local_value", r);
+    if (e)
+        return e;
+    if (!cft_rref_is_owner(r))
+        return cft__fail(CFT_E_ARG,
+                         "cft_rref_local_value: the value is on worker %d, not here (%d); use "
+                         "cft_rref_to_here",
+                         r->owner, cft_rpc_worker_id());
+    cft_array *v = cft__rref_lookup(r->id);
+    return v ? v
+             : cft__fail(CFT_E_ARG, "cft_rref_local_value: RRef %lld is gone", (long long)r->id);
+}
+
+cft_array *cft_rref_to_here(cft_rref *r) {
+    CFT_API("cft_rref_to_here");
+    cft_array *e = confirmed("cft_rref_to_here", r);
+    if (e)
+        return e;
+    if (cft_rref_is_owner(r))
+        return cft_rref_local_value(r);
+    cft_future *f = cft__rpc_request("cft_rref_to_here", RPC_FETCH, r->owner, "", r->id, 0, NULL);
+    cft_array *v[1];
+    cft_future_wait(f, 1, v);
+    return v[0];
+}
+
+cft_status cft_rref_release(cft_rref *r) {
+    CFT_API("cft_rref_release");
+    cft_array *e = confirmed("cft_rref_release", r);
+    if (e)
+        return cft__set_last(e);
+    r->released = true;
+    cft_future *f = cft__rpc_request("cft_rref_release", RPC_DELETE, r->owner, "", r->id, 0, NULL);
+    return f->err ? cft__set_last(f->err) : CFT_OK;
+}

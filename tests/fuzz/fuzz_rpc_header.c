@@ -1,0 +1,32 @@
+/* fuzz_rpc_header.c: libFuzzer target for the RPC header decoder
+ * (src/dist/rpc/wire.c), the parser of the bytes other workers send. Any
+ * input must either decode or give an error, never read past its end; a
+ * header that decodes must encode back to the same bytes. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cft/cft.h"
+#include "dist/rpc/wire.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    /* a copy of exactly `size` bytes, so ASan sees any read past the end */
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf)
+        return 0;
+    memcpy(buf, data, size);
+    rpc_header h;
+    cft_array *e = cft__rpc_decode(buf, size, &h);
+    if (e) {
+        if (!cft_failed(e) || !cft_error_message(e))
+            __builtin_trap();
+    } else {
+        size_t n = cft__rpc_header_size(&h);
+        uint8_t *back = malloc(n ? n : 1);
+        if (!back || cft__rpc_encode(&h, back, n) != n || n != size || memcmp(back, buf, n))
+            __builtin_trap();
+        free(back);
+    }
+    free(buf);
+    return 0;
+}
