@@ -56,8 +56,13 @@ typedef struct job {
     struct job *next;
 } job;
 static sendq *sending;
-static cft_future *waiting; /* futures expecting a reply */
-static job *receiving, *ready, *ready_tail;
+#define WAIT_BUCKETS 4096
+static cft_future *waiting[WAIT_BUCKETS]; /* futures expecting a reply, by id */
+static int64_t nwaiting;
+/* requests in arrival order: a job is ready only when it and every job
+ * before it have their data (a DELETE must not overtake the REMOTE its
+ * sender made first) */
+static job *receiving, *receiving_tail, *ready, *ready_tail;
 static cft_future *fired; /* done futures with callbacks to run */
 static uint64_t next_call;
 static _Atomic int64_t next_rref;
@@ -65,6 +70,11 @@ static _Atomic int64_t next_rref;
 static pthread_t server;
 static _Atomic bool server_stop;
 static _Atomic int waiters; /* callers driving MPI for their replies */
+/* set on the server thread: while it waits for a reply of its own (an RRef
+ * argument fetched from its owner) it keeps serving, or two servers
+ * fetching from each other would wait forever */
+static _Thread_local bool serving;
+static void serve_ready(void);
 
 static double now_s(void) {
     struct timespec t;
@@ -217,10 +227,11 @@ static int post_data(const rpc_header *h, int src, int dtag, cft_array **xs, MPI
 }
 
 static cft_future *take_waiting(uint64_t id, int src) {
-    for (cft_future **pp = &waiting; *pp; pp = &(*pp)->next)
+    for (cft_future **pp = &waiting[id % WAIT_BUCKETS]; *pp; pp = &(*pp)->next)
         if ((*pp)->id == id && (*pp)->to == src) {
             cft_future *f = *pp;
             *pp = f->next;
+            nwaiting--;
             return f;
         }
     return NULL;
@@ -270,12 +281,16 @@ static void on_request(MPI_Message *m, MPI_Status *st) {
         return;
     j->src = st->MPI_SOURCE;
     j->nreq = post_data(&j->h, j->src, TAG_REQ_DATA, j->args, j->req);
-    j->next = receiving;
-    receiving = j;
+    j->next = NULL;
+    if (receiving_tail)
+        receiving_tail->next = j;
+    else
+        receiving = j;
+    receiving_tail = j;
 }
 
 /* one pass; true if anything moved */
-static bool progress_locked(bool serve) {
+static bool progress_locked(bool serve, bool replies) {
     bool moved = false;
     for (sendq **pp = &sending; *pp;) {
         int done = 0;
@@ -290,9 +305,7 @@ static bool progress_locked(bool serve) {
     for (int tag = TAG_REQ; tag <= TAG_REP; tag++) {
         if (tag == TAG_REQ && !serve)
             continue;
-        /* replies: the server takes them only while no caller waits (for
-         * futures nobody waits on: their callbacks), so it can go idle */
-        if (tag == TAG_REP && serve && atomic_load(&waiters))
+        if (tag == TAG_REP && !replies)
             continue;
         for (;;) {
             int flag = 0;
@@ -327,24 +340,22 @@ static bool progress_locked(bool serve) {
                 f->err = f->out[i];
         finish_future(f, f->err ? 3 : 2);
     }
-    if (serve)
-        for (job **pp = &receiving; *pp;) {
-            job *j = *pp;
-            int done = 0;
-            MPI_Testall(j->nreq, j->req, &done, MPI_STATUSES_IGNORE);
-            if (!done) {
-                pp = &j->next;
-                continue;
-            }
-            *pp = j->next;
-            j->next = NULL;
-            if (ready_tail)
-                ready_tail->next = j;
-            else
-                ready = j;
-            ready_tail = j;
-            moved = true;
-        }
+    while (serve && receiving) {
+        job *j = receiving;
+        int done = 0;
+        MPI_Testall(j->nreq, j->req, &done, MPI_STATUSES_IGNORE);
+        if (!done)
+            break;
+        if (!(receiving = j->next))
+            receiving_tail = NULL;
+        j->next = NULL;
+        if (ready_tail)
+            ready_tail->next = j;
+        else
+            ready = j;
+        ready_tail = j;
+        moved = true;
+    }
     return moved;
 }
 
@@ -359,10 +370,12 @@ static void run_callbacks(void) {
             f->cb[i](f, f->cb_arg[i]);
 }
 
-/* one pass of progress from any thread; serve: also take requests */
+/* one pass of progress from any thread; serve: also take requests. The
+ * server loop takes replies only while no caller waits for one (they are
+ * for futures nobody waits on: their callbacks), so it can go idle */
 static bool poll_once(bool serve) {
     cft__dist_mpi_lock();
-    bool moved = progress_locked(serve);
+    bool moved = progress_locked(serve, !serve || !atomic_load(&waiters));
     cft__dist_mpi_unlock();
     if (fired)
         run_callbacks();
@@ -470,23 +483,33 @@ static void nap(double seconds) {
     nanosleep(&ts, NULL);
 }
 
+/* run the requests received so far, in order; true if there were any */
+static bool serve_ready_jobs(void) {
+    bool any = false;
+    for (;;) {
+        cft__dist_mpi_lock();
+        job *j = ready;
+        if (j && !(ready = j->next))
+            ready_tail = NULL;
+        cft__dist_mpi_unlock();
+        if (!j)
+            return any;
+        serve_job(j);
+        any = true;
+    }
+}
+static void serve_ready(void) {
+    serve_ready_jobs();
+}
+
 static void *serve(void *arg) {
     (void)arg;
     cft_init(); /* known to the GC: results are allocated here */
+    serving = true;
     double last = now_s(), napping = 20e-6;
     while (!atomic_load(&server_stop)) {
         bool moved = poll_once(true);
-        for (;;) {
-            cft__dist_mpi_lock();
-            job *j = ready;
-            if (j && !(ready = j->next))
-                ready_tail = NULL;
-            cft__dist_mpi_unlock();
-            if (!j)
-                break;
-            serve_job(j);
-            moved = true;
-        }
+        moved |= serve_ready_jobs();
         if (moved)
             last = now_s(), napping = 20e-6;
         else if (now_s() - last < IDLE_SPIN)
@@ -572,8 +595,9 @@ cft_future *cft__rpc_request(const char *call, int kind, int to, const char *nam
     h.id = f->id = ++next_call;
     e = send_locked(to, TAG_REQ, TAG_REQ_DATA, &h, xs);
     if (!e && kind != RPC_DELETE) {
-        f->next = waiting;
-        waiting = f;
+        f->next = waiting[f->id % WAIT_BUCKETS];
+        waiting[f->id % WAIT_BUCKETS] = f;
+        nwaiting++;
     }
     cft__dist_mpi_unlock();
     if (e)
@@ -613,7 +637,15 @@ cft_status cft_future_wait(cft_future *f, int nout, cft_array **out) {
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_future_wait: the future is NULL"));
     atomic_fetch_add(&waiters, 1);
     for (unsigned k = 0; atomic_load(&f->state) < 2; k++) {
-        poll_once(false);
+        if (serving) { /* the server waiting: replies, and requests too */
+            cft__dist_mpi_lock();
+            progress_locked(true, true);
+            cft__dist_mpi_unlock();
+            if (fired)
+                run_callbacks();
+            serve_ready();
+        } else
+            poll_once(false);
         if (k % 64 == 0 && atomic_load(&f->state) < 2 && now_s() - f->t0 > f->timeout) {
             cft__dist_mpi_lock();
             bool mine = take_waiting(f->id, f->to) != NULL; /* else the reply is in */
@@ -736,7 +768,7 @@ cft_status cft_rpc_shutdown(void) {
     double t0 = now_s(), limit = deadline();
     for (;;) {
         cft__dist_mpi_lock();
-        bool mine = waiting || receiving_futures || sending;
+        bool mine = nwaiting || receiving_futures || sending;
         cft__dist_mpi_unlock();
         if (!mine || now_s() - t0 > limit)
             break;

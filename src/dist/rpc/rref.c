@@ -144,9 +144,12 @@ cft_array *cft_rref_to_here(cft_rref *r) {
 
 cft_status cft_rref_release(cft_rref *r) {
     CFT_API("cft_rref_release");
-    cft_array *e = confirmed("cft_rref_release", r);
-    if (e)
-        return cft__set_last(e);
+    if (!r || r->released)
+        return cft__set_last(
+            cft__fail(CFT_E_ARG, "cft_rref_release: the RRef is NULL or was released"));
+    /* no wait for the creation: the owner handles this worker's requests
+     * in the order they were sent, so the DELETE comes after the REMOTE
+     * (and is nothing if the creation failed) */
     r->released = true;
     cft_future *f = cft__rpc_request("cft_rref_release", RPC_DELETE, r->owner, "", r->id, 0, NULL);
     return f->err ? cft__set_last(f->err) : CFT_OK;
