@@ -80,6 +80,15 @@ bool cft_future_done(cft_future *f);
  *  that completes it (the server thread, or a waiting caller). */
 cft_status cft_future_then(cft_future *f, void (*cb)(cft_future *f, void *arg), void *arg);
 
+/** A remote call that transforms understand (inside traced functions, or
+ *  eagerly): grad, vjp, jvp, vmap and jit of a function that calls it give
+ *  what the single-process function gives. The worker `to` runs the
+ *  transformed function (e.g. the vjp of `name` in the backward pass,
+ *  recomputing its forward there; vmap of it under vmap). `name` must be
+ *  registered on this worker too: shapes are computed here. */
+cft_status cft_rpc_call(int to, const char *name, int nin, cft_array *const *in, int nout,
+                        cft_array **out);
+
 /** Run `name` on worker `to` and keep its first result there: a reference
  *  to it, returned at once (torch's rpc.remote). */
 cft_rref *cft_rpc_remote(int to, const char *name, int nin, cft_array *const *in);

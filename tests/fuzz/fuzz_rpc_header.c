@@ -1,7 +1,8 @@
 /* fuzz_rpc_header.c: libFuzzer target for the RPC header decoder
  * (src/dist/rpc/wire.c), the parser of the bytes other workers send. Any
  * input must either decode or give an error, never read past its end; a
- * header that decodes must encode back to the same bytes. */
+ * header that decodes must encode back to the same bytes. The same bytes
+ * also go to the parser of call targets (transform specs). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             __builtin_trap();
         free(back);
     }
+    /* the same bytes as a call's target spec ("jvp/vmap:0,-1/name") */
+    char spec[RPC_MAX_NAME + 2];
+    size_t k = size < sizeof spec - 1 ? size : sizeof spec - 1;
+    memcpy(spec, data, k);
+    spec[k] = 0;
+    rpc_spec sp;
+    e = cft__rpc_parse_spec(spec, &sp);
+    if (!e && (sp.nops > RPC_MAX_OPS || !sp.fname[0] || strchr(sp.fname, '/')))
+        __builtin_trap();
     free(buf);
     return 0;
 }

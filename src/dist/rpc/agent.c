@@ -131,10 +131,11 @@ cft_status cft_rpc_register(const char *name, cft_fn *f) {
     if (i == nfuncs)
         nfuncs++;
     pthread_mutex_unlock(&reg_mu);
+    cft__rpc_spec_forget(); /* transformed versions of the old one */
     return CFT_OK;
 }
 
-static cft_fn *lookup(const char *name) {
+cft_fn *cft__rpc_lookup(const char *name) {
     cft_fn *f = NULL;
     pthread_mutex_lock(&reg_mu);
     for (int i = 0; i < nfuncs && !f; i++)
@@ -420,9 +421,13 @@ static void serve_job(job *j) {
         out[0] = v;
         r.nargs = 1;
     } else {
-        cft_fn *f = lookup(h->name);
+        char why[512];
+        cft_fn *f = cft__rpc_spec_fn(h->name, why, sizeof why);
         if (!f) {
-            reply_error(j->src, h, "no such function: it is not registered there");
+            if (!strchr(h->name, '/') && !cft__rpc_lookup(h->name))
+                reply_error(j->src, h, "no such function: it is not registered there");
+            else
+                reply_error(j->src, h, "%s", why);
             return;
         }
         if (cft_fn_nin(f) != h->nargs) {

@@ -40,6 +40,13 @@ cft_future *cft__rpc_request(const char *call, int kind, int to, const char *nam
 /* a fresh RRef id, unique over the job (this worker's id in the top bits) */
 int64_t cft__rpc_new_rref_id(void);
 
+/* agent.c: the function registered under `name` here (NULL if none) */
+cft_fn *cft__rpc_lookup(const char *name);
+/* traced.c: the function a spec names, built here (cached until the next
+ * registration); NULL with err written when it cannot be */
+cft_fn *cft__rpc_spec_fn(const char *spec, char *err, size_t errn);
+void cft__rpc_spec_forget(void);
+
 /* rref.c: the owner table (under the MPI lock's partner, its own mutex) */
 void cft__rref_store(int64_t id, cft_array *value);
 cft_array *cft__rref_lookup(int64_t id); /* NULL if unknown */

@@ -10,6 +10,7 @@
 #include "dist/rpc/wire.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "array/array.h"
@@ -120,5 +121,49 @@ cft_array *cft__rpc_decode(const uint8_t *buf, size_t n, rpc_header *h) {
     }
     if (p != end)
         return BAD("%zu bytes after the header", (size_t)(end - p));
+    return NULL;
+}
+
+cft_array *cft__rpc_parse_spec(const char *s, rpc_spec *out) {
+    memset(out, 0, sizeof *out);
+    size_t n = strlen(s);
+    if (n == 0 || n > RPC_MAX_NAME)
+        return BAD("a function name of %zu bytes (1 to %d)", n, RPC_MAX_NAME);
+    const char *p = s;
+    for (const char *slash; (slash = strchr(p, '/')); p = slash + 1) {
+        if (out->nops == RPC_MAX_OPS)
+            return BAD("'%s': more than %d transforms", s, RPC_MAX_OPS);
+        size_t k = (size_t)(slash - p);
+        int i = out->nops++;
+        if (k == 3 && !strncmp(p, "jvp", 3))
+            out->op[i] = SPEC_JVP;
+        else if (k == 3 && !strncmp(p, "vjp", 3))
+            out->op[i] = SPEC_VJP;
+        else if (k > 5 && !strncmp(p, "vmap:", 5)) {
+            out->op[i] = SPEC_VMAP;
+            const char *q = p + 5;
+            while (q < slash) {
+                if (out->naxes[i] == RPC_MAX_ARGS)
+                    return BAD("'%s': more than %d vmap axes", s, RPC_MAX_ARGS);
+                int sign = 1, v = 0, digits = 0;
+                if (*q == '-')
+                    sign = -1, q++;
+                for (; q < slash && *q >= '0' && *q <= '9' && digits < 3; q++, digits++)
+                    v = v * 10 + (*q - '0');
+                if (!digits || (sign < 0 && v != 1) || v >= CFT_MAX_NDIM + 1)
+                    return BAD("'%s': a vmap axis is not -1 or 0..%d", s, CFT_MAX_NDIM);
+                out->axes[i][out->naxes[i]++] = sign * v;
+                if (q < slash && *q++ != ',')
+                    return BAD("'%s': vmap axes are separated by commas", s);
+            }
+        } else
+            return BAD("'%s': unknown transform '%.*s'", s, (int)(k < 16 ? k : 16), p);
+    }
+    if (!*p)
+        return BAD("'%s': no function name", s);
+    for (const char *c = p; *c; c++)
+        if (*c == ':' || *c == ',' || (unsigned char)*c < 32)
+            return BAD("'%s': the function name has a '%c'", s, *c < 32 ? '?' : *c);
+    snprintf(out->fname, sizeof out->fname, "%s", p);
     return NULL;
 }

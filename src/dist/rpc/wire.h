@@ -37,6 +37,23 @@ typedef struct {
     int arg_owner[RPC_MAX_ARGS];    /* and its owner */
 } rpc_header;
 
+/* A call's target: a registered function under transforms, written
+ * outermost first as "op/op/.../name" with op one of "jvp" (inputs x, t ->
+ * output tangents), "vjp" (inputs x, output cotangents -> input
+ * cotangents) and "vmap:a,b,..." (input i batched along axis a_i, -1 for
+ * none; outputs batched along 0). */
+#define RPC_MAX_OPS 8
+enum { SPEC_JVP = 1, SPEC_VJP, SPEC_VMAP };
+typedef struct {
+    int nops;
+    int op[RPC_MAX_OPS];
+    int naxes[RPC_MAX_OPS];
+    int axes[RPC_MAX_OPS][RPC_MAX_ARGS];
+    char fname[RPC_MAX_NAME + 1];
+} rpc_spec;
+/* Parse a spec (outside bytes: every part checked): NULL or an error. */
+cft_array *cft__rpc_parse_spec(const char *s, rpc_spec *out);
+
 /* Bytes the header takes on the wire (an upper bound for the buffer). */
 size_t cft__rpc_header_size(const rpc_header *h);
 /* Write h to buf (cap bytes); the bytes written, 0 if it does not fit. */
