@@ -26,6 +26,7 @@
 
 #include "cft/core.h"
 #include "cft/fn.h"
+#include "cft/nn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -104,6 +105,60 @@ cft_array *cft_rref_local_value(cft_rref *r);
 cft_status cft_rref_release(cft_rref *r);
 /** Values this worker owns that some reference still holds. */
 int64_t cft_rpc_owned_count(void);
+
+/* ---- RemoteModule, distributed autograd, distributed optimizer ----
+ *
+ *     cft_rpc_register_module("embed", cft_nn_linear(64, 128, true)); // every worker
+ *     cft_remote_module *rm = cft_remote_module_new(0, "embed", key);  // lives on worker 0
+ *     // in the loss: cft_remote_module_forward(rm, x, &h) (traceable)
+ *     cft_dist_autograd_ctx *ctx = cft_dist_autograd_ctx_new();
+ *     cft_dist_autograd_grad(ctx, loss, in, argnums, n, local_grads);   // remote grads stay
+ *     cft_dist_optimizer_step(opt, ctx);                               // ... and are applied there
+ *     cft_dist_autograd_release(ctx);
+ */
+typedef struct cft_remote_module cft_remote_module;
+typedef struct cft_dist_autograd_ctx cft_dist_autograd_ctx;
+typedef struct cft_dist_optimizer cft_dist_optimizer;
+
+/** Register an nn module description under `name` (on every worker). */
+cft_status cft_rpc_register_module(const char *name, const cft_module *m);
+/** An instance of module `name` made on worker `to` from `key` (its
+ *  parameters live there). Never NULL: a failed one makes every later call
+ *  on it fail with the reason. */
+cft_remote_module *cft_remote_module_new(int to, const char *name, cft_array *key);
+/** A handle to instance `index` of module `name` on worker `owner`, made
+ *  by another worker (share the index, e.g. with cft_dist_broadcast): the
+ *  parameter server's shared model. */
+cft_remote_module *cft_remote_module_attach(int owner, const char *name, int64_t index);
+/** The instance's index on its owner (-1 for a failed one). */
+int64_t cft_remote_module_index(const cft_remote_module *rm);
+/** y = module(x) on the owner, as a remote call that transforms understand
+ *  (the gradient flows back to x; within cft_dist_autograd_grad the
+ *  parameters' gradients are kept on the owner, in the context). */
+cft_status cft_remote_module_forward(cft_remote_module *rm, cft_array *x, cft_array **y);
+/** The owner of the instance (-1 for a failed one). */
+int cft_remote_module_owner(const cft_remote_module *rm);
+/** The instance's current parameters, copied here. */
+cft_tree *cft_remote_module_parameters(cft_remote_module *rm);
+
+/** A distributed autograd context (torch.distributed.autograd.context). */
+cft_dist_autograd_ctx *cft_dist_autograd_ctx_new(void);
+/** cft_grad of loss at in, with respect to argnums (the local inputs),
+ *  within ctx: the gradients of remote modules' parameters used by loss are
+ *  added to ctx on their owners. */
+cft_status cft_dist_autograd_grad(cft_dist_autograd_ctx *ctx, cft_fn *loss, cft_array *const *in,
+                                  const int *argnums, int nargnums, cft_array **grads);
+/** The gradients ctx holds for a remote module's parameters (zeros if none). */
+cft_tree *cft_dist_autograd_get_gradients(cft_dist_autograd_ctx *ctx, cft_remote_module *rm);
+/** Forget ctx on every worker. */
+cft_status cft_dist_autograd_release(cft_dist_autograd_ctx *ctx);
+
+/** An nn.h optimizer over remote modules' parameters (DistributedOptimizer):
+ *  each owner keeps the optimizer state of its instances. */
+cft_dist_optimizer *cft_dist_optimizer_new(const cft_optim *o, cft_remote_module *const *mods,
+                                           int n);
+/** One step on every owner with the gradients ctx holds there (used once). */
+cft_status cft_dist_optimizer_step(cft_dist_optimizer *d, cft_dist_autograd_ctx *ctx);
 
 #ifdef __cplusplus
 }

@@ -136,6 +136,8 @@ cft_status cft_rpc_register(const char *name, cft_fn *f) {
 }
 
 cft_fn *cft__rpc_lookup(const char *name) {
+    if (!strncmp(name, "__", 2)) /* the remote module service */
+        return cft__rpc_module_fn(name);
     cft_fn *f = NULL;
     pthread_mutex_lock(&reg_mu);
     for (int i = 0; i < nfuncs && !f; i++)
@@ -447,7 +449,12 @@ static void serve_job(job *j) {
             reply_error(j->src, h, "%d results (at most %d)", nout, RPC_MAX_ARGS);
             return;
         }
-        if (cft_fn_call(f, in, out) != CFT_OK) {
+        /* a remote module's backward inside a distributed autograd
+         * context also accumulates its parameters' gradients there */
+        cft_status st = h->kind == RPC_CALL && h->rref >= 0
+                            ? cft__rpc_module_call(h->name, h->rref, f, in, out)
+                            : cft_fn_call(f, in, out);
+        if (st != CFT_OK) {
             reply_error(j->src, h, "%s", cft_last_error_message());
             return;
         }
@@ -612,9 +619,17 @@ cft_future *cft__rpc_request(const char *call, int kind, int to, const char *nam
     return f;
 }
 
+/* the distributed autograd context of this thread's calls (-1: none) */
+static _Thread_local int64_t current_ctx = -1;
+int64_t cft__rpc_set_context(int64_t ctx) {
+    int64_t old = current_ctx;
+    current_ctx = ctx;
+    return old;
+}
+
 cft_future *cft_rpc_async_args(int to, const char *name, int nin, const cft_rpc_arg *args) {
     CFT_API("cft_rpc_async");
-    return cft__rpc_request("cft_rpc_async", RPC_CALL, to, name, -1, nin, args);
+    return cft__rpc_request("cft_rpc_async", RPC_CALL, to, name, current_ctx, nin, args);
 }
 
 cft_future *cft_rpc_async(int to, const char *name, int nin, cft_array *const *in) {
@@ -625,7 +640,7 @@ cft_future *cft_rpc_async(int to, const char *name, int nin, cft_array *const *i
             cft__fail(CFT_E_ARG, "cft_rpc_async: %d arguments (0 to %d)", nin, RPC_MAX_ARGS));
     for (int i = 0; i < nin; i++)
         args[i] = (cft_rpc_arg){in[i], NULL};
-    return cft__rpc_request("cft_rpc_async", RPC_CALL, to, name, -1, nin, args);
+    return cft__rpc_request("cft_rpc_async", RPC_CALL, to, name, current_ctx, nin, args);
 }
 
 bool cft_future_done(cft_future *f) {

@@ -47,6 +47,16 @@ cft_fn *cft__rpc_lookup(const char *name);
 cft_fn *cft__rpc_spec_fn(const char *spec, char *err, size_t errn);
 void cft__rpc_spec_forget(void);
 
+/* this thread's distributed autograd context (-1 none); returns the old */
+int64_t cft__rpc_set_context(int64_t ctx);
+/* remote_module.c: the functions of the module service ("__new.<name>",
+ * "__mod.<i>", "__p.<i>", "__g.<i>", "__step.<i>", "__drop"), NULL if
+ * none; and running spec `spec` = f(in) within context ctx (a module's
+ * "vjp/__mod.<i>" also adds its parameter gradients to the context) */
+cft_fn *cft__rpc_module_fn(const char *name);
+cft_status cft__rpc_module_call(const char *spec, int64_t ctx, cft_fn *f, cft_array *const *in,
+                                cft_array **out);
+
 /* rref.c: the owner table (under the MPI lock's partner, its own mutex) */
 void cft__rref_store(int64_t id, cft_array *value);
 cft_array *cft__rref_lookup(int64_t id); /* NULL if unknown */

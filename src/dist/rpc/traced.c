@@ -137,6 +137,11 @@ static cft_fn *build(const rpc_spec *sp, int level, char *err, size_t errn) {
         snprintf(err, errn, "%s", cft_fn_error_message(f));
         return NULL;
     }
+    if (!strncmp(sp->fname, "__", 2)) { /* a remote module: its parameters change */
+        f = cft_fn_uncached(f);
+        if (w->inner)
+            w->inner = cft_fn_uncached(w->inner);
+    }
     return f;
 }
 
