@@ -1,7 +1,8 @@
 /* fuzz_rpc_header.c: libFuzzer target for the RPC header decoder
  * (src/dist/rpc/wire.c), the parser of the bytes other workers send. Any
  * input must either decode or give an error, never read past its end; a
- * header that decodes must encode back to the same bytes. The same bytes
+ * header that decodes must encode back to the same bytes (followed by
+ * exactly its arrays' bytes when they travel inline). The same bytes
  * also go to the parser of call targets (transform specs). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,8 +24,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             __builtin_trap();
     } else {
         size_t n = cft__rpc_header_size(&h);
+        size_t data = h.inline_data ? cft__rpc_data_bytes(&h) : 0;
         uint8_t *back = malloc(n ? n : 1);
-        if (!back || cft__rpc_encode(&h, back, n) != n || n != size || memcmp(back, buf, n))
+        if (!back || cft__rpc_encode(&h, back, n) != n || n + data != size || h.data_off != n ||
+            memcmp(back, buf, n))
             __builtin_trap();
         free(back);
     }

@@ -40,18 +40,20 @@ static struct {
 static int nfuncs;
 
 /* under the MPI lock; static roots, so the GC keeps what they hold */
+/* (sized by their arguments: small GC objects are several times cheaper
+ * to allocate than ones of a few KB) */
 typedef struct sendq {
-    MPI_Request req[RPC_MAX_ARGS + 1];
+    MPI_Request *req;
     int n;
     uint8_t *hdr; /* malloc'd */
-    cft_array *keep[RPC_MAX_ARGS];
+    cft_array **keep;
     struct sendq *next;
 } sendq;
 typedef struct job {
-    rpc_header h;
+    rpc_header *h; /* malloc'd (no GC pointers, not zeroed): freed when served */
     int src;
-    cft_array *args[RPC_MAX_ARGS];
-    MPI_Request req[RPC_MAX_ARGS];
+    cft_array **args;
+    MPI_Request *req;
     int nreq;
     struct job *next;
 } job;
@@ -151,19 +153,44 @@ int64_t cft__rpc_new_rref_id(void) {
     return ((int64_t)me << 40) | atomic_fetch_add(&next_rref, 1);
 }
 
+/* the fields of a header to send that its encoder reads (the struct is
+ * large: zeroing it all cost more than the rest of a small call) */
+static void header_init(rpc_header *h, int kind, uint64_t id, int64_t rref, int nargs) {
+    h->kind = kind, h->id = id, h->rref = rref, h->nargs = nargs;
+    h->name[0] = h->msg[0] = 0;
+    h->inline_data = 0, h->data_off = 0;
+    for (int i = 0; i < nargs; i++)
+        h->arg_rref[i] = -1;
+}
+
 /* ---- sending (MPI lock held) ---- */
 
 /* header + arrays (contiguous) to `to`; the sends complete in progress() */
 static cft_array *send_locked(int to, int tag, int dtag, rpc_header *h, cft_array *const *xs) {
     sendq *q = CFT_NEW(sendq);
-    size_t n = cft__rpc_header_size(h);
-    uint8_t *buf = q ? malloc(n) : NULL;
-    if (!buf)
+    size_t data = cft__rpc_data_bytes(h);
+    h->inline_data = data <= RPC_INLINE_MAX;
+    size_t n = cft__rpc_header_size(h), total = n + (h->inline_data ? data : 0);
+    int nmsg = h->inline_data ? 1 : 1 + h->nargs;
+    uint8_t *buf = q ? malloc(total) : NULL;
+    if (q) {
+        q->req = CFT_NEWN(MPI_Request, nmsg);
+        q->keep = h->inline_data ? NULL : CFT_NEWN(cft_array *, h->nargs + 1);
+    }
+    if (!buf || !q->req || (!h->inline_data && !q->keep)) {
+        free(buf);
         return cft__oom();
+    }
     cft__rpc_encode(h, buf, n);
     q->hdr = buf;
-    MPI_Isend(buf, (int)n, MPI_BYTE, to, tag, rcomm, &q->req[q->n++]);
-    for (int i = 0; i < h->nargs; i++) {
+    for (int i = 0; h->inline_data && i < h->nargs; i++) /* small: in the one message */
+        if (h->arg_rref[i] < 0) {
+            size_t bytes = (size_t)cft_array_size(xs[i]) * cft_dtype_size(h->avals[i].dtype);
+            memcpy(buf + n, cft__ptr(xs[i]), bytes);
+            n += bytes;
+        }
+    MPI_Isend(buf, (int)total, MPI_BYTE, to, tag, rcomm, &q->req[q->n++]);
+    for (int i = 0; !h->inline_data && i < h->nargs; i++) {
         if (h->arg_rref[i] >= 0)
             continue;
         q->keep[i] = xs[i];
@@ -177,7 +204,8 @@ static cft_array *send_locked(int to, int tag, int dtag, rpc_header *h, cft_arra
 
 /* an error reply for call h from src */
 static void reply_error(int src, const rpc_header *in, const char *fmt, ...) {
-    rpc_header h = {.kind = RPC_ERROR, .id = in->id, .rref = -1};
+    rpc_header h;
+    header_init(&h, RPC_ERROR, in->id, -1, 0);
     int at = snprintf(h.msg, sizeof h.msg, "worker '%.100s' (%d), function '%.100s': ", names[me],
                       me, in->kind == RPC_FETCH ? "(to_here)" : in->name);
     va_list ap;
@@ -193,18 +221,20 @@ static void reply_error(int src, const rpc_header *in, const char *fmt, ...) {
 
 /* the header of a matched message; false (and the message dropped) if the
  * bytes are not a header */
-static bool recv_header(MPI_Message *m, MPI_Status *st, rpc_header *h) {
+static bool recv_header(MPI_Message *m, MPI_Status *st, rpc_header *h, uint8_t **bytes) {
     int count = 0;
     MPI_Get_count(st, MPI_BYTE, &count);
     uint8_t *buf = malloc(count > 0 ? (size_t)count : 1);
+    *bytes = buf;
     if (!buf) {
         MPI_Mrecv(NULL, 0, MPI_BYTE, m, MPI_STATUS_IGNORE); /* truncated: dropped */
         return false;
     }
     MPI_Mrecv(buf, count, MPI_BYTE, m, MPI_STATUS_IGNORE);
     cft_array *e = cft__rpc_decode(buf, (size_t)count, h);
-    free(buf);
     if (e) {
+        free(buf);
+        *bytes = NULL;
         fprintf(stderr, "cft_rpc: worker %d dropped a message from rank %d: %s\n", me,
                 st->MPI_SOURCE, cft_error_message(e));
         return false;
@@ -212,20 +242,32 @@ static bool recv_header(MPI_Message *m, MPI_Status *st, rpc_header *h) {
     return true;
 }
 
-/* fresh arrays for h's sent arguments, with their receives posted */
-static int post_data(const rpc_header *h, int src, int dtag, cft_array **xs, MPI_Request *req) {
+/* fresh arrays for h's sent arguments: filled from the header's message
+ * (inline data; frees it), or with their receives posted (the count) */
+static int post_data(const rpc_header *h, uint8_t *msg, int src, int dtag, cft_array **xs,
+                     MPI_Request *req) {
     int n = 0;
+    size_t at = h->data_off;
     for (int i = 0; i < h->nargs; i++) {
         if (h->arg_rref[i] >= 0) {
             xs[i] = NULL;
             continue;
         }
         xs[i] = cft__alloc(h->avals[i].dtype, h->avals[i].shape, h->avals[i].ndim);
+        if (h->inline_data) { /* decode checked that the bytes are all there */
+            size_t bytes = (size_t)cft__numel(h->avals[i].shape, h->avals[i].ndim) *
+                           cft_dtype_size(h->avals[i].dtype);
+            if (!cft_failed(xs[i]))
+                memcpy(cft__ptr(xs[i]), msg + at, bytes);
+            at += bytes;
+            continue;
+        }
         void *p = cft_failed(xs[i]) ? NULL : cft__ptr(xs[i]);
         size_t bytes = p ? (size_t)cft_array_size(xs[i]) * cft_dtype_size(h->avals[i].dtype) : 0;
         /* out of memory: received into nothing (truncated), reported later */
         MPI_Irecv(p, (int)bytes, MPI_BYTE, src, dtag, rcomm, &req[n++]);
     }
+    free(msg);
     return n;
 }
 
@@ -252,7 +294,8 @@ static void finish_future(cft_future *f, int state) {
 
 static void on_reply(MPI_Message *m, MPI_Status *st) {
     rpc_header h;
-    if (!recv_header(m, st, &h))
+    uint8_t *msg;
+    if (!recv_header(m, st, &h, &msg))
         return;
     cft_future *f = take_waiting(h.id, st->MPI_SOURCE);
     if (!f) { /* it gave up: receive the data anyway, into a throwaway */
@@ -262,13 +305,23 @@ static void on_reply(MPI_Message *m, MPI_Status *st) {
         f->id = h.id, f->to = -1;
     }
     if (h.kind == RPC_ERROR) {
+        free(msg);
         f->err = cft__fail(CFT_E_FOREIGN, "%s", h.msg);
         if (f->to >= 0)
             finish_future(f, 3);
         return;
     }
     f->nout = h.nargs;
-    post_data(&h, st->MPI_SOURCE, TAG_REP_DATA, f->out, f->req);
+    f->out = CFT_NEWN(cft_array *, h.nargs + 1);
+    f->req = CFT_NEWN(MPI_Request, h.nargs + 1);
+    if (!f->out || !f->req) { /* the data are left unreceived: the call fails */
+        free(msg);
+        f->err = cft__oom();
+        if (f->to >= 0)
+            finish_future(f, 3);
+        return;
+    }
+    f->nreq = post_data(&h, msg, st->MPI_SOURCE, TAG_REP_DATA, f->out, f->req);
     atomic_store(&f->state, 1);
     f->next = receiving_futures;
     receiving_futures = f;
@@ -280,10 +333,21 @@ static void on_request(MPI_Message *m, MPI_Status *st) {
         MPI_Mrecv(NULL, 0, MPI_BYTE, m, MPI_STATUS_IGNORE);
         return;
     }
-    if (!recv_header(m, st, &j->h))
+    uint8_t *msg;
+    j->h = malloc(sizeof *j->h);
+    if (!j->h || !recv_header(m, st, j->h, &msg)) {
+        free(j->h);
         return;
+    }
     j->src = st->MPI_SOURCE;
-    j->nreq = post_data(&j->h, j->src, TAG_REQ_DATA, j->args, j->req);
+    j->args = CFT_NEWN(cft_array *, j->h->nargs + 1);
+    j->req = CFT_NEWN(MPI_Request, j->h->nargs + 1);
+    if (!j->args || !j->req) {
+        free(msg);
+        free(j->h);
+        return;
+    }
+    j->nreq = post_data(j->h, msg, j->src, TAG_REQ_DATA, j->args, j->req);
     j->next = NULL;
     if (receiving_tail)
         receiving_tail->next = j;
@@ -326,10 +390,8 @@ static bool progress_locked(bool serve, bool replies) {
     }
     for (cft_future **pp = &receiving_futures; *pp;) {
         cft_future *f = *pp;
-        int done = 0, n = 0;
-        for (int i = 0; i < f->nout; i++)
-            n += f->out[i] != NULL;
-        MPI_Testall(n, f->req, &done, MPI_STATUSES_IGNORE);
+        int done = 0;
+        MPI_Testall(f->nreq, f->req, &done, MPI_STATUSES_IGNORE);
         if (!done) {
             pp = &f->next;
             continue;
@@ -389,16 +451,16 @@ static bool poll_once(bool serve) {
 
 /* argument i of j: sent, or the value of an RRef (here, or fetched) */
 static cft_array *resolve(job *j, int i) {
-    if (j->h.arg_rref[i] < 0)
+    if (j->h->arg_rref[i] < 0)
         return j->args[i];
-    if (j->h.arg_owner[i] == me) {
-        cft_array *v = cft__rref_lookup(j->h.arg_rref[i]);
+    if (j->h->arg_owner[i] == me) {
+        cft_array *v = cft__rref_lookup(j->h->arg_rref[i]);
         return v ? v
                  : cft__fail(CFT_E_ARG, "argument %d: RRef %lld is not held here", i,
-                             (long long)j->h.arg_rref[i]);
+                             (long long)j->h->arg_rref[i]);
     }
     cft_future *f =
-        cft__rpc_request("cft_rpc", RPC_FETCH, j->h.arg_owner[i], "", j->h.arg_rref[i], 0, NULL);
+        cft__rpc_request("cft_rpc", RPC_FETCH, j->h->arg_owner[i], "", j->h->arg_rref[i], 0, NULL);
     cft_array *v[1] = {NULL};
     if (cft_future_wait(f, 1, v) != CFT_OK)
         return f->err;
@@ -406,12 +468,13 @@ static cft_array *resolve(job *j, int i) {
 }
 
 static void serve_job(job *j) {
-    rpc_header *h = &j->h;
+    rpc_header *h = j->h;
     if (h->kind == RPC_DELETE) {
         cft__rref_drop(h->rref);
         return;
     }
-    rpc_header r = {.kind = RPC_REPLY, .id = h->id, .rref = -1};
+    rpc_header r;
+    header_init(&r, RPC_REPLY, h->id, -1, 0);
     cft_array *out[RPC_MAX_ARGS] = {0};
     if (h->kind == RPC_FETCH) {
         cft_array *v = cft__rref_lookup(h->rref);
@@ -507,6 +570,8 @@ static bool serve_ready_jobs(void) {
         if (!j)
             return any;
         serve_job(j);
+        free(j->h);
+        j->h = NULL;
         any = true;
     }
 }
@@ -525,7 +590,7 @@ static void *serve(void *arg) {
         if (moved)
             last = now_s(), napping = 20e-6;
         else if (now_s() - last < IDLE_SPIN)
-            sched_yield();
+            ;  /* spin */
         else { /* idle: nap, longer and longer, up to 1 ms */
             nap(napping);
             napping = napping * 2 < 1e-3 ? napping * 2 : 1e-3;
@@ -564,7 +629,8 @@ cft_future *cft__rpc_request(const char *call, int kind, int to, const char *nam
     cft_future *f = CFT_NEW(cft_future);
     if (!f)
         return failed_future(cft__oom());
-    rpc_header h = {.kind = kind, .rref = rref, .nargs = nin};
+    rpc_header h;
+    header_init(&h, kind, 0, rref, nin);
     snprintf(h.name, sizeof h.name, "%s", name);
     cft_array *xs[RPC_MAX_ARGS] = {0};
     for (int i = 0; i < nin; i++) {
@@ -578,6 +644,8 @@ cft_future *cft__rpc_request(const char *call, int kind, int to, const char *nam
                 return failed_future(cft__fail(CFT_E_ARG, "%s: argument %d: %s", call, i,
                                                cft_error_message(r->created->err)));
             h.arg_rref[i] = r->id, h.arg_owner[i] = r->owner;
+            if (!f->args && !(f->args = CFT_NEWN(cft_rref *, nin)))
+                return failed_future(cft__oom());
             f->args[i] = r;
             continue;
         }

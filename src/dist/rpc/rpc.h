@@ -15,10 +15,11 @@ struct cft_future {
     double t0, timeout;
     _Atomic int state; /* 0 sent, 1 receiving results, 2 done, 3 failed */
     int nout;
-    cft_array *out[RPC_MAX_ARGS];
-    MPI_Request req[RPC_MAX_ARGS];
+    cft_array **out;  /* nout results (allocated when the reply comes) */
+    MPI_Request *req; /* receives posted for them */
+    int nreq;         /* 0: they came inline */
     cft_array *err;
-    cft_rref *args[RPC_MAX_ARGS]; /* RRef arguments, alive until the reply */
+    cft_rref **args; /* RRef arguments, alive until the reply (NULL: none) */
     void (*cb[4])(cft_future *, void *);
     void *cb_arg[4];
     int ncb;

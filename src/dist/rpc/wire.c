@@ -1,15 +1,18 @@
 /* wire.c: the RPC header on the wire and back. Layout (native byte order:
  * the ranks of one job share an architecture):
  *   u32 magic, u16 version, u16 kind, u64 id, i64 rref,
- *   u16 name_len, u16 msg_len, u16 nargs, u16 reserved, name, msg,
+ *   u16 name_len, u16 msg_len, u16 nargs, u16 flags (1: inline data),
+ *   name, msg,
  *   per argument: u8 dtype, u8 ndim, u8 is_rref, u8 reserved, then
- *   i32 owner + i64 rref id (an RRef) or ndim i64 dims.
+ *   i32 owner + i64 rref id (an RRef) or ndim i64 dims; with inline data,
+ *   the arrays' bytes in order.
  * The decoder treats the bytes as hostile: every length, kind, dtype, rank
  * and dim is checked, and the element count of every array goes through
  * cft__check_size before anything is allocated for it. */
 #include "dist/rpc/wire.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +20,17 @@
 #include "core/error.h"
 
 #define FIXED 32 /* the bytes before the name */
+
+size_t cft__rpc_data_bytes(const rpc_header *h) {
+    size_t n = 0; /* saturating: each array is checked, their sum is not */
+    for (int i = 0; i < h->nargs; i++)
+        if (h->arg_rref[i] < 0) {
+            size_t k = (size_t)cft__numel(h->avals[i].shape, h->avals[i].ndim) *
+                       cft_dtype_size(h->avals[i].dtype);
+            n = n + k < n ? SIZE_MAX : n + k;
+        }
+    return n;
+}
 
 size_t cft__rpc_header_size(const rpc_header *h) {
     size_t n = FIXED + strlen(h->name) + strlen(h->msg);
@@ -36,12 +50,12 @@ size_t cft__rpc_encode(const rpc_header *h, uint8_t *buf, size_t cap) {
         return 0;
     uint8_t *p = buf;
     uint32_t magic = RPC_MAGIC;
-    uint16_t ver = RPC_VERSION, kind = (uint16_t)h->kind, zero = 0;
+    uint16_t ver = RPC_VERSION, kind = (uint16_t)h->kind, flags = h->inline_data ? 1 : 0;
     uint16_t nl = (uint16_t)strlen(h->name), ml = (uint16_t)strlen(h->msg);
     uint16_t na = (uint16_t)h->nargs;
     put(&p, &magic, 4), put(&p, &ver, 2), put(&p, &kind, 2);
     put(&p, &h->id, 8), put(&p, &h->rref, 8);
-    put(&p, &nl, 2), put(&p, &ml, 2), put(&p, &na, 2), put(&p, &zero, 2);
+    put(&p, &nl, 2), put(&p, &ml, 2), put(&p, &na, 2), put(&p, &flags, 2);
     put(&p, h->name, nl), put(&p, h->msg, ml);
     for (int i = 0; i < h->nargs; i++) {
         bool r = h->arg_rref[i] >= 0;
@@ -70,16 +84,17 @@ static bool take(const uint8_t **p, const uint8_t *end, void *v, size_t n) {
 cft_array *cft__rpc_decode(const uint8_t *buf, size_t n, rpc_header *h) {
     const uint8_t *p = buf, *end = buf + n;
     uint32_t magic;
-    uint16_t ver, kind, nl, ml, na, reserved;
-    memset(h, 0, sizeof *h);
+    uint16_t ver, kind, nl, ml, na, flags;
+    h->name[0] = h->msg[0] = 0, h->nargs = 0, h->inline_data = 0, h->data_off = 0;
     if (!take(&p, end, &magic, 4) || !take(&p, end, &ver, 2) || !take(&p, end, &kind, 2) ||
         !take(&p, end, &h->id, 8) || !take(&p, end, &h->rref, 8) || !take(&p, end, &nl, 2) ||
-        !take(&p, end, &ml, 2) || !take(&p, end, &na, 2) || !take(&p, end, &reserved, 2))
+        !take(&p, end, &ml, 2) || !take(&p, end, &na, 2) || !take(&p, end, &flags, 2))
         return BAD("%zu bytes, shorter than a header (%d)", n, FIXED);
     if (magic != RPC_MAGIC || ver != RPC_VERSION)
         return BAD("not a cft RPC header (magic %#x, version %u)", magic, ver);
-    if (reserved)
-        return BAD("reserved field %u is not 0", reserved);
+    if (flags > 1)
+        return BAD("flags %#x", flags);
+    h->inline_data = flags;
     if (kind < RPC_CALL || kind >= RPC_KINDS)
         return BAD("unknown kind %u", kind);
     h->kind = kind;
@@ -88,6 +103,7 @@ cft_array *cft__rpc_decode(const uint8_t *buf, size_t n, rpc_header *h) {
                    na, RPC_MAX_NAME, RPC_MAX_MSG, RPC_MAX_ARGS);
     if (!take(&p, end, h->name, nl) || !take(&p, end, h->msg, ml))
         return BAD("the name or message runs past the end");
+    h->name[nl] = h->msg[ml] = 0;
     if (memchr(h->name, 0, nl) || memchr(h->msg, 0, ml))
         return BAD("a NUL byte inside the name or message");
     h->nargs = na;
@@ -119,8 +135,11 @@ cft_array *cft__rpc_decode(const uint8_t *buf, size_t n, rpc_header *h) {
         if (e)
             return e;
     }
-    if (p != end)
-        return BAD("%zu bytes after the header", (size_t)(end - p));
+    h->data_off = (size_t)(p - buf);
+    size_t rest = (size_t)(end - p);
+    if (h->inline_data ? rest != cft__rpc_data_bytes(h) : rest != 0)
+        return BAD("%zu bytes after the header%s", rest,
+                   h->inline_data ? ", not the arrays' bytes" : "");
     return NULL;
 }
 

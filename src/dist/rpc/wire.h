@@ -35,7 +35,15 @@ typedef struct {
     cft_aval avals[RPC_MAX_ARGS];   /* argument i's shape and dtype, when sent */
     int64_t arg_rref[RPC_MAX_ARGS]; /* >= 0: argument i is that RRef's value (not sent) */
     int arg_owner[RPC_MAX_ARGS];    /* and its owner */
+    int inline_data;                /* 1: the arrays' bytes follow the header in its message */
+    size_t data_off;                /* decoded with inline_data: where they start */
 } rpc_header;
+
+/* Arrays whose bytes together are at most this travel inside the header's
+ * message (one message per call and reply instead of 1 + arrays). */
+#define RPC_INLINE_MAX 3072
+/* The bytes of h's sent arrays (not RRefs). */
+size_t cft__rpc_data_bytes(const rpc_header *h);
 
 /* A call's target: a registered function under transforms, written
  * outermost first as "op/op/.../name" with op one of "jvp" (inputs x, t ->
@@ -59,7 +67,8 @@ size_t cft__rpc_header_size(const rpc_header *h);
 /* Write h to buf (cap bytes); the bytes written, 0 if it does not fit. */
 size_t cft__rpc_encode(const rpc_header *h, uint8_t *buf, size_t cap);
 /* Read a header from n outside bytes into *h: NULL, or an error array
- * saying what is wrong (never reads past n). */
+ * saying what is wrong (never reads past n). With inline data, the bytes
+ * after the header must be exactly the arrays' bytes (from h->data_off). */
 cft_array *cft__rpc_decode(const uint8_t *buf, size_t n, rpc_header *h);
 
 #endif
