@@ -103,6 +103,16 @@ cft_array *cft_rref_to_here(cft_rref *r);
 cft_array *cft_rref_local_value(cft_rref *r);
 /** Drop this reference: the owner frees the value when none is left. */
 cft_status cft_rref_release(cft_rref *r);
+/** Share r with another worker: the owner counts one more reference now
+ *  (a synchronous call), so the value outlives r's release; pass
+ *  (cft_rref_owner, cft_rref_id) by any means, and the other worker takes
+ *  it with cft_rref_from_fork and releases it when done (PyTorch's fork:
+ *  counted at the owner before the reference is in transit). */
+cft_status cft_rref_fork(cft_rref *r);
+/** The id of r at its owner. */
+int64_t cft_rref_id(const cft_rref *r);
+/** A reference to RRef `id` owned by `owner`, forked to this worker. */
+cft_rref *cft_rref_from_fork(int owner, int64_t id);
 /** Values this worker owns that some reference still holds. */
 int64_t cft_rpc_owned_count(void);
 
@@ -140,6 +150,12 @@ cft_status cft_remote_module_forward(cft_remote_module *rm, cft_array *x, cft_ar
 int cft_remote_module_owner(const cft_remote_module *rm);
 /** The instance's current parameters, copied here. */
 cft_tree *cft_remote_module_parameters(cft_remote_module *rm);
+
+/** RRefs to the instance's parameters, one per leaf of
+ *  cft_remote_module_parameters' tree, in its order: each holds the value
+ *  the parameter had when it was made (cft arrays are immutable), on the
+ *  owner; release them as any RRef. */
+cft_status cft_remote_module_parameter_rrefs(cft_remote_module *rm, cft_rref **out);
 
 /** A distributed autograd context (torch.distributed.autograd.context). */
 cft_dist_autograd_ctx *cft_dist_autograd_ctx_new(void);

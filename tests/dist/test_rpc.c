@@ -169,6 +169,30 @@ int main(int argc, char **argv) {
                                            CFT_DIST_SUM);
         CHECK_EQ((int64_t)cft_item(n), 0);
     }
+    TEST("rank %d: an RRef forked to another worker outlives its creator's release", rank) {
+        cft_array *x = cft_full(rank + 1, CFT_F32, (int64_t[]){3}, 1);
+        cft_rref *mine = cft_rpc_remote(peer, "make", 1, (cft_array *[]){x});
+        CHECK_EQ(cft_rref_fork(mine), CFT_OK);
+        /* hand (owner, id) to the next rank, take the previous rank's */
+        cft_array *tok = cft_from_data((int64_t[]){cft_rref_owner(mine), cft_rref_id(mine)},
+                                       CFT_I64, (int64_t[]){2}, 1);
+        cft_array *all = cft_dist_all_gather(w, tok, true);
+        CHECK_EQ(cft_rref_release(mine), CFT_OK); /* the creator lets go first */
+        int from = (rank + size - 1) % size;
+        int64_t t[2];
+        CHECK_EQ(cft_copy_to(cft_index(all, from), CFT_I64, t), CFT_OK);
+        cft_dist_barrier(w); /* every creator has released */
+        cft_rref *theirs = cft_rref_from_fork((int)t[0], t[1]);
+        CHECK_ARRAY_CLOSE(cft_rref_to_here(theirs),
+                          cft_full(2.0 * (from + 1), CFT_F32, (int64_t[]){3}, 1), 0, 0);
+        CHECK_EQ(cft_rref_release(theirs), CFT_OK);
+        for (int to = 0; to < size; to++) /* the releases are handled by now */
+            CHECK_EQ(cft_rpc_sync(to, "whoami", 0, NULL, 0, NULL), CFT_OK);
+        cft_dist_barrier(w);
+        cft_array *n = cft_dist_all_reduce(w, cft_scalar((double)cft_rpc_owned_count(), CFT_I64),
+                                           CFT_DIST_SUM);
+        CHECK_EQ((int64_t)cft_item(n), 0);
+    }
     TEST("rank %d: a stalled worker is a timeout error, within the deadline", rank) {
         if (rank == 0) {
             cft_rpc_set_timeout(1.0);

@@ -80,6 +80,13 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 2; i++)
             CHECK_ARRAY_CLOSE(cft_tree_at(p, i), cft_tree_at(like, i), 0, 0);
         cft_array *y;
+        cft_rref *pr[2];
+        CHECK_EQ(cft_remote_module_parameter_rrefs(rm, pr), CFT_OK);
+        for (int i = 0; i < 2; i++) {
+            CHECK_EQ(cft_rref_owner(pr[i]), peer);
+            CHECK_ARRAY_CLOSE(cft_rref_to_here(pr[i]), cft_tree_at(like, i), 0, 0);
+            CHECK_EQ(cft_rref_release(pr[i]), CFT_OK);
+        }
         CHECK(cft_remote_module_forward(rm, x, &y) != CFT_OK); /* [6,5]: the layer takes 4 */
         CHECK(cft_failed(y));
         CHECK_EQ(cft_remote_module_forward(rm, cft_matmul(x, w), &y), CFT_OK);

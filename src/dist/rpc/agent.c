@@ -138,6 +138,8 @@ cft_status cft_rpc_register(const char *name, cft_fn *f) {
 }
 
 cft_fn *cft__rpc_lookup(const char *name) {
+    if (!strcmp(name, "__rref_fork"))
+        return cft__rref_fork_fn();
     if (!strncmp(name, "__", 2)) /* the remote module service */
         return cft__rpc_module_fn(name);
     cft_fn *f = NULL;

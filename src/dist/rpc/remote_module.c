@@ -151,8 +151,9 @@ static grads *grads_of(int64_t ctx, int idx, bool make) {
 /* ---- the service's functions (owner side) ---- */
 
 typedef struct {
-    int kind; /* 0 new, 1 forward, 2 params, 3 grads, 4 step, 5 drop */
+    int kind; /* 0 new, 1 forward, 2 params, 3 grads, 4 step, 5 drop, 6 one param */
     int64_t idx;
+    int k; /* kind 6: which parameter */
     const cft_module *m;
     proxy *px; /* forward of another worker's instance: shapes only */
 } service;
@@ -250,6 +251,9 @@ static cft_status serve_cb(void *env, int nin, cft_array *const *in, int nout, c
         out[0] = cft_scalar((double)it->step, CFT_I64);
         return CFT_OK;
     }
+    case 6: /* parameter k (a value for an RRef: cft_remote_module_parameter_rrefs) */
+        out[0] = cft_tree_at(it->params, s->k);
+        return cft_failed(out[0]) ? cft__set_last(out[0]) : CFT_OK;
     default: /* drop the context's gradients */
         pthread_mutex_lock(&mu);
         for (grads **pp = &ctx_grads; *pp;)
@@ -274,8 +278,9 @@ static cft_status full_cb(void *env, int nin, cft_array *const *in, int nout, cf
 
 /* "__new.<module>", "__mod.<i>", ...: the service function, or NULL */
 cft_fn *cft__rpc_module_fn(const char *name) {
-    static const char *const prefix[] = {"__new.", "__mod.", "__p.", "__g.", "__step.", "__drop"};
-    for (int k = 0; k < 6; k++) {
+    static const char *const prefix[] = {"__new.",  "__mod.", "__p.", "__g.",
+                                         "__step.", "__drop", "__pk."};
+    for (int k = 0; k < 7; k++) {
         size_t n = strlen(prefix[k]);
         if (strncmp(name, prefix[k], n) != 0)
             continue;
@@ -295,6 +300,14 @@ cft_fn *cft__rpc_module_fn(const char *name) {
                 return NULL;
             if (!s->px && !instance_at(s->idx))
                 return NULL;
+        } else if (k == 6) { /* "__pk.<idx>.<k>" */
+            char *end, *end2;
+            long long i = strtoll(name + n, &end, 10);
+            long long j = *end == '.' ? strtoll(end + 1, &end2, 10) : -1;
+            instance *it = end == name + n || j < 0 || *end2 ? NULL : instance_at(i);
+            if (!it || j >= it->np)
+                return NULL;
+            s->idx = i, s->k = (int)j;
         } else if (k < 5) {
             char *end;
             long long i = strtoll(name + n, &end, 10);
@@ -461,6 +474,19 @@ static cft_tree *fetch_tree(cft_remote_module *rm, const char *what, int64_t ctx
     cft_status st = cft_rpc_sync(rm->owner, fn, 0, NULL, n, out);
     cft__rpc_set_context(old);
     return st == CFT_OK ? cft_tree_unflatten(rm->like, out) : cft_tree_fail(out[0]);
+}
+
+cft_status cft_remote_module_parameter_rrefs(cft_remote_module *rm, cft_rref **out) {
+    CFT_API("cft_remote_module_parameter_rrefs");
+    if (!rm || rm->err || !out)
+        return cft__set_last(rm && rm->err ? rm->err
+                                           : cft__fail(CFT_E_ARG, "NULL module or output"));
+    for (int k = 0; k < cft_tree_size(rm->like); k++) {
+        char fn[64];
+        snprintf(fn, sizeof fn, "__pk.%lld.%d", (long long)rm->idx, k);
+        out[k] = cft_rpc_remote(rm->owner, fn, 0, NULL);
+    }
+    return CFT_OK;
 }
 
 cft_tree *cft_remote_module_parameters(cft_remote_module *rm) {

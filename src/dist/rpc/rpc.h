@@ -63,5 +63,7 @@ void cft__rref_store(int64_t id, cft_array *value);
 cft_array *cft__rref_lookup(int64_t id); /* NULL if unknown */
 void cft__rref_drop(int64_t id);
 void cft__rref_clear(void);
+/* the owner's side of cft_rref_fork ("__rref_fork") */
+cft_fn *cft__rref_fork_fn(void);
 
 #endif

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "cft/array.h"
 #include "core/error.h"
 #include "core/mem.h"
 #include "dist/rpc/rpc.h"
@@ -153,4 +154,50 @@ cft_status cft_rref_release(cft_rref *r) {
     r->released = true;
     cft_future *f = cft__rpc_request("cft_rref_release", RPC_DELETE, r->owner, "", r->id, 0, NULL);
     return f->err ? cft__set_last(f->err) : CFT_OK;
+}
+
+/* the owner's side of a fork: one more reference to the RRef in[0] */
+static cft_status fork_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    int64_t id = (int64_t)cft_item(in[0]);
+    pthread_mutex_lock(&mu);
+    entry *e = *find(id);
+    if (e)
+        e->count++;
+    pthread_mutex_unlock(&mu);
+    out[0] = e ? cft_scalar(0, CFT_I64)
+               : cft__fail(CFT_E_ARG, "RRef %lld is not held here (released?)", (long long)id);
+    return e ? CFT_OK : cft__set_last(out[0]);
+}
+
+static cft_fn *fork_fn; /* static root */
+
+cft_fn *cft__rref_fork_fn(void) {
+    pthread_mutex_lock(&mu);
+    if (!fork_fn)
+        fork_fn = cft_fn_uncached(cft_fn_new(fork_cb, NULL, 1, 1));
+    cft_fn *f = fork_fn;
+    pthread_mutex_unlock(&mu);
+    return f;
+}
+
+cft_status cft_rref_fork(cft_rref *r) {
+    CFT_API("cft_rref_fork");
+    cft_array *e = confirmed("cft_rref_fork", r);
+    if (e)
+        return cft__set_last(e);
+    cft_array *out[1];
+    return cft_rpc_sync(r->owner, "__rref_fork", 1,
+                        (cft_array *[]){cft_scalar((double)r->id, CFT_I64)}, 1, out);
+}
+
+int64_t cft_rref_id(const cft_rref *r) {
+    return r ? r->id : -1;
+}
+
+cft_rref *cft_rref_from_fork(int owner, int64_t id) {
+    cft_rref *r = CFT_NEW(cft_rref);
+    if (r)
+        r->owner = owner, r->id = id;
+    return r;
 }
