@@ -29,6 +29,7 @@
 
 #include <stdbool.h>
 
+#include "cft/checkpoint.h"
 #include "cft/core.h"
 #include "cft/fn.h"
 #include "cft/nn.h"
@@ -224,6 +225,25 @@ cft_tree *cft_zero_local_state(const cft_zero *z);
 /** The whole optimizer state gathered on rank `to` (consolidate_state_dict);
  *  other ranks get an empty tree. Collective. */
 cft_tree *cft_zero_state_dict(cft_zero *z, int to);
+
+/* ---- sharded checkpoints (loading: cft/checkpoint.h, no MPI needed) ---- */
+
+typedef struct cft_checkpoint_job cft_checkpoint_job;
+/** Save every rank's `local` tree into checkpoint directory `dir`
+ *  (collective over g; a file system all ranks share): the entries named in
+ *  shards are row pieces of global arrays, the others whole values, written
+ *  once. Files are written in parallel into <dir>.partial, metadata.json
+ *  last, and the directory swapped in for the old one in one step, so an
+ *  interrupted save leaves the previous checkpoint loadable. */
+cft_status cft_checkpoint_save(cft_dist_group *g, const char *dir, const cft_tree *local,
+                               const cft_shard *shards, int nshards);
+/** The same, writing on a background thread: returns once the plan is
+ *  agreed (collective); the step can go on (arrays are immutable). */
+cft_checkpoint_job *cft_checkpoint_save_async(cft_dist_group *g, const char *dir,
+                                              const cft_tree *local, const cft_shard *shards,
+                                              int nshards);
+/** Finish an asynchronous save (collective): commit it, or the error. */
+cft_status cft_checkpoint_wait(cft_checkpoint_job *s);
 
 #ifdef __cplusplus
 }

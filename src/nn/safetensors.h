@@ -50,6 +50,17 @@ typedef struct {
 bool cft__st_parse_header(const char *buf, size_t len, cft_st_header *h, char *err, size_t errn);
 void cft__st_header_free(cft_st_header *h);
 
+/* Open an already opened fd of `path` (a regular file, checked) and parse
+ * its header (safetensors_load.c): NULL and H (free it), where the data
+ * start and their length; or an error naming the path. */
+cft_array *cft__st_open(const char *path, int fd, cft_st_header *H, uint64_t *data_at,
+                        uint64_t *data_len);
+/* exactly n bytes at off; false on a short read */
+bool cft__st_read_at(int fd, void *buf, size_t n, uint64_t off);
+/* entry e against data_len bytes of data (its size and byte range): NULL
+ * or a message in buf */
+const char *cft__st_check_entry(const cft_st_entry *e, uint64_t data_len, char *buf, size_t cap);
+
 static inline bool cft__host_le(void) {
     const uint16_t one = 1;
     return *(const unsigned char *)&one == 1;

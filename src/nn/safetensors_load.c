@@ -231,50 +231,67 @@ static cft_tree *build(const char *path, const cft_st_header *H, int fd, uint64_
     return t;
 }
 
-static cft_tree *load(const char *path, int fd, unsigned flags, const char ***meta, int *nmeta) {
+cft_array *cft__st_open(const char *path, int fd, cft_st_header *H, uint64_t *data_at,
+                        uint64_t *data_len) {
     struct stat sb;
     if (fstat(fd, &sb) != 0)
-        return fail(path, "cannot stat: %s", strerror(errno));
+        return cft_tree_error(fail(path, "cannot stat: %s", strerror(errno)));
     if (!S_ISREG(sb.st_mode))
-        return fail(path, "not a regular file (a %s)",
-                    S_ISFIFO(sb.st_mode)   ? "FIFO"
-                    : S_ISDIR(sb.st_mode)  ? "directory"
-                    : S_ISCHR(sb.st_mode)  ? "character device"
-                    : S_ISSOCK(sb.st_mode) ? "socket"
-                                           : "special file");
+        return cft_tree_error(fail(path, "not a regular file (a %s)",
+                                    S_ISFIFO(sb.st_mode)   ? "FIFO"
+                                    : S_ISDIR(sb.st_mode)  ? "directory"
+                                    : S_ISCHR(sb.st_mode)  ? "character device"
+                                    : S_ISSOCK(sb.st_mode) ? "socket"
+                                                           : "special file"));
     uint64_t size = (uint64_t)sb.st_size;
     if (size < 8)
-        return fail(path, "truncated: %llu bytes, shorter than the 8-byte header length",
-                    (unsigned long long)size);
+        return cft_tree_error(
+            fail(path, "truncated: %llu bytes, shorter than the 8-byte header length",
+                 (unsigned long long)size));
     unsigned char len8[8];
     if (!read_at(fd, len8, 8, 0))
-        return fail(path, "cannot read the header length");
+        return cft_tree_error(fail(path, "cannot read the header length"));
     uint64_t hlen = rd_u64(len8), rest = size - 8;
-    cft_tree *t = NULL;
     if (hlen > CFT_ST_MAX_HEADER)
-        t = fail(path, "header length %llu is implausible (over 100 MB)", (unsigned long long)hlen);
-    else if (hlen > rest)
-        t = fail(path, "truncated: the header claims %llu bytes but only %llu follow the length",
-                 (unsigned long long)hlen, (unsigned long long)rest);
-    else if (hlen == 0)
-        t = fail(path, "the header is empty (not a JSON object)");
-    if (!t) {
-        cft_st_header H;
-        char err[512];
-        char *text = malloc((size_t)hlen);
-        if (!text)
-            return cft__tree_err(cft__oom());
-        if (!read_at(fd, text, (size_t)hlen, 8))
-            t = fail(path, "cannot read the %llu-byte header", (unsigned long long)hlen);
-        else if (!cft__st_parse_header(text, (size_t)hlen, &H, err, sizeof err))
-            t = fail(path, "bad header: %s", err);
-        else {
-            free(text), text = NULL;
-            t = build(path, &H, fd, 8 + hlen, rest - hlen, flags, meta, nmeta);
-            cft__st_header_free(&H);
-        }
-        free(text);
-    }
+        return cft_tree_error(fail(path, "header length %llu is implausible (over 100 MB)",
+                                    (unsigned long long)hlen));
+    if (hlen > rest)
+        return cft_tree_error(
+            fail(path, "truncated: the header claims %llu bytes but only %llu follow the length",
+                 (unsigned long long)hlen, (unsigned long long)rest));
+    if (hlen == 0)
+        return cft_tree_error(fail(path, "the header is empty (not a JSON object)"));
+    char err[512];
+    char *text = malloc((size_t)hlen);
+    if (!text)
+        return cft__oom();
+    cft_array *e = NULL;
+    if (!read_at(fd, text, (size_t)hlen, 8))
+        e = cft_tree_error(
+            fail(path, "cannot read the %llu-byte header", (unsigned long long)hlen));
+    else if (!cft__st_parse_header(text, (size_t)hlen, H, err, sizeof err))
+        e = cft_tree_error(fail(path, "bad header: %s", err));
+    free(text);
+    *data_at = 8 + hlen, *data_len = rest - hlen;
+    return e;
+}
+
+bool cft__st_read_at(int fd, void *buf, size_t n, uint64_t off) {
+    return read_at(fd, buf, n, off);
+}
+
+const char *cft__st_check_entry(const cft_st_entry *e, uint64_t data_len, char *buf, size_t cap) {
+    return check_entry(NULL, e, data_len, 0, buf, cap);
+}
+
+static cft_tree *load(const char *path, int fd, unsigned flags, const char ***meta, int *nmeta) {
+    cft_st_header H;
+    uint64_t data_at, data_len;
+    cft_array *e = cft__st_open(path, fd, &H, &data_at, &data_len);
+    if (e)
+        return cft__tree_err(e);
+    cft_tree *t = build(path, &H, fd, data_at, data_len, flags, meta, nmeta);
+    cft__st_header_free(&H);
     return t;
 }
 

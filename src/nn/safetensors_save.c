@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "array/array.h"
 #include "core/error.h"
 #include "nn/nn_internal.h"
 #include "nn/safetensors.h"
@@ -87,6 +88,12 @@ static bool write_data(FILE *f, const cft_tree *t) {
         size_t n = (size_t)cft_array_size(t->xs[i]), size = cft_dtype_size(dt);
         if (n == 0)
             continue;
+        cft_array *x = t->xs[i];
+        if (cft__host_le() && x->kind == CFT_K_CONCRETE && cft__is_contig(x)) {
+            if (fwrite(cft__ptr(x), size, n, f) != n) /* straight from the array */
+                return false;
+            continue;
+        }
         void *buf = malloc(n * size);
         if (!buf)
             return false;

@@ -2,12 +2,14 @@
  * (files cft writes, so the fuzzer starts from valid inputs and mutates
  * them), plus a few hostile headers that once broke the loader.
  * Usage: make_seeds <corpus-dir-for-safetensors> <corpus-dir-for-bool>
- *        [<corpus-dir-for-rpc-headers>] */
+ *        [<corpus-dir-for-rpc-headers> [<corpus-dir-for-checkpoint-metadata>]] */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cft/cft.h"
 #include "dist/rpc/wire.h"
+#include "nn/checkpoint.h"
 
 static void put(const char *dir, const char *name, const void *data, size_t n) {
     char p[1024];
@@ -99,6 +101,21 @@ int main(int argc, char **argv) {
         r.avals[0] = (cft_aval){CFT_BF16, 8, {1, 2, 3, 4, 5, 6, 7, 8}};
         r.arg_rref[0] = -1;
         put(argv[3], "remote", w, cft__rpc_encode(&r, w, sizeof w));
+    }
+    if (argc > 4) { /* checkpoint metadata as the saver writes it */
+        ckpt_piece pe[2] = {{"rank0.safetensors", 0, 4}, {"rank1.safetensors", 4, 10}};
+        ckpt_piece ps[1] = {{"rank0.safetensors", 0, 1}};
+        ckpt_tensor ts[2] = {{"emb", CFT_F32, 2, {10, 3}, 2, pe}, {"step", CFT_I64, 0, {0}, 1, ps}};
+        ckpt_meta m = {2, ts};
+        char *text = cft__ckpt_format(&m);
+        if (text)
+            put(argv[4], "meta", text, strlen(text));
+        free(text);
+        const char *gaps = "{\"format\":\"cft-sharded-checkpoint\",\"version\":1,\"tensors\":"
+                           "[{\"name\":\"a\",\"dtype\":\"BF16\",\"shape\":[5,2],\"pieces\":"
+                           "[{\"file\":\"r.safetensors\",\"rows\":[0,2]},"
+                           "{\"file\":\"s.safetensors\",\"rows\":[3,5]}]}]}";
+        put(argv[4], "gaps", gaps, strlen(gaps));
     }
     return 0;
 }
