@@ -334,20 +334,37 @@ cft_status cft_dist_barrier(cft_dist_group *g) {
     return cft__dist_run(r);
 }
 
-cft_status cft_dist_send(cft_dist_group *g, cft_array *x, int dst, int tag) {
-    CFT_API("cft_dist_send");
-    const char *call = "cft_dist_send";
-    cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
-    if (!e && (dst < 0 || dst >= g->size || tag < 0))
-        e = cft__fail(CFT_E_ARG, "%s: destination %d (group of %d) or tag %d out of range", call,
-                      dst, g->size, tag);
-    if (e)
-        return cft__set_last(e);
+/* a send request to dst, checked (NULL with *e set on bad arguments) */
+static dist_req *send_req(const char *call, cft_dist_group *g, cft_array *x, int dst, int tag,
+                          cft_array **e) {
+    cft_array *xc = NULL;
+    *e = prepare(call, g, x, &xc);
+    if (!*e && (dst < 0 || dst >= g->size || tag < 0))
+        *e = cft__fail(CFT_E_ARG, "%s: destination %d (group of %d) or tag %d out of range", call,
+                       dst, g->size, tag);
+    if (*e)
+        return NULL;
     dist_req *r = new_req(REQ_SEND, call, g, xc, NULL, cft_array_size(xc));
     if (!r)
-        return cft__set_last(cft__oom());
-    r->peer = dst, r->tag = tag;
-    return cft__dist_run(r);
+        *e = cft__oom();
+    else
+        r->peer = dst, r->tag = tag;
+    return r;
+}
+
+cft_status cft_dist_send(cft_dist_group *g, cft_array *x, int dst, int tag) {
+    CFT_API("cft_dist_send");
+    cft_array *e;
+    dist_req *r = send_req("cft_dist_send", g, x, dst, tag, &e);
+    return r ? cft__dist_run(r) : cft__set_last(e);
+}
+
+dist_req *cft__dist_isend(const char *call, cft_dist_group *g, cft_array *x, int dst, int tag,
+                          cft_array **err) {
+    dist_req *r = send_req(call, g, x, dst, tag, err);
+    if (r)
+        cft__dist_start_here(r);
+    return r;
 }
 
 cft_array *cft_dist_recv(cft_dist_group *g, cft_dtype dtype, const int64_t *shape, int ndim,

@@ -102,6 +102,15 @@ cft_status cft__ddp_wait(cft_array *h, cft_array *const *grads, int k, cft_array
  * v's own buffer (collectives.c; for DDP's packed buckets); now: run it
  * as a blocking call (done when this returns) */
 struct cft_dist_work *cft__dist_sum_in_place(struct cft_dist_group *g, cft_array *v, bool now);
+/* point to point on the calling thread, without the engine (a
+ * non-blocking send or receive matches any kind of its peer's): start r,
+ * and later drive it to its end (deadline included) */
+void cft__dist_start_here(dist_req *r);
+cft_status cft__dist_finish_here(dist_req *r);
+/* a send started on the calling thread (finish: cft__dist_finish_here);
+ * NULL with *err on bad arguments */
+dist_req *cft__dist_isend(const char *call, struct cft_dist_group *g, cft_array *x, int dst,
+                          int tag, cft_array **err);
 /* a finished work handle whose wait gives `result` */
 struct cft_dist_work *cft__dist_work_done(cft_array *result);
 /* v *= s in place (f32 and f64; others untouched) */

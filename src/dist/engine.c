@@ -540,6 +540,40 @@ cft_status cft__dist_run(dist_req *r) {
     return cft__dist_wait(r);
 }
 
+/* point to point, without the engine: start r here (a non-blocking send or
+ * receive matches any kind of its peer's), finish it later here */
+void cft__dist_start_here(dist_req *r) {
+    pthread_mutex_lock(&mpi_mu);
+    pthread_mutex_lock(&mu);
+    stamp(r);
+    pthread_mutex_unlock(&mu);
+    atomic_store(&r->state, 1);
+    if (atomic_load(&r->g->failed)) {
+        snprintf(r->err, sizeof r->err, "%s: the group failed before: %.600s", r->name,
+                 r->g->err);
+        r->nmr = -1; /* failed at the start */
+    } else
+        start_op(r);
+    pthread_mutex_unlock(&mpi_mu);
+}
+
+cft_status cft__dist_finish_here(dist_req *r) {
+    int result, flag = 0;
+    if (r->nmr < 0)
+        result = 3;
+    else
+        for (unsigned k = 0;; k++) {
+            pthread_mutex_lock(&mpi_mu);
+            result = step_req(r, k % 64 ? 0 : seconds(), &flag);
+            pthread_mutex_unlock(&mpi_mu);
+            if (result > 0)
+                break;
+            sched_yield();
+        }
+    finish(r, result, flag);
+    return cft__dist_wait(r);
+}
+
 void cft__dist_run_on_comm(void (*fn)(void *), void *arg) {
     call_on_comm c = {fn, arg, false};
     pthread_mutex_lock(&mu);

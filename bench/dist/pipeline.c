@@ -1,0 +1,96 @@
+/* bench/dist/pipeline.c (mpirun -np 2, one stage per rank, one thread per
+ * rank): the pipeline's bubble, the share of a step a stage waits instead
+ * of computing, 1 - compute / step (averaged over the stages, median of 5
+ * steps), against the theory (p - 1) / (m + p - 1) for m = 4, 8 and 16
+ * micro-batches, with GPipe and 1F1B; and the micro-batches of activations
+ * each schedule keeps alive on stage 0 (with their bytes). Stages: a few
+ * tanh layers of width 512 on micro-batches of 64 rows (the last one ends
+ * with a mean cross-entropy). JSON lines; ratio_to_baseline = measured
+ * bubble / theoretical bubble. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../bench.h"
+#include "cft/cft.h"
+#include "cft/pipeline.h"
+
+enum { W = 512, LAYERS = 3, MB_ROWS = 64 };
+static const char *const names[LAYERS] = {"l0", "l1", "l2"};
+
+static cft_status body(const cft_tree *p, cft_array *x, cft_array **h) {
+    for (int l = 0; l < LAYERS; l++)
+        x = cft_tanh(cft_matmul(x, cft_tree_at(p, l)));
+    *h = x;
+    return CFT_OK;
+}
+static cft_status mid(void *env, const cft_tree *p, int nin, cft_array *const *in, int nout,
+                      cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    return body(p, in[0], out);
+}
+static cft_status last(void *env, const cft_tree *p, int nin, cft_array *const *in, int nout,
+                       cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *h;
+    body(p, in[0], &h);
+    out[0] = cft_mean(cft_cross_entropy(h, in[1]), NULL, 0, false);
+    return CFT_OK;
+}
+
+int main(int argc, char **argv) {
+    cft_init();
+    if (cft_dist_init(&argc, &argv) != CFT_OK)
+        return 1;
+    cft_set_num_threads(1);
+    cft_dist_group *g = cft_dist_world();
+    int r = cft_dist_rank(g), S = cft_dist_size(g);
+    cft_array *k = cft_random_split(cft_random_key(3 + (uint64_t)r), LAYERS), *ws[LAYERS];
+    for (int l = 0; l < LAYERS; l++)
+        ws[l] = cft_mul_s(cft_random_normal(cft_index(k, l), CFT_F32, (int64_t[]){W, W}, 2), 0.04);
+    cft_tree *params = cft_tree_from(names, ws, LAYERS);
+    cft_fn *f = r < S - 1 ? cft_tree_fn_new(mid, NULL, params, 1, 1)
+                          : cft_tree_fn_new(last, NULL, params, 2, 1);
+    const char *sched[2] = {"gpipe", "1f1b"};
+    for (int m = 4; m <= 16; m *= 2)
+        for (int s = 0; s < 2; s++) {
+            int64_t rows = (int64_t)m * MB_ROWS;
+            cft_array *x = cft_random_normal(cft_random_key(5), CFT_F32, (int64_t[]){rows, W}, 2);
+            cft_array *t = cft_astype(cft_mul_s(cft_random_uniform(cft_random_key(6), CFT_F32,
+                                                                   (int64_t[]){rows}, 1, 0, 1),
+                                                W - 0.01),
+                                      CFT_I32);
+            cft_pipeline_options o = {m, (cft_pipe_schedule)s, false};
+            cft_pipeline *p = cft_pipeline_new(g, f, params, &o);
+            double bub[5];
+            int peak = 0;
+            for (int it = -2; it < 5; it++) {
+                cft_tree *gr;
+                if (cft_pipeline_step(p, params, r == 0 ? x : NULL, r == S - 1 ? t : NULL, NULL,
+                                      &gr) != CFT_OK) {
+                    fprintf(stderr, "%s\n", cft_last_error_message());
+                    return 1;
+                }
+                cft_pipeline_stats st = cft_pipeline_last_stats(p);
+                /* the stages' mean bubble */
+                cft_array *b = cft_dist_all_reduce(
+                    g, cft_scalar(1 - st.compute_s / st.step_s, CFT_F64), CFT_DIST_MEAN);
+                if (it >= 0)
+                    bub[it] = cft_item(b);
+                peak = st.peak_live;
+            }
+            double med, mn;
+            bench_stats(bub, 5, &med, &mn);
+            double theory = (double)(S - 1) / (m + S - 1);
+            if (r == 0)
+                printf("{\"bench\": \"pipeline\", \"config\": {\"ranks\": %d, \"micro_batches\": "
+                       "%d, \"schedule\": \"%s\", \"rows_per_micro_batch\": %d}, \"method\": "
+                       "\"cft_pipeline_step\", \"bubble\": %.3f, \"threads\": 1, \"baseline\": "
+                       "\"theoretical bubble (p-1)/(m+p-1)\", \"baseline_bubble\": %.3f, "
+                       "\"ratio_to_baseline\": %.3f, \"stage0_live_micro_batches\": %d, "
+                       "\"stage0_activation_mb\": %.1f}\n",
+                       S, m, sched[s], MB_ROWS, med, theory, med / theory, peak,
+                       peak * (double)MB_ROWS * W * 4 * LAYERS / (1 << 20));
+        }
+    cft_dist_finalize();
+    return 0;
+}
