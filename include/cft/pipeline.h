@@ -49,10 +49,10 @@ cft_status cft_pipeline_step(cft_pipeline *p, const cft_tree *params, cft_array 
                              cft_array *target, cft_array **loss, cft_tree **grads);
 
 /** Measurements of the last step on this rank: seconds computing (forward
- *  and backward) and in the whole step, and the most micro-batches whose
- *  activations were kept at once. */
+ *  and backward), waiting for neighbours' messages, and in the whole step,
+ *  and the most micro-batches whose activations were kept at once. */
 typedef struct cft_pipeline_stats {
-    double compute_s, step_s;
+    double compute_s, wait_s, step_s;
     int peak_live;
 } cft_pipeline_stats;
 cft_pipeline_stats cft_pipeline_last_stats(const cft_pipeline *p);

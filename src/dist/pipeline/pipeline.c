@@ -56,7 +56,7 @@ typedef struct {
     cft_array *loss;
     dist_req **sends;
     int nsends, live;
-    double compute;
+    double compute, wait;
     cft_aval in_aval; /* of the activations received */
 } step_ctx;
 
@@ -127,7 +127,14 @@ static cft_array *send_activation(step_ctx *c, cft_array *y, int m) {
     return e ? e : isend(c, y, c->s + 1, 3 * m + 1);
 }
 
+static cft_array *recv_activation_(step_ctx *c, int m);
 static cft_array *recv_activation(step_ctx *c, int m) {
+    double t0 = now_s();
+    cft_array *x = recv_activation_(c, m);
+    c->wait += now_s() - t0;
+    return x;
+}
+static cft_array *recv_activation_(step_ctx *c, int m) {
     if (m == 0) {
         cft_array *h =
             cft_dist_recv(c->p->g, CFT_I64, (int64_t[]){2 + CFT_MAX_NDIM}, 1, c->s - 1, 0);
@@ -194,8 +201,11 @@ static cft_array *backward(step_ctx *c, int m) {
     cft_array *ct;
     if (c->s == c->S - 1) /* d(mean over micro-batches)/d(loss_m) */
         ct = cft_full(1.0 / c->M, u->out.dtype, u->out.shape, u->out.ndim);
-    else
+    else {
+        double t0 = now_s();
         ct = cft_dist_recv(c->p->g, u->out.dtype, u->out.shape, u->out.ndim, c->s + 1, 3 * m + 2);
+        c->wait += now_s() - t0;
+    }
     if (cft_failed(ct))
         return ct;
     double t0 = now_s();
@@ -285,6 +295,7 @@ cft_status cft_pipeline_step(cft_pipeline *p, const cft_tree *params, cft_array 
         if (cft__dist_finish_here(c.sends[i]) != CFT_OK && !e)
             e = cft__fail(cft_last_error(), "%s", cft_last_error_message());
     p->stats.compute_s = c.compute;
+    p->stats.wait_s = c.wait;
     p->stats.step_s = now_s() - t0;
     if (e) {
         if (grads)
