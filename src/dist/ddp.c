@@ -50,7 +50,9 @@ static cft_status fused_cb(cft_ddp *d, bool acc, cft_array *const *in, cft_array
     for (int b = 0; b < d->nb; b++) {
         for (int k = 0; k < d->len[b]; k++)
             bg[k] = g[d->order[d->start[b] + k]];
-        h[b] = cft__ddp_start(d->g, bg, d->len[b]);
+        /* the last bucket is ready when the backward ends: nothing is left
+         * to overlap it with, so it runs as a blocking call (no hand-off) */
+        h[b] = cft__ddp_start(d->g, bg, d->len[b], b == d->nb - 1);
     }
     cft_array **avg = CFT_NEWN(cft_array *, d->np + 1);
     for (int b = 0; b < d->nb; b++) {

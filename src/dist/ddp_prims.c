@@ -98,8 +98,8 @@ cft_array *cft__ddp_unpack(cft_array *v, cft_array *const *like, int n, cft_arra
 }
 
 static cft_array *start_impl(cft_array *const *x, int nin, const cft_params *p, cft_array **y) {
-    double bytes = 0;
-    cft_dist_work *w = cft__ddp_mean(group_of(p), x, nin, false, &bytes);
+    double bytes = 0; /* p->v[1]: run it now (a blocking call), the same on every rank */
+    cft_dist_work *w = cft__ddp_mean(group_of(p), x, nin, p->v[1][0] != 0, &bytes);
     pthread_mutex_lock(&slot_mu);
     int64_t id = next_id++;
     slots[id % NSLOTS] = w;
@@ -143,7 +143,7 @@ const cft_prim cft_p_ddp_start = {
     .nin = -1,
     .nout = 1,
     .flags = CFT_PRIM_NONDIFF | CFT_PRIM_EFFECT | CFT_PRIM_EARLY,
-    .pnames = {"group"},
+    .pnames = {"group", "now"},
     .shape = start_shape,
     .impl = start_impl,
 };
@@ -157,9 +157,10 @@ const cft_prim cft_p_ddp_wait = {
     .nout_of = wait_nout,
 };
 
-cft_array *cft__ddp_start(cft_dist_group *g, cft_array *const *grads, int k) {
+cft_array *cft__ddp_start(cft_dist_group *g, cft_array *const *grads, int k, bool now) {
     cft_params p = {0};
     cft__param_set1(&p, 0, g->id);
+    cft__param_set1(&p, 1, now);
     return cft__bind1(&cft_p_ddp_start, &p, k, grads);
 }
 

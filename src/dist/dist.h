@@ -96,7 +96,7 @@ bool cft__dist_debug(void);
 
 /* ddp_prims.c: start a bucket's mean all_reduce (an i64 handle, CFT_PRIM_EARLY,
  * so the jit starts it as soon as the gradients exist) and wait for it */
-cft_array *cft__ddp_start(struct cft_dist_group *g, cft_array *const *grads, int k);
+cft_array *cft__ddp_start(struct cft_dist_group *g, cft_array *const *grads, int k, bool now);
 cft_status cft__ddp_wait(cft_array *h, cft_array *const *grads, int k, cft_array **out);
 /* the sum over g of v, a fresh contiguous array nobody else holds, in
  * v's own buffer (collectives.c; for DDP's packed buckets); now: run it
