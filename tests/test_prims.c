@@ -104,6 +104,18 @@ struct row {
     X(bessel_j1, F, cft_bessel_j1(x), j1(a), -5, 5, 0, O2)                                         \
     X(square, F, cft_square(x), a *a, -2, 2, 0, O2)                                                \
     X(reciprocal, F, cft_reciprocal(x), 1 / a, 0.3, 2, SIGNED, O2)                                 \
+    X(sinh, F, cft_sinh(x), sinh(a), -2, 2, 0, O2)                                                 \
+    X(cosh, F, cft_cosh(x), cosh(a), -2, 2, 0, O2)                                                 \
+    X(asin, F, cft_asin(x), asin(a), -0.8, 0.8, 0, O2)                                             \
+    X(acos, F, cft_acos(x), acos(a), -0.8, 0.8, 0, O2)                                             \
+    X(atan, F, cft_atan(x), atan(a), -3, 3, 0, O2)                                                 \
+    X(asinh, F, cft_asinh(x), asinh(a), -3, 3, 0, O2)                                              \
+    X(acosh, F, cft_acosh(x), acosh(a), 1.2, 3, 0, O2)                                             \
+    X(atanh, F, cft_atanh(x), atanh(a), -0.8, 0.8, 0, O2)                                          \
+    X(log2, F, cft_log2(x), log2(a), 0.1, 3, 0, O2)                                                \
+    X(log10, F, cft_log10(x), log10(a), 0.1, 3, 0, O2)                                             \
+    X(cbrt, F, cft_cbrt(x), cbrt(a), 0.2, 3, SIGNED, O2)                                           \
+    X(trunc, F, cft_trunc(x), trunc(a), -3, 3, 0, NONDIFF)                                         \
     X(logical_not, B, cft_logical_not(x), !a, 0, 1, 0, NONDIFF)
 
 /* binary rows: name, kind, op of x y, reference of a b, domain of a, of b, row flags */
@@ -124,6 +136,7 @@ struct row {
       0.2, 6, 0, O2)                                                                               \
     X(gammaincc, F, cft_gammaincc(cft_round(x), y), cft_sf_gammaincc(round(a), b), 1, 5, DISCRETE, \
       0.2, 6, 0, O2)                                                                               \
+    X(copysign, F, cft_copysign(x, y), copysign(a, b), 0.3, 2, SIGNED, 0.3, 2, SIGNED, O2)         \
     X(eq, F, cft_eq(x, y), a == b, 0, 2, DISCRETE, 0, 2, DISCRETE, NONDIFF)                        \
     X(ne, F, cft_ne(x, y), a != b, 0, 2, DISCRETE, 0, 2, DISCRETE, NONDIFF)                        \
     X(lt, F, cft_lt(x, y), a < b, 0, 2, DISCRETE, 0, 2, DISCRETE, NONDIFF)                         \
@@ -194,7 +207,7 @@ static double ref_select(const double *v) {
 static double ref_to_other_float(const double *v) {
     return (float)v[0];
 }
-static double ref_trunc(const double *v) {
+static double ref_toward_zero(const double *v) {
     return trunc(v[0]);
 }
 static double ref_id(const double *v) {
@@ -1115,7 +1128,7 @@ static const row rows[] = {
      .fn = fn_convert_float, .nin = 1, .in = {F23(-3, 3)}, EW23, .ew = ref_to_other_float,
      .flags = LINEAR_FD | ANY_DTYPE},
     {.prim = "convert_element_type", .label = "convert_element_type (float -> i32)",
-     .fn = fn_convert_i32, .nin = 1, .in = {F23(-3, 3)}, EW23, .ew = ref_trunc,
+     .fn = fn_convert_i32, .nin = 1, .in = {F23(-3, 3)}, EW23, .ew = ref_toward_zero,
      .flags = NONDIFF | ANY_DTYPE},
     {.prim = "convert_element_type", .label = "convert_element_type (i32 -> f64)",
      .fn = fn_convert_f64, .nin = 1, .in = {{I, 2, {2, 3}, -9, 9, 0}}, EW23, .ew = ref_id,

@@ -38,6 +38,22 @@ cft_array *cft_erf(cft_array *x);         /**< error function */
 cft_array *cft_square(cft_array *x);      /**< x*x (any numeric dtype) */
 cft_array *cft_reciprocal(cft_array *x);  /**< 1/x */
 cft_array *cft_logical_not(cft_array *x); /**< !x, bool -> bool */
+cft_array *cft_sinh(cft_array *x);        /**< hyperbolic sine */
+cft_array *cft_cosh(cft_array *x);        /**< hyperbolic cosine */
+cft_array *cft_asin(cft_array *x);        /**< arcsine */
+cft_array *cft_acos(cft_array *x);        /**< arccosine */
+cft_array *cft_atan(cft_array *x);        /**< arctangent */
+cft_array *cft_asinh(cft_array *x);       /**< inverse hyperbolic sine */
+cft_array *cft_acosh(cft_array *x);       /**< inverse hyperbolic cosine */
+cft_array *cft_atanh(cft_array *x);       /**< inverse hyperbolic tangent */
+cft_array *cft_log2(cft_array *x);        /**< base-2 log (floats) */
+cft_array *cft_log10(cft_array *x);       /**< base-10 log (floats) */
+cft_array *cft_cbrt(cft_array *x);        /**< cube root (floats; negative x allowed) */
+cft_array *cft_trunc(cft_array *x);       /**< round toward zero (zero derivative) */
+cft_array *cft_deg2rad(cft_array *x);     /**< x * pi / 180 */
+cft_array *cft_rad2deg(cft_array *x);     /**< x * 180 / pi */
+/** log(sigmoid(x)) = -softplus(-x), computed without overflow. */
+cft_array *cft_log_sigmoid(cft_array *x);
 cft_array *cft_is_finite(cft_array *x);   /**< not inf and not NaN, float -> bool */
 /** ~x on ints, !x on bools. */
 cft_array *cft_bitwise_not(cft_array *x);
@@ -57,6 +73,17 @@ cft_array *cft_pow(cft_array *a, cft_array *b);     /**< a ^ b (floats) */
 cft_array *cft_maximum(cft_array *a, cft_array *b); /**< elementwise max; ties split the gradient */
 cft_array *cft_minimum(cft_array *a, cft_array *b); /**< elementwise min */
 cft_array *cft_atan2(cft_array *a, cft_array *b);   /**< atan2(a, b) (floats) */
+/** |a| with the sign of b (floats); derivative sign(a) sign(result) in a. */
+cft_array *cft_copysign(cft_array *a, cft_array *b);
+/** log(e^a + e^b), stable (max + log1p(e^-|a-b|)). */
+cft_array *cft_logaddexp(cft_array *a, cft_array *b);
+/** log2(2^a + 2^b), stable. */
+cft_array *cft_logaddexp2(cft_array *a, cft_array *b);
+/** sqrt(a^2 + b^2) without overflow (scaled by max(|a|, |b|)); its
+ *  gradient at (0, 0) is 0 (the subgradient torch uses). */
+cft_array *cft_hypot(cft_array *a, cft_array *b);
+/** Heaviside step: 0 for a < 0, b where a == 0, 1 for a > 0 (jnp.heaviside). */
+cft_array *cft_heaviside(cft_array *a, cft_array *b);
 cft_array *cft_eq(cft_array *a, cft_array *b);      /**< a == b -> bool */
 cft_array *cft_ne(cft_array *a, cft_array *b);      /**< a != b -> bool */
 cft_array *cft_lt(cft_array *a, cft_array *b);      /**< a < b -> bool */
