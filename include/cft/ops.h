@@ -293,6 +293,26 @@ cft_array *cft_dot_general(cft_array *a, cft_array *b, const int *lc, const int 
                            const int *lb, const int *rb, int nb);
 /** NumPy matmul: 1-d and n-d operands, broadcast batch dims. */
 cft_array *cft_matmul(cft_array *a, cft_array *b);
+/** Einstein summation (numpy.einsum / jnp.einsum) of n operands: spec as
+ *  "Naf,Mbf->NMab" (labels a-z, A-Z; a label repeated in one operand takes
+ *  its diagonal; without "->" the output is the labels used once, sorted).
+ *  Contracted pairwise with dot_general, smallest intermediate first, so no
+ *  outer product is built that a contraction can avoid. */
+cft_array *cft_einsum(const char *spec, int n, cft_array *const *xs);
+/** cft_einsum of two operands. */
+cft_array *cft_einsum2(const char *spec, cft_array *a, cft_array *b);
+/** Tensor dot: contract a's a_axes[i] with b's b_axes[i]; result dims: a's
+ *  free dims, then b's (numpy.tensordot with axes given as two lists). */
+cft_array *cft_tensordot(cft_array *a, cft_array *b, const int *a_axes, const int *b_axes,
+                         int naxes);
+/** numpy.tensordot(a, b, axes=n): a's last n dims with b's first n. */
+cft_array *cft_tensordot_n(cft_array *a, cft_array *b, int n);
+/** Outer product of the flattened a and b: [size(a), size(b)]. */
+cft_array *cft_outer(cft_array *a, cft_array *b);
+/** Sum of a square matrix's diagonal (jnp.trace of a matrix). */
+cft_array *cft_matrix_trace(cft_array *x);
+/** x with axes a and b exchanged (negative counts from the end). */
+cft_array *cft_swapaxes(cft_array *x, int a, int b);
 
 /* ---- convolution and pooling ----
  * Layouts are fixed (jax.lax dimension numbers NC<spatial>, OI<spatial>,
