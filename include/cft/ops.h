@@ -314,6 +314,34 @@ cft_array *cft_matrix_trace(cft_array *x);
 /** x with axes a and b exchanged (negative counts from the end). */
 cft_array *cft_swapaxes(cft_array *x, int a, int b);
 
+/* ---- shape and index helpers (jax.numpy), built from primitives ---- */
+/** x with the elements above (tril) / below (triu) diagonal k of the last
+ *  two dims set to zero (k > 0: above the main diagonal). */
+cft_array *cft_tril(cft_array *x, int k);
+cft_array *cft_triu(cft_array *x, int k);
+/** x shifted by `shift` along axis, wrapping around (numpy.roll). */
+cft_array *cft_roll(cft_array *x, int64_t shift, int axis);
+/** x repeated reps[d] times along each dim (right-aligned, numpy.tile). */
+cft_array *cft_tile(cft_array *x, const int64_t *reps, int nreps);
+/** Elements repeated along axis: counts[0] times each (ncounts 1), or
+ *  counts[i] times element i (ncounts = the axis' length). total: the
+ *  result's length along axis, or -1 (counts are static: jnp.repeat's
+ *  total_repeat_length). */
+cft_array *cft_repeat(cft_array *x, const int64_t *counts, int ncounts, int axis,
+                      int64_t total);
+/** Split x into `sections` equal parts along axis (out[sections]);
+ *  array_split allows unequal ones (the first get one more). */
+cft_status cft_split(cft_array *x, int sections, int axis, cft_array **out);
+cft_status cft_array_split(cft_array *x, int sections, int axis, cft_array **out);
+/** Diagonal `offset` of the dims axis1, axis2 (which go away; the diagonal
+ *  becomes the last dim), numpy.diagonal. */
+cft_array *cft_diagonal(cft_array *x, int offset, int axis1, int axis2);
+/** Kronecker product of two matrices. */
+cft_array *cft_kron(cft_array *a, cft_array *b);
+/** Coordinate grids of vectors x [n] and y [m]: "xy" indexing ([m, n];
+ *  ij false) or "ij" ([n, m]). */
+cft_status cft_meshgrid(cft_array *x, cft_array *y, bool ij, cft_array **gx, cft_array **gy);
+
 /* ---- convolution and pooling ----
  * Layouts are fixed (jax.lax dimension numbers NC<spatial>, OI<spatial>,
  * NC<spatial>): lhs [N, C, spatial...], rhs (kernel) [O, I, spatial...],

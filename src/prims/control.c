@@ -225,7 +225,7 @@ static bool scan_partial_eval(const cft_eqn *q, const bool *in_known, int *next_
     bool *bk = CFT_NEWN(bool, nin + 1), *want = CFT_NEWN(bool, nout + 1),
          *ok = CFT_NEWN(bool, nout + 1);
     memcpy(bk, in_known, sizeof(bool) * (size_t)nin);
-    cft_split *s = NULL;
+    cft_ir_split *s = NULL;
     for (int iter = 0; iter <= ncar;
          iter++) { /* a carry is known only if the body keeps it known */
         s = cft__split_ir(b, bk, NULL, ok);
@@ -870,7 +870,7 @@ static bool cond_partial_eval(const cft_eqn *q, const bool *in_known, int *next_
     }
     for (int j = 0; j < m; j++)
         want[j] = !out_known[j];
-    cft_split *sp[16];
+    cft_ir_split *sp[16];
     int total = 0, before[16], nkin = 0, nkout = 0;
     for (int i = 0; i < n; i++)
         nkin += bk[i];

@@ -53,12 +53,12 @@ cft_status cft__ir_eval_with(const cft_ir *ir, cft_array *const *consts, cft_arr
  * want_unknown[j] (NULL: where computed) sends output j to the unknown IR
  * (a known value passes through as a residual); out_known[j] gets where it
  * went. NULL (last error set) when a wanted known output is unknown. */
-typedef struct cft_split {
+typedef struct cft_ir_split {
     cft_ir *known, *unknown;
     int nres;
-} cft_split;
-cft_split *cft__split_ir(const cft_ir *ir, const bool *in_known, const bool *want_unknown,
-                         bool *out_known);
+} cft_ir_split;
+cft_ir_split *cft__split_ir(const cft_ir *ir, const bool *in_known, const bool *want_unknown,
+                            bool *out_known);
 
 /* Symbolic dims: does the IR (an equation) have any, in avals or params
  * (nested IRs included)? */

@@ -22,8 +22,8 @@ static int max_var_id(const cft_ir *ir) {
     return m;
 }
 
-cft_split *cft__split_ir(const cft_ir *ir, const bool *in_known, const bool *want_unknown,
-                         bool *out_known) {
+cft_ir_split *cft__split_ir(const cft_ir *ir, const bool *in_known, const bool *want_unknown,
+                            bool *out_known) {
     int cap = max_var_id(ir) + 64 * (ir->neqn + 1);
     int next_id = max_var_id(ir);
     bool *known = CFT_NEWN(bool, cap), *res_mark = CFT_NEWN(bool, cap);
@@ -123,7 +123,7 @@ cft_split *cft__split_ir(const cft_ir *ir, const bool *in_known, const bool *wan
     }
     for (int r = 0; r < nres; r++)
         kn.outvars[kn.nout++] = resv[r];
-    cft_split *s = CFT_NEW(cft_split);
+    cft_ir_split *s = CFT_NEW(cft_ir_split);
     s->known = cft__ir_finish(&kn);
     s->unknown = cft__ir_dce_outputs(cft__ir_finish(&un), NULL);
     s->nres = nres;

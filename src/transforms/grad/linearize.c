@@ -49,7 +49,7 @@ cft_status cft__linearize(cft_fn *f, cft_array *const *primals, const bool *diff
         in_known[i] = true;
     for (int k = 0; k < nt; k++)
         want_u[m + k] = true;
-    cft_split *sp = cft__split_ir(ir, in_known, want_u, out_known);
+    cft_ir_split *sp = cft__split_ir(ir, in_known, want_u, out_known);
     if (!sp)
         return cft__fail_outs(cft__fail(CFT_E_TRACE, "linearize: %s", cft_last_error_message()), m,
                               outs);
