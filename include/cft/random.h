@@ -28,6 +28,30 @@ cft_array *cft_random_normal(cft_array *key, cft_dtype dtype, const int64_t *sha
 /** Booleans, true with probability p. */
 cft_array *cft_random_bernoulli(cft_array *key, double p, const int64_t *shape, int ndim);
 
+/* ---- distributions built on the draws above (jax.random's names) ---- */
+/** Integers uniform in [lo, hi), dtype i32 or i64. */
+cft_array *cft_random_randint(cft_array *key, const int64_t *shape, int ndim, int64_t lo,
+                              int64_t hi, cft_dtype dtype);
+/** Standard Gumbel draws. */
+cft_array *cft_random_gumbel(cft_array *key, cft_dtype dtype, const int64_t *shape, int ndim);
+/** Standard exponential draws (rate 1). */
+cft_array *cft_random_exponential(cft_array *key, cft_dtype dtype, const int64_t *shape,
+                                  int ndim);
+/** Indices drawn from the softmax of logits along axis (Gumbel-max); the
+ *  axis goes away. */
+cft_array *cft_random_categorical(cft_array *key, cft_array *logits, int axis);
+/** Standard normal draws conditioned on [lower, upper] (inverse CDF). */
+cft_array *cft_random_truncated_normal(cft_array *key, cft_dtype dtype, const int64_t *shape,
+                                       int ndim, double lower, double upper);
+/** A random permutation of 0 .. n-1 (i32). */
+cft_array *cft_random_permutation(cft_array *key, int64_t n);
+/** k rows of a drawn uniformly, with or without replacement. */
+cft_array *cft_random_choice(cft_array *key, cft_array *a, int64_t k, bool replace);
+/** Draws of N(mean, cov): mean [d], cov [d, d] symmetric positive definite;
+ *  result [batch..., d]. */
+cft_array *cft_random_multivariate_normal(cft_array *key, cft_array *mean, cft_array *cov,
+                                          const int64_t *batch, int nbatch);
+
 #ifdef __cplusplus
 }
 #endif
