@@ -121,6 +121,21 @@ cft_fn *cft_jacfwd(cft_fn *f, const int *argnums, int nargnums);
  *  real inputs and outputs and jacfwd real inputs (as JAX). */
 cft_fn *cft_jacrev_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags);
 cft_fn *cft_jacfwd_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags);
+/** Output avals of f at input avals `in`, without running it
+ *  (jax.eval_shape); out gets cft_fn_nout(f) avals. */
+cft_status cft_eval_shape(cft_fn *f, const cft_aval *in, cft_aval *out);
+
+/** Modes of cft_check_grads. */
+enum { CFT_CHECK_FWD = 1, CFT_CHECK_REV = 2 };
+/** jax.test_util.check_grads: at inputs x (float; f64 recommended), check
+ *  forward mode against central differences (step eps) along a random
+ *  direction, and reverse mode against forward mode (the dot-product
+ *  test), for every output; order 2 or 3 repeats the checks on the jvp
+ *  along a fixed direction. eps, atol, rtol <= 0: 1e-4, 1e-5, 1e-5.
+ *  CFT_OK, or an error naming the mode, order, output and numbers. */
+cft_status cft_check_grads(cft_fn *f, cft_array *const *x, int order, unsigned modes, double eps,
+                           double atol, double rtol);
+
 /** Hessian of f's scalar output with respect to input `argnum`:
  *  jacfwd(jacrev(f)), shape in_shape + in_shape. */
 cft_fn *cft_hessian(cft_fn *f, int argnum);
