@@ -121,6 +121,16 @@ cft_fn *cft_jacfwd(cft_fn *f, const int *argnums, int nargnums);
  *  real inputs and outputs and jacfwd real inputs (as JAX). */
 cft_fn *cft_jacrev_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags);
 cft_fn *cft_jacfwd_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags);
+/** jax.linearize: evaluate f at primals (outs[nout]) and return in
+ *  *jvp_fn its jvp there as a function of the input tangents [nin] ->
+ *  output tangents [nout]; calling it evaluates only the linear part (no
+ *  primal is computed again). Inputs that are not float or complex take
+ *  tangents that are ignored. */
+cft_status cft_linearize(cft_fn *f, cft_array *const *primals, cft_array **outs, cft_fn **jvp_fn);
+/** jax.linear_transpose: for f linear in its inputs (of avals in_avals),
+ *  the function from output cotangents [nout] to input cotangents [nin]. */
+cft_fn *cft_linear_transpose(cft_fn *f, const cft_aval *in_avals);
+
 /** Output avals of f at input avals `in`, without running it
  *  (jax.eval_shape); out gets cft_fn_nout(f) avals. */
 cft_status cft_eval_shape(cft_fn *f, const cft_aval *in, cft_aval *out);

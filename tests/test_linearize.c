@@ -1,0 +1,64 @@
+/* test_linearize.c: cft_linearize gives f's outputs and a function of the
+ * tangents equal to cft_jvp's tangents (f64, 1e-13) that never runs f's
+ * callback again; cft_linear_transpose of a linear map is its adjoint (the
+ * dot-product identity, 1e-12) and equals the explicit transpose. */
+#include <math.h>
+#include <stdio.h>
+
+#include "cft/cft.h"
+#include "check.h"
+
+static int calls;
+static cft_status f(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    calls++;
+    out[0] = cft_tanh(cft_matmul(in[1], in[0]));
+    out[1] = cft_sum(cft_exp(in[0]), NULL, 0, false);
+    return CFT_OK;
+}
+static cft_array *A;
+static cft_status lin(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_add(cft_matmul(A, in[0]), cft_mul_s(in[0], 2)); /* A x + 2 x */
+    return CFT_OK;
+}
+
+int main(int argc, char **argv) {
+    check_init(argc, argv);
+    cft_fn *fn = cft_fn_new(f, NULL, 2, 2);
+    cft_array *x[2] = {cft_random_normal(cft_random_key(1), CFT_F64, (int64_t[]){3}, 1),
+                       cft_random_normal(cft_random_key(2), CFT_F64, (int64_t[]){4, 3}, 2)};
+    TEST("linearize: outputs, tangents as jvp's, and no second primal run") {
+        cft_array *outs[2];
+        cft_fn *j;
+        CHECK_EQ(cft_linearize(fn, x, outs, &j), CFT_OK);
+        cft_array *ref[2];
+        CHECK_EQ(cft_fn_call(fn, x, ref), CFT_OK);
+        CHECK_ARRAY_CLOSE(outs[0], ref[0], 1e-14, 1e-14);
+        for (int k = 0; k < 3; k++) {
+            cft_array *t[2] = {
+                cft_random_normal(cft_random_key(10 + k), CFT_F64, (int64_t[]){3}, 1),
+                cft_random_normal(cft_random_key(20 + k), CFT_F64, (int64_t[]){4, 3}, 2)};
+            cft_array *args[4] = {x[0], x[1], t[0], t[1]}, *want[4], *got[2];
+            CHECK_EQ(cft_fn_call(cft_jvp(fn), args, want), CFT_OK);
+            int before = calls;
+            CHECK_EQ(cft_fn_call(j, t, got), CFT_OK);
+            CHECK_EQ(calls, before);
+            CHECK_ARRAY_CLOSE(got[0], want[2], 1e-13, 1e-13);
+            CHECK_ARRAY_CLOSE(got[1], want[3], 1e-13, 1e-13);
+        }
+        cft_array *wrong[2] = {x[1], x[1]}, *o[2];
+        CHECK(cft_fn_call(j, wrong, o) != CFT_OK);
+    }
+    TEST("linear_transpose of a linear map is its adjoint") {
+        A = cft_random_normal(cft_random_key(3), CFT_F64, (int64_t[]){3, 3}, 2);
+        cft_aval in = {CFT_F64, 1, {3}};
+        cft_fn *T = cft_linear_transpose(cft_fn_new(lin, NULL, 1, 1), &in);
+        cft_array *ct = cft_random_normal(cft_random_key(4), CFT_F64, (int64_t[]){3}, 1);
+        cft_array *got = cft_fn_call1(T, &ct);
+        cft_array *want =
+            cft_add(cft_matmul(cft_transpose(A, (int[]){1, 0}), ct), cft_mul_s(ct, 2));
+        CHECK_ARRAY_CLOSE(got, want, 1e-13, 1e-13);
+    }
+    return check_summary();
+}
