@@ -4,6 +4,7 @@
  * dot-product identity, 1e-12) and equals the explicit transpose. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cft/cft.h"
 #include "check.h"
@@ -59,6 +60,16 @@ int main(int argc, char **argv) {
         cft_array *want =
             cft_add(cft_matmul(cft_transpose(A, (int[]){1, 0}), ct), cft_mul_s(ct, 2));
         CHECK_ARRAY_CLOSE(got, want, 1e-13, 1e-13);
+    }
+    TEST("vmap_n checks the lengths of in_axes and out_axes") {
+        cft_fn *v = cft_vmap_n(fn, (int[]){0, CFT_NOT_BATCHED}, 2, NULL, 0);
+        CHECK(!cft_fn_failed(v));
+        cft_array *xb = cft_random_normal(cft_random_key(7), CFT_F64, (int64_t[]){5, 3}, 2), *o[2];
+        CHECK_EQ(cft_fn_call(v, (cft_array *[]){xb, x[1]}, o), CFT_OK);
+        CHECK_EQ(cft_array_aval(o[0]).shape[0], 5);
+        CHECK(cft_fn_failed(cft_vmap_n(fn, (int[]){0}, 1, NULL, 0)));
+        CHECK(strstr(cft_fn_error_message(cft_vmap_n(fn, (int[]){0}, 1, NULL, 0)), "1 in_axes"));
+        CHECK(cft_fn_failed(cft_vmap_n(fn, NULL, 0, (int[]){0, 0, 0}, 3)));
     }
     return check_summary();
 }

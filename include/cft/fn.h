@@ -109,6 +109,10 @@ cft_fn *cft_value_and_grad(cft_fn *f, const int *argnums, int nargnums, bool has
  *  requires that output not to depend on the batch. Every primitive has a
  *  batching rule; there is no silent per-example loop. */
 cft_fn *cft_vmap(cft_fn *f, const int *in_axes, const int *out_axes);
+/** cft_vmap with the lengths of in_axes and out_axes given (each NULL, or
+ *  exactly f's input / output count: a wrong length is an error rather
+ *  than a read past the array's end). */
+cft_fn *cft_vmap_n(cft_fn *f, const int *in_axes, int n_in, const int *out_axes, int n_out);
 
 /** Jacobians of a function with respect to the inputs in argnums (NULL, 0:
  *  input 0). Output k*nargnums+j is d out[k] / d in[argnums[j]], of shape

@@ -183,3 +183,16 @@ cft_fn *cft_vmap(cft_fn *f, const int *in_axes, const int *out_axes) {
     env->f = f;
     return cft_fn_named(cft_fn_new(vmap_cb, env, f->nin, f->nout), "vmap");
 }
+
+cft_fn *cft_vmap_n(cft_fn *f, const int *in_axes, int n_in, const int *out_axes, int n_out) {
+    CFT_API("cft_vmap_n");
+    cft_fn *bad = cft__fn_check("cft_vmap_n", f);
+    if (bad)
+        return bad;
+    if ((in_axes && n_in != f->nin) || (out_axes && n_out != f->nout))
+        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG,
+                            "cft_vmap_n: %d in_axes and %d out_axes for a function of %d inputs "
+                            "and %d outputs",
+                            in_axes ? n_in : f->nin, out_axes ? n_out : f->nout, f->nin, f->nout);
+    return cft_vmap(f, in_axes, out_axes);
+}
