@@ -17,6 +17,13 @@ static cft_status f(void *env, int nin, cft_array *const *in, int nout, cft_arra
     out[1] = cft_sum(cft_exp(in[0]), NULL, 0, false);
     return CFT_OK;
 }
+/* (x, W) -> (sum(exp x), tanh(W x)): a loss and an aux output */
+static cft_status loss_aux(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_sum(cft_exp(in[0]), NULL, 0, false);
+    out[1] = cft_tanh(cft_matmul(in[1], in[0]));
+    return CFT_OK;
+}
 static cft_array *A;
 static cft_status lin(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
@@ -70,6 +77,14 @@ int main(int argc, char **argv) {
         CHECK(cft_fn_failed(cft_vmap_n(fn, (int[]){0}, 1, NULL, 0)));
         CHECK(strstr(cft_fn_error_message(cft_vmap_n(fn, (int[]){0}, 1, NULL, 0)), "1 in_axes"));
         CHECK(cft_fn_failed(cft_vmap_n(fn, NULL, 0, (int[]){0, 0, 0}, 3)));
+    }
+    TEST("grad_with_aux: gradients, then the aux outputs untouched") {
+        /* fn's outputs: (tanh(W x) vector, sum(exp x)): use a scalar loss + aux */
+        cft_fn *g = cft_grad_with_aux(cft_fn_new(loss_aux, NULL, 2, 2), (int[]){0}, 1);
+        cft_array *o[2];
+        CHECK_EQ(cft_fn_call(g, x, o), CFT_OK);
+        CHECK_ARRAY_CLOSE(o[0], cft_exp(x[0]), 1e-14, 1e-14); /* d sum(exp x) / dx */
+        CHECK_ARRAY_CLOSE(o[1], cft_tanh(cft_matmul(x[1], x[0])), 1e-14, 1e-14);
     }
     return check_summary();
 }

@@ -102,6 +102,9 @@ cft_fn *cft_grad_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags)
 /** Like cft_grad but also returns the value: outputs (value, aux..., grads...).
  *  With has_aux, f returns (loss, aux...) and only loss is differentiated. */
 cft_fn *cft_value_and_grad(cft_fn *f, const int *argnums, int nargnums, bool has_aux);
+/** grad with has_aux (jax.grad(f, has_aux=True)): f returns (loss, aux...);
+ *  outputs (grads..., aux...), only loss differentiated. */
+cft_fn *cft_grad_with_aux(cft_fn *f, const int *argnums, int nargnums);
 
 /** Vectorizing map. in_axes[i] is the batched axis of input i (negative
  *  counts from the end) or CFT_NOT_BATCHED; NULL: axis 0 for all. out_axes[j]

@@ -178,3 +178,37 @@ cft_fn *cft_value_and_grad(cft_fn *f, const int *argnums, int nargnums, bool has
     CFT_API("cft_value_and_grad");
     return make_grad(f, argnums, nargnums, true, has_aux, false);
 }
+
+/* value_and_grad(has_aux) reordered: (value, aux..., grads...) -> (grads..., aux...) */
+typedef struct {
+    cft_fn *vag;
+    int naux, ngrad;
+} aux_env;
+
+static cft_status grad_aux_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    aux_env *a = env;
+    (void)nin, (void)nout;
+    cft_array **all = CFT_NEWN(cft_array *, 1 + a->naux + a->ngrad + 1);
+    if (!all)
+        return cft__fail_outs(cft__oom(), nout, out);
+    cft_status st = cft_fn_call(a->vag, in, all);
+    for (int k = 0; k < a->ngrad; k++)
+        out[k] = all[1 + a->naux + k];
+    for (int k = 0; k < a->naux; k++)
+        out[a->ngrad + k] = all[1 + k];
+    return st;
+}
+
+cft_fn *cft_grad_with_aux(cft_fn *f, const int *argnums, int nargnums) {
+    CFT_API("cft_grad_with_aux");
+    cft_fn *vag = make_grad(f, argnums, nargnums, true, true, false);
+    if (cft_fn_failed(vag))
+        return vag;
+    aux_env *a = CFT_NEW(aux_env);
+    if (!a)
+        return cft__fn_error(cft__oom(), f->nin, 1);
+    a->vag = vag;
+    a->naux = f->nout - 1;
+    a->ngrad = vag->nout - f->nout;
+    return cft_fn_named(cft_fn_new(grad_aux_cb, a, f->nin, a->ngrad + a->naux), "grad_with_aux");
+}
