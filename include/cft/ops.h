@@ -342,6 +342,24 @@ cft_array *cft_kron(cft_array *a, cft_array *b);
  *  ij false) or "ij" ([n, m]). */
 cft_status cft_meshgrid(cft_array *x, cft_array *y, bool ij, cft_array **gx, cft_array **gy);
 
+/* ---- data-dependent indices with static sizes (jax.numpy's size=) ---- */
+/** Insertion points of v in the sorted vector a (i64, v's shape): before
+ *  equal elements (right false) or after them (numpy.searchsorted). */
+cft_array *cft_searchsorted(cft_array *a, cft_array *v, bool right);
+/** Counts (or summed weights, NULL: counts) of each value 0 .. length-1
+ *  in the int vector x; other values are ignored. */
+cft_array *cft_bincount(cft_array *x, cft_array *weights, int64_t length);
+/** Counts (or summed weights) of x's values in `bins` equal bins over
+ *  [lo, hi] (the last bin closed, as numpy); values outside are ignored. */
+cft_array *cft_histogram(cft_array *x, int64_t bins, double lo, double hi, cft_array *weights);
+/** Positions (i64 [size]) of a vector's nonzero entries, padded with fill. */
+cft_array *cft_nonzero(cft_array *x, int64_t size, int64_t fill);
+/** Coordinates (i64 [size, ndim]) of x's nonzero entries in row-major
+ *  order, padded with rows of fill. */
+cft_array *cft_argwhere(cft_array *x, int64_t size, int64_t fill);
+/** The sorted distinct values of x (flattened), [size], padded with fill. */
+cft_array *cft_unique(cft_array *x, int64_t size, double fill);
+
 /* ---- convolution and pooling ----
  * Layouts are fixed (jax.lax dimension numbers NC<spatial>, OI<spatial>,
  * NC<spatial>): lhs [N, C, spatial...], rhs (kernel) [O, I, spatial...],
