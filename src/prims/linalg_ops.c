@@ -219,6 +219,17 @@ cft_array *cft_linalg_lstsq(cft_array *A, cft_array *B) {
     return cft_matmul(cft_linalg_pinv(A, 0), B);
 }
 
+/* s^(1/p) for sums s >= 0, with the subgradient 0 where s = 0 (torch's
+ * convention for a norm at the origin; sqrt's derivative there is
+ * infinite, and JAX gives NaN): the root is taken of 1 there, and the
+ * select keeps the untaken side's derivative finite */
+static cft_array *root_at_zero_safe(cft_array *s, double p) {
+    cft_array *zero = cft_eq(s, cft_zeros_like(s));
+    cft_array *safe = cft_where(zero, cft_ones_like(s), s);
+    cft_array *r = p == 2 ? cft_sqrt(safe) : cft_pow(safe, cft_scalar(1 / p, s->aval.dtype));
+    return cft_where(zero, cft_zeros_like(s), r);
+}
+
 cft_array *cft_linalg_vector_norm(cft_array *x, double ord, const int *axes, int naxes,
                                   bool keepdims) {
     CFT_PROPAGATE("cft_linalg_vector_norm", x);
@@ -232,14 +243,14 @@ cft_array *cft_linalg_vector_norm(cft_array *x, double ord, const int *axes, int
         return cft_sum(cft_astype(cft_ne(x, cft_scalar(0, x->aval.dtype)), x->aval.dtype), axes,
                        naxes, keepdims);
     if (ord == 2)
-        return cft_sqrt(cft_sum(cft_square(x), axes, naxes, keepdims));
+        return root_at_zero_safe(cft_sum(cft_square(x), axes, naxes, keepdims), 2);
     if (ord == 1)
         return cft_sum(ax, axes, naxes, keepdims);
     if (ord < 0 || isnan(ord))
         return cft__fail(CFT_E_ARG, "cft_linalg_vector_norm: unsupported ord %g for %s", ord,
                          cft__av(&x->aval));
     cft_array *p = cft_scalar(ord, x->aval.dtype);
-    return cft_pow(cft_sum(cft_pow(ax, p), axes, naxes, keepdims), cft_reciprocal(p));
+    return root_at_zero_safe(cft_sum(cft_pow(ax, p), axes, naxes, keepdims), ord);
 }
 
 cft_array *cft_linalg_matrix_norm(cft_array *A, cft_matrix_norm_ord ord, bool keepdims) {
@@ -251,7 +262,7 @@ cft_array *cft_linalg_matrix_norm(cft_array *A, cft_matrix_norm_ord ord, bool ke
     int ax2[2] = {-2, -1};
     switch (ord) {
     case CFT_NORM_FRO:
-        return cft_sqrt(cft_sum(cft_square(A), ax2, 2, keepdims));
+        return root_at_zero_safe(cft_sum(cft_square(A), ax2, 2, keepdims), 2);
     case CFT_NORM_NUC:
         r = cft_sum(cft_linalg_svdvals(A), (int[]){-1}, 1, false);
         break;

@@ -265,10 +265,11 @@ static cft_array *cumprod_jvp(cft_array *const *x, cft_array *const *y, cft_arra
 }
 
 /* ---- cummax / cummin: the tangent of the running extreme ----
- * Element i is a record when it replaces the running extreme: !(x_i <= y_{i-1})
+ * Element i is a record when it reaches the running extreme: !(x_i < y_{i-1})
  * for max (so NaN and the first element, against a NaN fill, are records).
  * dy_i = t_i at records, dy_{i-1} elsewhere: a = !record, b = record ? t : 0.
- * On ties the earlier element (in scan order) keeps the tangent. */
+ * On ties the later element (in scan order) takes the tangent, as torch's
+ * cummax routes its gradient to the last of the tied elements. */
 static cft_array *extreme_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t,
                               const cft_params *p, bool is_max, cft_array **ty) {
     ty[0] = NULL;
@@ -277,7 +278,7 @@ static cft_array *extreme_jvp(cft_array *const *x, cft_array *const *y, cft_arra
     int ax = AXIS(p);
     bool rev = REV(p);
     cft_array *prev = shift(y[0], 1, ax, rev, NAN);
-    cft_array *keep = is_max ? cft_le(x[0], prev) : cft_ge(x[0], prev);
+    cft_array *keep = is_max ? cft_lt(x[0], prev) : cft_gt(x[0], prev);
     cft_array *a = cft__convert(keep, x[0]->aval.dtype);
     cft_array *b = cft__select(keep, cft_zeros_like(t[0]), t[0]);
     ty[0] = linrec(a, b, ax, rev);
