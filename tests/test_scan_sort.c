@@ -352,9 +352,10 @@ int main(int argc, char **argv) {
         CHECK_ARRAY_CLOSE(cft_fn_call1(g, (cft_array *[]){v64(x1, 4)}), v64(w1, 4), 1e-15, 0);
         CHECK_ARRAY_CLOSE(cft_fn_call1(g, (cft_array *[]){v64(x2, 4)}), v64(w2, 4), 1e-15, 0);
     }
-    TEST("cummax: ties keep the tangent of the first element in scan order; NaN propagates") {
+    TEST("cummax: ties take the tangent of the last element in scan order (torch's "
+         "convention); NaN propagates") {
         double xv[5] = {1, 3, 3, 2, 4}, tv[5] = {1, 10, 100, 1000, 10000};
-        double want[5] = {1, 10, 10, 10, 10000};
+        double want[5] = {1, 10, 100, 100, 10000};
         CHECK_ARRAY_CLOSE(jvp1(cummax_f, v64(xv, 5), v64(tv, 5)), v64(want, 5), 0, 0);
         double nv[4] = {1, NAN, 5, 0};
         double *y = values(cft_cummax(v64(nv, 4), 0, false));
