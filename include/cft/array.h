@@ -76,6 +76,14 @@ double cft_item(const cft_array *x);
  *  array's values are unknown: it prints its aval and, as cft_item, fails
  *  the traced call (print its shape with cft_aval_str instead). */
 void cft_print(const cft_array *x, FILE *f);
+/** Print "label: values" of x when the computation runs, also inside
+ *  traced and jitted functions (jax.debug.print): under jit on every call,
+ *  under vmap the whole batch, under grad/jvp the primal. Returns x (use
+ *  it or not: the print is kept either way). Output to stderr, or the
+ *  stream set by cft_debug_set_stream. */
+cft_array *cft_debug_print(const char *label, cft_array *x);
+/** Where cft_debug_print writes (NULL: stderr). */
+void cft_debug_set_stream(FILE *f);
 /** Print with a label: "name = array(...)". */
 void cft_print_named(const char *name, const cft_array *x, FILE *f);
 /** The aval as text, e.g. "f32[3,4]"; `buf` must hold 96 bytes. */

@@ -529,6 +529,7 @@ cft_ir *cft__ir_dce_outputs(const cft_ir *ir, const bool *keep) {
         const cft_eqn *q = &ir->eqns[k];
         for (int i = 0; i < q->nout; i++)
             keq[k] |= live[q->out[i]->id];
+        keq[k] |= (q->prim->flags & CFT_PRIM_EFFECT) != 0; /* effects are kept, used or not */
         if (keq[k])
             for (int i = 0; i < q->nin; i++)
                 live[q->in[i]->id] = true;
