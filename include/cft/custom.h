@@ -52,6 +52,15 @@ typedef struct cft_custom_def {
  *  (with cft_last_error set) when the definition is incomplete. */
 cft_fn *cft_custom_op(const cft_custom_def *def);
 
+/** custom_jvp for an ordinary traceable function (jax.custom_jvp + defjvp):
+ *  f itself when evaluated, traced, jitted or vmapped; differentiated with
+ *  `jvp` (primals[nin], tangents[nin]) -> output tangents[nout]. */
+cft_fn *cft_custom_jvp(cft_fn *f, cft_fn *jvp);
+/** custom_vjp for a traceable function: fwd (primals) -> (outputs[nout],
+ *  residuals[nres]); bwd (residuals, output cotangents) -> input
+ *  cotangents. Reverse mode only, as in JAX. */
+cft_fn *cft_custom_vjp(cft_fn *f, cft_fn *fwd, cft_fn *bwd, int nres);
+
 #ifdef __cplusplus
 }
 #endif
