@@ -158,9 +158,10 @@ static void timeout_message(dist_req *r, double now) {
     char gb[200];
     describe_group(r->g, gb, sizeof gb);
     snprintf(r->err, sizeof r->err,
-             "%s: %s #%llu on %s did not complete within %.1f s (CFT_DIST_TIMEOUT): a "
-             "peer is dead or stalled, or called another collective",
-             r->name, kind_name(r->kind), (unsigned long long)r->seq, gb, now - r->t0);
+             "%s: %s #%llu on %s did not complete within %.1f s (CFT_DIST_TIMEOUT; %.2f s "
+             "elapsed): a peer is dead or stalled, or called another collective",
+             r->name, kind_name(r->kind), (unsigned long long)r->seq, gb, r->timeout,
+             now - r->t0);
 }
 
 /* the blocking form of r's operation: MPI's own algorithms for it (Open
