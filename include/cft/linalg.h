@@ -52,6 +52,25 @@ cft_status cft_linalg_qr(cft_array *A, cft_array **Q, cft_array **R);
 /** Reduced SVD A = U diag(S) Vh: U [..., m, k], S [..., k] (descending), Vh
  *  [..., k, n]. Any output may be NULL. */
 cft_status cft_linalg_svd(cft_array *A, cft_array **U, cft_array **S, cft_array **Vh);
+
+/* The same, returned by value, for use inside expressions
+ * (e.g. cft_linalg_qr_of(A).r); fields are error arrays on failure. */
+typedef struct cft_slogdet_result {
+    cft_array *sign, *logabsdet;
+} cft_slogdet_result;
+typedef struct cft_eigh_result {
+    cft_array *w, *v;
+} cft_eigh_result;
+typedef struct cft_qr_result {
+    cft_array *q, *r;
+} cft_qr_result;
+typedef struct cft_svd_result {
+    cft_array *u, *s, *vh;
+} cft_svd_result;
+cft_slogdet_result cft_linalg_slogdet_of(cft_array *A);
+cft_eigh_result cft_linalg_eigh_of(cft_array *A);
+cft_qr_result cft_linalg_qr_of(cft_array *A);
+cft_svd_result cft_linalg_svd_of(cft_array *A);
 /** Singular values, descending. */
 cft_array *cft_linalg_svdvals(cft_array *A);
 /** Moore-Penrose pseudo-inverse via the SVD; singular values at or below

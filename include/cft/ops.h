@@ -284,6 +284,11 @@ cft_status cft_sort_multi(cft_array *const *xs, int n, int axis, bool descending
  *  (i32). Either output pointer may be NULL. Derivative: the tangent at the
  *  chosen indices. */
 cft_status cft_top_k(cft_array *x, int64_t k, cft_array **values, cft_array **indices);
+/** cft_top_k returned by value (error arrays on failure). */
+typedef struct cft_top_k_result {
+    cft_array *values, *indices;
+} cft_top_k_result;
+cft_top_k_result cft_top_k_of(cft_array *x, int64_t k);
 
 /* ---- contractions ---- */
 /** General dot product (jax.lax.dot_general): contract lhs dims lc[i] with
