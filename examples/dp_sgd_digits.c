@@ -44,6 +44,7 @@
  * per-sample gradients against a loop of single-example gradients and the
  * accountant against published values.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -25,6 +25,7 @@
  * and still requires MAML to beat the baseline after adaptation. The training
  * steps are compiled by cft_jit (CFT_JIT=0 interprets them instead).
  */
+#define _XOPEN_SOURCE 700 /* M_PI under -std=c11 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

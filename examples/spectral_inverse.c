@@ -19,6 +19,7 @@
  *
  *   build/examples/spectral_inverse      (--quick is accepted and ignored)
  */
+#define _XOPEN_SOURCE 700 /* M_PI under -std=c11 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
