@@ -1,0 +1,170 @@
+/* test_jnp_coverage.c: the jax.numpy names cft implements, each with the
+ * cft function that stands for it. The table takes every function's
+ * address, so a name that disappears from the library fails to build or
+ * link; the test also counts them (and reports the count). Add a row with
+ * every new jnp-equivalent function. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cft/cft.h"
+#include "check.h"
+
+typedef struct {
+    const char *jnp;
+    void (*fn)(void);
+} row;
+
+#define R(jnp, f)                                                                                  \
+    { jnp, (void (*)(void))cft_##f }
+static const row rows[] = {
+    R("abs", abs),
+    R("absolute", abs),
+    R("add", add),
+    R("arccos", acos),
+    R("arccosh", acosh),
+    R("arcsin", asin),
+    R("arcsinh", asinh),
+    R("arctan", atan),
+    R("arctan2", atan2),
+    R("arctanh", atanh),
+    R("argmax", argmax),
+    R("argmin", argmin),
+    R("argsort", argsort),
+    R("argwhere", argwhere),
+    R("bincount", bincount),
+    R("broadcast_to", broadcast_to),
+    R("cbrt", cbrt),
+    R("ceil", ceil),
+    R("clip", clamp),
+    R("concatenate", concatenate),
+    R("conj", conj),
+    R("copysign", copysign),
+    R("cos", cos),
+    R("cosh", cosh),
+    R("cumsum", cumsum),
+    R("cumprod", cumprod),
+    R("deg2rad", deg2rad),
+    R("diagonal", diagonal),
+    R("divide", div),
+    R("einsum", einsum),
+    R("equal", eq),
+    R("exp", exp),
+    R("exp2", exp2),
+    R("expand_dims", expand_dims),
+    R("expm1", expm1),
+    R("eye", eye),
+    R("flip", flip),
+    R("floor", floor),
+    R("full", full),
+    R("full_like", full_like),
+    R("greater", gt),
+    R("greater_equal", ge),
+    R("heaviside", heaviside),
+    R("histogram", histogram),
+    R("hypot", hypot),
+    R("imag", imag),
+    R("isfinite", is_finite),
+    R("kron", kron),
+    R("less", lt),
+    R("less_equal", le),
+    R("linspace", linspace),
+    R("log", log),
+    R("log10", log10),
+    R("log1p", log1p),
+    R("log2", log2),
+    R("logaddexp", logaddexp),
+    R("logaddexp2", logaddexp2),
+    R("logical_and", logical_and),
+    R("logical_not", logical_not),
+    R("logical_or", logical_or),
+    R("matmul", matmul),
+    R("max", max),
+    R("maximum", maximum),
+    R("mean", mean),
+    R("meshgrid", meshgrid),
+    R("min", min),
+    R("minimum", minimum),
+    R("moveaxis", moveaxis),
+    R("multiply", mul),
+    R("negative", neg),
+    R("nextafter", nextafter),
+    R("nonzero", nonzero),
+    R("not_equal", ne),
+    R("ones", ones),
+    R("ones_like", ones_like),
+    R("outer", outer),
+    R("pad", pad),
+    R("power", pow),
+    R("prod", prod),
+    R("rad2deg", rad2deg),
+    R("real", real),
+    R("reciprocal", reciprocal),
+    R("remainder", rem),
+    R("repeat", repeat),
+    R("reshape", reshape),
+    R("roll", roll),
+    R("round", round),
+    R("searchsorted", searchsorted),
+    R("sign", sign),
+    R("sin", sin),
+    R("sinh", sinh),
+    R("sort", sort),
+    R("split", split),
+    R("array_split", array_split),
+    R("sqrt", sqrt),
+    R("square", square),
+    R("squeeze", squeeze),
+    R("stack", stack),
+    R("subtract", sub),
+    R("sum", sum),
+    R("swapaxes", swapaxes),
+    R("take", take),
+    R("take_along_axis", take_along_axis),
+    R("tan", tan),
+    R("tanh", tanh),
+    R("tensordot", tensordot),
+    R("tile", tile),
+    R("trace", matrix_trace),
+    R("transpose", transpose),
+    R("tril", tril),
+    R("triu", triu),
+    R("trunc", trunc),
+    R("unique", unique),
+    R("var", var),
+    R("where", where),
+    R("zeros", zeros),
+    R("zeros_like", zeros_like),
+    R("linalg.cholesky", linalg_cholesky),
+    R("linalg.det", linalg_det),
+    R("linalg.eigh", linalg_eigh),
+    R("linalg.eigvalsh", linalg_eigvalsh),
+    R("linalg.inv", linalg_inv),
+    R("linalg.lstsq", linalg_lstsq),
+    R("linalg.matrix_power", linalg_matrix_power),
+    R("linalg.norm", linalg_vector_norm),
+    R("linalg.pinv", linalg_pinv),
+    R("linalg.qr", linalg_qr),
+    R("linalg.slogdet", linalg_slogdet),
+    R("linalg.solve", linalg_solve),
+    R("linalg.svd", linalg_svd),
+    R("fft.fft", fft_fft),
+    R("fft.ifft", fft_ifft),
+    R("fft.rfft", fft_rfft),
+    R("fft.irfft", fft_irfft),
+    R("fft.fftn", fft_fftn),
+    R("fft.fftfreq", fft_fftfreq),
+    R("fft.fftshift", fft_fftshift),
+};
+
+int main(int argc, char **argv) {
+    check_init(argc, argv);
+    TEST("%zu jax.numpy names have a cft function", sizeof rows / sizeof rows[0]) {
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            CHECK_MSG(rows[i].fn != NULL, "%s", rows[i].jnp);
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            for (size_t j = 0; j < i; j++)
+                CHECK_MSG(strcmp(rows[i].jnp, rows[j].jnp) != 0, "%s listed twice", rows[i].jnp);
+    }
+    printf("jax.numpy coverage: %zu names\n", sizeof rows / sizeof rows[0]);
+    return check_summary();
+}
