@@ -48,6 +48,14 @@ typedef struct cft_fn cft_fn;
  *  passed back to every call. It must stay valid and, if it holds arrays or
  *  functions, be visible to the GC: static, or from cft_alloc (not malloc). */
 cft_fn *cft_fn_new(cft_fn_cb cb, void *env, int nin, int nout);
+/** cft_fn_new with the function's name, which errors raised while tracing
+ *  it ("while tracing 'loss' under grad under vmap") and the IR printer
+ *  use. In programs using cft, cft_fn_new is a macro passing the
+ *  callback's own name here. */
+cft_fn *cft_fn_new_named(cft_fn_cb cb, void *env, int nin, int nout, const char *name);
+#ifndef CFT_INTERNAL_BUILD
+#define cft_fn_new(cb, env, nin, nout) cft_fn_new_named(cb, env, nin, nout, #cb)
+#endif
 /** Give a function a name (used in the IR printer and errors). Returns f. */
 cft_fn *cft_fn_named(cft_fn *f, const char *name);
 /** Never cache f's trace: every top-level call runs the callback again (op

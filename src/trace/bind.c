@@ -8,6 +8,7 @@
 #include "array/dim.h"
 #include "core/error.h"
 #include "core/mem.h"
+#include "trace/fn.h"
 #include "trace/trace.h"
 
 #define MAX_DEPTH 64
@@ -65,15 +66,41 @@ void cft__param_set1(cft_params *p, int k, int64_t v) {
     p->v[k][0] = v;
 }
 
-/* Append the names of the active transforms to an error made under them. */
+/* the names transforms give the functions they make */
+static bool is_transform(const char *name) {
+    static const char *const t[] = {
+        "grad",       "value_and_grad", "grad_with_aux",   "jvp", "vmap",
+        "jacrev",     "jacfwd",         "hessian",         "jit", "pullback",
+        "linearized", "checkpoint",     "linear_transpose"};
+    for (size_t i = 0; name && i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(name, t[i]))
+            return true;
+    return false;
+}
+
+/* Say where an error made while tracing happened, in the user's terms: the
+ * function being traced and the transforms (and functions) around it,
+ * innermost first: " (while tracing 'loss' under grad under vmap)". */
 static cft_array *annotate(cft_array *e) {
-    if (depth == 0 || e->err_code == CFT_E_NOMEM || strstr(e->err_msg, " [under "))
+    if (depth == 0 || e->err_code == CFT_E_NOMEM || strstr(e->err_msg, " (while tracing "))
         return e;
-    char buf[512];
-    int n = snprintf(buf, sizeof buf, " [under ");
-    for (int i = 0; i < depth && n < 400; i++)
-        n += snprintf(buf + n, sizeof buf - n, i ? " > %s" : "%s", stack[i]->vt->name);
-    snprintf(buf + n, sizeof buf - n, "]");
+    const char *fns[32];
+    int n = cft__fn_stack(fns, 32), k = n - 1;
+    while (k >= 0 && is_transform(fns[k])) /* the innermost user function */
+        k--;
+    if (k < 0)
+        return e;
+    char buf[600];
+    int at = snprintf(buf, sizeof buf, " (while tracing '%s'", fns[k] ? fns[k] : "fn");
+    for (int i = n - 1; i >= 0 && at < 500; i--) {
+        if (i == k)
+            continue;
+        if (i > k) /* a transform applied inside the function: skip */
+            continue;
+        at += snprintf(buf + at, sizeof buf - (size_t)at,
+                       is_transform(fns[i]) ? " under %s" : " in '%s'", fns[i] ? fns[i] : "fn");
+    }
+    snprintf(buf + at, sizeof buf - (size_t)at, ")");
     return cft__fail(e->err_code, "%s%s", e->err_msg, buf);
 }
 

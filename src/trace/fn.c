@@ -89,6 +89,27 @@ cft_fn *cft_fn_new(cft_fn_cb cb, void *env, int nin, int nout) {
     return f;
 }
 
+cft_fn *cft_fn_new_named(cft_fn_cb cb, void *env, int nin, int nout, const char *name) {
+    CFT_API("cft_fn_new");
+    cft_fn *f = cft_fn_new(cb, env, nin, nout);
+    if (!f->err && name && *name)
+        f->name = cft__strdup(name);
+    return f;
+}
+
+/* the functions whose callbacks run on this thread, outermost first */
+#define FN_STACK 64
+static _Thread_local const char *fn_stack[FN_STACK];
+static _Thread_local int fn_depth;
+
+int cft__fn_stack(const char **names, int max) {
+    int n = fn_depth < FN_STACK ? fn_depth : FN_STACK;
+    n = n < max ? n : max;
+    for (int i = 0; i < n; i++)
+        names[i] = fn_stack[i];
+    return n;
+}
+
 cft_fn *cft_fn_named(cft_fn *f, const char *name) {
     CFT_API("cft_fn_named");
     if (!f)
@@ -120,13 +141,25 @@ cft_status cft__fail_outs(cft_array *e, int nout, cft_array **out) {
     return cft__set_last(e);
 }
 
+static cft_status check_outputs(cft_fn *f, cft_status st, cft_array *outer, cft_array **out);
+
 cft_status cft__fn_apply(cft_fn *f, cft_array *const *in, cft_array **out) {
     for (int i = 0; i < f->nout; i++)
         out[i] = NULL;
     cft_array *outer = cft__poison_swap(NULL);
     cft_api_state api = cft__api_suspend(); /* the callback's calls are public calls */
+    if (fn_depth < FN_STACK)
+        fn_stack[fn_depth] = f->name;
+    fn_depth++; /* popped when the outputs are checked (errors name f) */
     cft_status st = f->cb(f->env, f->nin, in, f->nout, out);
     cft__api_resume(api);
+    st = check_outputs(f, st, outer, out);
+    fn_depth--;
+    return st;
+}
+
+/* f's outputs after its callback: errors annotated while f is on the stack */
+static cft_status check_outputs(cft_fn *f, cft_status st, cft_array *outer, cft_array **out) {
     cft_array *read = cft__poison_swap(outer); /* a tracer's value was read */
     if (read)
         return cft__fail_outs(read, f->nout, out);
