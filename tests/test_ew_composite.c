@@ -65,6 +65,12 @@ static cft_status call(void *env, int nin, cft_array *const *in, int nout, cft_a
     return cft_failed(out[0]) ? cft_last_error() : CFT_OK;
 }
 
+static cft_status cube(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_integer_pow(in[0], 3);
+    return CFT_OK;
+}
+
 static cft_array *rnd(uint64_t seed, double lo, double hi) {
     return cft_random_uniform(cft_random_key(seed), CFT_F64, (int64_t[]){3, 4}, 2, lo, hi);
 }
@@ -126,6 +132,23 @@ int main(int argc, char **argv) {
             }
             CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jit(f), x), y, 0, 0);
         }
+    }
+    TEST("integer_pow on complex numbers: z^3 = z z z, z^-2 = 1/(z z), holomorphic jvp") {
+        cft_array *z =
+            cft_complex(cft_random_normal(cft_random_key(5), CFT_F64, (int64_t[]){6}, 1),
+                        cft_random_normal(cft_random_key(6), CFT_F64, (int64_t[]){6}, 1));
+        CHECK_ARRAY_CLOSE(cft_real(cft_integer_pow(z, 3)), cft_real(cft_mul(cft_mul(z, z), z)),
+                          1e-13, 1e-13);
+        CHECK_ARRAY_CLOSE(cft_imag(cft_integer_pow(z, 3)), cft_imag(cft_mul(cft_mul(z, z), z)),
+                          1e-13, 1e-13);
+        CHECK_ARRAY_CLOSE(cft_imag(cft_integer_pow(z, -2)), cft_imag(cft_reciprocal(cft_mul(z, z))),
+                          1e-12, 1e-12);
+        cft_array *t = cft_complex(cft_ones_like(cft_real(z)), cft_zeros_like(cft_real(z))), *o[2];
+        CHECK_EQ(cft_fn_call(cft_jvp(cft_fn_new(cube, NULL, 1, 1)), (cft_array *[]){z, t}, o),
+                 CFT_OK);
+        cft_array *want = cft_mul_s(cft_mul(z, z), 3); /* d z^3 = 3 z^2 t, t = 1 */
+        CHECK_ARRAY_CLOSE(cft_real(o[1]), cft_real(want), 1e-12, 1e-12);
+        CHECK_ARRAY_CLOSE(cft_imag(o[1]), cft_imag(want), 1e-12, 1e-12);
     }
     TEST("the edges the formulas are written for") {
         cft_array *big = cft_scalar(1e200, CFT_F64), *zero = cft_scalar(0, CFT_F64);

@@ -142,10 +142,10 @@ cft_array *cft_clamp(cft_array *x, cft_array *lo, cft_array *hi) {
 
 static cft_array *ipow_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
-    if (!cft__dtype_in(in[0].dtype, CFT_DT_NUM))
+    if (!cft__dtype_in(in[0].dtype, CFT_DT_NUM | CFT_DT_COMPLEX))
         return cft__fail(CFT_E_DTYPE, "integer_pow: dtype %s not supported (%s)",
                          cft_dtype_name(in[0].dtype), cft__av(&in[0]));
-    if (p->v[0][0] < 0 && !cft_dtype_is_float(in[0].dtype))
+    if (p->v[0][0] < 0 && !cft_dtype_is_inexact(in[0].dtype))
         return cft__fail(CFT_E_ARG, "integer_pow: negative exponent %lld for integer %s",
                          (long long)p->v[0][0], cft__av(&in[0]));
     *out = in[0];
@@ -190,6 +190,10 @@ static cft_array *ipow_impl(cft_array *const *in, int nin, const cft_params *p, 
         IPOW_LOOP(int32_t, uint64_t, 0);
     case CFT_I64:
         IPOW_LOOP(int64_t, uint64_t, 0);
+    case CFT_C64: /* holomorphic code written naturally: integer_pow(z, 3) */
+        IPOW_LOOP(float _Complex, float _Complex, neg);
+    case CFT_C128:
+        IPOW_LOOP(double _Complex, double _Complex, neg);
     default:
         break;
     }
@@ -210,7 +214,7 @@ static cft_array *ipow_jvp(cft_array *const *x, cft_array *const *y, cft_array *
     (void)y, (void)nin;
     int64_t k = p->v[0][0];
     ty[0] = NULL;
-    if (!t[0] || k == 0 || !cft_dtype_is_float(x[0]->aval.dtype))
+    if (!t[0] || k == 0 || !cft_dtype_is_inexact(x[0]->aval.dtype))
         return NULL;
     if (k == 1) {
         ty[0] = t[0];
