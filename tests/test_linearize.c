@@ -86,5 +86,21 @@ int main(int argc, char **argv) {
         CHECK_ARRAY_CLOSE(o[0], cft_exp(x[0]), 1e-14, 1e-14); /* d sum(exp x) / dx */
         CHECK_ARRAY_CLOSE(o[1], cft_tanh(cft_matmul(x[1], x[0])), 1e-14, 1e-14);
     }
+    TEST("vjp and jvp with aux outputs") {
+        cft_fn *la = cft_fn_new(loss_aux, NULL, 2, 2); /* (sum exp x, aux tanh(W x)) */
+        cft_array *outs[2], *ct = cft_scalar(2, CFT_F64), *g[2];
+        cft_fn *pb;
+        CHECK_EQ(cft_vjp_with_aux(la, 1, x, outs, &pb), CFT_OK);
+        CHECK_EQ(cft_fn_nin(pb), 1);
+        CHECK_ARRAY_CLOSE(outs[1], cft_tanh(cft_matmul(x[1], x[0])), 1e-14, 1e-14);
+        CHECK_EQ(cft_fn_call(pb, &ct, g), CFT_OK);
+        CHECK_ARRAY_CLOSE(g[0], cft_mul_s(cft_exp(x[0]), 2), 1e-14, 1e-14);
+        cft_fn *j = cft_jvp_with_aux(la, 1);
+        CHECK_EQ(cft_fn_nout(j), 3);
+        cft_array *t0 = cft_ones_like(x[0]), *t1 = cft_zeros_like(x[1]), *o[3];
+        CHECK_EQ(cft_fn_call(j, (cft_array *[]){x[0], x[1], t0, t1}, o), CFT_OK);
+        CHECK_CLOSE(cft_item(o[2]), cft_item(cft_sum(cft_exp(x[0]), NULL, 0, false)), 1e-13, 0);
+        CHECK(cft_fn_failed(cft_jvp_with_aux(la, 2)));
+    }
     return check_summary();
 }

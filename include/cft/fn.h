@@ -82,12 +82,20 @@ cft_array *cft_fn_call1(cft_fn *f, cft_array *const *in);
 /** Forward mode: a function of (primals[nin], tangents[nin]) returning
  *  (outputs[nout], output tangents[nout]). Tangents have the primals' avals. */
 cft_fn *cft_jvp(cft_fn *f);
+/** jvp with has_aux: (primals, tangents) -> (outputs, aux outputs, tangents
+ *  of the non-aux outputs); f's last naux outputs are auxiliary. */
+cft_fn *cft_jvp_with_aux(cft_fn *f, int naux);
 
 /** Reverse mode: evaluate f at `primals`, store its outputs in outs[nout],
  *  and return in *pullback a function from output cotangents [nout] to input
  *  cotangents [nin], reusable any number of times (and itself transformable).
  *  Built by linearizing (jvp + partial evaluation) and transposing. */
 cft_status cft_vjp(cft_fn *f, cft_array *const *primals, cft_array **outs, cft_fn **pullback);
+/** vjp with has_aux: f's last naux outputs are auxiliary (returned in
+ *  outs, not differentiated); the pullback takes cotangents of the other
+ *  nout - naux outputs. */
+cft_status cft_vjp_with_aux(cft_fn *f, int naux, cft_array *const *primals, cft_array **outs,
+                            cft_fn **pullback);
 
 /** Print what reverse mode of f at `primals` stores for the backward pass:
  *  one line per residual with its aval and the primitive that made it (like

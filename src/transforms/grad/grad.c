@@ -212,3 +212,48 @@ cft_fn *cft_grad_with_aux(cft_fn *f, const int *argnums, int nargnums) {
     a->ngrad = vag->nout - f->nout;
     return cft_fn_named(cft_fn_new(grad_aux_cb, a, f->nin, a->ngrad + a->naux), "grad_with_aux");
 }
+
+/* vjp with has_aux: f's last naux outputs are carried, not differentiated;
+ * the pullback takes cotangents of the others (zeros go in for the aux) */
+typedef struct {
+    cft_fn *pb;
+    int m, naux;
+    cft_aval *aux;
+} aux_pb;
+
+static cft_status aux_pb_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    aux_pb *a = env;
+    (void)nin;
+    cft_array **cts = CFT_NEWN(cft_array *, a->m + a->naux + 1);
+    if (!cts)
+        return cft__fail_outs(cft__oom(), nout, out);
+    for (int j = 0; j < a->m; j++)
+        cts[j] = in[j];
+    for (int j = 0; j < a->naux; j++)
+        cts[a->m + j] = cft_zeros(a->aux[j].dtype, a->aux[j].shape, a->aux[j].ndim);
+    return cft_fn_call(a->pb, cts, out);
+}
+
+cft_status cft_vjp_with_aux(cft_fn *f, int naux, cft_array *const *primals, cft_array **outs,
+                            cft_fn **pullback) {
+    CFT_API("cft_vjp_with_aux");
+    if (!f || cft_fn_failed(f) || naux < 0 || naux >= f->nout || !pullback)
+        return cft__set_last(cft__fail(CFT_E_ARG,
+                                       "cft_vjp_with_aux: a function with more outputs than its "
+                                       "%d aux outputs",
+                                       naux));
+    cft_fn *pb = NULL;
+    cft_status st = cft_vjp(f, primals, outs, &pb);
+    if (st != CFT_OK) {
+        *pullback = pb;
+        return st;
+    }
+    aux_pb *a = CFT_NEW(aux_pb);
+    if (!a || !(a->aux = CFT_NEWN(cft_aval, naux + 1)))
+        return cft__set_last(cft__oom());
+    a->pb = pb, a->m = f->nout - naux, a->naux = naux;
+    for (int j = 0; j < naux; j++)
+        a->aux[j] = outs[a->m + j]->aval;
+    *pullback = cft_fn_named(cft_fn_new(aux_pb_cb, a, a->m, f->nin), "pullback");
+    return CFT_OK;
+}

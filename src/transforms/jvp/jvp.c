@@ -111,3 +111,40 @@ cft_fn *cft_jvp(cft_fn *f) {
         return cft__fn_fail(f->nin, f->nout, CFT_E_ARG, "cft_jvp: too many inputs (%d)", f->nin);
     return cft_fn_named(cft_fn_new(jvp_cb, f, 2 * f->nin, 2 * f->nout), "jvp");
 }
+
+/* jvp with has_aux: (primals, tangents) -> (outputs, aux..., output tangents) */
+typedef struct {
+    cft_fn *jvp;
+    int m, naux;
+} jvp_aux_env;
+
+static cft_status jvp_aux_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    jvp_aux_env *a = env;
+    (void)nin;
+    int n = a->m + a->naux;
+    cft_array **all = CFT_NEWN(cft_array *, 2 * n + 1);
+    if (!all)
+        return cft__fail_outs(cft__oom(), nout, out);
+    cft_status st = cft_fn_call(a->jvp, in, all);
+    for (int j = 0; j < n; j++) /* outputs and aux */
+        out[j] = all[j];
+    for (int j = 0; j < a->m; j++) /* tangents of the outputs only */
+        out[n + j] = all[n + j];
+    return st;
+}
+
+cft_fn *cft_jvp_with_aux(cft_fn *f, int naux) {
+    CFT_API("cft_jvp_with_aux");
+    cft_fn *bad = cft__fn_check("cft_jvp_with_aux", f);
+    if (bad)
+        return bad;
+    if (naux < 0 || naux >= f->nout)
+        return cft__fn_fail(2 * f->nin, f->nout, CFT_E_ARG,
+                            "cft_jvp_with_aux: %d aux outputs of a function of %d outputs", naux,
+                            f->nout);
+    jvp_aux_env *a = CFT_NEW(jvp_aux_env);
+    if (!a)
+        return cft__fn_error(cft__oom(), 2 * f->nin, f->nout);
+    a->jvp = cft_jvp(f), a->m = f->nout - naux, a->naux = naux;
+    return cft_fn_named(cft_fn_new(jvp_aux_cb, a, 2 * f->nin, f->nout + a->m), "jvp");
+}
