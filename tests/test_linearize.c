@@ -24,6 +24,11 @@ static cft_status loss_aux(void *env, int nin, cft_array *const *in, int nout, c
     out[1] = cft_tanh(cft_matmul(in[1], in[0]));
     return CFT_OK;
 }
+static cft_status loss_aux1(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_sum(cft_exp(in[0]), NULL, 0, false);
+    return CFT_OK;
+}
 static cft_array *A;
 static cft_status lin(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
@@ -85,6 +90,25 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_fn_call(g, x, o), CFT_OK);
         CHECK_ARRAY_CLOSE(o[0], cft_exp(x[0]), 1e-14, 1e-14); /* d sum(exp x) / dx */
         CHECK_ARRAY_CLOSE(o[1], cft_tanh(cft_matmul(x[1], x[0])), 1e-14, 1e-14);
+    }
+    TEST("vmap in chunks equals vmap (chunks dividing the batch or not)") {
+        cft_array *xb = cft_random_normal(cft_random_key(8), CFT_F64, (int64_t[]){7, 3}, 2), *a[2],
+                  *b[2];
+        int ax[2] = {0, CFT_NOT_BATCHED};
+        CHECK_EQ(cft_fn_call(cft_vmap(fn, ax, NULL), (cft_array *[]){xb, x[1]}, a), CFT_OK);
+        for (int64_t chunk = 1; chunk <= 8; chunk += 3) {
+            CHECK_EQ(cft_fn_call(cft_vmap_chunked(fn, ax, chunk), (cft_array *[]){xb, x[1]}, b),
+                     CFT_OK);
+            CHECK_ARRAY_CLOSE(b[0], a[0], 0, 0);
+            CHECK_ARRAY_CLOSE(b[1], a[1], 0, 0);
+        }
+        CHECK(cft_fn_failed(cft_vmap_chunked(fn, ax, 0)));
+        /* under grad and jit too */
+        cft_array *g =
+            cft_fn_call1(cft_jit(cft_vmap_chunked(
+                             cft_grad(cft_fn_new(loss_aux1, NULL, 1, 1), NULL, 0), NULL, 2)),
+                         &xb);
+        CHECK_ARRAY_CLOSE(g, cft_exp(xb), 1e-14, 1e-14);
     }
     TEST("vjp and jvp with aux outputs") {
         cft_fn *la = cft_fn_new(loss_aux, NULL, 2, 2); /* (sum exp x, aux tanh(W x)) */

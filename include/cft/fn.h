@@ -132,6 +132,10 @@ cft_fn *cft_vmap(cft_fn *f, const int *in_axes, const int *out_axes);
  *  exactly f's input / output count: a wrong length is an error rather
  *  than a read past the array's end). */
 cft_fn *cft_vmap_n(cft_fn *f, const int *in_axes, int n_in, const int *out_axes, int n_out);
+/** vmap over the batch in chunks of at most `chunk` (functorch's
+ *  chunk_size): the same result as cft_vmap (outputs batched along axis
+ *  0), with the memory of one chunk's intermediates at a time. */
+cft_fn *cft_vmap_chunked(cft_fn *f, const int *in_axes, int64_t chunk);
 
 /** Jacobians of a function with respect to the inputs in argnums (NULL, 0:
  *  input 0). Output k*nargnums+j is d out[k] / d in[argnums[j]], of shape

@@ -3,6 +3,8 @@
  * Processing a primitive calls its batching rule, which moves or inserts
  * axes with the public ops. A primitive without a rule is an error naming
  * it: there is no silent per-example loop. */
+#include <string.h>
+
 #include "core/error.h"
 #include "prims/rules.h"
 #include "trace/fn.h"
@@ -195,4 +197,78 @@ cft_fn *cft_vmap_n(cft_fn *f, const int *in_axes, int n_in, const int *out_axes,
                             "and %d outputs",
                             in_axes ? n_in : f->nin, out_axes ? n_out : f->nout, f->nin, f->nout);
     return cft_vmap(f, in_axes, out_axes);
+}
+
+/* vmap in chunks: the batch cut into pieces of at most `chunk`, vmap(f) on
+ * each, the outputs joined along axis 0 (functorch's chunk_size: memory
+ * bounded by a chunk) */
+typedef struct {
+    cft_fn *v; /* vmap(f, in_axes) */
+    int *in_axes;
+    int64_t chunk;
+} chunk_env;
+
+static cft_status chunk_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    chunk_env *c = env;
+    int64_t size = -1;
+    int ax[CFT_FN_MAX_ARGS > 64 ? 64 : CFT_FN_MAX_ARGS];
+    if (nin > 64)
+        return cft__fail_outs(cft__fail(CFT_E_ARG, "cft_vmap_chunked: at most 64 inputs"), nout,
+                              out);
+    for (int i = 0; i < nin; i++) {
+        int a = c->in_axes ? c->in_axes[i] : 0;
+        if (a != CFT_NOT_BATCHED && a < 0)
+            a += in[i]->aval.ndim;
+        ax[i] = a;
+        if (a != CFT_NOT_BATCHED && size < 0)
+            size = in[i]->aval.shape[a];
+    }
+    int64_t nchunks = size <= 0 ? 1 : (size + c->chunk - 1) / c->chunk;
+    cft_array **parts = CFT_NEWN(cft_array *, (size_t)(nout * nchunks) + 1);
+    cft_array **args = CFT_NEWN(cft_array *, nin + 1), **res = CFT_NEWN(cft_array *, nout + 1);
+    if (!parts || !args || !res)
+        return cft__fail_outs(cft__oom(), nout, out);
+    for (int64_t k = 0; k < nchunks; k++) {
+        int64_t lo = k * c->chunk, hi = lo + c->chunk < size ? lo + c->chunk : size;
+        for (int i = 0; i < nin; i++) {
+            if (ax[i] == CFT_NOT_BATCHED || size <= 0) {
+                args[i] = in[i];
+                continue;
+            }
+            int64_t start[CFT_MAX_NDIM] = {0}, stop[CFT_MAX_NDIM];
+            memcpy(stop, in[i]->aval.shape, sizeof(int64_t) * (size_t)in[i]->aval.ndim);
+            start[ax[i]] = lo, stop[ax[i]] = hi;
+            args[i] = cft_slice(in[i], start, stop, NULL);
+        }
+        cft_status st = cft_fn_call(c->v, args, res);
+        if (st != CFT_OK)
+            return cft__fail_outs(res[0], nout, out);
+        for (int j = 0; j < nout; j++)
+            parts[(size_t)j * (size_t)nchunks + (size_t)k] = res[j];
+    }
+    for (int j = 0; j < nout; j++)
+        out[j] = nchunks == 1
+                     ? parts[j]
+                     : cft_concatenate(parts + (size_t)j * (size_t)nchunks, (int)nchunks, 0);
+    return CFT_OK;
+}
+
+cft_fn *cft_vmap_chunked(cft_fn *f, const int *in_axes, int64_t chunk) {
+    CFT_API("cft_vmap_chunked");
+    cft_fn *v = cft_vmap(f, in_axes, NULL);
+    if (cft_fn_failed(v))
+        return v;
+    if (chunk < 1)
+        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG, "cft_vmap_chunked: chunk %lld < 1",
+                            (long long)chunk);
+    chunk_env *c = CFT_NEW(chunk_env);
+    if (!c)
+        return cft__fn_error(cft__oom(), f->nin, f->nout);
+    c->v = v, c->chunk = chunk;
+    if (in_axes) {
+        c->in_axes = CFT_NEWN(int, f->nin + 1);
+        for (int i = 0; c->in_axes && i < f->nin; i++)
+            c->in_axes[i] = in_axes[i];
+    }
+    return cft_fn_named(cft_fn_new(chunk_cb, c, f->nin, f->nout), "vmap");
 }
