@@ -23,6 +23,16 @@ static cft_status count5(void *env, int nin, cft_array *const *in, int nout, cft
     return CFT_OK;
 }
 
+static cft_array *along_idx;
+static int put_mode;
+static cft_status along_f(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *y = put_mode ? cft_put_along_axis(in[0], along_idx, in[1], 1)
+                            : cft_scatter_add_along_axis(in[0], along_idx, in[1], 1);
+    out[0] = cft_sum(cft_mul(cft_sin(y), y), NULL, 0, false);
+    return CFT_OK;
+}
+
 int main(int argc, char **argv) {
     check_init(argc, argv);
     TEST("searchsorted, left and right") {
@@ -55,6 +65,27 @@ int main(int argc, char **argv) {
         cft_array *x = vec((double[]){3, 1, 3, 2, 1, 7}, 6, CFT_F64);
         expect(cft_unique(x, 6, -1), (double[]){1, 2, 3, 7, -1, -1}, 6);
         expect(cft_unique(x, 2, -1), (double[]){1, 2}, 2);
+    }
+    TEST("put_along_axis and scatter_add along an axis (torch's scatter_add_)") {
+        cft_array *x = cft_zeros(CFT_F64, (int64_t[]){2, 4}, 2);
+        cft_array *idx = cft_astype(
+            cft_reshape(vec((double[]){1, 3, 0, -1}, 4, CFT_F64), (int64_t[]){2, 2}, 2), CFT_I64);
+        cft_array *src = cft_reshape(vec((double[]){1, 2, 3, 4}, 4, CFT_F64), (int64_t[]){2, 2}, 2);
+        cft_array *p = cft_put_along_axis(x, idx, src, 1);
+        expect(cft_reshape(p, (int64_t[]){8}, 1), (double[]){0, 1, 0, 2, 3, 0, 0, 4}, 8);
+        cft_array *same = cft_astype(
+            cft_reshape(vec((double[]){2, 2, 0, 0}, 4, CFT_F64), (int64_t[]){2, 2}, 2), CFT_I64);
+        cft_array *s = cft_scatter_add_along_axis(cft_ones_like(x), same, src, 1);
+        expect(cft_reshape(s, (int64_t[]){8}, 1), (double[]){1, 1, 4, 1, 8, 1, 1, 1}, 8);
+        /* derivatives in x and src, forward and reverse (cft_check_grads) */
+        along_idx = same;
+        cft_array *xs[2] = {cft_random_normal(cft_random_key(1), CFT_F64, (int64_t[]){2, 4}, 2),
+                            cft_random_normal(cft_random_key(2), CFT_F64, (int64_t[]){2, 2}, 2)};
+        for (put_mode = 0; put_mode < 2; put_mode++)
+            CHECK_MSG(cft_check_grads(cft_fn_new(along_f, NULL, 2, 1), xs, 2,
+                                      CFT_CHECK_FWD | CFT_CHECK_REV, 0, 0, 0) == CFT_OK,
+                      "%s", cft_last_error_message());
+        CHECK(cft_failed(cft_put_along_axis(x, cft_astype(src, CFT_F32), src, 1)));
     }
     TEST("vmap of bincount equals a loop") {
         cft_array *xs = cft_astype(

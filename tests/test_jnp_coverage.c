@@ -132,6 +132,7 @@ static const row rows[] = {
     R("unique", unique),
     R("var", var),
     R("where", where),
+    R("put_along_axis", put_along_axis),
     R("zeros", zeros),
     R("zeros_like", zeros_like),
     R("linalg.cholesky", linalg_cholesky),

@@ -364,6 +364,15 @@ cft_array *cft_nonzero(cft_array *x, int64_t size, int64_t fill);
 cft_array *cft_argwhere(cft_array *x, int64_t size, int64_t fill);
 /** The sorted distinct values of x (flattened), [size], padded with fill. */
 cft_array *cft_unique(cft_array *x, int64_t size, double fill);
+/** numpy.put_along_axis, functional: x with values (broadcast to the
+ *  indices' shape) written where indices (x's rank) point along axis; the
+ *  last write wins. Negative indices count from the end; others outside
+ *  the axis are dropped. */
+cft_array *cft_put_along_axis(cft_array *x, cft_array *indices, cft_array *values, int axis);
+/** torch's x.scatter_add_(axis, indices, src), functional: src's values
+ *  added into x where indices (x's rank) point along axis. */
+cft_array *cft_scatter_add_along_axis(cft_array *x, cft_array *indices, cft_array *src,
+                                      int axis);
 
 /* ---- convolution and pooling ----
  * Layouts are fixed (jax.lax dimension numbers NC<spatial>, OI<spatial>,

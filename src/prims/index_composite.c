@@ -105,3 +105,59 @@ cft_array *cft_unique(cft_array *x, int64_t size, double fill) {
     cft_array *target = cft_where(first, pos, cft_full_like(pos, (double)size));
     return cft_at_set(out, target, s, 0);
 }
+
+/* the flat positions in x of indices along `axis` (the other coordinates
+ * are the index array's own), for put_along_axis / scatter_add along axis */
+static cft_array *flat_along(const char *call, cft_array *x, cft_array *idx, int axis,
+                             int *ax_out) {
+    cft_aval a = cft_array_aval(x), ia = cft_array_aval(idx);
+    int ax = axis < 0 ? axis + a.ndim : axis;
+    if (ia.ndim != a.ndim || ax < 0 || ax >= a.ndim || (ia.dtype != CFT_I32 && ia.dtype != CFT_I64))
+        return cft__fail(CFT_E_ARG, "%s: int indices of x's rank (%s for x %s), axis %d", call,
+                         cft__av(&ia), cft__av(&a), axis);
+    for (int d = 0; d < a.ndim; d++)
+        if (d != ax && ia.shape[d] > a.shape[d])
+            return cft__fail(CFT_E_SHAPE, "%s: indices %s larger than x %s off the axis", call,
+                             cft__av(&ia), cft__av(&a));
+    cft_array *i64 = cft_astype(idx, CFT_I64);
+    /* negative indices count from the end (numpy) */
+    i64 = cft_where(cft_lt(i64, cft_zeros_like(i64)), cft_add_s(i64, (double)a.shape[ax]), i64);
+    cft_array *flat = cft_zeros_like(i64);
+    int64_t stride = 1;
+    for (int d = a.ndim - 1; d >= 0; d--) {
+        cft_array *c = d == ax ? i64 : cft_iota(CFT_I64, ia.shape, ia.ndim, d);
+        flat = cft_add(flat, cft_mul_s(c, (double)stride));
+        stride *= a.shape[d];
+    }
+    /* an index outside the axis goes out of range (dropped) */
+    cft_array *bad = cft_logical_or(cft_lt(i64, cft_zeros_like(i64)),
+                                    cft_ge(i64, cft_full_like(i64, (double)a.shape[ax])));
+    *ax_out = ax;
+    return cft_where(bad, cft_full_like(flat, (double)stride), flat);
+}
+
+static cft_array *along(const char *call, cft_array *x, cft_array *idx, cft_array *v, int axis,
+                        bool add) {
+    int ax;
+    cft_array *flat = flat_along(call, x, idx, axis, &ax);
+    if (cft_failed(flat))
+        return flat;
+    int64_t n = cft_array_size(x), m = cft_array_size(flat);
+    cft_aval ia = cft_array_aval(idx);
+    cft_array *vals = cft_broadcast_to(v, ia.shape, ia.ndim);
+    cft_array *xf = cft_reshape(x, &n, 1), *ff = cft_reshape(flat, &m, 1),
+              *vf = cft_reshape(vals, &m, 1);
+    cft_array *r = add ? cft_at_add(xf, ff, vf, 0) : cft_at_set(xf, ff, vf, 0);
+    cft_aval a = cft_array_aval(x);
+    return cft_reshape(r, a.shape, a.ndim);
+}
+
+cft_array *cft_put_along_axis(cft_array *x, cft_array *indices, cft_array *values, int axis) {
+    CFT_PROPAGATE("cft_put_along_axis", x, indices, values);
+    return along("cft_put_along_axis", x, indices, values, axis, false);
+}
+
+cft_array *cft_scatter_add_along_axis(cft_array *x, cft_array *indices, cft_array *src, int axis) {
+    CFT_PROPAGATE("cft_scatter_add_along_axis", x, indices, src);
+    return along("cft_scatter_add_along_axis", x, indices, src, axis, true);
+}
