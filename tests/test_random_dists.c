@@ -102,6 +102,27 @@ int main(int argc, char **argv) {
         CHECK_ARRAY_CLOSE(s, cov, 0, 0.1);
         CHECK_ARRAY_CLOSE(cft_mean(x, (int[]){0}, 1, false), mu, 0, 0.06);
     }
+    TEST("gamma (alpha above and below 1), beta and dirichlet moments") {
+        double alphas[3] = {0.5, 2, 7.5};
+        for (int i = 0; i < 3; i++) {
+            cft_array *g = cft_random_gamma(cft_random_key(20 + i), alphas[i], CFT_F64, &n, 1);
+            CHECK(cft_item(cft_min(g, NULL, 0, false)) > 0);
+            double se = sqrt(alphas[i] / N);
+            CHECK_CLOSE(mean(g), alphas[i], 0, 5 * se);
+            CHECK_CLOSE(var(g), alphas[i], 0.1, 0);
+        }
+        cft_array *b = cft_random_beta(cft_random_key(30), 2, 5, CFT_F32, &n, 1);
+        CHECK_CLOSE(mean(b), 2.0 / 7, 0, 0.01);
+        double al[3] = {1, 2, 3};
+        cft_array *d = cft_random_dirichlet(cft_random_key(31), al, 3, CFT_F64, &n, 1);
+        CHECK_EQ(cft_array_aval(d).shape[1], 3);
+        cft_array *rows = cft_sum(d, (int[]){1}, 1, false);
+        CHECK_ARRAY_CLOSE(rows, cft_ones_like(rows), 1e-12, 1e-12);
+        CHECK_ARRAY_CLOSE(
+            cft_mean(d, (int[]){0}, 1, false),
+            cft_from_data((double[]){1. / 6, 2. / 6, 3. / 6}, CFT_F64, (int64_t[]){3}, 1), 0, 0.01);
+        CHECK(cft_failed(cft_random_gamma(cft_random_key(1), -1, CFT_F64, &n, 1)));
+    }
     TEST("the same key, the same draws; vmap over keys equals a loop") {
         cft_array *k = cft_random_key(11);
         CHECK_ARRAY_CLOSE(cft_random_gumbel(k, CFT_F32, (int64_t[]){7}, 1),

@@ -51,6 +51,15 @@ cft_array *cft_random_choice(cft_array *key, cft_array *a, int64_t k, bool repla
  *  result [batch..., d]. */
 cft_array *cft_random_multivariate_normal(cft_array *key, cft_array *mean, cft_array *cov,
                                           const int64_t *batch, int nbatch);
+/** Gamma(alpha, 1) draws (Marsaglia-Tsang, vectorised; alpha > 0). */
+cft_array *cft_random_gamma(cft_array *key, double alpha, cft_dtype dtype, const int64_t *shape,
+                            int ndim);
+/** Beta(a, b) draws. */
+cft_array *cft_random_beta(cft_array *key, double a, double b, cft_dtype dtype,
+                           const int64_t *shape, int ndim);
+/** Dirichlet(alpha[k]) draws: [batch..., k], rows summing to 1. */
+cft_array *cft_random_dirichlet(cft_array *key, const double *alpha, int k, cft_dtype dtype,
+                                const int64_t *batch, int nbatch);
 
 #ifdef __cplusplus
 }

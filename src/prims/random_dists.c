@@ -11,6 +11,7 @@
 #include "cft/random.h"
 #include "cft/special.h"
 #include "core/error.h"
+#include "core/mem.h"
 #include "prims/rules.h"
 
 cft_array *cft_random_randint(cft_array *key, const int64_t *shape, int ndim, int64_t lo,
@@ -102,4 +103,65 @@ cft_array *cft_random_multivariate_normal(cft_array *key, cft_array *mean, cft_a
     cft_array *L = cft_linalg_cholesky(cov);
     /* x = mean + z L^T (rows of z are the draws) */
     return cft_add(mean, cft_matmul(z, cft_transpose(L, (int[]){1, 0})));
+}
+
+/* Gamma(alpha, 1) by Marsaglia and Tsang's method, vectorised: TRIES
+ * proposals per draw, the first accepted one kept (each is accepted with
+ * probability > 0.95 for alpha >= 1, so all TRIES fail with probability
+ * < 1e-10 per draw; that draw then keeps the last proposal, clamped
+ * positive). alpha < 1 uses gamma(alpha + 1) * U^(1 / alpha). */
+#define TRIES 8
+cft_array *cft_random_gamma(cft_array *key, double alpha, cft_dtype dtype, const int64_t *shape,
+                            int ndim) {
+    CFT_PROPAGATE("cft_random_gamma", key);
+    if (!(alpha > 0) || ndim < 0 || ndim + 1 > CFT_MAX_NDIM)
+        return cft__fail(CFT_E_ARG, "cft_random_gamma: alpha %g (> 0), %d dims", alpha, ndim);
+    double a = alpha < 1 ? alpha + 1 : alpha, d = a - 1.0 / 3, c = 1 / sqrt(9 * d);
+    int64_t sh[CFT_MAX_NDIM] = {TRIES};
+    for (int i = 0; i < ndim; i++)
+        sh[i + 1] = shape[i];
+    cft_array *ks = cft_random_split(key, 3);
+    cft_array *z = cft_random_normal(cft_index(ks, 0), CFT_F64, sh, ndim + 1);
+    cft_array *u = cft_random_uniform(cft_index(ks, 1), CFT_F64, sh, ndim + 1, 0, 1);
+    cft_array *v = cft_add_s(cft_mul_s(z, c), 1); /* (1 + c z)^3 */
+    v = cft_mul(cft_mul(v, v), v);
+    cft_array *pos = cft_gt(v, cft_zeros_like(v));
+    cft_array *vs = cft_where(pos, v, cft_ones_like(v));
+    /* accept when log u < z^2/2 + d - d v + d log v */
+    cft_array *rhs = cft_add(cft_add_s(cft_mul_s(cft_square(z), 0.5), d),
+                             cft_mul_s(cft_sub(cft_log(vs), vs), d));
+    cft_array *ok = cft_logical_and(pos, cft_lt(cft_log(u), rhs));
+    /* the first accepted try (argmax of the mask; none: the last) */
+    cft_array *first = cft_argmax(cft_astype(ok, CFT_I32), 0, true);
+    cft_array *any = cft_max(cft_astype(ok, CFT_I32), (int[]){0}, 1, true);
+    first = cft_where(cft_gt(any, cft_zeros_like(any)), first, cft_full_like(first, TRIES - 1));
+    cft_array *g = cft_squeeze(cft_take_along_axis(cft_mul_s(vs, d), first, 0), (int[]){0}, 1);
+    if (alpha < 1) { /* boost: times U^(1/alpha) */
+        cft_array *w = cft_random_uniform(cft_index(ks, 2), CFT_F64, shape, ndim, 0, 1);
+        g = cft_mul(g, cft_exp(cft_mul_s(cft_log(w), 1 / alpha)));
+    }
+    return cft_astype(g, dtype);
+}
+
+cft_array *cft_random_beta(cft_array *key, double a, double b, cft_dtype dtype,
+                           const int64_t *shape, int ndim) {
+    CFT_PROPAGATE("cft_random_beta", key);
+    cft_array *ks = cft_random_split(key, 2);
+    cft_array *x = cft_random_gamma(cft_index(ks, 0), a, CFT_F64, shape, ndim);
+    cft_array *y = cft_random_gamma(cft_index(ks, 1), b, CFT_F64, shape, ndim);
+    return cft_astype(cft_div(x, cft_add(x, y)), dtype);
+}
+
+cft_array *cft_random_dirichlet(cft_array *key, const double *alpha, int k, cft_dtype dtype,
+                                const int64_t *batch, int nbatch) {
+    CFT_PROPAGATE("cft_random_dirichlet", key);
+    if (k < 1 || !alpha || nbatch < 0 || nbatch + 1 > CFT_MAX_NDIM)
+        return cft__fail(CFT_E_ARG, "cft_random_dirichlet: %d concentrations", k);
+    cft_array *ks = cft_random_split(key, k), **g = CFT_NEWN(cft_array *, k);
+    if (!g)
+        return cft__oom();
+    for (int i = 0; i < k; i++)
+        g[i] = cft_random_gamma(cft_index(ks, i), alpha[i], CFT_F64, batch, nbatch);
+    cft_array *s = cft_stack(g, k, nbatch); /* [batch..., k] */
+    return cft_astype(cft_div(s, cft_sum(s, (int[]){-1}, 1, true)), dtype);
 }
