@@ -8,7 +8,6 @@
 #include "array/dim.h"
 #include "core/error.h"
 #include "core/mem.h"
-#include "trace/fn.h"
 #include "trace/trace.h"
 
 #define MAX_DEPTH 64
@@ -66,6 +65,19 @@ void cft__param_set1(cft_params *p, int k, int64_t v) {
     p->v[k][0] = v;
 }
 
+#define FN_STACK 64
+static _Thread_local const char *fn_stack[FN_STACK];
+static _Thread_local int fn_depth;
+
+void cft__fn_push(const char *name) {
+    if (fn_depth < FN_STACK)
+        fn_stack[fn_depth] = name;
+    fn_depth++;
+}
+void cft__fn_pop(void) {
+    fn_depth--;
+}
+
 /* the names transforms give the functions they make */
 static bool is_transform(const char *name) {
     static const char *const t[] = {
@@ -84,8 +96,8 @@ static bool is_transform(const char *name) {
 static cft_array *annotate(cft_array *e) {
     if (depth == 0 || e->err_code == CFT_E_NOMEM || strstr(e->err_msg, " (while tracing "))
         return e;
-    const char *fns[32];
-    int n = cft__fn_stack(fns, 32), k = n - 1;
+    const char *const *fns = fn_stack;
+    int n = fn_depth < FN_STACK ? fn_depth : FN_STACK, k = n - 1;
     while (k >= 0 && is_transform(fns[k])) /* the innermost user function */
         k--;
     if (k < 0)

@@ -97,19 +97,6 @@ cft_fn *cft_fn_new_named(cft_fn_cb cb, void *env, int nin, int nout, const char 
     return f;
 }
 
-/* the functions whose callbacks run on this thread, outermost first */
-#define FN_STACK 64
-static _Thread_local const char *fn_stack[FN_STACK];
-static _Thread_local int fn_depth;
-
-int cft__fn_stack(const char **names, int max) {
-    int n = fn_depth < FN_STACK ? fn_depth : FN_STACK;
-    n = n < max ? n : max;
-    for (int i = 0; i < n; i++)
-        names[i] = fn_stack[i];
-    return n;
-}
-
 cft_fn *cft_fn_named(cft_fn *f, const char *name) {
     CFT_API("cft_fn_named");
     if (!f)
@@ -148,13 +135,11 @@ cft_status cft__fn_apply(cft_fn *f, cft_array *const *in, cft_array **out) {
         out[i] = NULL;
     cft_array *outer = cft__poison_swap(NULL);
     cft_api_state api = cft__api_suspend(); /* the callback's calls are public calls */
-    if (fn_depth < FN_STACK)
-        fn_stack[fn_depth] = f->name;
-    fn_depth++; /* popped when the outputs are checked (errors name f) */
+    cft__fn_push(f->name); /* popped when the outputs are checked (errors name f) */
     cft_status st = f->cb(f->env, f->nin, in, f->nout, out);
     cft__api_resume(api);
     st = check_outputs(f, st, outer, out);
-    fn_depth--;
+    cft__fn_pop();
     return st;
 }
 

@@ -33,9 +33,7 @@ cft_fn *cft__fn_fail(int nin, int nout, cft_status code, const char *fmt, ...)
 
 /* Run f's callback directly (no staging), checking its outputs. */
 cft_status cft__fn_apply(cft_fn *f, cft_array *const *in, cft_array **out);
-/* the names of the functions being applied on this thread, outermost
- * first (at most max); their count */
-int cft__fn_stack(const char **names, int max);
+
 /* Set every output to e and record it as the last error. */
 cft_status cft__fail_outs(cft_array *e, int nout, cft_array **out);
 

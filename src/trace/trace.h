@@ -63,4 +63,10 @@ cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_
 cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin, const cft_aval *in,
                               cft_aval *out);
 
+/* The functions whose callbacks run on this thread (cft__fn_apply pushes
+ * and pops their names), outermost first: errors made while tracing name
+ * them ("while tracing 'loss' under grad under vmap"). */
+void cft__fn_push(const char *name);
+void cft__fn_pop(void);
+
 #endif
