@@ -54,7 +54,7 @@ cft_array *cft_deg2rad(cft_array *x);     /**< x * pi / 180 */
 cft_array *cft_rad2deg(cft_array *x);     /**< x * 180 / pi */
 /** log(sigmoid(x)) = -softplus(-x), computed without overflow. */
 cft_array *cft_log_sigmoid(cft_array *x);
-cft_array *cft_is_finite(cft_array *x);   /**< not inf and not NaN, float -> bool */
+cft_array *cft_is_finite(cft_array *x); /**< not inf and not NaN, float -> bool */
 /** ~x on ints, !x on bools. */
 cft_array *cft_bitwise_not(cft_array *x);
 /** Number of set bits of each int (of its two's complement), same dtype. */
@@ -84,12 +84,12 @@ cft_array *cft_logaddexp2(cft_array *a, cft_array *b);
 cft_array *cft_hypot(cft_array *a, cft_array *b);
 /** Heaviside step: 0 for a < 0, b where a == 0, 1 for a > 0 (jnp.heaviside). */
 cft_array *cft_heaviside(cft_array *a, cft_array *b);
-cft_array *cft_eq(cft_array *a, cft_array *b);      /**< a == b -> bool */
-cft_array *cft_ne(cft_array *a, cft_array *b);      /**< a != b -> bool */
-cft_array *cft_lt(cft_array *a, cft_array *b);      /**< a < b -> bool */
-cft_array *cft_le(cft_array *a, cft_array *b);      /**< a <= b -> bool */
-cft_array *cft_gt(cft_array *a, cft_array *b);      /**< a > b -> bool */
-cft_array *cft_ge(cft_array *a, cft_array *b);      /**< a >= b -> bool */
+cft_array *cft_eq(cft_array *a, cft_array *b);          /**< a == b -> bool */
+cft_array *cft_ne(cft_array *a, cft_array *b);          /**< a != b -> bool */
+cft_array *cft_lt(cft_array *a, cft_array *b);          /**< a < b -> bool */
+cft_array *cft_le(cft_array *a, cft_array *b);          /**< a <= b -> bool */
+cft_array *cft_gt(cft_array *a, cft_array *b);          /**< a > b -> bool */
+cft_array *cft_ge(cft_array *a, cft_array *b);          /**< a >= b -> bool */
 cft_array *cft_logical_and(cft_array *a, cft_array *b); /**< bool and */
 cft_array *cft_logical_or(cft_array *a, cft_array *b);  /**< bool or */
 /** Remainder with the sign of a: C fmod for floats, % for ints (a % 0 = a).
@@ -332,8 +332,7 @@ cft_array *cft_tile(cft_array *x, const int64_t *reps, int nreps);
  *  counts[i] times element i (ncounts = the axis' length). total: the
  *  result's length along axis, or -1 (counts are static: jnp.repeat's
  *  total_repeat_length). */
-cft_array *cft_repeat(cft_array *x, const int64_t *counts, int ncounts, int axis,
-                      int64_t total);
+cft_array *cft_repeat(cft_array *x, const int64_t *counts, int ncounts, int axis, int64_t total);
 /** Split x into `sections` equal parts along axis (out[sections]);
  *  array_split allows unequal ones (the first get one more). */
 cft_status cft_split(cft_array *x, int sections, int axis, cft_array **out);
@@ -371,8 +370,7 @@ cft_array *cft_unique(cft_array *x, int64_t size, double fill);
 cft_array *cft_put_along_axis(cft_array *x, cft_array *indices, cft_array *values, int axis);
 /** torch's x.scatter_add_(axis, indices, src), functional: src's values
  *  added into x where indices (x's rank) point along axis. */
-cft_array *cft_scatter_add_along_axis(cft_array *x, cft_array *indices, cft_array *src,
-                                      int axis);
+cft_array *cft_scatter_add_along_axis(cft_array *x, cft_array *indices, cft_array *src, int axis);
 
 /* ---- convolution and pooling ----
  * Layouts are fixed (jax.lax dimension numbers NC<spatial>, OI<spatial>,

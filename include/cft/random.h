@@ -35,8 +35,7 @@ cft_array *cft_random_randint(cft_array *key, const int64_t *shape, int ndim, in
 /** Standard Gumbel draws. */
 cft_array *cft_random_gumbel(cft_array *key, cft_dtype dtype, const int64_t *shape, int ndim);
 /** Standard exponential draws (rate 1). */
-cft_array *cft_random_exponential(cft_array *key, cft_dtype dtype, const int64_t *shape,
-                                  int ndim);
+cft_array *cft_random_exponential(cft_array *key, cft_dtype dtype, const int64_t *shape, int ndim);
 /** Indices drawn from the softmax of logits along axis (Gumbel-max); the
  *  axis goes away. */
 cft_array *cft_random_categorical(cft_array *key, cft_array *logits, int axis);

@@ -160,8 +160,7 @@ static void timeout_message(dist_req *r, double now) {
     snprintf(r->err, sizeof r->err,
              "%s: %s #%llu on %s did not complete within %.1f s (CFT_DIST_TIMEOUT; %.2f s "
              "elapsed): a peer is dead or stalled, or called another collective",
-             r->name, kind_name(r->kind), (unsigned long long)r->seq, gb, r->timeout,
-             now - r->t0);
+             r->name, kind_name(r->kind), (unsigned long long)r->seq, gb, r->timeout, now - r->t0);
 }
 
 /* the blocking form of r's operation: MPI's own algorithms for it (Open
@@ -550,8 +549,7 @@ void cft__dist_start_here(dist_req *r) {
     pthread_mutex_unlock(&mu);
     atomic_store(&r->state, 1);
     if (atomic_load(&r->g->failed)) {
-        snprintf(r->err, sizeof r->err, "%s: the group failed before: %.600s", r->name,
-                 r->g->err);
+        snprintf(r->err, sizeof r->err, "%s: the group failed before: %.600s", r->name, r->g->err);
         r->nmr = -1; /* failed at the start */
     } else
         start_op(r);

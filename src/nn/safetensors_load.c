@@ -238,23 +238,23 @@ cft_array *cft__st_open(const char *path, int fd, cft_st_header *H, uint64_t *da
         return cft_tree_error(fail(path, "cannot stat: %s", strerror(errno)));
     if (!S_ISREG(sb.st_mode))
         return cft_tree_error(fail(path, "not a regular file (a %s)",
-                                    S_ISFIFO(sb.st_mode)   ? "FIFO"
-                                    : S_ISDIR(sb.st_mode)  ? "directory"
-                                    : S_ISCHR(sb.st_mode)  ? "character device"
-                                    : S_ISSOCK(sb.st_mode) ? "socket"
-                                                           : "special file"));
+                                   S_ISFIFO(sb.st_mode)   ? "FIFO"
+                                   : S_ISDIR(sb.st_mode)  ? "directory"
+                                   : S_ISCHR(sb.st_mode)  ? "character device"
+                                   : S_ISSOCK(sb.st_mode) ? "socket"
+                                                          : "special file"));
     uint64_t size = (uint64_t)sb.st_size;
     if (size < 8)
-        return cft_tree_error(
-            fail(path, "truncated: %llu bytes, shorter than the 8-byte header length",
-                 (unsigned long long)size));
+        return cft_tree_error(fail(path,
+                                   "truncated: %llu bytes, shorter than the 8-byte header length",
+                                   (unsigned long long)size));
     unsigned char len8[8];
     if (!read_at(fd, len8, 8, 0))
         return cft_tree_error(fail(path, "cannot read the header length"));
     uint64_t hlen = rd_u64(len8), rest = size - 8;
     if (hlen > CFT_ST_MAX_HEADER)
         return cft_tree_error(fail(path, "header length %llu is implausible (over 100 MB)",
-                                    (unsigned long long)hlen));
+                                   (unsigned long long)hlen));
     if (hlen > rest)
         return cft_tree_error(
             fail(path, "truncated: the header claims %llu bytes but only %llu follow the length",

@@ -287,10 +287,12 @@ cft_array *cft_outer(cft_array *a, cft_array *b) {
 cft_array *cft_matrix_trace(cft_array *x) {
     CFT_PROPAGATE("cft_matrix_trace", x);
     if (cft_array_ndim(x) != 2)
-        return cft__fail(CFT_E_SHAPE, "cft_matrix_trace: needs a matrix, got %d dims", cft_array_ndim(x));
+        return cft__fail(CFT_E_SHAPE, "cft_matrix_trace: needs a matrix, got %d dims",
+                         cft_array_ndim(x));
     cft_aval a = cft_array_aval(x);
     if (a.shape[0] != a.shape[1])
-        return cft__fail(CFT_E_SHAPE, "cft_matrix_trace: needs a square matrix, got %s", cft__av(&a));
+        return cft__fail(CFT_E_SHAPE, "cft_matrix_trace: needs a square matrix, got %s",
+                         cft__av(&a));
     return cft_einsum("ii->", 1, &x);
 }
 
