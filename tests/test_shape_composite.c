@@ -5,6 +5,7 @@
  * (linear maps: 1e-12), vmap against a loop and jit against the
  * interpreter (exact). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -103,6 +104,11 @@ int main(int argc, char **argv) {
             for (int j = 0; j < 6; j++)
                 CHECK_EQ(at(q, 6 * i + j), 4 * i + cols[j]);
         CHECK(cft_failed(cft_repeat(m, (int64_t[]){1, 1, 1, 1}, 4, 1, 5)));
+        /* counts whose sum overflows, or makes an array past the size limit */
+        cft_array *e = cft_repeat(m, (int64_t[]){INT64_MAX, 1, 1, 1}, 4, 1, -1);
+        CHECK(cft_failed(e) && strstr(cft_error_message(e), "cft_repeat"));
+        e = cft_repeat(m, (int64_t[]){(int64_t)1 << 50, 1, 1, 1}, 4, 1, -1);
+        CHECK(cft_failed(e) && strstr(cft_error_message(e), "cft_repeat"));
     }
     TEST("split and array_split") {
         cft_array *p[4];

@@ -2,10 +2,12 @@
  * primitives (slice, concatenate, broadcast, reshape, transpose, iota,
  * select, take), so they need no rules of their own: tril / triu, roll,
  * tile, repeat, split / array_split, diagonal, kron and meshgrid. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "array/array.h"
 #include "core/error.h"
 #include "core/mem.h"
 #include "prims/rules.h"
@@ -112,8 +114,16 @@ cft_array *cft_repeat(cft_array *x, const int64_t *counts, int ncounts, int axis
         if (counts[i] < 0)
             return cft__fail(CFT_E_ARG, "cft_repeat: a negative count (%lld)",
                              (long long)counts[i]);
+        if (counts[i] > INT64_MAX - sum)
+            return cft__fail(CFT_E_ARG, "cft_repeat: the counts add up past 2^63");
         sum += counts[i];
     }
+    int64_t out_shape[CFT_MAX_NDIM]; /* the one size check, before any allocation */
+    memcpy(out_shape, a.shape, sizeof(int64_t) * (size_t)a.ndim);
+    out_shape[ax] = sum;
+    cft_array *big = cft__check_size("cft_repeat", a.dtype, out_shape, a.ndim, NULL, NULL);
+    if (big)
+        return big;
     if (total >= 0 && total != sum)
         return cft__fail(CFT_E_ARG, "cft_repeat: the counts add up to %lld, not %lld",
                          (long long)sum, (long long)total);
@@ -196,6 +206,10 @@ cft_array *cft_diagonal(cft_array *x, int offset, int axis1, int axis2) {
         n = 0;
     int64_t *rows = malloc(sizeof(int64_t) * (size_t)(n ? n : 1)),
             *cols = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!rows || !cols) {
+        free(rows), free(cols);
+        return cft__oom();
+    }
     for (int64_t i = 0; i < n; i++)
         rows[i] = lo + i, cols[i] = lo + i + offset;
     cft_array *ri = cft_from_data(rows, CFT_I64, &n, 1), *ci = cft_from_data(cols, CFT_I64, &n, 1);
