@@ -281,16 +281,12 @@ cft_array *cft_dist_reduce_scatter(cft_dist_group *g, cft_array *x, cft_dist_op 
     CFT_API("cft_dist_reduce_scatter");
     const char *call = "cft_dist_reduce_scatter";
     cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
-    if (e)
+    if (e || (e = check_reduction(call, xc->aval.dtype, op)))
         return e;
     const cft_aval *a = &xc->aval;
     if (a->ndim < 1 || a->shape[0] % g->size != 0)
         return cft__fail(CFT_E_SHAPE, "%s: the leading dim of %s does not divide by %d ranks", call,
                          cft__av(a), g->size);
-    if ((unsigned)op > CFT_DIST_PROD || a->dtype == CFT_BOOL ||
-        (cft_dtype_is_complex(a->dtype) && (op == CFT_DIST_MAX || op == CFT_DIST_MIN)))
-        return cft__fail(CFT_E_ARG, "%s: reduction %d does not apply to %s", call, (int)op,
-                         cft__av(a));
     cft_dtype dt = a->dtype;
     if (cft_dtype_is_half(dt) || ((dt == CFT_I32 || dt == CFT_I64) && op == CFT_DIST_MEAN))
         xc = cft_astype(xc, CFT_F32);
