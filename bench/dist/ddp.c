@@ -5,9 +5,14 @@
  * images), mean cross-entropy. Also the all_reduce of the gradients alone
  * and how much of it the DDP step hides:
  *   hidden = 1 - (ddp - local) / all_reduce,
- * and PowerSGD's (rank 2) bytes sent against plain all_reduce's.
+ * and PowerSGD's (rank 2) bytes sent against plain all_reduce's. The
+ * no-overlap floor is the local step followed by MPI_Allreduce of the same
+ * gradient bytes (hot buffers, on this thread): what DDP would cost with no
+ * overlap and no library in the way.
  * JSON lines; ratio_to_baseline = DDP step / local step (medians). */
 #include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,22 +36,36 @@ static void local_step(void *arg) {
     cft_array *out[8];
     cft_fn_call(vg, vg_in, out);
 }
+static float *raw_in, *raw_out;
+static int raw_n;
+static void no_overlap_step(void *arg) {
+    local_step(arg);
+    MPI_Allreduce(raw_in, raw_out, raw_n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
 static void allreduce_only(void *arg) {
     (void)arg;
     cft_dist_all_reduce(world, packed, CFT_DIST_MEAN);
 }
 
-static double run(work_fn f) { /* fixed counts: every rank calls the collectives alike */
-    double t[30], med, mn;
-    for (int k = 0; k < 10; k++)
-        f(NULL);
-    for (int k = 0; k < 30; k++) {
-        double t0 = now_ms();
-        f(NULL);
-        t[k] = now_ms() - t0;
+/* medians of several steps timed in interleaved rounds, so that drift (the
+ * clock, the other rank, the heap) falls on all of them alike; fixed counts:
+ * every rank calls the collectives alike */
+enum { ROUNDS = 200, WARM = 20 };
+static void run(int nf, const work_fn *f, double *med) {
+    static double t[4][ROUNDS];
+    for (int k = 0; k < WARM; k++)
+        for (int j = 0; j < nf; j++)
+            f[j](NULL);
+    for (int k = 0; k < ROUNDS; k++)
+        for (int j = 0; j < nf; j++) {
+            double t0 = now_ms();
+            f[j](NULL);
+            t[j][k] = now_ms() - t0;
+        }
+    for (int j = 0; j < nf; j++) {
+        double mn;
+        bench_stats(t[j], ROUNDS, &med[j], &mn);
     }
-    bench_stats(t, 30, &med, &mn);
-    return med;
 }
 
 /* the CNN as a tree function: (params, x [B,1,8,8], y [B]) -> mean CE */
@@ -83,6 +102,8 @@ static void bench_model(const char *model, cft_tree_fn_cb cb, cft_array **w, int
     for (int i = 0; i < np; i++)
         n += cft_array_size(w[i]);
     packed = cft_add_s(cft_full(1, CFT_F32, (int64_t[]){n}, 1), rank);
+    raw_n = (int)n;
+    raw_in = calloc((size_t)n, sizeof(float)), raw_out = calloc((size_t)n, sizeof(float));
     int64_t sizes[2] = {64, 256};
     double caps[2] = {0, 1.0 / 32}; /* PyTorch's default 25 MiB (one bucket here), and 32 KB */
     for (int s = 0; s < 2; s++)
@@ -101,7 +122,9 @@ static void bench_model(const char *model, cft_tree_fn_cb cb, cft_array **w, int
             /* one bucket: the all_reduce after the backward, as a blocking call; 32 KB
              * buckets: the first all_reduces start while the backward goes on */
             ddp = cft_ddp_new(world, loss, params, &(cft_ddp_options){.bucket_mb = caps[cb]});
-            double tl = run(local_step), td = run(ddp_step), ta = run(allreduce_only);
+            double m[4];
+            run(4, (work_fn[]){local_step, ddp_step, allreduce_only, no_overlap_step}, m);
+            double tl = m[0], td = m[1], ta = m[2], tf = m[3];
             double hidden = ta > 0 ? 1 - (td - tl) / ta : 0;
             if (rank == 0)
                 printf("{\"bench\": \"ddp\", \"config\": {\"model\": \"%s\", "
@@ -110,16 +133,19 @@ static void bench_model(const char *model, cft_tree_fn_cb cb, cft_array **w, int
                        "\"median_ms\": %.3f, \"threads\": 1, \"baseline\": \"the same step on "
                        "one rank, no communication\", \"baseline_median_ms\": %.3f, "
                        "\"ratio_to_baseline\": %.3f, \"all_reduce_ms\": %.3f, "
-                       "\"fraction_hidden\": %.2f}\n",
+                       "\"fraction_hidden\": %.2f, \"no_overlap_floor_ms\": %.3f, "
+                       "\"ratio_to_no_overlap_floor\": %.3f}\n",
                        model, (long long)B, p, (long long)n * 4, caps[cb] ? caps[cb] : 25.0,
-                       cft_ddp_num_buckets(ddp), td, tl, td / tl, ta, hidden);
+                       cft_ddp_num_buckets(ddp), td, tl, td / tl, ta, hidden, tf, td / tf);
         }
     /* PowerSGD (rank 2, from the first step) on the last batch size */
     cft_powersgd *ps = cft_powersgd_new(2, 0, 1);
     ddp = cft_ddp_new(
         world, loss, params,
         &(cft_ddp_options){.bucket_mb = 1.0 / 32, .hook = cft_ddp_hook_powersgd, .hook_state = ps});
-    double tl = run(local_step), td = run(ddp_step), plain = 0;
+    double m[2];
+    run(2, (work_fn[]){local_step, ddp_step}, m);
+    double tl = m[0], td = m[1], plain = 0;
     double sent = cft_powersgd_bytes(ps, &plain);
     if (rank == 0)
         printf("{\"bench\": \"ddp\", \"config\": {\"model\": \"%s\", \"batch_per_rank\": 256, "
@@ -128,6 +154,7 @@ static void bench_model(const char *model, cft_tree_fn_cb cb, cft_array **w, int
                "no communication\", \"baseline_median_ms\": %.3f, \"ratio_to_baseline\": %.3f, "
                "\"bytes_sent\": %.0f, \"bytes_plain_all_reduce\": %.0f, \"bytes_ratio\": %.3f}\n",
                model, p, td, tl, td / tl, sent, plain, plain > 0 ? sent / plain : 0);
+    free(raw_in), free(raw_out);
 }
 
 int main(int argc, char **argv) {
