@@ -5,7 +5,25 @@
 #define CFT_BENCH_H
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+#include "cft/jit.h"
+
+/* the thread count of this run: --threads N on the command line, else
+ * CFT_NUM_THREADS, else 1; set for cft's kernels and OpenBLAS alike. Every
+ * JSON line carries it as "threads". */
+static int bench_nthreads = 1;
+static inline int bench_threads(int argc, char **argv) {
+    const char *s = getenv("CFT_NUM_THREADS");
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--threads"))
+            s = argv[i + 1];
+    int n = s ? atoi(s) : 1;
+    bench_nthreads = n > 0 ? n : 1;
+    cft_set_num_threads(bench_nthreads);
+    return bench_nthreads;
+}
 
 static inline double now_ms(void) {
     struct timespec t;

@@ -68,16 +68,17 @@ static void emit(const char *data, const char *pass, const char *method, double 
                  const char *base, double base_med) {
     printf(
         "{\"bench\": \"ensemble\", \"config\": {\"K\": %d, \"B\": %d, \"data\": \"%s\", \"pass\": "
-        "\"%s\"}, \"method\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": 1, "
+        "\"%s\"}, \"method\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": %d, "
         "\"baseline\": \"%s\", \"baseline_median_ms\": %.4f, "
         "\"speedup_vs_baseline\": %.2f, \"peak_rss_mb\": %.1f}\n",
-        K, B, data, pass, method, med, mn, base, base_med, base_med / med, peak_rss_mb());
+        K, B, data, pass, method, med, mn, bench_nthreads, base, base_med, base_med / med,
+        peak_rss_mb());
     fflush(stdout);
 }
 
-int main(void) {
-    openblas_set_num_threads(1);
+int main(int argc, char **argv) {
     cft_init();
+    bench_threads(argc, argv);
     digits d;
     if (digits_load(&d))
         return 1;
@@ -149,8 +150,8 @@ int main(void) {
             emit(data, pass, "cft_jit_vmap", jvm, jvmin, "loop_over_models_jit", jlm);
             printf("{\"bench\": \"ensemble\", \"config\": {\"K\": %d, \"B\": %d, \"data\": \"%s\", "
                    "\"pass\": \"%s\"}, \"method\": \"cft_vmap_first_call\", \"median_ms\": %.3f, "
-                   "\"min_ms\": %.3f, \"threads\": 1}\n",
-                   K, B, data, pass, first, first);
+                   "\"min_ms\": %.3f, \"threads\": %d}\n",
+                   K, B, data, pass, first, first, bench_nthreads);
         }
     }
     free(x);

@@ -74,11 +74,12 @@ static void emit(int T, int n_inner, const char *method, double med, double mn, 
                  double base_med, double diff) {
     printf("{\"bench\": \"maml\", \"config\": {\"T\": %d, \"n_inner\": %d, \"K\": %d}, \"method\": "
            "\"%s\", "
-           "\"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": 1, \"baseline\": \"%s\", "
+           "\"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": %d, \"baseline\": \"%s\", "
            "\"baseline_median_ms\": %.4f, \"speedup_vs_baseline\": %.2f, "
            "\"max_abs_diff_vs_interpreted_loop\": %.2e, "
            "\"peak_rss_mb\": %.1f}\n",
-           T, n_inner, KS, method, med, mn, base, base_med, base_med / med, diff, peak_rss_mb());
+           T, n_inner, KS, method, med, mn, bench_nthreads, base, base_med, base_med / med, diff,
+           peak_rss_mb());
     fflush(stdout);
 }
 
@@ -97,9 +98,9 @@ static void make_tasks(int T, uint64_t seed, cft_array **out) {
     out[2] = cft_slice(x, mid0, hi, NULL), out[3] = cft_slice(y, mid0, hi, NULL);
 }
 
-int main(void) {
-    openblas_set_num_threads(1);
+int main(int argc, char **argv) {
     cft_init();
+    bench_threads(argc, argv);
     cft_array *params[NP];
     mlp_init(1, params);
     int argnums[NP] = {0, 1, 2, 3, 4, 5};
@@ -150,11 +151,11 @@ int main(void) {
             emit(j.T, n, "loop_of_task_grads_jit", jlm, jlmin, "loop_of_task_grads_jit", jlm,
                  jldiff);
             emit(j.T, n, "cft_jit_vmap", jvm, jvmin, "loop_of_task_grads_jit", jlm, jdiff);
-            printf(
-                "{\"bench\": \"maml\", \"config\": {\"T\": %d, \"n_inner\": %d, \"K\": %d}, "
-                "\"method\": "
-                "\"cft_vmap_first_call\", \"median_ms\": %.3f, \"min_ms\": %.3f, \"threads\": 1}\n",
-                j.T, n, KS, first, first);
+            printf("{\"bench\": \"maml\", \"config\": {\"T\": %d, \"n_inner\": %d, \"K\": %d}, "
+                   "\"method\": "
+                   "\"cft_vmap_first_call\", \"median_ms\": %.3f, \"min_ms\": %.3f, \"threads\": "
+                   "%d}\n",
+                   j.T, n, KS, first, first, bench_nthreads);
         }
     }
     return 0;

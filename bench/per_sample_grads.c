@@ -51,10 +51,10 @@ static double peak_rss_mb(void) {
 static void emit(const char *method, int B, double med, double mn, double base_med,
                  const char *base) {
     printf("{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", \"B\": %d}, "
-           "\"method\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": 1, "
+           "\"method\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": %d, "
            "\"baseline\": \"%s\", \"baseline_median_ms\": %.4f, \"speedup_vs_baseline\": %.2f, "
            "\"peak_rss_mb\": %.1f}\n",
-           B, method, med, mn, base, base_med, base_med / med, peak_rss_mb());
+           B, method, med, mn, bench_nthreads, base, base_med, base_med / med, peak_rss_mb());
     fflush(stdout);
 }
 
@@ -91,11 +91,11 @@ static void run_loop_cnn(void *p) {
 
 static void emit_cnn(const char *method, int B, double med, double mn, double base_med) {
     printf("{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"cnn\", \"B\": %d}, "
-           "\"method\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": 1, "
+           "\"method\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": %d, "
            "\"baseline\": \"loop_of_grad\", \"baseline_median_ms\": %.4f, \"speedup_vs_baseline\": "
            "%.2f, "
            "\"peak_rss_mb\": %.1f}\n",
-           B, method, med, mn, base_med, base_med / med, peak_rss_mb());
+           B, method, med, mn, bench_nthreads, base_med, base_med / med, peak_rss_mb());
     fflush(stdout);
 }
 
@@ -198,22 +198,23 @@ static void dynamic_bench(const digits *d, cft_array *const *params, cft_fn *los
     cft_jit_stats_of(f, &st);
     const char *fmt = "{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", "
                       "\"B\": \"%s\", \"calls\": \"%s\"}, \"method\": \"%s\", \"median_ms\": %.3f, "
-                      "\"min_ms\": %.3f, \"threads\": 1, \"baseline\": \"%s\", "
+                      "\"min_ms\": %.3f, \"threads\": %d, \"baseline\": \"%s\", "
                       "\"baseline_median_ms\": %.3f, \"traces\": %d}\n";
-    printf(fmt, "64", "64", "cft_jit_vmap_grad_first_call", first, first, "none", 0.0, 1);
+    printf(fmt, "64", "64", "cft_jit_vmap_grad_first_call", first, first, bench_nthreads, "none",
+           0.0, 1);
     printf(fmt, "128", "64,128", "cft_jit_vmap_grad_symbolic_retrace", retrace, retrace,
-           "cft_jit_vmap_grad_first_call", first, 2);
+           bench_nthreads, "cft_jit_vmap_grad_first_call", first, 2);
     printf(fmt, "256..312", "64,128,then each size once",
-           "cft_jit_vmap_grad_new_size_after_retrace", nm, nmin,
+           "cft_jit_vmap_grad_new_size_after_retrace", nm, nmin, bench_nthreads,
            "cft_jit_vmap_grad_first_call_fresh_jit", fm, st.traces);
     printf(fmt, "256", "64,128,256,...", "cft_jit_vmap_grad_symbolic_plan", sm, smin,
-           "cft_jit_vmap_grad_specialised_plan", cm, st.traces);
+           bench_nthreads, "cft_jit_vmap_grad_specialised_plan", cm, st.traces);
     fflush(stdout);
 }
 
-int main(void) {
-    openblas_set_num_threads(1);
+int main(int argc, char **argv) {
     cft_init();
+    bench_threads(argc, argv);
     digits d;
     if (digits_load(&d))
         return 1;
@@ -275,12 +276,12 @@ int main(void) {
         printf(
             "{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", \"B\": %d}, "
             "\"method\": \"cft_jit_vmap_grad_first_call\", \"median_ms\": %.3f, \"min_ms\": %.3f, "
-            "\"threads\": 1}\n",
-            B, jfirst, jfirst);
+            "\"threads\": %d}\n",
+            B, jfirst, jfirst, bench_nthreads);
         printf("{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", \"B\": %d}, "
                "\"method\": \"cft_vmap_grad_first_call\", \"median_ms\": %.3f, \"min_ms\": %.3f, "
-               "\"threads\": 1}\n",
-               B, first, first);
+               "\"threads\": %d}\n",
+               B, first, first, bench_nthreads);
         free(x);
         free(y);
     }

@@ -51,8 +51,13 @@ typedef struct cft_jit_stats {
  *  other function. */
 cft_status cft_jit_stats_of(const cft_fn *jitted, cft_jit_stats *out);
 
-/** Threads used by compiled kernels (above 65536 elements) and by OpenBLAS;
- *  default 1 (the first cft_jit also sets OpenBLAS to this count). */
+/** Threads cft uses for one call: its compiled kernels (above 65536
+ *  elements), batched GEMMs (shared out by batch element, or one large GEMM
+ *  cut into blocks) and convolutions (by sample chunks), all on one OpenMP
+ *  team; OpenBLAS itself stays at one thread so that two pools never
+ *  compete for cores. Default: CFT_NUM_THREADS from the environment, else
+ *  1. Values below 1 mean 1. With several processes per machine (mpirun),
+ *  give each at most cores / processes. */
 void cft_set_num_threads(int n);
 /** The current thread count for kernels. */
 int cft_get_num_threads(void);

@@ -16,7 +16,6 @@
  * traces and first runs. A warm plan runs outside the lock in an arena
  * taken from its traced plan's pool, so callers of the same function on
  * several threads each get their own arena; results equal a serial run. */
-#include <cblas.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -28,20 +27,15 @@
 #include "cft/jit.h"
 #include "core/error.h"
 #include "core/mem.h"
+#include "core/par.h"
 #include "lower/lower.h"
 #include "trace/fn.h"
 
-static _Atomic int nthreads = 1;
-
 void cft_set_num_threads(int n) {
-    nthreads = n < 1 ? 1 : n;
-    openblas_set_num_threads(nthreads);
+    cft__set_num_threads(n);
 }
 int cft_get_num_threads(void) {
-    return nthreads;
-}
-int cft__num_threads(void) {
-    return nthreads;
+    return cft__num_threads();
 }
 
 int cft__debug(void) {
@@ -340,7 +334,7 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, cft_loop
                     flat[k * lp.nd + d] = lp.st[k][d];
             }
             if (cft__numel(g->iter.shape, g->iter.ndim) > 0)
-                kern(ptrs, lp.dims, flat, atomic_load(&nthreads));
+                kern(ptrs, lp.dims, flat, cft__num_threads());
             for (int k = g->nin; k < nops; k++)
                 env[g->out[k - g->nin]] = ops[k];
             for (int k = 0; k < nops; k++)
@@ -1046,17 +1040,11 @@ static cft_status jit_locked(jit_env *J, int nin, cft_array *const *in, int nout
     return run_plan(J, P, in, out);
 }
 
-static void set_blas_threads(void) { /* OpenBLAS follows cft's thread count (default 1) */
-    openblas_set_num_threads(atomic_load(&nthreads));
-}
-
 cft_fn *cft_jit(cft_fn *f) {
     CFT_API("cft_jit");
     cft_fn *bad = cft__fn_check("cft_jit", f);
     if (bad)
         return bad;
-    static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-    pthread_once(&blas_once, set_blas_threads);
     jit_env *J = CFT_NEW(jit_env);
     if (!J)
         return cft__fn_error(cft__oom(), f->nin, f->nout);

@@ -57,6 +57,5 @@ const char *cft__cache_dir(void);
 /* CFT_DEBUG level */
 int cft__debug(void);
 /* threads for generated kernels */
-int cft__num_threads(void);
 
 #endif

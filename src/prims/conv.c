@@ -24,10 +24,12 @@
  * size down to 288 multiply-adds (docs/implementation.md), so only the
  * integer dtypes use one (accumulating in int64). */
 #include <cblas.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/par.h"
 #include "core/vec.h"
 #include "prims/rules.h"
 
@@ -394,12 +396,68 @@ static void *scratch(size_t bytes) {
     return cft__scratch(CFT_SCRATCH_CONV, bytes, SCRATCH_MAX);
 }
 
-/* im2col + GEMM per group and sample chunk, into y (contiguous) */
+/* One convolution as chunks of work: group q, samples [n0, n0 + nc) */
+typedef struct {
+    const geom *g;
+    const taps *t;
+    const cft_array *x;
+    cft_dtype dt;
+    size_t es, cbytes, bytes;
+    int64_t rows, nc, nchunks;
+    const int64_t *map;
+    const char *xp, *wp;
+    char *yp;
+    _Atomic int oom;
+} conv_job;
+
+/* im2col + GEMM for chunks [lo, hi), in this thread's scratch buffer */
+static void conv_range(void *ctx, int64_t lo, int64_t hi) {
+    conv_job *j = ctx;
+    const geom *g = j->g;
+    cft_dtype dt = j->dt;
+    size_t es = j->es;
+    int64_t rows = j->rows;
+    char *cols = scratch(j->bytes);
+    if (!cols) {
+        j->oom = 1;
+        return;
+    }
+    char *tmp = cols + j->cbytes;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t q = u / j->nchunks, n0 = u % j->nchunks * j->nc;
+        int64_t m = g->Nq - n0 < j->nc ? g->Nq - n0 : j->nc, ncols = m * g->P;
+        if (j->map && dt == CFT_F32)
+            im2col_map_f32(g, j->map, (const float *)j->xp, j->x->strides, q, n0, m, (float *)cols);
+        else if (j->map)
+            im2col_map_f64(g, j->map, (const double *)j->xp, j->x->strides, q, n0, m,
+                           (double *)cols);
+        else if (dt == CFT_F32)
+            im2col_f32(g, j->t, (const float *)j->xp, j->x->strides, q, n0, m, (float *)cols);
+        else
+            im2col_f64(g, j->t, (const double *)j->xp, j->x->strides, q, n0, m, (double *)cols);
+        const char *A = j->wp + es * (size_t)(q * g->Oq * rows);
+        char *yq = j->yp + es * (size_t)(n0 * g->O * g->P);
+        if (m == 1) { /* straight into the output: rows o of sample n0 */
+            gemm(dt, g->Oq, g->P, rows, A, rows, cols, ncols, yq + es * (size_t)(q * g->Oq * g->P),
+                 g->P);
+            continue;
+        }
+        gemm(dt, g->Oq, ncols, rows, A, rows, cols, ncols, tmp, ncols);
+        if (dt == CFT_F32)
+            unpack_f32((const float *)tmp, (float *)yq, g->Oq, m, g->P, g->O, q * g->Oq);
+        else
+            unpack_f64((const double *)tmp, (double *)yq, g->Oq, m, g->P, g->O, q * g->Oq);
+    }
+}
+
+/* im2col + GEMM per group and sample chunk, into y (contiguous); chunks
+ * are shared among threads, each with its own column buffer */
 static cft_array *conv_gemm(const geom *g, const taps *t, const cft_array *x, const cft_array *w,
                             cft_array *y) {
-    cft_dtype dt = y->aval.dtype;
-    size_t es = cft_dtype_size(dt);
-    int64_t rows = g->Ig * g->KK, per = rows * g->P;
+    conv_job j = {.g = g, .t = t, .x = x, .dt = y->aval.dtype};
+    j.es = cft_dtype_size(j.dt);
+    j.rows = g->Ig * g->KK;
+    int64_t per = j.rows * g->P;
     /* one GEMM per sample straight into the output when its rows are long
      * enough; else chunks of samples, whose GEMM result is then unpacked */
     int64_t nc = g->P >= ROW_GEMM ? 1 : ROW_GEMM * 16 / (g->P ? g->P : 1);
@@ -409,43 +467,23 @@ static cft_array *conv_gemm(const geom *g, const taps *t, const cft_array *x, co
         nc = 1;
     if (nc > g->Nq)
         nc = g->Nq;
-    size_t ncols_max = (size_t)(nc * g->P), cbytes = es * (size_t)rows * ncols_max;
-    cbytes = (cbytes + 63) / 64 * 64;
-    char *cols = scratch(cbytes + (nc > 1 ? es * (size_t)g->Oq * ncols_max : 0));
-    if (!cols)
-        return cft__oom();
-    char *tmp = cols + cbytes;
+    j.nc = nc;
+    j.nchunks = g->Nq ? (g->Nq + nc - 1) / nc : 0;
+    size_t ncols_max = (size_t)(nc * g->P);
+    j.cbytes = (j.es * (size_t)j.rows * ncols_max + 63) / 64 * 64;
+    j.bytes = j.cbytes + (nc > 1 ? j.es * (size_t)g->Oq * ncols_max : 0);
     bool use_map = g->out[2] < MAP_BELOW;
-    int64_t *map = use_map ? make_map(g, t) : NULL;
-    if (use_map && !map)
+    j.map = use_map ? make_map(g, t) : NULL;
+    if (use_map && !j.map)
         return cft__oom();
-    const char *xp = cft__ptr(x), *wp = cft__ptr(w);
-    char *yp = cft__ptr(y);
-    for (int64_t q = 0; q < g->K; q++)
-        for (int64_t n0 = 0; n0 < g->Nq; n0 += nc) {
-            int64_t m = g->Nq - n0 < nc ? g->Nq - n0 : nc, ncols = m * g->P;
-            if (map && dt == CFT_F32)
-                im2col_map_f32(g, map, (const float *)xp, x->strides, q, n0, m, (float *)cols);
-            else if (map)
-                im2col_map_f64(g, map, (const double *)xp, x->strides, q, n0, m, (double *)cols);
-            else if (dt == CFT_F32)
-                im2col_f32(g, t, (const float *)xp, x->strides, q, n0, m, (float *)cols);
-            else
-                im2col_f64(g, t, (const double *)xp, x->strides, q, n0, m, (double *)cols);
-            const char *A = wp + es * (size_t)(q * g->Oq * rows);
-            char *yq = yp + es * (size_t)(n0 * g->O * g->P);
-            if (m == 1) { /* straight into the output: rows o of sample n0 */
-                gemm(dt, g->Oq, g->P, rows, A, rows, cols, ncols,
-                     yq + es * (size_t)(q * g->Oq * g->P), g->P);
-                continue;
-            }
-            gemm(dt, g->Oq, ncols, rows, A, rows, cols, ncols, tmp, ncols);
-            if (dt == CFT_F32)
-                unpack_f32((const float *)tmp, (float *)yq, g->Oq, m, g->P, g->O, q * g->Oq);
-            else
-                unpack_f64((const double *)tmp, (double *)yq, g->Oq, m, g->P, g->O, q * g->Oq);
-        }
-    return NULL;
+    j.xp = cft__ptr(x), j.wp = cft__ptr(w), j.yp = cft__ptr(y);
+    int64_t chunks = g->K * j.nchunks;
+    double work = 2.0 * (double)g->Oq * (double)(nc * g->P) * (double)j.rows;
+    if (j.bytes > SCRATCH_MAX) /* a GC block per call: allocated on this thread only */
+        conv_range(&j, 0, chunks);
+    else
+        cft__par_for(chunks, work, conv_range, &j);
+    return j.oom ? cft__oom() : NULL;
 }
 
 /* w as a contiguous [O, I, taps]: w itself, or a copy that moves whole

@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <string.h>
 
+#include "core/par.h"
 #include "core/vec.h"
 #include "prims/rules.h"
 
@@ -190,71 +191,114 @@ static void gemm_int(const operand *A, const operand *B, int64_t M, int64_t N, i
         }
 }
 
-/* GEMM per batch element into c, a contiguous array of the output aval */
+/* One GEMM job: the batch of products C[t] = A[t] B[t], each optionally cut
+ * into blocks of rows (or of columns when there are few rows), so that
+ * cft__par_for can share out either many small products or one large one. */
+typedef struct {
+    operand A, B;
+    int nbt;
+    int64_t M, N, K, Bt;
+    int64_t rblk, cblk, nr, nc; /* block sizes and counts per product */
+    cft_dtype dt;
+    size_t es;
+    const char *pa, *pb;
+    char *pc;
+} gemm_job;
+
+/* rows [i0, i0 + m) and columns [j0, j0 + n) of product t */
+static void gemm_block(const gemm_job *j, int64_t t, int64_t i0, int64_t m, int64_t j0, int64_t n) {
+    const operand *A = &j->A, *B = &j->B;
+    int64_t oa = 0, ob = 0, rem = t;
+    for (int i = j->nbt - 1; i >= 0; i--) {
+        int64_t k = rem % A->bshape[i];
+        rem /= A->bshape[i];
+        oa += k * A->bstr[i], ob += k * B->bstr[i];
+    }
+    oa += i0 * A->rs, ob += j0 * B->cs;
+    size_t es = j->es;
+    int64_t M = j->M, N = j->N, K = j->K;
+    cft_dtype dt = j->dt;
+    const char *Ap = j->pa + oa * (int64_t)es, *Bp = j->pb + ob * (int64_t)es;
+    char *Cp = j->pc + (size_t)(t * M * N + i0 * N + j0) * es;
+    if (K == 0) {
+        for (int64_t i = 0; i < m; i++)
+            memset(Cp + (size_t)(i * N) * es, 0, (size_t)n * es);
+        return;
+    }
+    /* a conjugate view read in place is conjugated by the GEMM itself */
+    CBLAS_TRANSPOSE ta = A->trans ? (A->arr->conj ? CblasConjTrans : CblasTrans) : CblasNoTrans,
+                    tb = B->trans ? (B->arr->conj ? CblasConjTrans : CblasTrans) : CblasNoTrans;
+    if (K == 1 && dt == CFT_F32 && (m == 1 || A->rs == 1) && (n == 1 || B->cs == 1) && n == N) {
+        outer_f32((const float *)Ap, (const float *)Bp, (float *)Cp, m,
+                  n); /* per-sample outer products */
+    } else if (dt == CFT_F32) {
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)K, 1.0f, (const float *)Ap,
+                    (int)A->ld, (const float *)Bp, (int)B->ld, 0.0f, (float *)Cp, (int)N);
+    } else if (dt == CFT_F64) {
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)K, 1.0, (const double *)Ap,
+                    (int)A->ld, (const double *)Bp, (int)B->ld, 0.0, (double *)Cp, (int)N);
+    } else if (dt == CFT_C64) {
+        static const float one[2] = {1, 0}, zero[2] = {0, 0};
+        cblas_cgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)K, one, Ap, (int)A->ld, Bp,
+                    (int)B->ld, zero, Cp, (int)N);
+    } else if (dt == CFT_C128) {
+        static const double one[2] = {1, 0}, zero[2] = {0, 0};
+        cblas_zgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)K, one, Ap, (int)A->ld, Bp,
+                    (int)B->ld, zero, Cp, (int)N);
+    } else {
+        operand a = *A, b = *B;
+        gemm_int(&a, &b, m, n, K, Ap, Bp, Cp, dt);
+    }
+}
+
+static void gemm_range(void *ctx, int64_t lo, int64_t hi) {
+    const gemm_job *j = ctx;
+    int64_t per = j->nr * j->nc;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t t = u / per, b = u % per, r = b / j->nc, c = b % j->nc;
+        int64_t i0 = r * j->rblk, j0 = c * j->cblk;
+        int64_t m = j->M - i0 < j->rblk ? j->M - i0 : j->rblk;
+        int64_t n = j->N - j0 < j->cblk ? j->N - j0 : j->cblk;
+        gemm_block(j, t, i0, m, j0, n);
+    }
+}
+
+/* GEMM per batch element into c, a contiguous array of the output aval;
+ * the batch shared among threads, or one large product cut into blocks */
 static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, cft_array *c) {
     (void)nin;
     const cft_array *a = in[0], *b = in[1];
     int fa[CFT_MAX_NDIM], fb[CFT_MAX_NDIM], na, nb, nbt = p->n[LB], nc = p->n[LC];
     free_dims(a->aval.ndim, p, LC, LB, fa, &na);
     free_dims(b->aval.ndim, p, RC, RB, fb, &nb);
-    operand A, B;
-    cft_array *e = as_matrix(a, p->v[LB], nbt, fa, na, p->v[LC], nc, true, &A);
+    gemm_job j = {.nbt = nbt, .dt = c->aval.dtype};
+    cft_array *e = as_matrix(a, p->v[LB], nbt, fa, na, p->v[LC], nc, true, &j.A);
     if (e)
         return e;
-    e = as_matrix(b, p->v[RB], nbt, fb, nb, p->v[RC], nc, false, &B);
+    e = as_matrix(b, p->v[RB], nbt, fb, nb, p->v[RC], nc, false, &j.B);
     if (e)
         return e;
-    int64_t Bt = 1, M = A.rows, N = B.cols, K = A.cols;
+    j.Bt = 1, j.M = j.A.rows, j.N = j.B.cols, j.K = j.A.cols;
     for (int i = 0; i < nbt; i++)
-        Bt *= A.bshape[i];
-    cft_dtype dt = c->aval.dtype;
-    size_t es = cft_dtype_size(dt);
-    const char *pa = cft__ptr(A.arr), *pb = cft__ptr(B.arr);
-    char *pc = cft__ptr(c);
-    int64_t idx[CFT_MAX_NDIM] = {0};
-    for (int64_t t = 0; t < Bt; t++) {
-        int64_t oa = 0, ob = 0;
-        for (int i = 0; i < nbt; i++)
-            oa += idx[i] * A.bstr[i], ob += idx[i] * B.bstr[i];
-        for (int i = nbt - 1; i >= 0; i--) { /* next batch index */
-            if (++idx[i] < A.bshape[i])
-                break;
-            idx[i] = 0;
-        }
-        const char *Ap = pa + oa * (int64_t)es, *Bp = pb + ob * (int64_t)es;
-        void *Cp = pc + (size_t)(t * M * N) * es;
-        if (M * N == 0)
-            continue;
-        if (K == 0) {
-            memset(Cp, 0, (size_t)(M * N) * es);
-            continue;
-        }
-        /* a conjugate view read in place is conjugated by the GEMM itself */
-        CBLAS_TRANSPOSE ta = A.trans ? (A.arr->conj ? CblasConjTrans : CblasTrans) : CblasNoTrans,
-                        tb = B.trans ? (B.arr->conj ? CblasConjTrans : CblasTrans) : CblasNoTrans;
-        if (K == 1 && dt == CFT_F32 && (M == 1 || A.rs == 1) && (N == 1 || B.cs == 1)) {
-            outer_f32((const float *)Ap, (const float *)Bp, Cp, M,
-                      N); /* per-sample outer products */
-        } else if (dt == CFT_F32) {
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)Ap,
-                        (int)A.ld, (const float *)Bp, (int)B.ld, 0.0f, Cp, (int)N);
-        } else if (dt == CFT_F64) {
-            cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)Ap,
-                        (int)A.ld, (const double *)Bp, (int)B.ld, 0.0, Cp, (int)N);
-        } else if (dt == CFT_C64) {
-            static const float one[2] = {1, 0}, zero[2] = {0, 0};
-            cblas_cgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, one, Ap, (int)A.ld, Bp,
-                        (int)B.ld, zero, Cp, (int)N);
-        } else if (dt == CFT_C128) {
-            static const double one[2] = {1, 0}, zero[2] = {0, 0};
-            cblas_zgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, one, Ap, (int)A.ld, Bp,
-                        (int)B.ld, zero, Cp, (int)N);
-        } else {
-            gemm_int(&A, &B, M, N, K, Ap, Bp, Cp, dt);
-        }
+        j.Bt *= j.A.bshape[i];
+    j.es = cft_dtype_size(j.dt);
+    j.pa = cft__ptr(j.A.arr), j.pb = cft__ptr(j.B.arr), j.pc = cft__ptr(c);
+    j.rblk = j.M, j.cblk = j.N, j.nr = 1, j.nc = 1;
+    if (j.M * j.N == 0 || j.Bt == 0)
+        return NULL;
+    double flops = 2.0 * (double)j.M * (double)j.N * (double)(j.K ? j.K : 1);
+    int nth = cft__par_threads(j.Bt, flops);
+    if (nth > 1 && j.Bt < 2 * nth) { /* too few products: cut each into blocks */
+        int64_t want = (2 * nth + j.Bt - 1) / j.Bt;
+        if (j.M >= 16 * want)
+            j.rblk = (j.M + want - 1) / want, j.nr = (j.M + j.rblk - 1) / j.rblk;
+        else if (j.N >= 16 * want)
+            j.cblk = (j.N + want - 1) / want, j.nc = (j.N + j.cblk - 1) / j.cblk;
     }
-    cft__keep(A.arr);
-    cft__keep(B.arr);
+    int64_t units = j.Bt * j.nr * j.nc;
+    cft__par_for(units, flops / (double)(j.nr * j.nc), gemm_range, &j);
+    cft__keep(j.A.arr);
+    cft__keep(j.B.arr);
     return NULL;
 }
 
