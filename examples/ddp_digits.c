@@ -1,15 +1,20 @@
 /* ddp_digits.c: DP-SGD on the digits data across MPI ranks.
  *
- *     mpirun -np 2 build/examples/ddp_digits        (see the README)
+ *     mpirun -np 2 build/examples/ddp_digits [--epochs N] [--shuffle]   (see the README)
  *
- * The global batch of B examples is split over the p ranks. Each rank
+ * Every rank draws the same global batch by Poisson sampling
+ * (cft_dp_poisson_sample with a key shared by all ranks: each example with
+ * probability q = B/N) and takes its share of it (with --shuffle: fixed
+ * batches of B cut from a shuffled training set). Each rank
  * computes its examples' gradients with vmap(grad) (the MLP of mlp.h),
  * clips each to norm C and sums them; the sums are added over the ranks
  * with one all_reduce per step. Gaussian noise of std sigma*C is what the
  * guarantee needs on the global sum: each rank adds an independent share of
  * std sigma*C/sqrt(p) (their sum has the full variance), so the privacy is
- * that of one process with batch B: the accountant (dp_accountant.h) uses
- * q = B/N. Parameters start from rank 0's and every rank applies the same
+ * that of one process with batch B: the library's RDP accountant
+ * (cft_dp_epsilon) at q = B/N, a guarantee for Poisson sampling and the
+ * customary approximation for shuffled batches (the output says which).
+ * Parameters start from rank 0's and every rank applies the same
  * Adam update to the same averaged gradient, so they stay equal (checked at
  * the end). Prints the loss, the test accuracy and epsilon per epoch. */
 #include <math.h>
@@ -17,7 +22,6 @@
 #include <string.h>
 
 #include "cft/dist.h"
-#include "dp_accountant.h"
 #include "mlp.h"
 
 static const double DELTA = 1e-5;
@@ -71,9 +75,13 @@ int main(int argc, char **argv) {
     int rank = cft_dist_rank(world), p = cft_dist_size(world);
     int epochs = 15, batch = 128;
     double sigma = 1.0, clip = 1.0, lr = 0.01;
-    for (int i = 1; i < argc; i++)
+    bool shuffle = false;
+    for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--epochs") && i + 1 < argc)
             epochs = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--shuffle"))
+            shuffle = true;
+    }
     if (batch % p) {
         if (rank == 0)
             fprintf(stderr, "the batch of %d does not split over %d ranks\n", batch, p);
@@ -81,8 +89,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     cft_set_num_threads(1);
-    if (rank == 0 && check_accountant())
-        return 1;
     digits d;
     if (digits_load(&d))
         return 1;
@@ -107,8 +113,12 @@ int main(int argc, char **argv) {
     cft_fn *step_fn = cft_jit(cft_fn_new(clipped_sum, &e, MLP_NPARAMS + 2, MLP_NPARAMS));
 
     double q = (double)batch / ntrain;
-    int alpha;
-    double eps_m;
+    const char *holds = shuffle ? "the customary approximation for shuffled fixed batches, not a "
+                                  "guarantee"
+                                : "a guarantee for the Poisson-sampled batches used";
+    cft_array *sample_key = cft_random_key(4048); /* the same on every rank */
+    cft_array *xs = cft_from_f32(d.x, (int64_t[]){ntrain, 64}, 2),
+              *ys = cft_from_i32(d.y, (int64_t[]){ntrain}, 1);
     if (rank == 0)
         printf("DDP DP-SGD on %d ranks: global batch %d (%d per rank), sigma %.2f, clip %.2f, "
                "q = %.4f, %d epochs\n",
@@ -118,13 +128,23 @@ int main(int argc, char **argv) {
     double acc = 0;
     for (int ep = 0; ep < epochs; ep++) {
         digits train = {ntrain, d.x, d.y};
-        digits_shuffle(&train, 100 + (uint64_t)ep); /* the same order on every rank */
+        if (shuffle)
+            digits_shuffle(&train, 100 + (uint64_t)ep); /* the same order on every rank */
         for (int s = 0; s < steps_per_epoch; s++, steps++) {
             size_t row = (size_t)s * batch + (size_t)rank * local;
             cft_array *in[MLP_NPARAMS + 2], *sums[MLP_NPARAMS];
             cft_tree_flatten(pt, in);
-            in[MLP_NPARAMS] = cft_from_f32(train.x + row * 64, (int64_t[]){local, 64}, 2);
-            in[MLP_NPARAMS + 1] = cft_from_i32(train.y + row, (int64_t[]){local}, 1);
+            if (shuffle) {
+                in[MLP_NPARAMS] = cft_from_f32(train.x + row * 64, (int64_t[]){local, 64}, 2);
+                in[MLP_NPARAMS + 1] = cft_from_i32(train.y + row, (int64_t[]){local}, 1);
+            } else { /* the global Poisson sample, then this rank's share of it */
+                cft_array *idx =
+                    cft_dp_poisson_sample(cft_random_fold_in(sample_key, steps), ntrain, q);
+                int64_t m = cft_array_size(idx), lo = m * rank / p, hi = m * (rank + 1) / p;
+                idx = cft_slice(idx, (int64_t[]){lo}, (int64_t[]){hi}, NULL);
+                in[MLP_NPARAMS] = cft_take(xs, idx, 0);
+                in[MLP_NPARAMS + 1] = cft_take(ys, idx, 0);
+            }
             if (cft_fn_call(step_fn, in, sums) != CFT_OK) {
                 fprintf(stderr, "rank %d: %s\n", rank, cft_last_error_message());
                 return 1;
@@ -153,7 +173,8 @@ int main(int argc, char **argv) {
         cft_array *cur[MLP_NPARAMS];
         cft_tree_flatten(pt, cur);
         acc = accuracy(cur, &d, ntrain, d.n);
-        double eps = epsilon_spent(q, sigma, steps, DELTA, &alpha, &eps_m);
+        double eps = 0;
+        cft_dp_epsilon(q, sigma, steps, DELTA, &eps, NULL);
         if (rank == 0)
             printf("epoch %2d  test accuracy %.3f  epsilon %.2f\n", ep + 1, acc, eps);
     }
@@ -165,11 +186,12 @@ int main(int argc, char **argv) {
         cft_array *mx = cft_dist_all_reduce(world, cur[l], CFT_DIST_MAX);
         diff = fmax(diff, cft_max_abs_diff(mx, cur[l]));
     }
-    double eps = epsilon_spent(q, sigma, steps, DELTA, &alpha, &eps_m);
+    double eps = 0;
+    cft_dp_epsilon(q, sigma, steps, DELTA, &eps, NULL);
     if (rank == 0)
-        printf("final: test accuracy %.3f, (epsilon = %.2f, delta = %g)-DP over %d ranks; "
+        printf("final: test accuracy %.3f, (epsilon = %.2f, delta = %g)-DP over %d ranks (%s); "
                "parameters equal on every rank (max diff %.1e)\n",
-               acc, eps, DELTA, p, diff);
+               acc, eps, DELTA, p, holds, diff);
     cft_dist_finalize();
     return diff == 0 && acc > 0.8 ? 0 : 1;
 }

@@ -37,6 +37,7 @@
 #include "jit.h"
 #include "linalg.h"
 #include "ops.h"
+#include "privacy.h"
 #include "random.h"
 #include "shape.h"
 #include "special.h"
