@@ -8,13 +8,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "cft/jit.h"
+#include "cft/cft.h"
 
-/* the thread count of this run: --threads N on the command line, else
- * CFT_NUM_THREADS, else 1; set for cft's kernels and OpenBLAS alike. Every
- * JSON line carries it as "threads". */
+/* cft_init, and the thread count of this run: --threads N on the command
+ * line, else CFT_NUM_THREADS, else 1 (cft_set_num_threads). Every JSON line
+ * carries it as "threads". */
 static int bench_nthreads = 1;
 static inline int bench_threads(int argc, char **argv) {
+    cft_init();
     const char *s = getenv("CFT_NUM_THREADS");
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--threads"))

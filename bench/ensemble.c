@@ -77,8 +77,7 @@ static void emit(const char *data, const char *pass, const char *method, double 
 }
 
 int main(int argc, char **argv) {
-    cft_init();
-    bench_threads(argc, argv);
+    bench_threads(argc, argv); /* and cft_init */
     digits d;
     if (digits_load(&d))
         return 1;

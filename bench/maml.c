@@ -99,8 +99,7 @@ static void make_tasks(int T, uint64_t seed, cft_array **out) {
 }
 
 int main(int argc, char **argv) {
-    cft_init();
-    bench_threads(argc, argv);
+    bench_threads(argc, argv); /* and cft_init */
     cft_array *params[NP];
     mlp_init(1, params);
     int argnums[NP] = {0, 1, 2, 3, 4, 5};

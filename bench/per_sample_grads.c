@@ -18,6 +18,7 @@
 
 #include "../examples/mlp.h"
 #include "bench.h"
+#include "cnn.h"
 
 typedef struct {
     cft_fn *f;
@@ -58,25 +59,8 @@ static void emit(const char *method, int B, double med, double mn, double base_m
     fflush(stdout);
 }
 
-/* ---- model "cnn": conv 3x3 (1 -> 8 channels, no padding) -> relu -> linear
- * (8*6*6 -> 10) on the digits as 1x8x8 images, B = 256 (functorch 1.13
- * reference: 1.78 ms per-sample, 0.76 ms batched). Params as PyTorch's
- * Conv2d / Linear defaults: U(-1/sqrt(fan_in), 1/sqrt(fan_in)). ---- */
-
-enum { CNN_NPARAMS = 4 };
-
-/* (w1 [8,1,3,3], b1 [8], w2 [288,10], b2 [10], x [1,8,8] or [B,1,8,8], y [] or [B]) -> mean CE */
-static cft_status cnn_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    (void)env, (void)nin, (void)nout;
-    cft_array *x = in[4];
-    bool single = cft_array_ndim(x) == 3;
-    cft_array *h = cft_conv2d(x, in[0], NULL, NULL, NULL, 1);
-    h = cft_relu(cft_add(h, cft_reshape(in[1], (int64_t[]){8, 1, 1}, 3)));
-    h = single ? cft_reshape(h, (int64_t[]){288}, 1) : cft_reshape(h, (int64_t[]){-1, 288}, 2);
-    cft_array *logits = cft_add(cft_matmul(h, in[2]), in[3]);
-    out[0] = cft_mean(cft_cross_entropy(logits, in[5]), NULL, 0, false);
-    return CFT_OK;
-}
+/* ---- model "cnn" (cnn.h), B = 256 (functorch 1.13 reference: 1.78 ms
+ * per-sample, 0.76 ms batched) ---- */
 
 static void run_loop_cnn(void *p) {
     job *j = p;
@@ -100,12 +84,8 @@ static void emit_cnn(const char *method, int B, double med, double mn, double ba
 }
 
 static void cnn_bench(const digits *d, int B) {
-    cft_array *keys = cft_random_split(cft_random_key(7), 4), *p[CNN_NPARAMS];
-    double b1 = 1.0 / 3.0, b2 = 1.0 / sqrt(288.0); /* 1/sqrt(fan_in) */
-    p[0] = cft_random_uniform(cft_index(keys, 0), CFT_F32, (int64_t[]){8, 1, 3, 3}, 4, -b1, b1);
-    p[1] = cft_random_uniform(cft_index(keys, 1), CFT_F32, (int64_t[]){8}, 1, -b1, b1);
-    p[2] = cft_random_uniform(cft_index(keys, 2), CFT_F32, (int64_t[]){288, 10}, 2, -b2, b2);
-    p[3] = cft_random_uniform(cft_index(keys, 3), CFT_F32, (int64_t[]){10}, 1, -b2, b2);
+    cft_array *p[CNN_NPARAMS];
+    cnn_init(p);
     cft_fn *loss = cft_fn_new(cnn_loss, NULL, 6, 1);
     int argnums[CNN_NPARAMS] = {0, 1, 2, 3};
     int in_axes[6] = {CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0};
@@ -213,8 +193,7 @@ static void dynamic_bench(const digits *d, cft_array *const *params, cft_fn *los
 }
 
 int main(int argc, char **argv) {
-    cft_init();
-    bench_threads(argc, argv);
+    bench_threads(argc, argv); /* and cft_init */
     digits d;
     if (digits_load(&d))
         return 1;

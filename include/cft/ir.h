@@ -47,6 +47,14 @@ cft_ir *cft_ir_dce(const cft_ir *ir);
 /** A copy in which equal equations (same primitive, params and inputs) are
  *  computed once. */
 cft_ir *cft_ir_cse(const cft_ir *ir);
+/** A copy in which the primitives' rewrite rules have been applied, as
+ *  cft_jit applies them before lowering; today: DP-SGD's per-example
+ *  gradient norms and clipped sums computed from the factors of per-example
+ *  outer products (dense layers) instead of the [B, ...] gradients, which
+ *  then drop out. The IR itself when no rule applies. */
+cft_ir *cft_ir_rewrite(const cft_ir *ir);
+/** The aval of output k of equation i (CFT_E_ARG when there is none). */
+cft_status cft_ir_eqn_out_aval(const cft_ir *ir, int i, int k, cft_aval *out);
 /** The IR as a function (evaluates it). */
 cft_fn *cft_ir_fn(cft_ir *ir);
 /** Counts, and the primitive name of equation i. */

@@ -22,6 +22,7 @@
 #define CFT_PRIVACY_H
 
 #include "core.h"
+#include "fn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,6 +47,19 @@ cft_status cft_dp_epsilon_phases(int n, const double *q, const double *sigma, co
  *  stay within (epsilon, delta); CFT_E_ARG if none up to 1e4 does. */
 cft_status cft_dp_noise_multiplier(double q, int64_t steps, double epsilon, double delta,
                                    double *sigma);
+
+/** DP-SGD's clipped gradient sum as one compiled function: for `loss` taking
+ *  (params... [nparams], one example's inputs...) to a scalar, returns a
+ *  function (params..., batched inputs (examples along axis 0)...) ->
+ *  (sum over the examples of each example's gradient scaled to total L2
+ *  norm at most `clip`, one per parameter). It is vmap(grad(loss)) with
+ *  the norms, clip factors and weighted sum written out, compiled by
+ *  cft_jit, whose rewrite pass computes dense layers' norms and sums from
+ *  their factors (||a (x) g||^2 = ||a||^2 ||g||^2, sum_i c_i a_i (x) g_i =
+ *  A^T diag(c) G), so their [B, ...] per-example gradients are never
+ *  formed; other layers' are. Add the noise and divide by the (expected)
+ *  batch size yourself. Errors give a function that fails when called. */
+cft_fn *cft_dp_clipped_grad_sum(cft_fn *loss, int nparams, double clip);
 
 /** Poisson sampling: the indices (i32, ascending) of the examples among n
  *  that a draw keeps, each independently with probability q. The count

@@ -647,6 +647,7 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
 
 static splan *build_splan(cft_ir *ir, const cft_aval *avals, int nin, cft_jit_stats *stats) {
     ir = cft_ir_cse(cft_ir_dce(ir));
+    ir = cft__ir_rewrite(ir); /* e.g. DP-SGD's clipping without per-sample gradients */
     ir = fold_constants(ir);
     ir = simplify(ir);
     ir = schedule_early(ir);

@@ -10,6 +10,7 @@
 #include "core/par.h"
 #include "core/vec.h"
 #include "prims/rules.h"
+#include "trace/ir.h"
 
 enum { LC, RC, LB, RB };
 
@@ -436,6 +437,60 @@ static bool dot_fold_transpose(const cft_params *p, const int64_t *perm, int ndi
     return true;
 }
 
+/* One outer product per example: batch axis 0 of both operands, every
+ * contracted dim of size 1, real floats. Then out[b] = lhs[b] (x) rhs[b]
+ * (their free dims), so ||out[b]||^2 = ||lhs[b]||^2 ||rhs[b]||^2 and
+ * sum_b w[b] out[b] = (w lhs)^T rhs, one GEMM over the batch. */
+static bool per_example_outer(const cft_eqn *q) {
+    const cft_params *p = &q->params;
+    const cft_aval *a = &q->in[0]->aval, *b = &q->in[1]->aval;
+    if (p->n[LB] != 1 || p->v[LB][0] != 0 || p->v[RB][0] != 0 || a->ndim < 1 || b->ndim < 1)
+        return false;
+    if ((a->dtype != CFT_F32 && a->dtype != CFT_F64) || b->dtype != a->dtype)
+        return false;
+    for (int i = 0; i < p->n[LC]; i++)
+        if (a->shape[p->v[LC][i]] != 1)
+            return false;
+    return true;
+}
+
+/* the sum of squares of x over every axis but the batch axis 0: [B] */
+static cft_array *sq_per_example(cft_array *x) {
+    int nd = cft_array_ndim(x), axes[CFT_MAX_NDIM];
+    for (int i = 1; i < nd; i++)
+        axes[i - 1] = i;
+    return cft_sum(cft_square(x), axes, nd - 1, false);
+}
+
+static bool dot_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out) {
+    if (!per_example_outer(q))
+        return false;
+    if (c->value)
+        *out = cft_mul(sq_per_example(c->value(c, q->in[0]->id)),
+                       sq_per_example(c->value(c, q->in[1]->id)));
+    return true;
+}
+
+static bool dot_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array *w,
+                           cft_array **out) {
+    if (!per_example_outer(q))
+        return false;
+    if (!c->value)
+        return true;
+    cft_array *a = c->value(c, q->in[0]->id), *b = c->value(c, q->in[1]->id);
+    int nd = cft_array_ndim(a), nc = q->params.n[LC] + 1, lc[CFT_PARAM_LEN + 1],
+        rc[CFT_PARAM_LEN + 1];
+    int64_t ws[CFT_MAX_NDIM];
+    ws[0] = cft_array_dim(a, 0);
+    for (int i = 1; i < nd; i++)
+        ws[i] = 1;
+    lc[0] = rc[0] = 0; /* the batch axis is contracted, with the size-1 dims */
+    for (int i = 1; i < nc; i++)
+        lc[i] = (int)q->params.v[LC][i - 1], rc[i] = (int)q->params.v[RC][i - 1];
+    *out = cft_dot_general(cft_mul(a, cft_reshape(w, ws, nd)), b, lc, rc, nc, NULL, NULL, 0);
+    return true;
+}
+
 const cft_prim cft_p_dot_general = {
     .name = "dot_general",
     .nin = 2,
@@ -449,6 +504,8 @@ const cft_prim cft_p_dot_general = {
     .vmap = dot_vmap,
     .impl_into = dot_into,
     .fold_transpose = dot_fold_transpose,
+    .batch_sqnorm = dot_batch_sqnorm,
+    .batch_wsum = dot_batch_wsum,
 };
 
 cft_array *cft_dot_general(cft_array *a, cft_array *b, const int *lc, const int *rc, int nc,

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "prims/rules.h"
+#include "trace/ir.h"
 
 /* ---- shared ---- */
 
@@ -288,6 +289,62 @@ static cft_array *prod_jvp(cft_array *const *x, cft_array *const *y, cft_array *
     return NULL;
 }
 
+/* DP-SGD without per-sample gradients: a reduce_sum of square(X) over
+ * every axis but the batch axis 0 (per-example squared norms), or of X * w
+ * over the batch axis, w a per-example weight [B] broadcast over X (the
+ * clipped sum), is asked of X's producer (batch_sqnorm / batch_wsum), which
+ * answers from the factors when X holds one outer product per example. */
+extern const cft_prim cft_p_square;
+
+static bool axes_are(const cft_params *p, int from, int to) {
+    if (p->n[0] != to - from)
+        return false;
+    bool seen[CFT_MAX_NDIM] = {false};
+    for (int i = 0; i < p->n[0]; i++) {
+        int64_t a = p->v[0][i];
+        if (a < from || a >= to || seen[a])
+            return false;
+        seen[a] = true;
+    }
+    return true;
+}
+
+/* w [B] broadcast along axis 0 of an [B, ...] array: its [B] vector's var */
+static int batch_weight(const cft_eqn *bc, int64_t B) {
+    if (!bc || bc->prim != &cft_p_broadcast_in_dim)
+        return -1;
+    const cft_aval *v = &bc->in[0]->aval;
+    if (v->ndim < 1 || v->shape[0] != B || bc->params.n[1] != v->ndim || bc->params.v[1][0] != 0)
+        return -1;
+    for (int i = 1; i < v->ndim; i++)
+        if (v->shape[i] != 1)
+            return -1;
+    return bc->in[0]->id;
+}
+
+static bool sum_rewrite(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out) {
+    const cft_aval *in = &q->in[0]->aval;
+    const cft_eqn *pr = c->producer(c, q->in[0]->id);
+    int nd = in->ndim;
+    if (!pr || nd < 2 || (in->dtype != CFT_F32 && in->dtype != CFT_F64))
+        return false;
+    if (pr->prim == &cft_p_square && axes_are(&q->params, 1, nd))
+        return cft__batch_sqnorm_of(c, pr->in[0]->id, out);
+    if (pr->prim != &cft_p_mul || !axes_are(&q->params, 0, 1))
+        return false;
+    for (int s = 0; s < 2; s++) {
+        int wv = batch_weight(c->producer(c, pr->in[s]->id), in->shape[0]);
+        if (wv < 0)
+            continue;
+        cft_array *w = NULL;
+        if (c->value)
+            w = cft_reshape(c->value(c, wv), &in->shape[0], 1);
+        if (cft__batch_wsum_of(c, pr->in[1 - s]->id, w, out))
+            return true;
+    }
+    return false;
+}
+
 const cft_prim cft_p_reduce_sum = {
     .name = "reduce_sum",
     .nin = 1,
@@ -301,6 +358,7 @@ const cft_prim cft_p_reduce_sum = {
     .jvp = sum_jvp,
     .transpose = sum_transpose,
     .vmap = reduce_sum_vmap,
+    .rewrite = sum_rewrite,
 };
 const cft_prim cft_p_reduce_max = {
     .name = "reduce_max",

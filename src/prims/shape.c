@@ -261,6 +261,24 @@ static cft_array *reshape_vmap(int64_t size, cft_array *const *x, const int *bdi
     ybdim[0] = 0;
     return NULL;
 }
+/* a reshape within each example (the batch axis 0 kept) keeps its norm and
+ * reshapes the weighted sum alike */
+static bool keeps_batch(const cft_eqn *q) {
+    const cft_aval *a = &q->in[0]->aval, *b = &q->out[0]->aval;
+    return a->ndim >= 1 && b->ndim >= 1 && a->shape[0] == b->shape[0];
+}
+static bool reshape_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out) {
+    return keeps_batch(q) && cft__batch_sqnorm_of(c, q->in[0]->id, out);
+}
+static bool reshape_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array *w,
+                               cft_array **out) {
+    if (!keeps_batch(q) || !cft__batch_wsum_of(c, q->in[0]->id, w, out))
+        return false;
+    if (c->value)
+        *out = cft_reshape(*out, q->out[0]->aval.shape + 1, q->out[0]->aval.ndim - 1);
+    return true;
+}
+
 const cft_prim cft_p_reshape = {
     .name = "reshape",
     .nin = 1,
@@ -272,6 +290,8 @@ const cft_prim cft_p_reshape = {
     .jvp = reshape_jvp,
     .transpose = reshape_transpose,
     .vmap = reshape_vmap,
+    .batch_sqnorm = reshape_batch_sqnorm,
+    .batch_wsum = reshape_batch_wsum,
 };
 cft_array *cft__reshape(cft_array *x, const int64_t *shape, int ndim) {
     if (!cft_failed(x) && x->aval.ndim == ndim &&
@@ -389,6 +409,24 @@ static bool transpose_simplify(const cft_eqn *q, cft_producer_fn producer, void 
     return true;
 }
 
+/* a transpose that keeps the batch axis first keeps each example's norm,
+ * and permutes the weighted sum's axes as it permuted the examples' */
+static bool transpose_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out) {
+    return q->params.n[0] >= 1 && q->params.v[0][0] == 0 &&
+           cft__batch_sqnorm_of(c, q->in[0]->id, out);
+}
+static bool transpose_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array *w,
+                                 cft_array **out) {
+    int n = q->params.n[0], perm[CFT_MAX_NDIM];
+    if (n < 1 || q->params.v[0][0] != 0 || !cft__batch_wsum_of(c, q->in[0]->id, w, out))
+        return false;
+    for (int i = 1; i < n; i++)
+        perm[i - 1] = (int)q->params.v[0][i] - 1;
+    if (c->value)
+        *out = cft_transpose(*out, perm);
+    return true;
+}
+
 const cft_prim cft_p_transpose = {
     .name = "transpose",
     .nin = 1,
@@ -401,6 +439,8 @@ const cft_prim cft_p_transpose = {
     .transpose = transpose_transpose,
     .vmap = transpose_vmap,
     .simplify = transpose_simplify,
+    .batch_sqnorm = transpose_batch_sqnorm,
+    .batch_wsum = transpose_batch_wsum,
 };
 cft_array *cft_transpose(cft_array *x, const int *perm) {
     CFT_PROPAGATE("cft_transpose", x);

@@ -70,6 +70,10 @@ bool cft__eqn_symbolic(const cft_eqn *q);
 struct cft_dimenv;
 cft_ir *cft__ir_concretize(const cft_ir *ir, const struct cft_dimenv *env);
 
+/* The primitives' rewrite rules applied (rewrite.c); the IR itself when
+ * none applies. */
+cft_ir *cft__ir_rewrite(const cft_ir *ir);
+
 /* DCE keeping only the outputs marked in `keep` (NULL: all). */
 cft_ir *cft__ir_dce_outputs(const cft_ir *ir, const bool *keep);
 

@@ -39,6 +39,16 @@ struct cft_prim;
 /* The producer of an IR variable, for simplification rules (NULL: none). */
 typedef const struct cft_eqn *(*cft_producer_fn)(void *ctx, int var);
 
+/* What a rewrite rule sees (src/trace/rewrite.c): the equation producing a
+ * var of the old IR, and the var's value in the IR being built. While the
+ * pass only checks whether a rule applies, value is NULL: rules must then
+ * answer without building anything. */
+typedef struct cft_rewrite_ctx {
+    const struct cft_eqn *(*producer)(const struct cft_rewrite_ctx *c, int var);
+    cft_array *(*value)(const struct cft_rewrite_ctx *c, int var);
+    void *impl;
+} cft_rewrite_ctx;
+
 typedef struct cft_prim {
     const char *name;
     int nin;  /* -1: variadic */
@@ -91,7 +101,23 @@ typedef struct cft_prim {
      * operands.) */
     bool (*fold_transpose)(const cft_params *p, const int64_t *perm, int ndim, const cft_aval *in,
                            cft_params *out, bool *swap);
+    /* optional rewrite of q into several equations (jit pass): writes q's
+     * outputs, built with the public ops from the values of vars of the old
+     * IR (c->value); only says whether it applies while c->value is NULL */
+    bool (*rewrite)(const struct cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out);
+    /* optional, for outputs that hold one value per example along axis 0
+     * and factor (an outer product per example): the per-example squared
+     * L2 norm of output 0, shape [B], and the sum over examples of output 0
+     * weighted by w [B], both from other vars without forming the output
+     * (DP-SGD's clipping without per-sample gradients). false: no such form */
+    bool (*batch_sqnorm)(const struct cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out);
+    bool (*batch_wsum)(const struct cft_eqn *q, const cft_rewrite_ctx *c, cft_array *w,
+                       cft_array **out);
 } cft_prim;
+
+/* The batch_sqnorm / batch_wsum of var (through its producer's rule). */
+bool cft__batch_sqnorm_of(const cft_rewrite_ctx *c, int var, cft_array **out);
+bool cft__batch_wsum_of(const cft_rewrite_ctx *c, int var, cft_array *w, cft_array **out);
 
 /* The number of outputs of p with these params and inputs. */
 static inline int cft__nout(const cft_prim *p, const cft_params *par, int nin) {
