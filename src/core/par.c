@@ -53,6 +53,11 @@ int cft__par_threads(int64_t n, double work_per_item) {
     return nth;
 }
 
+int cft__par_threads_for(double work) {
+    int nth = cft__num_threads();
+    return nth <= 1 || work < PAR_MIN_WORK || omp_in_parallel() ? 1 : nth;
+}
+
 void cft__par_for(int64_t n, double work_per_item, cft__par_body body, void *ctx) {
     if (n <= 0)
         return;

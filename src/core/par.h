@@ -22,5 +22,7 @@ void cft__par_for(int64_t n, double work_per_item, cft__par_body body, void *ctx
 
 /* The threads cft__par_for would use for this much work (1: serial). */
 int cft__par_threads(int64_t n, double work_per_item);
+/* The threads worth using for `work` in all, however it is cut (1: serial). */
+int cft__par_threads_for(double work);
 
 #endif

@@ -288,10 +288,11 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
     if (j.M * j.N == 0 || j.Bt == 0)
         return NULL;
     double flops = 2.0 * (double)j.M * (double)j.N * (double)(j.K ? j.K : 1);
-    int nth = cft__par_threads(j.Bt, flops);
-    if (nth > 1 && j.Bt < 2 * nth) { /* too few products: cut each into blocks */
-        int64_t want = (2 * nth + j.Bt - 1) / j.Bt;
-        if (j.M >= 16 * want)
+    int nth = cft__par_threads_for(flops * (double)j.Bt);
+    if (nth > 1 && j.Bt < 2 * nth) { /* too few products: cut each into blocks, */
+        int64_t want = (nth + j.Bt - 1) / j.Bt; /* along its longer side */
+        bool rows = j.M >= j.N ? j.M >= 16 * want : j.N < 16 * want;
+        if (rows && j.M >= 16 * want)
             j.rblk = (j.M + want - 1) / want, j.nr = (j.M + j.rblk - 1) / j.rblk;
         else if (j.N >= 16 * want)
             j.cblk = (j.N + want - 1) / want, j.nc = (j.N + j.cblk - 1) / j.cblk;
