@@ -156,12 +156,18 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     put(b, l, c, "    const int64_t inner = dims[%d];\n    int64_t nouter = 1;\n", nd - 1);
     if (nd > 1)
         put(b, l, c, "    for (int d = 0; d < %d; d++) nouter *= dims[d];\n", nd - 1);
-    if (!red)
-        put(b, l, c,
-            "    #pragma omp parallel for num_threads(nth) if (nth > 1 && nouter > 1 && nouter * "
-            "inner > 65536) schedule(static)\n");
-    else
-        put(b, l, c, "    (void)nth;\n");
+    /* rows run in parallel when each writes its own outputs: always for
+     * elementwise groups; for a reduction, when no outer dim is reduced
+     * (the output moves along every outer dim) */
+    if (red && nd > 1 && red_out >= 0) {
+        put(b, l, c, "    int own = 1;\n    for (int d = 0; d < %d; d++) own &= st[%d + d] != 0;\n",
+            nd - 1, red_out * nd);
+    } else
+        put(b, l, c, "    const int own = %d;\n", red ? 0 : 1);
+    put(b, l, c,
+        "    #pragma omp parallel for num_threads(nth) if (nth > 1 && own && nouter > 1 && nouter * "
+        "inner > %d) schedule(static)\n",
+        CFT_KERNEL_PAR_MIN);
     put(b, l, c, "    for (int64_t r = 0; r < nouter; r++) {\n");
     for (int k = 0; k < nops; k++)
         put(b, l, c, "        int64_t f%d = 0;\n", k);

@@ -6,6 +6,8 @@
 #include "trace/ir.h"
 
 #define CFT_KMAX_OPS 64 /* operands (inputs + outputs) of one fused kernel (fuse.c keeps it) */
+/* elements of a kernel below which its rows stay on one thread */
+#define CFT_KERNEL_PAR_MIN 32768
 
 /* A fusion group: a chain of elementwise equations with one iteration
  * shape, optionally ending in a reduction over some of its axes. */
