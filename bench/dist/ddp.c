@@ -104,9 +104,9 @@ static void bench_model(const char *model, cft_tree_fn_cb cb, cft_array **w, int
     packed = cft_add_s(cft_full(1, CFT_F32, (int64_t[]){n}, 1), rank);
     raw_n = (int)n;
     raw_in = calloc((size_t)n, sizeof(float)), raw_out = calloc((size_t)n, sizeof(float));
-    int64_t sizes[2] = {64, 256};
-    double caps[2] = {0, 1.0 / 32}; /* PyTorch's default 25 MiB (one bucket here), and 32 KB */
-    for (int s = 0; s < 2; s++)
+    int64_t sizes[3] = {64, 256, 1024}; /* the batch sizes of bench/per_sample_grads */
+    double caps[2] = {0, 1.0 / 32};     /* PyTorch's default 25 MiB (one bucket here), and 32 KB */
+    for (int s = 0; s < 3; s++)
         for (int cb = 0; cb < 2; cb++) {
             int64_t B = sizes[s], shape[4];
             memcpy(shape, xshape, sizeof(int64_t) * (size_t)xnd);
@@ -138,7 +138,7 @@ static void bench_model(const char *model, cft_tree_fn_cb cb, cft_array **w, int
                        model, (long long)B, p, (long long)n * 4, caps[cb] ? caps[cb] : 25.0,
                        cft_ddp_num_buckets(ddp), td, tl, td / tl, ta, hidden, tf, td / tf);
         }
-    /* PowerSGD (rank 2, from the first step) on the last batch size */
+    /* PowerSGD (rank 2, from the first step) on the last batch size (1024) */
     cft_powersgd *ps = cft_powersgd_new(2, 0, 1);
     ddp = cft_ddp_new(
         world, loss, params,
@@ -148,12 +148,13 @@ static void bench_model(const char *model, cft_tree_fn_cb cb, cft_array **w, int
     double tl = m[0], td = m[1], plain = 0;
     double sent = cft_powersgd_bytes(ps, &plain);
     if (rank == 0)
-        printf("{\"bench\": \"ddp\", \"config\": {\"model\": \"%s\", \"batch_per_rank\": 256, "
+        printf("{\"bench\": \"ddp\", \"config\": {\"model\": \"%s\", \"batch_per_rank\": %lld, "
                "\"ranks\": %d, \"hook\": \"powersgd rank 2\"}, \"method\": \"cft_ddp_step\", "
                "\"median_ms\": %.3f, \"threads\": 1, \"baseline\": \"the same step on one rank, "
                "no communication\", \"baseline_median_ms\": %.3f, \"ratio_to_baseline\": %.3f, "
                "\"bytes_sent\": %.0f, \"bytes_plain_all_reduce\": %.0f, \"bytes_ratio\": %.3f}\n",
-               model, p, td, tl, td / tl, sent, plain, plain > 0 ? sent / plain : 0);
+               model, (long long)sizes[2], p, td, tl, td / tl, sent, plain,
+               plain > 0 ? sent / plain : 0);
     free(raw_in), free(raw_out);
 }
 

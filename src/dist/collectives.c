@@ -330,6 +330,13 @@ cft_status cft_dist_barrier(cft_dist_group *g) {
     return cft__dist_run(r);
 }
 
+cft_status cft__dist_arrival(cft_dist_group *g, const char *call) {
+    dist_req *r = new_req(REQ_BARRIER, call, g, NULL, NULL, 0);
+    if (!r)
+        return cft__set_last(cft__oom());
+    return cft__dist_run(r);
+}
+
 /* a send request to dst, checked (NULL with *e set on bad arguments) */
 static dist_req *send_req(const char *call, cft_dist_group *g, cft_array *x, int dst, int tag,
                           cft_array **e) {

@@ -74,6 +74,10 @@ bool cft__dist_submit(dist_req *r);
 /* Run r to completion: on the calling thread when nothing else is in
  * flight (no hand-off), else through the engine. CFT_OK or the error. */
 cft_status cft__dist_run(dist_req *r);
+/* A barrier on g under the deadline, named for `call` in its messages:
+ * every member has arrived (before a blocking MPI call that has no
+ * deadline of its own, such as MPI_Comm_split). */
+cft_status cft__dist_arrival(cft_dist_group *g, const char *call);
 /* Wait for r; CFT_OK or the error (cft_last_error set, naming r->name). */
 cft_status cft__dist_wait(dist_req *r);
 /* RPC (src/dist/rpc): the lock every MPI call is made under, and the

@@ -64,7 +64,8 @@ static const char *kind_name(req_kind k) {
 }
 
 static void describe_group(const cft_dist_group *g, char *buf, size_t n) {
-    size_t k = (size_t)snprintf(buf, n, "group %d of %d ranks [", g->id, g->size);
+    size_t k = g->id >= 0 ? (size_t)snprintf(buf, n, "group %d of %d ranks [", g->id, g->size)
+                          : (size_t)snprintf(buf, n, "the world's %d ranks [", g->size);
     for (int i = 0; i < g->size && k < n - 16; i++)
         k += (size_t)snprintf(buf + k, n - k, "%s%d", i ? "," : "", g->world[i]);
     if (k < n)

@@ -79,19 +79,31 @@ MPI_Datatype cft__dist_mpi_type(cft_dtype dt) {
     }
 }
 
-static cft_dist_group *add_group(MPI_Comm comm, const int *world, int n) {
-    if (atomic_load(&ngroups) == CFT_DIST_MAX_GROUPS)
-        return NULL;
+/* the arrival barrier of cft_dist_new_group runs here, not on the world
+ * group, so that a failed world (a sticky error) can still make groups */
+static cft_dist_group *maker;
+
+static cft_dist_group *new_group_record(MPI_Comm comm, const int *world, int n) {
     cft_dist_group *g = CFT_NEW(cft_dist_group);
     if (!g)
         return NULL;
     g->comm = comm;
     g->size = n;
     g->rank = -1;
+    g->id = -1;
     g->world = cft__new(sizeof(int) * (size_t)(n > 0 ? n : 1));
     memcpy(g->world, world, sizeof(int) * (size_t)n);
     if (comm != MPI_COMM_NULL)
         MPI_Comm_rank(comm, &g->rank);
+    return g;
+}
+
+static cft_dist_group *add_group(MPI_Comm comm, const int *world, int n) {
+    if (atomic_load(&ngroups) == CFT_DIST_MAX_GROUPS)
+        return NULL;
+    cft_dist_group *g = new_group_record(comm, world, n);
+    if (!g)
+        return NULL;
     int id = atomic_load(&ngroups);
     g->id = id;
     groups[id] = g; /* the slot first, then the count that publishes it */
@@ -125,13 +137,16 @@ cft_status cft_dist_init(int *argc, char ***argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_dup(MPI_COMM_WORLD, &dup); /* cft's own traffic never meets the user's */
+    MPI_Comm mk;
+    MPI_Comm_dup(MPI_COMM_WORLD, &mk);
     int *all = malloc(sizeof(int) * (size_t)size);
     for (int i = 0; i < size; i++)
         all[i] = i;
     ngroups = 0;
     cft_dist_group *w = add_group(dup, all, size);
+    maker = new_group_record(mk, all, size);
     free(all);
-    if (!w || cft__dist_engine_start() != 0)
+    if (!w || !maker || cft__dist_engine_start() != 0)
         return cft__set_last(
             cft__fail(CFT_E_FOREIGN, "cft_dist_init: cannot start the communication thread"));
     inited = true;
@@ -143,6 +158,8 @@ static void finalize_on_comm(void *arg) {
     for (int i = 0; i < ngroups; i++)
         if (groups[i]->comm != MPI_COMM_NULL)
             MPI_Comm_free(&groups[i]->comm);
+    if (maker && maker->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&maker->comm);
 }
 
 cft_status cft_dist_finalize(void) {
@@ -211,6 +228,12 @@ cft_dist_group *cft_dist_new_group(const int *ranks, int n) {
     if (ngroups == CFT_DIST_MAX_GROUPS) {
         cft__set_last(
             cft__fail(CFT_E_ARG, "cft_dist_new_group: more than %d groups", CFT_DIST_MAX_GROUPS));
+        return NULL;
+    }
+    /* MPI_Comm_split has no deadline: first every rank must arrive, within
+     * CFT_DIST_TIMEOUT (a timeout aborts, or is returned as an error) */
+    if (cft__dist_arrival(maker, "cft_dist_new_group") != CFT_OK) {
+        cft__set_last(cft__fail(CFT_E_FOREIGN, "cft_dist_new_group: %s", cft_last_error_message()));
         return NULL;
     }
     split_args a = {ranks, n, MPI_COMM_NULL};

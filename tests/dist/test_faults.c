@@ -8,7 +8,9 @@
  * so the abandoned MPI operation completes and both ranks finish cleanly.
  * With CFT_DIST_DEBUG=detail a size mismatch is reported by rank on both.
  * Run with "abort" as argument: the default, where a timeout aborts the
- * job (ctest checks the message; the exit status is MPI_Abort's). */
+ * job (ctest checks the message; the exit status is MPI_Abort's); with
+ * "abort_group", the same for cft_dist_new_group, whose MPI_Comm_split has
+ * no deadline of its own. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +35,11 @@ int main(int argc, char **argv) {
     int rank = cft_dist_rank(w);
     cft_dist_group *spare = cft_dist_new_group((int[]){0, 1}, 2); /* for after the failure */
     cft_dist_set_timeout(1.0);
-    if (abort_mode) { /* rank 1 never calls: rank 0 aborts the job */
-        if (rank == 0)
+    bool abort_group = argc > 1 && !strcmp(argv[1], "abort_group");
+    if (abort_mode || abort_group) { /* rank 1 never calls: rank 0 aborts the job */
+        if (rank == 0 && abort_group)
+            cft_dist_new_group((int[]){0, 1}, 2);
+        else if (rank == 0)
             cft_dist_all_reduce(w, cft_ones(CFT_F32, (int64_t[]){4}, 1), CFT_DIST_SUM);
         else
             sleep(30);
