@@ -5,7 +5,8 @@
  * save is timed from a barrier to the end of the collective save (files
  * fsynced, metadata written, directory swapped); the baseline writes each
  * rank's bytes to its own file and fsyncs, between the same barriers.
- * Loads: each rank reads its rows back (page cache warm for both).
+ * Loads: each rank reads its rows back (page cache warm for both). Two
+ * untimed rounds first, then medians of 9, the two methods in turn.
  * JSON lines; ratio_to_baseline = baseline bandwidth / cft bandwidth (time
  * ratio; >= 0.8x bandwidth means a ratio <= 1.25). */
 #include <fcntl.h>
@@ -20,7 +21,8 @@
 #include "cft/checkpoint.h"
 #include "cft/dist.h"
 
-#define REPS 7
+#define REPS 9
+#define WARM 2 /* untimed rounds first: the disk settles from the last run */
 static double median(double *t) {
     double s[REPS];
     memcpy(s, t, sizeof s);
@@ -47,8 +49,8 @@ int main(int argc, char **argv) {
     size_t bytes = (size_t)rows_per * (size_t)cols * 4 + (r == 0 ? (size_t)4 << 20 : 0);
     char *buf = malloc(bytes);
     cft_copy_to(mine, CFT_F32, buf);
-    double ts[REPS], tb[REPS], ls[REPS], lb[REPS];
-    for (int k = 0; k < REPS; k++) {
+    double ts[REPS + WARM], tb[REPS + WARM], ls[REPS + WARM], lb[REPS + WARM];
+    for (int k = 0; k < REPS + WARM; k++) {
         for (int m = 0; m < 2; m++) { /* the two in turn, each first every other time */
             bool cft_now = (m == 0) == (k % 2 == 0);
             cft_dist_barrier(w);
@@ -93,7 +95,8 @@ int main(int argc, char **argv) {
         lb[k] = now_ms() - t0;
     }
     if (r == 0) {
-        double s = median(ts), b = median(tb), l = median(ls), bl = median(lb);
+        double s = median(ts + WARM), b = median(tb + WARM), l = median(ls + WARM),
+               bl = median(lb + WARM);
         double mb = (double)bytes / (1 << 20);
         printf("{\"bench\": \"checkpoint\", \"config\": {\"ranks\": %d, \"mb_per_rank\": %.0f}, "
                "\"method\": \"cft_checkpoint_save\", \"median_ms\": %.1f, \"mb_per_s\": %.0f, "

@@ -78,6 +78,9 @@ cft_status cft__dist_run(dist_req *r);
  * every member has arrived (before a blocking MPI call that has no
  * deadline of its own, such as MPI_Comm_split). */
 cft_status cft__dist_arrival(cft_dist_group *g, const char *call);
+/* Wait until the previous checkpoints that saves swapped out are removed
+ * (checkpoint/save.c; cft_dist_finalize calls it). */
+void cft__ckpt_reap_wait(void);
 /* Wait for r; CFT_OK or the error (cft_last_error set, naming r->name). */
 cft_status cft__dist_wait(dist_req *r);
 /* RPC (src/dist/rpc): the lock every MPI call is made under, and the

@@ -166,6 +166,7 @@ cft_status cft_dist_finalize(void) {
     CFT_API("cft_dist_finalize");
     if (!inited)
         return CFT_OK;
+    cft__ckpt_reap_wait();
     cft__dist_run_on_comm(finalize_on_comm, NULL);
     cft__dist_engine_stop();
     inited = false;

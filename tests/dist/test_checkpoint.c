@@ -10,6 +10,7 @@
  * save a first checkpoint to DIR, then start a second save and SIGKILL
  * rank 1 while it writes; "verify DIR" (one process, no mpirun) then loads
  * DIR and checks it is the first checkpoint, whole. */
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,5 +258,18 @@ int main(int argc, char **argv) {
         }
     }
     CHECK_EQ(cft_dist_finalize(), CFT_OK);
+    /* the checkpoints swapped out are removed in the background; finalize
+     * waited for that: nothing of <dir>.partial is left */
+    TEST("rank %d: no swapped-out checkpoint is left after finalize", r) {
+        char part[300];
+        snprintf(part, sizeof part, "%s.partial", strrchr(dir, '/') + 1);
+        DIR *d = opendir(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        int left = 0;
+        for (struct dirent *e; d && (e = readdir(d));)
+            left += !strncmp(e->d_name, part, strlen(part));
+        if (d)
+            closedir(d);
+        CHECK_EQ(left, 0);
+    }
     return check_summary();
 }

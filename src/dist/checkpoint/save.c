@@ -230,6 +230,58 @@ static void remove_dir(const char *path) {
     rmdir(path);
 }
 
+/* The previous checkpoint, once swapped out, is removed on a thread of its
+ * own: freeing its blocks took ~25 ms of a ~100 ms save here, and nothing
+ * needs to wait for it. It first gets a unique name (a rename, instant), so
+ * the next save can use <dir>.partial at once; cft_dist_finalize waits for
+ * the removals still running. */
+static pthread_mutex_t reap_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reap_cv = PTHREAD_COND_INITIALIZER;
+static int reaping;
+static unsigned reap_seq;
+
+static void *reap(void *arg) {
+    remove_dir(arg);
+    free(arg);
+    pthread_mutex_lock(&reap_mu);
+    reaping--;
+    pthread_cond_broadcast(&reap_cv);
+    pthread_mutex_unlock(&reap_mu);
+    return NULL;
+}
+
+static void remove_later(const char *path) {
+    size_t n = strlen(path) + 64;
+    char *trash = malloc(n);
+    pthread_mutex_lock(&reap_mu);
+    unsigned k = reap_seq++;
+    pthread_mutex_unlock(&reap_mu);
+    if (trash)
+        snprintf(trash, n, "%s.old-%d-%u", path, (int)getpid(), k);
+    if (!trash || rename(path, trash) != 0) {
+        remove_dir(path);
+        free(trash);
+        return;
+    }
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    pthread_mutex_lock(&reap_mu);
+    reaping++;
+    pthread_mutex_unlock(&reap_mu);
+    if (pthread_create(&t, &at, reap, trash) != 0)
+        reap(trash);
+    pthread_attr_destroy(&at);
+}
+
+void cft__ckpt_reap_wait(void) {
+    pthread_mutex_lock(&reap_mu);
+    while (reaping > 0)
+        pthread_cond_wait(&reap_cv, &reap_mu);
+    pthread_mutex_unlock(&reap_mu);
+}
+
 static void sync_path(const char *path) {
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
@@ -265,7 +317,7 @@ static cft_array *commit(cft_checkpoint_job *s) {
         if (renameat2(AT_FDCWD, s->partial, AT_FDCWD, s->dir, RENAME_EXCHANGE) != 0)
             return cft__fail(CFT_E_IO, "cft_checkpoint_save: cannot swap %s in: %s", s->dir,
                              strerror(errno));
-        remove_dir(s->partial); /* the previous checkpoint, now here */
+        remove_later(s->partial); /* the previous checkpoint, now here */
     } else if (rename(s->partial, s->dir) != 0)
         return cft__fail(CFT_E_IO, "cft_checkpoint_save: cannot rename %s to %s: %s", s->partial,
                          s->dir, strerror(errno));
