@@ -370,27 +370,49 @@ dist_req *cft__dist_isend(const char *call, cft_dist_group *g, cft_array *x, int
     return r;
 }
 
+/* a receive request from src into a fresh *out, checked (NULL with *e) */
+static dist_req *recv_req(const char *call, cft_dist_group *g, cft_dtype dtype,
+                          const int64_t *shape, int ndim, int src, int tag, cft_array **out,
+                          cft_array **e) {
+    *e = cft__dist_check(call, g);
+    if (!*e && (src < 0 || src >= g->size || tag < 0))
+        *e = cft__fail(CFT_E_ARG, "%s: source %d (group of %d) or tag %d out of range", call, src,
+                       g->size, tag);
+    if (!*e)
+        *e = cft__check_size(call, dtype, shape, ndim, NULL, NULL);
+    if (*e)
+        return NULL;
+    *out = cft__alloc(dtype, shape, ndim);
+    if (cft_failed(*out)) {
+        *e = *out;
+        return NULL;
+    }
+    dist_req *r = new_req(REQ_RECV, call, g, NULL, *out, cft_array_size(*out));
+    if (!r) {
+        *e = cft__oom();
+        return NULL;
+    }
+    r->peer = src, r->tag = tag;
+    return r;
+}
+
 cft_array *cft_dist_recv(cft_dist_group *g, cft_dtype dtype, const int64_t *shape, int ndim,
                          int src, int tag) {
     CFT_API("cft_dist_recv");
-    const char *call = "cft_dist_recv";
-    cft_array *e = cft__dist_check(call, g);
-    if (e)
-        return e;
-    if (src < 0 || src >= g->size || tag < 0)
-        return cft__fail(CFT_E_ARG, "%s: source %d (group of %d) or tag %d out of range", call, src,
-                         g->size, tag);
-    e = cft__check_size(call, dtype, shape, ndim, NULL, NULL);
-    if (e)
-        return e;
-    cft_array *out = cft__alloc(dtype, shape, ndim);
-    if (cft_failed(out))
-        return out;
-    dist_req *r = new_req(REQ_RECV, call, g, NULL, out, cft_array_size(out));
+    cft_array *out = NULL, *e = NULL;
+    dist_req *r = recv_req("cft_dist_recv", g, dtype, shape, ndim, src, tag, &out, &e);
     if (!r)
-        return cft__oom();
-    r->peer = src, r->tag = tag;
+        return e;
     if (cft__dist_run(r) != CFT_OK)
         return cft__fail(cft_last_error(), "%s", cft_last_error_message());
     return out;
+}
+
+dist_req *cft__dist_irecv(const char *call, cft_dist_group *g, cft_dtype dtype,
+                          const int64_t *shape, int ndim, int src, int tag, cft_array **out,
+                          cft_array **err) {
+    dist_req *r = recv_req(call, g, dtype, shape, ndim, src, tag, out, err);
+    if (r)
+        cft__dist_start_here(r);
+    return r;
 }

@@ -118,6 +118,11 @@ cft_status cft__dist_finish_here(dist_req *r);
  * NULL with *err on bad arguments */
 dist_req *cft__dist_isend(const char *call, struct cft_dist_group *g, cft_array *x, int dst,
                           int tag, cft_array **err);
+/* a receive into a fresh *out, started on the calling thread (finish:
+ * cft__dist_finish_here, then *out holds the data); NULL with *err */
+dist_req *cft__dist_irecv(const char *call, struct cft_dist_group *g, cft_dtype dtype,
+                          const int64_t *shape, int ndim, int src, int tag, cft_array **out,
+                          cft_array **err);
 /* a finished work handle whose wait gives `result` */
 struct cft_dist_work *cft__dist_work_done(cft_array *result);
 /* v *= s in place (f32 and f64; others untouched) */

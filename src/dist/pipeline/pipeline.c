@@ -55,6 +55,11 @@ typedef struct {
     cft_array **grads; /* accumulated */
     cft_array *loss;
     dist_req **sends;
+    /* receives posted ahead (activation m + 1 once m is in; the cotangent
+     * of m once m's forward is done), so a message arriving while this
+     * stage computes is taken in by its next MPI call instead of waited for */
+    dist_req **act_req, **ct_req;
+    cft_array **act_buf, **ct_buf;
     int nsends, live;
     double compute, wait;
     cft_aval in_aval; /* of the activations received */
@@ -134,7 +139,31 @@ static cft_array *recv_activation(step_ctx *c, int m) {
     c->wait += now_s() - t0;
     return x;
 }
+/* post the receive of activation m (its aval known from micro-batch 0) */
+static cft_array *post_activation(step_ctx *c, int m) {
+    if (m >= c->M)
+        return NULL;
+    cft_array *e = NULL;
+    c->act_req[m] =
+        cft__dist_irecv("cft_pipeline_step", c->p->g, c->in_aval.dtype, c->in_aval.shape,
+                        c->in_aval.ndim, c->s - 1, 3 * m + 1, &c->act_buf[m], &e);
+    return e;
+}
+
+/* a posted receive, finished (NULL: not posted) */
+static cft_array *take(dist_req *r, cft_array *buf) {
+    if (cft__dist_finish_here(r) != CFT_OK)
+        return cft__fail(cft_last_error(), "%s", cft_last_error_message());
+    return buf;
+}
+
 static cft_array *recv_activation_(step_ctx *c, int m) {
+    if (m > 0 && c->act_req[m]) {
+        cft_array *x = take(c->act_req[m], c->act_buf[m]), *e = NULL;
+        if (!cft_failed(x))
+            e = post_activation(c, m + 1);
+        return e ? e : x;
+    }
     if (m == 0) {
         cft_array *h =
             cft_dist_recv(c->p->g, CFT_I64, (int64_t[]){2 + CFT_MAX_NDIM}, 1, c->s - 1, 0);
@@ -147,8 +176,12 @@ static cft_array *recv_activation_(step_ctx *c, int m) {
                              c->s - 1);
         c->in_aval = cft__aval((cft_dtype)v[0], v + 2, (int)v[1]);
     }
-    return cft_dist_recv(c->p->g, c->in_aval.dtype, c->in_aval.shape, c->in_aval.ndim, c->s - 1,
-                         3 * m + 1);
+    cft_array *x = cft_dist_recv(c->p->g, c->in_aval.dtype, c->in_aval.shape, c->in_aval.ndim,
+                                 c->s - 1, 3 * m + 1),
+              *e = NULL;
+    if (!cft_failed(x))
+        e = post_activation(c, m + 1);
+    return e ? e : x;
 }
 
 /* ---- one micro-batch ---- */
@@ -193,7 +226,10 @@ static cft_array *forward(step_ctx *c, int m) {
         c->loss = c->loss ? cft_add(c->loss, y[0]) : y[0];
         return NULL;
     }
-    return send_activation(c, y[0], m);
+    cft_array *e = NULL; /* the cotangent of m, awaited from the next stage */
+    c->ct_req[m] = cft__dist_irecv("cft_pipeline_step", c->p->g, u->out.dtype, u->out.shape,
+                                   u->out.ndim, c->s + 1, 3 * m + 2, &c->ct_buf[m], &e);
+    return e ? e : send_activation(c, y[0], m);
 }
 
 static cft_array *backward(step_ctx *c, int m) {
@@ -203,7 +239,7 @@ static cft_array *backward(step_ctx *c, int m) {
         ct = cft_full(1.0 / c->M, u->out.dtype, u->out.shape, u->out.ndim);
     else {
         double t0 = now_s();
-        ct = cft_dist_recv(c->p->g, u->out.dtype, u->out.shape, u->out.ndim, c->s + 1, 3 * m + 2);
+        ct = take(c->ct_req[m], c->ct_buf[m]);
         c->wait += now_s() - t0;
     }
     if (cft_failed(ct))
@@ -268,7 +304,10 @@ cft_status cft_pipeline_step(cft_pipeline *p, const cft_tree *params, cft_array 
     c.grads = CFT_NEWN(cft_array *, c.np + 1);
     c.mb = CFT_NEWN(micro, c.M);
     c.sends = CFT_NEWN(dist_req *, 4 * c.M + 1);
-    if (!e && (!c.pv || !c.grads || !c.mb || !c.sends))
+    c.act_req = CFT_NEWN(dist_req *, c.M + 1), c.ct_req = CFT_NEWN(dist_req *, c.M + 1);
+    c.act_buf = CFT_NEWN(cft_array *, c.M + 1), c.ct_buf = CFT_NEWN(cft_array *, c.M + 1);
+    if (!e && (!c.pv || !c.grads || !c.mb || !c.sends || !c.act_req || !c.ct_req || !c.act_buf ||
+               !c.ct_buf))
         e = cft__oom();
     if (!e)
         cft_tree_flatten(params, c.pv);
