@@ -136,6 +136,12 @@ cft_fn *cft_vmap_n(cft_fn *f, const int *in_axes, int n_in, const int *out_axes,
  *  chunk_size): the same result as cft_vmap (outputs batched along axis
  *  0), with the memory of one chunk's intermediates at a time. */
 cft_fn *cft_vmap_chunked(cft_fn *f, const int *in_axes, int64_t chunk);
+/** vmap in chunks sized to a memory budget: the bytes one batch element's
+ *  computation makes (f's IR at one element's avals, every intermediate
+ *  counted) decide how many elements go in one chunk, so that a chunk's
+ *  intermediates stay within `memory_budget` bytes (at least one element
+ *  per chunk). Outputs batched along axis 0, as cft_vmap_chunked. */
+cft_fn *cft_vmap_budget(cft_fn *f, const int *in_axes, size_t memory_budget);
 
 /** Jacobians of a function with respect to the inputs in argnums (NULL, 0:
  *  input 0). Output k*nargnums+j is d out[k] / d in[argnums[j]], of shape
@@ -148,6 +154,25 @@ cft_fn *cft_jacfwd(cft_fn *f, const int *argnums, int nargnums);
  *  real inputs and outputs and jacfwd real inputs (as JAX). */
 cft_fn *cft_jacrev_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags);
 cft_fn *cft_jacfwd_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags);
+/** Modes of cft_jacobian. */
+enum { CFT_JAC_AUTO = 0, CFT_JAC_REV = 1, CFT_JAC_FWD = 2 };
+/** Options of cft_jacobian and cft_hessian_n (zero-initialise; all optional). */
+typedef struct cft_jac_options {
+    int mode;             /**< CFT_JAC_AUTO: reverse mode when the differentiated outputs
+                               have no more elements than the inputs in argnums, else
+                               forward mode (decided at each call from the shapes) */
+    unsigned flags;       /**< CFT_HOLOMORPHIC */
+    int naux;             /**< has_aux: f's last naux outputs are returned after the
+                               Jacobians as they are, not differentiated */
+    int64_t chunk_size;   /**< basis vectors per vmapped call (0: all at once) */
+    size_t memory_budget; /**< or as many as keep one call's intermediates within this
+                               many bytes (0: no budget); see cft_vmap_budget */
+} cft_jac_options;
+/** Jacobians with options: output k*nargnums+j is d out[k] / d in[argnums[j]]
+ *  (out_shape + in_shape) for the nout - naux differentiated outputs, then
+ *  the naux auxiliary outputs. opt NULL: automatic mode, no aux, no chunks. */
+cft_fn *cft_jacobian(cft_fn *f, const int *argnums, int nargnums, const cft_jac_options *opt);
+
 /** jax.linearize: evaluate f at primals (outs[nout]) and return in
  *  *jvp_fn its jvp there as a function of the input tangents [nin] ->
  *  output tangents [nout]; calling it evaluates only the linear part (no
@@ -176,6 +201,11 @@ cft_status cft_check_grads(cft_fn *f, cft_array *const *x, int order, unsigned m
 /** Hessian of f's scalar output with respect to input `argnum`:
  *  jacfwd(jacrev(f)), shape in_shape + in_shape. */
 cft_fn *cft_hessian(cft_fn *f, int argnum);
+/** Hessian over several argnums (jax.hessian(f, argnums=(...))): output
+ *  i*nargnums+j is d^2 f / d in[argnums[i]] d in[argnums[j]], shape
+ *  in_i_shape + in_j_shape; opt's chunk_size / memory_budget apply to both
+ *  Jacobians (mode, flags and naux are ignored). */
+cft_fn *cft_hessian_n(cft_fn *f, const int *argnums, int nargnums, const cft_jac_options *opt);
 
 #ifdef __cplusplus
 }

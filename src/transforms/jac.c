@@ -11,7 +11,20 @@ typedef struct {
     int *argnums;
     int nargs;
     bool holomorphic;
+    int naux;      /* f's last naux outputs: returned as they are, not differentiated */
+    int64_t chunk; /* basis vectors per vmapped call (0: all at once) */
+    size_t budget; /* or as many as fit in this many bytes */
 } jac_env;
+
+/* vmap of g over the basis (axis 0 of input `bin`, the others shared),
+ * outputs batched along axis 0: at once, in chunks, or within the budget */
+static cft_fn *basis_vmap(const jac_env *e, cft_fn *g, const int *in_axes) {
+    if (e->budget)
+        return cft_vmap_budget(g, in_axes, e->budget);
+    if (e->chunk > 0)
+        return cft_vmap_chunked(g, in_axes, e->chunk);
+    return cft_vmap(g, in_axes, NULL);
+}
 
 /* the dtype check of JAX's jacrev/jacfwd: real values, or complex ones when
  * holomorphic; NULL when `a` passes */
@@ -78,8 +91,8 @@ static cft_array *reshape_joined(cft_array *x, const cft_aval *lead, const cft_a
 
 static cft_status jacrev_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
     jac_env *e = envp;
-    int m = e->f->nout;
-    cft_array *vals[m];
+    int m = e->f->nout - e->naux, mall = e->f->nout;
+    cft_array *vals[mall];
     cft_fn *pb;
     for (int a = 0; a < e->nargs; a++) {
         cft_array *bad =
@@ -87,24 +100,25 @@ static cft_status jacrev_cb(void *envp, int nin, cft_array *const *in, int nout,
         if (bad)
             return cft__fail_outs(bad, nout, out);
     }
-    cft_status st = cft_vjp(e->f, in, vals, &pb);
+    cft_status st =
+        e->naux ? cft_vjp_with_aux(e->f, e->naux, in, vals, &pb) : cft_vjp(e->f, in, vals, &pb);
     if (st != CFT_OK)
         return cft__fail_outs(vals[0], nout, out);
+    for (int k = 0; k < e->naux; k++)
+        out[m * e->nargs + k] = vals[m + k];
     for (int j = 0; j < m; j++) {
         cft_array *bad = check_dtype(e, "cft_jacrev", "output", j, &vals[j]->aval);
         if (bad)
             return cft__fail_outs(bad, nout, out);
     }
     for (int j = 0; j < m; j++) {
-        int in_axes[m], out_axes[nin];
+        int in_axes[m];
         cft_array *cts[m], *res[nin];
         for (int k = 0; k < m; k++) {
             in_axes[k] = k == j ? 0 : CFT_NOT_BATCHED;
             cts[k] = k == j ? basis(&vals[j]->aval) : cft__zeros_aval(&vals[k]->aval);
         }
-        for (int i = 0; i < nin; i++)
-            out_axes[i] = 0;
-        st = cft_fn_call(cft_vmap(pb, in_axes, out_axes), cts, res);
+        st = cft_fn_call(basis_vmap(e, pb, in_axes), cts, res);
         if (st != CFT_OK)
             return cft__fail_outs(res[0], nout, out);
         for (int a = 0; a < e->nargs; a++) {
@@ -119,27 +133,36 @@ static cft_status jacrev_cb(void *envp, int nin, cft_array *const *in, int nout,
 typedef struct {
     cft_fn *f;
     int a;
+    int m; /* the outputs differentiated (f's first m) */
 } partial_env;
 
 static cft_status partial_jvp_cb(void *envp, int nin, cft_array *const *in, int nout,
                                  cft_array **out) {
     partial_env *p = envp;
-    int n = p->f->nin;
-    (void)nin;
-    cft_array *t[n > 0 ? n : 1], *vals[nout];
+    int n = p->f->nin, mall = p->f->nout;
+    (void)nin, (void)nout;
+    cft_array *t[n > 0 ? n : 1], *vals[mall], *tan[mall];
     for (int i = 0; i < n; i++)
         t[i] = i == p->a ? in[n] : NULL;
-    cft_status st = cft__jvp_apply(p->f, in, t, vals, out);
+    cft_status st = cft__jvp_apply(p->f, in, t, vals, tan);
     if (st != CFT_OK)
-        return cft__fail_outs(vals[0], nout, out);
-    for (int j = 0; j < nout; j++)
-        out[j] = cft__inst(out[j], &vals[j]->aval);
+        return cft__fail_outs(vals[0], p->m, out);
+    for (int j = 0; j < p->m; j++)
+        out[j] = cft__inst(tan[j], &vals[j]->aval);
     return CFT_OK;
 }
 
 static cft_status jacfwd_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
     jac_env *e = envp;
-    int m = e->f->nout;
+    int m = e->f->nout - e->naux, mall = e->f->nout;
+    if (e->naux) { /* the auxiliary outputs: f itself, once */
+        cft_array *all[mall];
+        cft_status st = cft_fn_call(e->f, in, all);
+        if (st != CFT_OK)
+            return cft__fail_outs(all[0], nout, out);
+        for (int k = 0; k < e->naux; k++)
+            out[m * e->nargs + k] = all[m + k];
+    }
     for (int a = 0; a < e->nargs; a++) {
         int i = e->argnums[a];
         cft_array *bad = check_dtype(e, "cft_jacfwd", "input", i, &in[i]->aval);
@@ -148,29 +171,51 @@ static cft_status jacfwd_cb(void *envp, int nin, cft_array *const *in, int nout,
         partial_env *p = CFT_NEW(partial_env);
         p->f = e->f;
         p->a = i;
+        p->m = m;
         cft_fn *pj = cft_fn_new(partial_jvp_cb, p, nin + 1, m);
-        int in_axes[nin + 1], out_axes[m];
+        int in_axes[nin + 1];
         cft_array *args[nin + 1], *res[m];
         for (int k = 0; k < nin; k++)
             in_axes[k] = CFT_NOT_BATCHED, args[k] = in[k];
         in_axes[nin] = 0;
         args[nin] = basis(&in[i]->aval);
-        for (int j = 0; j < m; j++)
-            out_axes[j] = -1;
-        cft_status st = cft_fn_call(cft_vmap(pj, in_axes, out_axes), args, res);
+        cft_status st = cft_fn_call(basis_vmap(e, pj, in_axes), args, res);
         if (st != CFT_OK)
             return cft__fail_outs(res[0], nout, out);
-        for (int j = 0; j < m; j++) {
-            cft_aval oav = cft__aval_drop(&res[j]->aval, res[j]->aval.ndim - 1);
-            out[j * e->nargs + a] = reshape_joined(res[j], &oav, &in[i]->aval);
+        for (int j = 0; j < m; j++) { /* [basis, *out] -> [*out, *in] */
+            cft_array *r = cft_moveaxis(res[j], 0, -1);
+            cft_aval oav = cft__aval_drop(&r->aval, r->aval.ndim - 1);
+            out[j * e->nargs + a] = reshape_joined(r, &oav, &in[i]->aval);
         }
     }
     return CFT_OK;
 }
 
-/* jacrev (rev) or jacfwd, for the public call `who` */
-static cft_fn *jac_make(cft_fn *f, const int *argnums, int nargnums, unsigned flags, bool rev,
-                        const char *who) {
+/* the sizes that choose the mode: elements of the differentiated outputs
+ * and of the inputs in argnums */
+static cft_status auto_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
+    jac_env *e = envp;
+    int m = e->f->nout - e->naux;
+    cft_aval av[nin > 0 ? nin : 1], oav[e->f->nout];
+    for (int i = 0; i < nin; i++)
+        av[i] = in[i]->aval;
+    if (cft_eval_shape(e->f, av, oav) != CFT_OK)
+        return cft__fail_outs(cft__fail(cft_last_error(), "%s", cft_last_error_message()), nout,
+                              out);
+    double nout_el = 0, nin_el = 0;
+    for (int j = 0; j < m; j++)
+        nout_el += (double)cft__numel(oav[j].shape, oav[j].ndim);
+    for (int a = 0; a < e->nargs; a++)
+        nin_el += (double)cft__numel(av[e->argnums[a]].shape, av[e->argnums[a]].ndim);
+    /* reverse mode costs one pullback per output element, forward one jvp
+     * per input element (JAX's advice, made automatic) */
+    return nout_el <= nin_el ? jacrev_cb(envp, nin, in, nout, out)
+                             : jacfwd_cb(envp, nin, in, nout, out);
+}
+
+/* jacrev, jacfwd or the automatic choice, for the public call `who` */
+static cft_fn *jac_make_opt(cft_fn *f, const int *argnums, int nargnums, const cft_jac_options *o,
+                            const char *who) {
     cft_fn *bad = cft__fn_check(who, f);
     if (bad)
         return bad;
@@ -178,12 +223,37 @@ static cft_fn *jac_make(cft_fn *f, const int *argnums, int nargnums, unsigned fl
     if (!e)
         return cft__fn_error(cft__fail(cft_last_error(), "%s", cft_last_error_message()), f->nin,
                              f->nout);
-    e->holomorphic = flags & CFT_HOLOMORPHIC;
-    if ((int64_t)f->nout * e->nargs > CFT_FN_MAX_ARGS)
-        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG, "%s: too many outputs (%d x %d)", who,
-                            f->nout, e->nargs);
-    return cft_fn_named(cft_fn_new(rev ? jacrev_cb : jacfwd_cb, e, f->nin, f->nout * e->nargs),
-                        rev ? "jacrev" : "jacfwd");
+    e->holomorphic = o->flags & CFT_HOLOMORPHIC;
+    e->naux = o->naux, e->chunk = o->chunk_size, e->budget = o->memory_budget;
+    if (o->naux < 0 || o->naux >= f->nout || o->chunk_size < 0 || (unsigned)o->mode > CFT_JAC_FWD)
+        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG,
+                            "%s: naux %d (the function has %d outputs), chunk_size %lld, mode %d",
+                            who, o->naux, f->nout, (long long)o->chunk_size, o->mode);
+    int m = f->nout - o->naux;
+    if ((int64_t)m * e->nargs + o->naux > CFT_FN_MAX_ARGS)
+        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG, "%s: too many outputs (%d x %d)", who, m,
+                            e->nargs);
+    cft_fn_cb cb = o->mode == CFT_JAC_REV   ? jacrev_cb
+                   : o->mode == CFT_JAC_FWD ? jacfwd_cb
+                                            : auto_cb;
+    return cft_fn_named(cft_fn_new(cb, e, f->nin, m * e->nargs + o->naux),
+                        o->mode == CFT_JAC_REV   ? "jacrev"
+                        : o->mode == CFT_JAC_FWD ? "jacfwd"
+                                                 : "jacobian");
+}
+
+static cft_fn *jac_make(cft_fn *f, const int *argnums, int nargnums, unsigned flags, bool rev,
+                        const char *who) {
+    cft_jac_options o = {.mode = rev ? CFT_JAC_REV : CFT_JAC_FWD, .flags = flags};
+    return jac_make_opt(f, argnums, nargnums, &o, who);
+}
+
+cft_fn *cft_jacobian(cft_fn *f, const int *argnums, int nargnums, const cft_jac_options *opt) {
+    CFT_API("cft_jacobian");
+    cft_jac_options o = {0};
+    if (opt)
+        o = *opt;
+    return jac_make_opt(f, argnums, nargnums, &o, "cft_jacobian");
 }
 cft_fn *cft_jacrev_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags) {
     CFT_API("cft_jacrev_ex");
@@ -212,4 +282,20 @@ cft_fn *cft_hessian(cft_fn *f, int argnum) {
                             argnum, f->nin);
     return jac_make(jac_make(f, &argnum, 1, 0, true, "cft_hessian"), &argnum, 1, 0, false,
                     "cft_hessian");
+}
+
+cft_fn *cft_hessian_n(cft_fn *f, const int *argnums, int nargnums, const cft_jac_options *opt) {
+    CFT_API("cft_hessian_n");
+    cft_fn *bad = cft__fn_check("cft_hessian_n", f);
+    if (bad)
+        return bad;
+    cft_jac_options inner = {.mode = CFT_JAC_REV}, outer = {.mode = CFT_JAC_FWD};
+    if (opt) {
+        inner.chunk_size = outer.chunk_size = opt->chunk_size;
+        inner.memory_budget = outer.memory_budget = opt->memory_budget;
+    }
+    /* jacfwd over argnums of jacrev over argnums: output (i, j) is
+     * d^2 f / d in[argnums[i]] d in[argnums[j]] */
+    return jac_make_opt(jac_make_opt(f, argnums, nargnums, &inner, "cft_hessian_n"), argnums,
+                        nargnums, &outer, "cft_hessian_n");
 }

@@ -8,6 +8,8 @@
 #include "core/error.h"
 #include "prims/rules.h"
 #include "trace/fn.h"
+#include "trace/ir.h"
+#include "transforms/transforms.h"
 
 typedef struct {
     int64_t size;
@@ -203,10 +205,42 @@ cft_fn *cft_vmap_n(cft_fn *f, const int *in_axes, int n_in, const int *out_axes,
  * each, the outputs joined along axis 0 (functorch's chunk_size: memory
  * bounded by a chunk) */
 typedef struct {
-    cft_fn *v; /* vmap(f, in_axes) */
+    cft_fn *f, *v; /* f, and vmap(f, in_axes) */
     int *in_axes;
     int64_t chunk;
+    size_t budget; /* > 0: the chunk follows from this many bytes per chunk */
 } chunk_env;
+
+size_t cft__fn_bytes(cft_fn *f, const cft_aval *avals) {
+    cft_ir *ir = cft_make_ir(f, avals);
+    if (!ir) {
+        cft_clear_error();
+        return 0;
+    }
+    double b = 0;
+    for (int i = 0; i < ir->neqn; i++)
+        for (int k = 0; k < ir->eqns[i].nout; k++) {
+            const cft_aval *a = &ir->eqns[i].out[k]->aval;
+            b += (double)cft__numel(a->shape, a->ndim) * (double)cft_dtype_size(a->dtype);
+        }
+    for (int i = 0; i < ir->nin; i++) {
+        const cft_aval *a = &ir->invars[i]->aval;
+        b += (double)cft__numel(a->shape, a->ndim) * (double)cft_dtype_size(a->dtype);
+    }
+    return b > 1e18 ? (size_t)1e18 : (size_t)b;
+}
+
+/* the chunk that keeps one chunk's intermediates within c->budget: the
+ * bytes of one batch element's computation, from f's IR at the avals of
+ * one element (an upper bound: every equation's outputs counted) */
+static int64_t chunk_for_budget(const chunk_env *c, int nin, cft_array *const *in, const int *ax) {
+    cft_aval one[nin > 0 ? nin : 1];
+    for (int i = 0; i < nin; i++)
+        one[i] = ax[i] == CFT_NOT_BATCHED ? in[i]->aval : cft__aval_drop(&in[i]->aval, ax[i]);
+    size_t per = cft__fn_bytes(c->f, one);
+    int64_t k = per > 0 ? (int64_t)(c->budget / per) : INT64_MAX;
+    return k < 1 ? 1 : k;
+}
 
 static cft_status chunk_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     chunk_env *c = env;
@@ -223,13 +257,19 @@ static cft_status chunk_cb(void *env, int nin, cft_array *const *in, int nout, c
         if (a != CFT_NOT_BATCHED && size < 0)
             size = in[i]->aval.shape[a];
     }
-    int64_t nchunks = size <= 0 ? 1 : (size + c->chunk - 1) / c->chunk;
+    int64_t chunk = c->budget ? chunk_for_budget(c, nin, in, ax) : c->chunk;
+    if (chunk > size && size > 0)
+        chunk = size;
+    int64_t nchunks = size <= 0 ? 1 : (size + chunk - 1) / chunk;
     cft_array **parts = CFT_NEWN(cft_array *, (size_t)(nout * nchunks) + 1);
     cft_array **args = CFT_NEWN(cft_array *, nin + 1), **res = CFT_NEWN(cft_array *, nout + 1);
     if (!parts || !args || !res)
         return cft__fail_outs(cft__oom(), nout, out);
+    bool direct = nchunks > 1; /* concrete chunk results go straight into their rows */
+    for (int i = 0; i < nin && direct; i++)
+        direct = cft_is_concrete(in[i]);
     for (int64_t k = 0; k < nchunks; k++) {
-        int64_t lo = k * c->chunk, hi = lo + c->chunk < size ? lo + c->chunk : size;
+        int64_t lo = k * chunk, hi = lo + chunk < size ? lo + chunk : size;
         for (int i = 0; i < nin; i++) {
             if (ax[i] == CFT_NOT_BATCHED || size <= 0) {
                 args[i] = in[i];
@@ -243,9 +283,30 @@ static cft_status chunk_cb(void *env, int nin, cft_array *const *in, int nout, c
         cft_status st = cft_fn_call(c->v, args, res);
         if (st != CFT_OK)
             return cft__fail_outs(res[0], nout, out);
+        for (int j = 0; j < nout && direct && k == 0; j++) /* decided by the first chunk */
+            direct = cft_is_concrete(res[j]);
+        if (direct) { /* out[j][lo:hi] = res[j]: no list of parts, no joining copy */
+            for (int j = 0; j < nout; j++) {
+                cft_array *r = cft__contig(res[j]);
+                if (k == 0) {
+                    cft_aval a = r->aval;
+                    a.shape[0] = size;
+                    out[j] = cft__alloc(a.dtype, a.shape, a.ndim);
+                }
+                if (cft_failed(r) || cft_failed(out[j]))
+                    return cft__fail_outs(cft_failed(r) ? r : out[j], nout, out);
+                size_t row = cft_dtype_size(r->aval.dtype) *
+                             (size_t)cft__numel(r->aval.shape + 1, r->aval.ndim - 1);
+                memcpy((char *)cft__ptr(out[j]) + (size_t)lo * row, cft__ptr(r),
+                       (size_t)(hi - lo) * row);
+            }
+            continue;
+        }
         for (int j = 0; j < nout; j++)
             parts[(size_t)j * (size_t)nchunks + (size_t)k] = res[j];
     }
+    if (direct)
+        return CFT_OK;
     for (int j = 0; j < nout; j++)
         out[j] = nchunks == 1
                      ? parts[j]
@@ -253,22 +314,40 @@ static cft_status chunk_cb(void *env, int nin, cft_array *const *in, int nout, c
     return CFT_OK;
 }
 
-cft_fn *cft_vmap_chunked(cft_fn *f, const int *in_axes, int64_t chunk) {
-    CFT_API("cft_vmap_chunked");
+static cft_fn *chunked(cft_fn *f, const int *in_axes, int64_t chunk, size_t budget) {
     cft_fn *v = cft_vmap(f, in_axes, NULL);
     if (cft_fn_failed(v))
         return v;
-    if (chunk < 1)
-        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG, "cft_vmap_chunked: chunk %lld < 1",
-                            (long long)chunk);
     chunk_env *c = CFT_NEW(chunk_env);
     if (!c)
         return cft__fn_error(cft__oom(), f->nin, f->nout);
-    c->v = v, c->chunk = chunk;
+    c->f = f, c->v = v, c->chunk = chunk, c->budget = budget;
     if (in_axes) {
         c->in_axes = CFT_NEWN(int, f->nin + 1);
         for (int i = 0; c->in_axes && i < f->nin; i++)
             c->in_axes[i] = in_axes[i];
     }
     return cft_fn_named(cft_fn_new(chunk_cb, c, f->nin, f->nout), "vmap");
+}
+
+cft_fn *cft_vmap_chunked(cft_fn *f, const int *in_axes, int64_t chunk) {
+    CFT_API("cft_vmap_chunked");
+    cft_fn *bad = cft__fn_check("cft_vmap_chunked", f);
+    if (bad)
+        return bad;
+    if (chunk < 1)
+        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG, "cft_vmap_chunked: chunk %lld < 1",
+                            (long long)chunk);
+    return chunked(f, in_axes, chunk, 0);
+}
+
+cft_fn *cft_vmap_budget(cft_fn *f, const int *in_axes, size_t memory_budget) {
+    CFT_API("cft_vmap_budget");
+    cft_fn *bad = cft__fn_check("cft_vmap_budget", f);
+    if (bad)
+        return bad;
+    if (memory_budget == 0)
+        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG,
+                            "cft_vmap_budget: a memory budget of 0 bytes");
+    return chunked(f, in_axes, 0, memory_budget);
 }
