@@ -169,6 +169,36 @@ int main(int argc, char **argv) {
         CHECK_CLOSE(cft_item(cft_matrix_trace(m)), tr, 1e-14, 1e-14);
         CHECK_ARRAY_CLOSE(cft_swapaxes(a, 0, -1), cft_transpose(a, (int[]){2, 1, 0}), 0, 0);
     }
+    TEST("einsum with '...': batched, broadcast, implicit output, diagonal, reduction") {
+        cft_array *a = cft_random_normal(cft_random_key(31), CFT_F64, (int64_t[]){5, 3, 4}, 3),
+                  *b = cft_random_normal(cft_random_key(32), CFT_F64, (int64_t[]){5, 4, 2}, 3),
+                  *c = cft_random_normal(cft_random_key(33), CFT_F64, (int64_t[]){4, 2}, 2),
+                  *one = cft_random_normal(cft_random_key(34), CFT_F64, (int64_t[]){1, 3, 4}, 3),
+                  *sq = cft_random_normal(cft_random_key(35), CFT_F64, (int64_t[]){2, 5, 3, 3}, 4);
+        /* batched matmul, with the batch under '...', and the same with names */
+        CHECK_ARRAY_CLOSE(cft_einsum2("...ij,...jk->...ik", a, b), cft_matmul(a, b), 1e-12, 1e-14);
+        CHECK_ARRAY_CLOSE(cft_einsum2("...ij,...jk->...ik", a, b),
+                          cft_einsum2("zij,zjk->zik", a, b), 1e-12, 1e-14);
+        /* an operand with no '...' dims, and the implicit output ('...' first) */
+        CHECK_ARRAY_CLOSE(cft_einsum2("...ij,jk", a, c), cft_matmul(a, c), 1e-12, 1e-14);
+        /* a size-1 '...' dim broadcasts against 5 */
+        CHECK_ARRAY_CLOSE(cft_einsum2("...ij,...jk->...ik", one, b), cft_matmul(one, b), 1e-12,
+                          1e-14);
+        /* diagonals and sums under '...' */
+        CHECK_ARRAY_CLOSE(cft_einsum("...ii->...i", 1, &sq), cft_diagonal(sq, 0, -2, -1), 1e-12,
+                          1e-14);
+        CHECK_ARRAY_CLOSE(cft_einsum("i...->...", 1, &a), cft_sum(a, (int[]){0}, 1, false), 1e-12,
+                          1e-14);
+        CHECK_ARRAY_CLOSE(cft_einsum("...->", 1, &a), cft_sum(a, NULL, 0, false), 1e-12, 1e-14);
+        /* '...' in the middle */
+        CHECK_ARRAY_CLOSE(cft_einsum("i...j->j...i", 1, &a), cft_transpose(a, (int[]){2, 1, 0}), 0,
+                          0);
+        cft_array *e =
+            cft_einsum2("...ij,...jk->...ik", a,
+                        cft_random_normal(cft_random_key(36), CFT_F64, (int64_t[]){3, 4, 2}, 3));
+        CHECK_MSG(cft_failed(e) && strstr(cft_error_message(e), "broadcast"), "%s",
+                  cft_error_message(e));
+    }
     TEST("einsum errors name the spec and what is wrong") {
         cft_array *a = rnd(1, (int64_t[]){2, 3}, 2), *b = rnd(2, (int64_t[]){4, 5}, 2);
         cft_array *e = cft_einsum2("ij,jk->ik", a, b);

@@ -301,6 +301,8 @@ cft_array *cft_matmul(cft_array *a, cft_array *b);
 /** Einstein summation (numpy.einsum / jnp.einsum) of n operands: spec as
  *  "Naf,Mbf->NMab" (labels a-z, A-Z; a label repeated in one operand takes
  *  its diagonal; without "->" the output is the labels used once, sorted).
+ *  "..." stands for an operand's remaining dims, broadcast across operands
+ *  as numpy does ("...ij,...jk->...ik"; implicit output: "..." first).
  *  Contracted pairwise with dot_general, smallest intermediate first, so no
  *  outer product is built that a contraction can avoid. */
 cft_array *cft_einsum(const char *spec, int n, cft_array *const *xs);

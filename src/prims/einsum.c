@@ -117,6 +117,120 @@ static int pos(const term *t, char c) {
     return p ? (int)(p - t->lab) : -1;
 }
 
+/* numpy's "...": each operand's ellipsis becomes labels of its own (the
+ * unused letters, right-aligned across operands as broadcasting aligns
+ * them); an operand whose ellipsis dim is 1 where another's is larger
+ * drops that dim (broadcast). Writes an explicit spec (with "->") and the
+ * operands to use; NULL, or the error. */
+static cft_array *expand_ellipsis(const char *spec, int n, cft_array *const *xs, char *res,
+                                  size_t cap, cft_array **ops) {
+    char used[128] = {0};
+    for (const char *q = spec; *q; q++)
+        used[(unsigned char)*q & 127] = 1;
+    char fresh[MAXL + 1];
+    int nf = 0;
+    for (int c = 'A'; c <= 'z' && nf < MAXL; c++)
+        if (label_ok((char)c) && !used[c])
+            fresh[nf++] = (char)c;
+    const char *arrow = strstr(spec, "->");
+    size_t inlen = arrow ? (size_t)(arrow - spec) : strlen(spec);
+    /* the operands' parts, their ellipsis lengths, the longest */
+    char part[MAXOP][2 * CFT_MAX_NDIM + 8];
+    int ell[MAXOP], L = 0;
+    const char *q = spec;
+    for (int k = 0; k < n; k++) {
+        const char *end = memchr(q, ',', inlen - (size_t)(q - spec));
+        size_t len = end ? (size_t)(end - q) : inlen - (size_t)(q - spec);
+        if ((!end && k < n - 1) || len >= sizeof part[k])
+            return cft__fail(CFT_E_ARG, "cft_einsum: '%s' does not have %d operands", spec, n);
+        memcpy(part[k], q, len);
+        part[k][len] = 0;
+        q = end ? end + 1 : q + len;
+        int named = 0;
+        for (char *c = part[k]; *c; c++)
+            named += label_ok(*c);
+        ell[k] = strstr(part[k], "...") ? cft_array_ndim(xs[k]) - named : 0;
+        if (ell[k] < 0)
+            return cft__fail(CFT_E_SHAPE,
+                             "cft_einsum: '%s': operand %d has %d dims, fewer than "
+                             "its %d labels",
+                             spec, k, cft_array_ndim(xs[k]), named);
+        L = ell[k] > L ? ell[k] : L;
+    }
+    if (L > nf)
+        return cft__fail(CFT_E_ARG, "cft_einsum: '%s': too many dims under '...'", spec);
+    int64_t bsize[CFT_MAX_NDIM];
+    for (int d = 0; d < L; d++)
+        bsize[d] = 1;
+    for (int k = 0; k < n; k++) { /* the broadcast size of each ellipsis position */
+        int at = (int)(strstr(part[k], "...") ? strstr(part[k], "...") - part[k] : 0);
+        int before = 0;
+        for (int c = 0; c < at; c++)
+            before += label_ok(part[k][c]);
+        for (int d = 0; d < ell[k]; d++) {
+            int64_t sz = cft_array_dim(xs[k], before + d);
+            int pos = L - ell[k] + d;
+            if (sz != 1 && bsize[pos] != 1 && sz != bsize[pos])
+                return cft__fail(CFT_E_SHAPE,
+                                 "cft_einsum: '%s': the '...' dims do not broadcast (%lld and "
+                                 "%lld)",
+                                 spec, (long long)sz, (long long)bsize[pos]);
+            if (sz != 1)
+                bsize[pos] = sz;
+        }
+    }
+    size_t w = 0;
+    for (int k = 0; k < n; k++) {
+        ops[k] = xs[k];
+        char *dots = strstr(part[k], "...");
+        int before = 0;
+        for (char *c = part[k]; dots && c < dots; c++)
+            before += label_ok(*c);
+        int drop[CFT_MAX_NDIM], nd = 0;
+        for (char *c = part[k]; *c && w + 8 < cap; c++) {
+            if (c == dots) {
+                for (int d = 0; d < ell[k]; d++) {
+                    int pos = L - ell[k] + d;
+                    if (cft_array_dim(xs[k], before + d) == 1 && bsize[pos] != 1)
+                        drop[nd++] = before + d; /* broadcast: the dim goes */
+                    else
+                        res[w++] = fresh[pos];
+                }
+                c += 2;
+            } else
+                res[w++] = *c;
+        }
+        if (nd)
+            ops[k] = cft_squeeze(xs[k], drop, nd);
+        res[w++] = k < n - 1 ? ',' : 0;
+    }
+    w--; /* over the terminator */
+    if (w + 4 + (size_t)L + MAXL >= cap)
+        return cft__fail(CFT_E_ARG, "cft_einsum: '%s' is too long", spec);
+    res[w++] = '-', res[w++] = '>';
+    if (arrow) {
+        for (const char *c = arrow + 2; *c; c++) {
+            if (!strncmp(c, "...", 3)) {
+                for (int d = 0; d < L; d++)
+                    res[w++] = fresh[d];
+                c += 2;
+            } else if (*c != ' ')
+                res[w++] = *c;
+        }
+    } else { /* implicit: the '...' dims, then the labels used once, sorted */
+        for (int d = 0; d < L; d++)
+            res[w++] = fresh[d];
+        int count[128] = {0};
+        for (size_t c = 0; c < inlen; c++)
+            count[(unsigned char)spec[c] & 127]++;
+        for (int c = 'A'; c <= 'z'; c++)
+            if (label_ok((char)c) && count[c] == 1)
+                res[w++] = (char)c;
+    }
+    res[w] = 0;
+    return NULL;
+}
+
 cft_array *cft_einsum(const char *spec, int n, cft_array *const *xs) {
     CFT_API("cft_einsum");
     if (!spec || n < 1 || n > MAXOP || !xs)
@@ -126,6 +240,12 @@ cft_array *cft_einsum(const char *spec, int n, cft_array *const *xs) {
             return cft__fail(CFT_E_ARG, "cft_einsum: operand %d is NULL", i);
         if (cft_failed(xs[i]))
             return xs[i];
+    }
+    if (strstr(spec, "...")) {
+        char full[4 * MAXL + 2 * MAXOP * CFT_MAX_NDIM + 16];
+        cft_array *ops[MAXOP];
+        cft_array *e = expand_ellipsis(spec, n, xs, full, sizeof full, ops);
+        return e ? e : cft_einsum(full, n, ops);
     }
     term t[MAXOP];
     char out[MAXL + 1] = {0};
@@ -150,7 +270,7 @@ cft_array *cft_einsum(const char *spec, int n, cft_array *const *xs) {
         if (k < n - 1 && *p++ != ',')
             return cft__fail(CFT_E_ARG,
                              "cft_einsum: '%s' does not have %d operands (labels "
-                             "a-z, A-Z; no '...')",
+                             "a-z, A-Z, and '...')",
                              spec, n);
         cft_aval a = cft_array_aval(xs[k]);
         if (a.ndim != t[k].n)
