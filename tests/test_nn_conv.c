@@ -444,5 +444,75 @@ int main(int argc, char **argv) {
         CHECK(cft_item(cft_max(cft_abs(gs[0]), NULL, 0, false)) > 1e-3);
     }
 
+    TEST("Conv1d, Conv3d, ConvTranspose1d/2d/3d modules: params, init, apply, errors") {
+        cft_module *ms[5] = {
+            cft_nn_conv1d(4, 6, (int64_t[]){3}, (int64_t[]){2}, (int64_t[]){1}, NULL, 2, true),
+            cft_nn_conv3d(2, 3, (int64_t[]){2, 2, 2}, NULL, NULL, NULL, 1, true),
+            cft_nn_conv_transpose1d(4, 6, (int64_t[]){3}, (int64_t[]){2}, (int64_t[]){1},
+                                    (int64_t[]){1}, NULL, 2, true),
+            cft_nn_conv_transpose2d(3, 5, (int64_t[]){3, 2}, (int64_t[]){2, 1}, NULL, NULL, NULL, 1,
+                                    true),
+            cft_nn_conv_transpose3d(2, 2, (int64_t[]){2, 2, 2}, (int64_t[]){2, 2, 2}, NULL, NULL,
+                                    NULL, 1, false)};
+        const int64_t wshape[5][5] = {
+            {6, 2, 3}, {3, 2, 2, 2, 2}, {4, 3, 3}, {3, 5, 3, 2}, {2, 2, 2, 2, 2}};
+        const int64_t xshape[5][5] = {
+            {2, 4, 9}, {1, 2, 4, 4, 4}, {2, 4, 5}, {1, 3, 4, 4}, {1, 2, 3, 3, 3}};
+        const int nsp[5] = {1, 3, 1, 2, 3};
+        const char *desc[5] = {"Conv1d(in=4, out=6, kernel=[3], stride=[2]", "Conv3d(in=2",
+                               "ConvTranspose1d(in=4, out=6, kernel=[3], stride=[2], "
+                               "padding=[1], output_padding=[1]",
+                               "ConvTranspose2d(in=3, out=5", "ConvTranspose3d(in=2"};
+        for (int k = 0; k < 5; k++) {
+            CHECK_MSG(strstr(cft_module_describe(ms[k]), desc[k]), "%s",
+                      cft_module_describe(ms[k]));
+            cft_tree *p = cft_module_init(ms[k], cft_random_key(100 + (uint64_t)k), NULL);
+            cft_array *w = cft_tree_get(p, "weight");
+            CHECK_EQ(cft_array_ndim(w), nsp[k] + 2);
+            for (int d = 0; d < nsp[k] + 2; d++)
+                CHECK_EQ(cft_array_dim(w, d), wshape[k][d]);
+            /* PyTorch's bound 1/sqrt(fan_in), fan_in = dim 1 * kernel */
+            int64_t fan = wshape[k][1];
+            for (int d = 2; d < nsp[k] + 2; d++)
+                fan *= wshape[k][d];
+            CHECK(cft_item(cft_max(cft_abs(w), NULL, 0, false)) <= 1 / sqrt((double)fan));
+            cft_array *x = cft_random_normal(cft_random_key(200 + (uint64_t)k), CFT_F32, xshape[k],
+                                             nsp[k] + 2);
+            cft_array *y = cft_module_apply(ms[k], p, NULL, x, false, NULL, NULL);
+            CHECK_MSG(!cft_failed(y), "%s", cft_error_message(y));
+            /* the op with the module's settings, plus the bias per channel */
+            cft_array *want =
+                k == 0   ? cft_conv1d(x, w, (int64_t[]){2}, (int64_t[]){1}, NULL, 2)
+                : k == 1 ? cft_conv3d(x, w, NULL, NULL, NULL, 1)
+                : k == 2 ? cft_conv_transpose1d(x, w, (int64_t[]){2}, (int64_t[]){1},
+                                                (int64_t[]){1}, NULL, 2)
+                : k == 3 ? cft_conv_transpose2d(x, w, (int64_t[]){2, 1}, NULL, NULL, NULL, 1)
+                         : cft_conv_transpose3d(x, w, (int64_t[]){2, 2, 2}, NULL, NULL, NULL, 1);
+            cft_array *b = k < 4 ? cft_tree_get(p, "bias") : NULL; /* the last has none */
+            if (b) {
+                int64_t bs[4] = {cft_array_dim(b, 0), 1, 1, 1};
+                want = cft_add(want, cft_reshape(b, bs, nsp[k] + 1));
+            }
+            CHECK_ARRAY_CLOSE(y, want, 0, 0);
+            /* unbatched input */
+            cft_array *y1 = cft_module_apply(ms[k], p, NULL, cft_index(x, 0), false, NULL, NULL);
+            CHECK_ARRAY_CLOSE(y1, cft_index(y, 0), 0, 0);
+        }
+        /* ConvTranspose1d: output 2 * (5 - 1) - 2 + 2 + 1 + 1 = 10 */
+        CHECK_EQ(cft_array_dim(cft_module_apply(
+                                   ms[2], cft_module_init(ms[2], cft_random_key(1), NULL), NULL,
+                                   cft_zeros(CFT_F32, (int64_t[]){1, 4, 5}, 3), false, NULL, NULL),
+                               2),
+                 10);
+        cft_module *bad = cft_nn_conv_transpose2d(3, 5, (int64_t[]){3, 3}, (int64_t[]){2, 2}, NULL,
+                                                  (int64_t[]){2, 0}, NULL, 1, true);
+        cft_tree *bp = cft_module_init(bad, cft_random_key(1), NULL);
+        CHECK(cft_tree_failed(bp) &&
+              strstr(cft_error_message(cft_tree_error(bp)), "cft_nn_conv_transpose2d"));
+        cft_tree *p1 = cft_module_init(ms[0], cft_random_key(1), NULL);
+        cft_array *e = cft_module_apply(
+            ms[0], p1, NULL, cft_zeros(CFT_F32, (int64_t[]){2, 3, 9}, 3), false, NULL, NULL);
+        CHECK(cft_failed(e) && has(e, "Conv1d(in=4") && has(e, "[N, 4, L]"));
+    }
     return check_summary();
 }

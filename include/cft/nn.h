@@ -264,6 +264,33 @@ cft_module *cft_nn_mha(int64_t embed_dim, int64_t num_heads, bool bias);
 cft_module *cft_nn_conv2d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
                           const int64_t *padding, const int64_t *dilation, int64_t groups,
                           bool bias);
+/** Conv1d and Conv3d (nn.Conv1d / nn.Conv3d): as cft_nn_conv2d with 1 or 3
+ *  spatial dims (kernel, stride, padding, dilation: 1 or 3 values each). */
+cft_module *cft_nn_conv1d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
+                          const int64_t *padding, const int64_t *dilation, int64_t groups,
+                          bool bias);
+cft_module *cft_nn_conv3d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
+                          const int64_t *padding, const int64_t *dilation, int64_t groups,
+                          bool bias);
+/** ConvTranspose1d/2d/3d (nn.ConvTranspose*d): input [N, in, *spatial] or
+ *  [in, *spatial]; params weight [in, out/groups, *kernel] (PyTorch's layout)
+ *  and bias [out], U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in =
+ *  out/groups * prod(kernel) (PyTorch's rule for this layout). stride,
+ *  padding, output_padding, dilation: one value per spatial dim, NULL for
+ *  1, 0, 0, 1; output_padding smaller than the stride or the dilation.
+ *  Applies cft_conv_transpose*d and adds the bias per channel. */
+cft_module *cft_nn_conv_transpose1d(int64_t in, int64_t out, const int64_t *kernel,
+                                    const int64_t *stride, const int64_t *padding,
+                                    const int64_t *output_padding, const int64_t *dilation,
+                                    int64_t groups, bool bias);
+cft_module *cft_nn_conv_transpose2d(int64_t in, int64_t out, const int64_t *kernel,
+                                    const int64_t *stride, const int64_t *padding,
+                                    const int64_t *output_padding, const int64_t *dilation,
+                                    int64_t groups, bool bias);
+cft_module *cft_nn_conv_transpose3d(int64_t in, int64_t out, const int64_t *kernel,
+                                    const int64_t *stride, const int64_t *padding,
+                                    const int64_t *output_padding, const int64_t *dilation,
+                                    int64_t groups, bool bias);
 /** MaxPool2d over [N, C, H, W] or [C, H, W] (no params): kernel[2]; stride
  *  NULL = kernel; padding NULL = 0 (at most kernel/2; padding never wins);
  *  dilation NULL = 1. Floor mode (no ceil_mode), no indices. */

@@ -401,6 +401,29 @@ cft_array *cft_conv_general_dilated(cft_array *lhs, cft_array *rhs, const int64_
  *  cft_conv_general_dilated. */
 cft_array *cft_conv2d(cft_array *x, cft_array *w, const int64_t *stride, const int64_t *padding,
                       const int64_t *dilation, int64_t groups);
+/** conv1d / conv3d as cft_conv2d: x [N, C, L] or [C, L] with w [O, C/groups, k],
+ *  x [N, C, D, H, W] or [C, D, H, W] with w [O, C/groups, kD, kH, kW];
+ *  stride, padding, dilation: 1 or 3 values each (NULL: 1, 0, 1). */
+cft_array *cft_conv1d(cft_array *x, cft_array *w, const int64_t *stride, const int64_t *padding,
+                      const int64_t *dilation, int64_t groups);
+cft_array *cft_conv3d(cft_array *x, cft_array *w, const int64_t *stride, const int64_t *padding,
+                      const int64_t *dilation, int64_t groups);
+/** PyTorch's conv_transpose1d/2d/3d without bias: x [N, C, *spatial] or
+ *  [C, *spatial], w [C, O/groups, *kernel] (PyTorch's layout); per spatial
+ *  dim the output is (in - 1) * stride - 2 * padding + dilation * (k - 1) +
+ *  output_padding + 1, with output_padding < stride or < dilation. It is
+ *  the gradient of the convolution with the same parameters with respect
+ *  to its input. stride, padding, output_padding, dilation: one value per
+ *  spatial dim (NULL: 1, 0, 0, 1). */
+cft_array *cft_conv_transpose1d(cft_array *x, cft_array *w, const int64_t *stride,
+                                const int64_t *padding, const int64_t *output_padding,
+                                const int64_t *dilation, int64_t groups);
+cft_array *cft_conv_transpose2d(cft_array *x, cft_array *w, const int64_t *stride,
+                                const int64_t *padding, const int64_t *output_padding,
+                                const int64_t *dilation, int64_t groups);
+cft_array *cft_conv_transpose3d(cft_array *x, cft_array *w, const int64_t *stride,
+                                const int64_t *padding, const int64_t *output_padding,
+                                const int64_t *dilation, int64_t groups);
 /** Padding modes for cft_conv_padding (as jax's "VALID", "SAME", "SAME_LOWER"). */
 typedef enum cft_pad_mode { CFT_PAD_VALID = 0, CFT_PAD_SAME, CFT_PAD_SAME_LOWER } cft_pad_mode;
 /** The (lo, hi) padding pairs of `mode` for nsp spatial dims of sizes in[],

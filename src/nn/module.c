@@ -121,27 +121,98 @@ static bool pair(int64_t *out, const int64_t *v, int64_t d, int64_t lo) {
     return out[0] >= lo && out[1] >= lo;
 }
 
+/* copy nsp values (or the default d when v is NULL) into out, as "[a,b]" into txt;
+ * true if all >= lo */
+static bool vals(int nsp, int64_t *out, const int64_t *v, int64_t d, int64_t lo, char *txt,
+                 size_t cap) {
+    bool ok = true;
+    size_t w = (size_t)snprintf(txt, cap, "[");
+    for (int i = 0; i < nsp; i++) {
+        out[i] = v ? v[i] : d;
+        ok = ok && out[i] >= lo;
+        w += (size_t)snprintf(txt + w, w < cap ? cap - w : 0, "%s%lld", i ? "," : "",
+                              (long long)out[i]);
+    }
+    snprintf(txt + w, w < cap ? cap - w : 0, "]");
+    return ok;
+}
+
+/* Conv1d/2d/3d and ConvTranspose1d/2d/3d, PyTorch's arguments and names */
+static cft_module *conv_module(const char *call, int nsp, bool transposed, int64_t in, int64_t out,
+                               const int64_t *kernel, const int64_t *stride, const int64_t *padding,
+                               const int64_t *output_padding, const int64_t *dilation,
+                               int64_t groups, bool bias) {
+    int64_t k[3] = {0, 0, 0}, s[3], p[3], op[3] = {0, 0, 0}, d[3];
+    char tk[64] = "[]", ts[64], tp[64], top[96] = "", td[64];
+    bool ok = kernel && vals(nsp, k, kernel, 0, 1, tk, sizeof tk);
+    ok = vals(nsp, s, stride, 1, 1, ts, sizeof ts) && ok;
+    ok = vals(nsp, p, padding, 0, 0, tp, sizeof tp) && ok;
+    ok = vals(nsp, d, dilation, 1, 1, td, sizeof td) && ok;
+    if (transposed) {
+        char t[64];
+        ok = vals(nsp, op, output_padding, 0, 0, t, sizeof t) && ok;
+        for (int i = 0; i < nsp; i++) /* PyTorch: smaller than the stride or the dilation */
+            ok = ok && (op[i] < s[i] || op[i] < d[i]);
+        snprintf(top, sizeof top, ", output_padding=%s", t);
+    }
+    ok = ok && in > 0 && out > 0 && groups > 0 && in % groups == 0 && out % groups == 0;
+    cft_module *m = make(CFT_M_CONV,
+                         "%s%dd(in=%lld, out=%lld, kernel=%s, stride=%s, padding=%s%s, "
+                         "dilation=%s, groups=%lld, bias=%s)",
+                         transposed ? "ConvTranspose" : "Conv", nsp, (long long)in, (long long)out,
+                         tk, ts, tp, top, td, (long long)groups, bias ? "true" : "false");
+    m->a = in, m->b = out, m->groups = groups, m->flag = bias;
+    m->nsp = nsp, m->transposed = transposed;
+    for (int i = 0; i < nsp; i++)
+        m->kernel[i] = k[i], m->stride[i] = s[i], m->padding[i] = p[i], m->dilation[i] = d[i],
+        m->output_padding[i] = op[i];
+    return require(m, ok, call);
+}
+
+cft_module *cft_nn_conv1d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
+                          const int64_t *padding, const int64_t *dilation, int64_t groups,
+                          bool bias) {
+    CFT_API("cft_nn_conv1d");
+    return conv_module("cft_nn_conv1d", 1, false, in, out, kernel, stride, padding, NULL, dilation,
+                       groups, bias);
+}
 cft_module *cft_nn_conv2d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
                           const int64_t *padding, const int64_t *dilation, int64_t groups,
                           bool bias) {
     CFT_API("cft_nn_conv2d");
-    int64_t k[2] = {0, 0}, s[2], p[2], d[2];
-    bool ok = kernel && pair(k, kernel, 0, 1);
-    ok = pair(s, stride, 1, 1) && ok;
-    ok = pair(p, padding, 0, 0) && ok;
-    ok = pair(d, dilation, 1, 1) && ok;
-    ok = ok && in > 0 && out > 0 && groups > 0 && in % groups == 0 && out % groups == 0;
-    cft_module *m =
-        make(CFT_M_CONV2D,
-             "Conv2d(in=%lld, out=%lld, kernel=[%lld,%lld], stride=[%lld,%lld], "
-             "padding=[%lld,%lld], dilation=[%lld,%lld], groups=%lld, bias=%s)",
-             (long long)in, (long long)out, (long long)k[0], (long long)k[1], (long long)s[0],
-             (long long)s[1], (long long)p[0], (long long)p[1], (long long)d[0], (long long)d[1],
-             (long long)groups, bias ? "true" : "false");
-    m->a = in, m->b = out, m->groups = groups, m->flag = bias;
-    for (int i = 0; i < 2; i++)
-        m->kernel[i] = k[i], m->stride[i] = s[i], m->padding[i] = p[i], m->dilation[i] = d[i];
-    return require(m, ok, "cft_nn_conv2d");
+    return conv_module("cft_nn_conv2d", 2, false, in, out, kernel, stride, padding, NULL, dilation,
+                       groups, bias);
+}
+cft_module *cft_nn_conv3d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
+                          const int64_t *padding, const int64_t *dilation, int64_t groups,
+                          bool bias) {
+    CFT_API("cft_nn_conv3d");
+    return conv_module("cft_nn_conv3d", 3, false, in, out, kernel, stride, padding, NULL, dilation,
+                       groups, bias);
+}
+cft_module *cft_nn_conv_transpose1d(int64_t in, int64_t out, const int64_t *kernel,
+                                    const int64_t *stride, const int64_t *padding,
+                                    const int64_t *output_padding, const int64_t *dilation,
+                                    int64_t groups, bool bias) {
+    CFT_API("cft_nn_conv_transpose1d");
+    return conv_module("cft_nn_conv_transpose1d", 1, true, in, out, kernel, stride, padding,
+                       output_padding, dilation, groups, bias);
+}
+cft_module *cft_nn_conv_transpose2d(int64_t in, int64_t out, const int64_t *kernel,
+                                    const int64_t *stride, const int64_t *padding,
+                                    const int64_t *output_padding, const int64_t *dilation,
+                                    int64_t groups, bool bias) {
+    CFT_API("cft_nn_conv_transpose2d");
+    return conv_module("cft_nn_conv_transpose2d", 2, true, in, out, kernel, stride, padding,
+                       output_padding, dilation, groups, bias);
+}
+cft_module *cft_nn_conv_transpose3d(int64_t in, int64_t out, const int64_t *kernel,
+                                    const int64_t *stride, const int64_t *padding,
+                                    const int64_t *output_padding, const int64_t *dilation,
+                                    int64_t groups, bool bias) {
+    CFT_API("cft_nn_conv_transpose3d");
+    return conv_module("cft_nn_conv_transpose3d", 3, true, in, out, kernel, stride, padding,
+                       output_padding, dilation, groups, bias);
 }
 
 /* MaxPool2d / AvgPool2d: stride defaults to the kernel, padding to 0 (at

@@ -14,7 +14,7 @@ enum {
     CFT_M_EMBEDDING,
     CFT_M_ACTIVATION,
     CFT_M_MHA,
-    CFT_M_CONV2D,
+    CFT_M_CONV, /* Conv1d/2d/3d and ConvTranspose1d/2d/3d (nsp, transposed) */
     CFT_M_MAX_POOL2D,
     CFT_M_AVG_POOL2D,
     CFT_M_FLATTEN,
@@ -28,8 +28,11 @@ struct cft_module {
                        embed/heads, Flatten start/end dims */
     bool flag;      /* Linear / MHA / Conv2d bias, LayerNorm / BatchNorm affine, AvgPool2d
                        count_include_pad */
-    /* Conv2d and pooling: kernel, stride, padding, dilation (2 values each), Conv2d groups */
-    int64_t kernel[2], stride[2], padding[2], dilation[2], groups;
+    /* Conv and pooling: kernel, stride, padding, dilation (nsp values; 2 for pooling),
+     * ConvTranspose's output_padding, Conv groups */
+    int64_t kernel[3], stride[3], padding[3], dilation[3], output_padding[3], groups;
+    int nsp;                     /* Conv: spatial dims, 1 to 3 */
+    bool transposed;             /* Conv: ConvTranspose (weight [in, out/groups, *kernel]) */
     int64_t shape[CFT_MAX_NDIM]; /* LayerNorm normalised shape */
     int nshape;
     double eps, momentum, p;

@@ -91,16 +91,33 @@ cft_array *cft_mha_apply(const cft_module *m, const cft_tree *params, cft_array 
     return cft_linear(o, wo, bo);
 }
 
-/* Conv2d: [N, in, H, W] or [in, H, W] -> [N, out, H', W'] or [out, H', W'] */
-static cft_array *apply_conv2d(const cft_module *m, const cft_tree *p, cft_array *x) {
-    int nd = cft_array_ndim(x);
-    if ((nd != 3 && nd != 4) || cft_array_dim(x, -3) != m->a)
+/* Conv / ConvTranspose: [N, in, *sp] or [in, *sp] -> [N, out, *sp'] or [out, *sp'] */
+static cft_array *apply_conv(const cft_module *m, const cft_tree *p, cft_array *x) {
+    int nd = cft_array_ndim(x), nsp = m->nsp;
+    if ((nd != nsp + 1 && nd != nsp + 2) || cft_array_dim(x, -(nsp + 1)) != m->a)
         return cft__fail(CFT_E_SHAPE,
-                         "cft_module_apply: %s does not fit input %s (needs [N, %lld, H, W] or "
-                         "[%lld, H, W])",
-                         m->desc, cft__nn_av(x), (long long)m->a, (long long)m->a);
-    cft_array *w = param(p, "weight", m);
-    cft_array *y = cft_conv2d(x, w, m->stride, m->padding, m->dilation, m->groups);
+                         "cft_module_apply: %s does not fit input %s (needs [N, %lld, %s] or "
+                         "[%lld, %s])",
+                         m->desc, cft__nn_av(x), (long long)m->a,
+                         nsp == 1   ? "L"
+                         : nsp == 2 ? "H, W"
+                                    : "D, H, W",
+                         (long long)m->a,
+                         nsp == 1   ? "L"
+                         : nsp == 2 ? "H, W"
+                                    : "D, H, W");
+    cft_array *w = param(p, "weight", m), *y;
+    if (m->transposed)
+        y = nsp == 1   ? cft_conv_transpose1d(x, w, m->stride, m->padding, m->output_padding,
+                                              m->dilation, m->groups)
+            : nsp == 2 ? cft_conv_transpose2d(x, w, m->stride, m->padding, m->output_padding,
+                                              m->dilation, m->groups)
+                       : cft_conv_transpose3d(x, w, m->stride, m->padding, m->output_padding,
+                                              m->dilation, m->groups);
+    else
+        y = nsp == 1   ? cft_conv1d(x, w, m->stride, m->padding, m->dilation, m->groups)
+            : nsp == 2 ? cft_conv2d(x, w, m->stride, m->padding, m->dilation, m->groups)
+                       : cft_conv3d(x, w, m->stride, m->padding, m->dilation, m->groups);
     if (!m->flag || cft_failed(y))
         return y;
     cft_array *b = param(p, "bias", m);
@@ -109,7 +126,8 @@ static cft_array *apply_conv2d(const cft_module *m, const cft_tree *p, cft_array
     if (cft_array_ndim(b) != 1 || cft_array_dim(b, 0) != m->b)
         return cft__fail(CFT_E_SHAPE, "cft_module_apply: %s: bias is %s, need [%lld]", m->desc,
                          cft__nn_av(b), (long long)m->b);
-    return cft_add(y, cft_reshape(b, (int64_t[]){m->b, 1, 1}, 3));
+    int64_t bs[4] = {m->b, 1, 1, 1};
+    return cft_add(y, cft_reshape(b, bs, nsp + 1));
 }
 
 static cft_array *apply_layer(const cft_module *m, const cft_tree *p, const cft_tree *s,
@@ -151,8 +169,8 @@ static cft_array *apply_layer(const cft_module *m, const cft_tree *p, const cft_
         return cft_activation(x, m->act);
     case CFT_M_MHA:
         return cft_mha_apply(m, p, x, x, x, NULL, false);
-    case CFT_M_CONV2D:
-        return apply_conv2d(m, p, x);
+    case CFT_M_CONV:
+        return apply_conv(m, p, x);
     case CFT_M_MAX_POOL2D:
         return cft_max_pool2d(x, m->kernel, m->stride, m->padding, m->dilation);
     case CFT_M_AVG_POOL2D:

@@ -19,7 +19,7 @@ static cft_tree *init_layer(const cft_module *m, cft_array *key, cft_tree **stat
     cft_tree *p = cft_tree_new();
     *state = cft_tree_new();
     bool needs_key = m->kind == CFT_M_LINEAR || m->kind == CFT_M_EMBEDDING ||
-                     m->kind == CFT_M_MHA || m->kind == CFT_M_CONV2D;
+                     m->kind == CFT_M_MHA || m->kind == CFT_M_CONV;
     if (needs_key && !key)
         return cft__tree_err(cft__fail(CFT_E_ARG, "cft_module_init: %s needs a key", m->desc));
     if (needs_key && cft_failed(key))
@@ -63,14 +63,20 @@ static cft_tree *init_layer(const cft_module *m, cft_array *key, cft_tree **stat
             p = cft_tree_set(p, "out_proj.bias", cft_zeros(CFT_F32, &m->a, 1));
         return p;
     }
-    case CFT_M_CONV2D: {
-        /* kaiming_uniform(a=sqrt(5)): gain sqrt(1/3) * sqrt(3 / fan_in) */
-        int64_t fan_in = m->a / m->groups * m->kernel[0] * m->kernel[1];
+    case CFT_M_CONV: {
+        /* kaiming_uniform(a=sqrt(5)): gain sqrt(1/3) * sqrt(3 / fan_in), fan_in from the
+         * weight's dim 1 (PyTorch's rule: in/groups for Conv, out/groups for
+         * ConvTranspose) times the kernel */
+        int64_t shape[5] = {m->transposed ? m->a : m->b,
+                            m->transposed ? m->b / m->groups : m->a / m->groups};
+        int64_t fan_in = shape[1];
+        for (int i = 0; i < m->nsp; i++)
+            shape[2 + i] = m->kernel[i], fan_in *= m->kernel[i];
         double bound = 1 / sqrt((double)fan_in);
-        int64_t shape[4] = {m->b, m->a / m->groups, m->kernel[0], m->kernel[1]};
         cft_array *keys = cft_random_split(key, 2);
-        p = cft_tree_set(p, "weight",
-                         cft_random_uniform(cft_index(keys, 0), CFT_F32, shape, 4, -bound, bound));
+        p = cft_tree_set(
+            p, "weight",
+            cft_random_uniform(cft_index(keys, 0), CFT_F32, shape, m->nsp + 2, -bound, bound));
         if (m->flag)
             p = cft_tree_set(p, "bias", uniform(cft_index(keys, 1), m->b, 0, 1, bound));
         return p;

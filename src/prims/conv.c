@@ -923,25 +923,3 @@ cft_array *cft_conv_general_dilated(cft_array *lhs, cft_array *rhs, const int64_
     cft_params p = conv_params(nsp, s, pad, ld, rd, feature_group_count, batch_group_count);
     return conv_bind(cft__convert(lhs, dt), cft__convert(rhs, dt), &p);
 }
-
-cft_array *cft_conv2d(cft_array *x, cft_array *w, const int64_t *stride, const int64_t *padding,
-                      const int64_t *dilation, int64_t groups) {
-    CFT_PROPAGATE("cft_conv2d", x, w);
-    int nd = x->aval.ndim;
-    if ((nd != 3 && nd != 4) || w->aval.ndim != 4)
-        return cft__fail(CFT_E_SHAPE,
-                         "cft_conv2d: input %s must be [N, C, H, W] or [C, H, W] and "
-                         "weight %s [O, C/groups, kH, kW]",
-                         cft__av(&x->aval), cft__av(&w->aval));
-    int64_t pad[4];
-    for (int i = 0; i < 2; i++) {
-        int64_t v = padding ? padding[i] : 0;
-        if (v < 0)
-            return cft__fail(CFT_E_ARG, "cft_conv2d: negative padding %lld for %s", (long long)v,
-                             cft__av(&x->aval));
-        pad[2 * i] = pad[2 * i + 1] = v;
-    }
-    cft_array *y = cft_conv_general_dilated(nd == 3 ? cft_expand_dims(x, 0) : x, w, stride, pad,
-                                            NULL, dilation, groups, 1);
-    return nd == 3 ? cft_squeeze(y, (int[]){0}, 1) : y;
-}
