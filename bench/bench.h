@@ -1,6 +1,6 @@
-/* bench.h: the timing harness every benchmark shares: a monotonic clock in
- * milliseconds, and median/min over repetitions that fill about 0.6 s (at
- * least 5, at most 300, after one warm-up call that traces and compiles). */
+/* bench.h: what every benchmark shares: a monotonic clock in milliseconds,
+ * median/min of samples, the thread count of the run, and timeit, which
+ * is cft_timer_blocked_autorange (cft/timer.h) in milliseconds. */
 #ifndef CFT_BENCH_H
 #define CFT_BENCH_H
 
@@ -46,24 +46,16 @@ static inline void bench_stats(double *ts, int n, double *median, double *min) {
 
 typedef void (*work_fn)(void *);
 
+/* median and min per call: cft_timer_blocked_autorange (torch's
+ * blocked_autorange: a warm-up call, blocks of at least 10 us, 0.6 s of
+ * blocks in all) */
 static inline void timeit(work_fn w, void *arg, double *median, double *min) {
-    w(arg);
-    double t0 = now_ms();
-    w(arg);
-    double one = now_ms() - t0;
-    int reps = one > 0 ? (int)(600 / one) : 50;
-    if (reps < 5)
-        reps = 5;
-    if (reps > 300)
-        reps = 300;
-    double *ts = malloc(sizeof(double) * (size_t)reps);
-    for (int r = 0; r < reps; r++) {
-        t0 = now_ms();
-        w(arg);
-        ts[r] = now_ms() - t0;
+    cft_measurement m;
+    if (cft_timer_blocked_autorange(w, arg, 0.6, &m) != CFT_OK) {
+        *median = *min = -1;
+        return;
     }
-    bench_stats(ts, reps, median, min);
-    free(ts);
+    *median = m.median * 1e3, *min = m.min * 1e3;
 }
 
 #endif

@@ -41,5 +41,6 @@
 #include "random.h"
 #include "shape.h"
 #include "special.h"
+#include "timer.h"
 
 #endif
