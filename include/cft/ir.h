@@ -55,6 +55,11 @@ cft_ir *cft_ir_cse(const cft_ir *ir);
 cft_ir *cft_ir_rewrite(const cft_ir *ir);
 /** The aval of output k of equation i (CFT_E_ARG when there is none). */
 cft_status cft_ir_eqn_out_aval(const cft_ir *ir, int i, int k, cft_aval *out);
+/** The IR as a Graphviz DOT graph (render with `dot -Tsvg`): inputs,
+ *  constants and outputs as ellipses, equations as boxes with their
+ *  parameters, each value an edge labelled with its aval, nested IRs
+ *  (loop and branch bodies) as clusters. */
+cft_status cft_ir_to_dot(const cft_ir *ir, FILE *f);
 /** The IR as a function (evaluates it). */
 cft_fn *cft_ir_fn(cft_ir *ir);
 /** Counts, and the primitive name of equation i. */

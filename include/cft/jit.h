@@ -51,6 +51,12 @@ typedef struct cft_jit_stats {
  *  other function. */
 cft_status cft_jit_stats_of(const cft_fn *jitted, cft_jit_stats *out);
 
+/** The lowered IR of a function made by cft_jit, as Graphviz DOT, with
+ *  the equations of each fusion group (one compiled kernel) in one colour:
+ *  the plan of its most recent call (CFT_E_ARG before the first call or
+ *  for other functions). */
+cft_status cft_jit_to_dot(cft_fn *jitted, FILE *f);
+
 /** Threads cft uses for one call: its compiled kernels (above 65536
  *  elements), batched GEMMs (shared out by batch element, or one large GEMM
  *  cut into blocks) and convolutions (by sample chunks), all on one OpenMP

@@ -1062,6 +1062,30 @@ cft_fn *cft_jit(cft_fn *f) {
     return g;
 }
 
+cft_status cft_jit_to_dot(cft_fn *jitted, FILE *f) {
+    CFT_API("cft_jit_to_dot");
+    if (!jitted || !f || jitted->cb != jit_cb)
+        return cft__set_last(
+            cft__fail(CFT_E_ARG, "cft_jit_to_dot: not a function made by cft_jit"));
+    jit_env *J = jitted->env;
+    pthread_mutex_lock(&J->mu);
+    splan *S = J->cache; /* the most recently used trace comes first */
+    int *group = NULL;
+    if (S) {
+        group = CFT_NEWN(int, S->ir->neqn + 1);
+        for (int k = 0; k < S->ir->neqn; k++)
+            group[k] = -1;
+        for (int g = 0; g < S->ngroups; g++)
+            for (int e = 0; e < S->groups[g].neqn; e++)
+                group[S->groups[g].eqns[e]] = g;
+    }
+    pthread_mutex_unlock(&J->mu);
+    if (!S)
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_jit_to_dot: the function has not been "
+                                                  "called yet (nothing is lowered)"));
+    return cft__ir_dot(S->ir, group, f);
+}
+
 cft_status cft_jit_stats_of(const cft_fn *jitted, cft_jit_stats *out) {
     CFT_API("cft_jit_stats_of");
     if (!jitted || !out || jitted->cb != jit_cb)

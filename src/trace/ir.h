@@ -74,6 +74,10 @@ cft_ir *cft__ir_concretize(const cft_ir *ir, const struct cft_dimenv *env);
  * none applies. */
 cft_ir *cft__ir_rewrite(const cft_ir *ir);
 
+/* The IR as Graphviz DOT (ir_dot.c); group[k] >= 0 colours equation k by
+ * its fusion group (NULL: no groups). */
+cft_status cft__ir_dot(const cft_ir *ir, const int *group, FILE *f);
+
 /* DCE keeping only the outputs marked in `keep` (NULL: all). */
 cft_ir *cft__ir_dce_outputs(const cft_ir *ir, const bool *keep);
 
