@@ -247,6 +247,19 @@ int main(int argc, char **argv) {
         jb.f = cft_grad(loss, argnums, MLP_NPARAMS);
         timeit(run_vmap, &jb, &bm, &bmin);
 
+        if (B == 256) { /* the profiler's cost when recording, same plan, same run */
+            double on, onmin, off, offmin;
+            timeit(run_vmap, &jj, &off, &offmin);
+            cft_profile_start();
+            timeit(run_vmap, &jj, &on, &onmin);
+            cft_profile_stop(NULL);
+            printf("{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", "
+                   "\"B\": %d}, \"method\": \"cft_jit_vmap_grad_profiled\", \"median_ms\": "
+                   "%.4f, \"min_ms\": %.4f, \"threads\": %d, \"baseline\": "
+                   "\"cft_jit_vmap_grad, profiler off\", \"baseline_median_ms\": %.4f, "
+                   "\"ratio_to_baseline\": %.3f}\n",
+                   B, on, onmin, bench_nthreads, off, on / off);
+        }
         emit("loop_of_grad", B, lm, lmin, lm, "loop_of_grad");
         emit("cft_vmap_grad", B, vm, vmin, lm, "loop_of_grad");
         emit("batched_grad", B, bm, bmin, lm, "loop_of_grad");

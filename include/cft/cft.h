@@ -38,6 +38,7 @@
 #include "linalg.h"
 #include "ops.h"
 #include "privacy.h"
+#include "profile.h"
 #include "random.h"
 #include "shape.h"
 #include "special.h"

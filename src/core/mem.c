@@ -176,3 +176,11 @@ void *cft__scratch(int slot, size_t bytes, size_t max) {
     }
     return buf[slot];
 }
+
+size_t cft__gc_heap_bytes(void) {
+#ifdef CFT_GC_OFF
+    return 0;
+#else
+    return GC_get_heap_size();
+#endif
+}

@@ -25,6 +25,8 @@ void *cft__realloc(void *p, size_t size);
 /* Keep `p` reachable up to this point (after handing raw pointers into its
  * payload to foreign code). */
 void cft__keep(const void *p);
+/* The GC heap's size in bytes (0 without the GC). */
+size_t cft__gc_heap_bytes(void);
 /* Number of collections so far (for tests). */
 size_t cft__gc_count(void);
 

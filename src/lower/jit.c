@@ -28,6 +28,7 @@
 #include "core/error.h"
 #include "core/mem.h"
 #include "core/par.h"
+#include "core/profile.h"
 #include "lower/lower.h"
 #include "trace/fn.h"
 
@@ -367,7 +368,11 @@ static void compile_plan(plan *P, cft_loop *loops) {
         fprintf(stderr, "cft: generated source:\n%s\n", src);
     cft_kernel_fn *k = CFT_NEWN(cft_kernel_fn, P->ngroups + 1);
     char why[768] = "";
-    if (P->ngroups && cft__compile(src, P->ngroups, k, why, sizeof why))
+    double p0 = cft__prof() ? cft__prof_now() : 0;
+    bool compiled = P->ngroups && cft__compile(src, P->ngroups, k, why, sizeof why);
+    if (p0)
+        cft__prof_event("jit compile", "compile", p0, NULL);
+    if (compiled)
         P->kernels = k;
     else if (P->ngroups && !*P->S->warned) {
         *P->S->warned = true;
@@ -535,6 +540,35 @@ static void give_arena(splan *S, arena *A) {
     pthread_mutex_unlock(S->mu);
 }
 
+/* a plan step as a profiler event: a fused kernel named by its primitives,
+ * an equation by its primitive, with the input avals */
+static void profile_step(const plan *P, const cft_step *st, double t0) {
+    char name[160], args[512];
+    size_t w = 0, a = 0;
+    const cft_eqn *q = st->group >= 0 ? NULL : &P->ir->eqns[st->eqn];
+    if (!q) {
+        const cft_group *g = &P->groups[st->group];
+        w += (size_t)snprintf(name, sizeof name, "kernel[");
+        for (int e = 0; e < g->neqn && w < sizeof name; e++)
+            w += (size_t)snprintf(name + w, sizeof name - w, "%s%s", e ? "," : "",
+                                  P->ir->eqns[g->eqns[e]].prim->name);
+        if (w < sizeof name)
+            snprintf(name + w, sizeof name - w, "]");
+        char av[96];
+        snprintf(args, sizeof args, "\"shape\": \"%s\"", cft_aval_str(&g->iter, av));
+    } else {
+        snprintf(name, sizeof name, "%s", q->prim->name);
+        a += (size_t)snprintf(args, sizeof args, "\"inputs\": \"");
+        for (int i = 0; i < q->nin && a + 100 < sizeof args; i++) {
+            char av[96];
+            a += (size_t)snprintf(args + a, sizeof args - a, "%s%s", i ? " " : "",
+                                  cft_aval_str(&q->in[i]->aval, av));
+        }
+        snprintf(args + a, sizeof args - a, "\"");
+    }
+    cft__prof_event(name, q ? "op" : "kernel", t0, args);
+}
+
 static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
     const cft_ir *ir = P->ir;
     splan *S = P->S;
@@ -554,11 +588,11 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
         for (int v = 0; v < ir->nvars; v++)
             P->root[v] = v;
     }
-    bool timing = cft__debug() >= 4;
+    bool timing = cft__debug() >= 4, prof = cft__prof();
     cft_array *err = NULL;
     for (int s = 0; s < P->nsteps && !err; s++) {
         const cft_step *st = &P->steps[s];
-        double t0 = timing ? now_ms() : 0;
+        double t0 = timing ? now_ms() : 0, p0 = prof ? cft__prof_now() : 0;
         if (st->group >= 0) {
             if (record)
                 run_group(P, st->group, env, NULL, &loops[st->group]);
@@ -595,6 +629,8 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
             const char *nm = st->group >= 0 ? "group" : ir->eqns[st->eqn].prim->name;
             fprintf(stderr, "cft: step %3d %-20s %8.3f ms\n", s, nm, now_ms() - t0);
         }
+        if (prof)
+            profile_step(P, st, p0);
         /* drop what is no longer needed (arena slots are reused anyway) */
         if (st->group < 0) {
             const cft_eqn *q = &ir->eqns[st->eqn];
@@ -622,6 +658,10 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
         }
     }
     give_arena(S, A);
+    if (prof) { /* memory as counters: this plan's arena, the GC heap */
+        cft__prof_counter("jit arena", (double)P->arena_bytes / 1048576.0);
+        cft__prof_counter("GC heap", (double)cft__gc_heap_bytes() / 1048576.0);
+    }
     if (first) {
         if (record) {
             compile_plan(P, loops);
@@ -888,7 +928,10 @@ static cft_status fail_last(int nout, cft_array **out) {
  * closes over tracers (then the caller runs f directly). */
 static splan *trace(jit_env *J, const cft_aval *avals, bool *closed) {
     *closed = true;
+    double p0 = cft__prof() ? cft__prof_now() : 0;
     cft_ir *ir = cft_make_ir(J->f, avals);
+    if (p0)
+        cft__prof_event("jit trace", "trace", p0, NULL);
     if (!ir)
         return NULL;
     for (int i = 0; i < ir->nconst; i++)
@@ -1057,6 +1100,12 @@ cft_fn *cft_jit(cft_fn *f) {
     pthread_mutex_init(&J->mu, &ma);
     pthread_mutexattr_destroy(&ma);
     cft_fn *g = cft_fn_named(cft_fn_new(jit_cb, J, f->nin, f->nout), "jit");
+    if (!cft_fn_failed(g) && f->name) { /* the profiler shows what was compiled */
+        size_t n = strlen(f->name) + 8;
+        char *label = cft__new(n);
+        if (label)
+            snprintf(label, n, "jit(%s)", f->name), g->label = label;
+    }
     if (g)
         g->direct = true;
     return g;

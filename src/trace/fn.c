@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/mem.h"
+#include "core/profile.h"
 #include "trace/fn.h"
 #include "trace/trace.h"
 
@@ -220,8 +221,19 @@ static bool closed_over_concrete(const cft_ir *ir) {
     return true;
 }
 
+static cft_status fn_call(cft_fn *f, cft_array *const *in, cft_array **out);
+
 cft_status cft_fn_call(cft_fn *f, cft_array *const *in, cft_array **out) {
     CFT_API("cft_fn_call");
+    if (!cft__prof())
+        return fn_call(f, in, out);
+    double t0 = cft__prof_now(); /* profiling: the call is an event named by the function */
+    cft_status st = fn_call(f, in, out);
+    cft__prof_event(!f ? "cft_fn_call" : f->label ? f->label : f->name, "fn", t0, NULL);
+    return st;
+}
+
+static cft_status fn_call(cft_fn *f, cft_array *const *in, cft_array **out) {
     if (!out)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_fn_call: out is NULL"));
     if (!f) /* the output count is unknown: out[0] gets the error */

@@ -16,6 +16,7 @@ struct cft_fn {
     void *env;
     int nin, nout;
     const char *name;
+    const char *label; /* the profiler's name when not `name` (cft_jit: "jit(f)") */
     fn_cache *cache;
     bool direct;    /* never staged by cft_fn_call (cft_jit manages its own plans) */
     cft_array *err; /* an error function: every call fails with this */

@@ -1,0 +1,23 @@
+/* Internal profiler hooks (cft/profile.h is the public side): a layer
+ * records an event when cft__prof() is true, timing it with
+ * cft__prof_now(). Off, each hook costs one relaxed atomic load. */
+#ifndef CFT_CORE_PROFILE_H
+#define CFT_CORE_PROFILE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+extern _Atomic int cft__prof_on;
+static inline bool cft__prof(void) {
+    return __builtin_expect(atomic_load_explicit(&cft__prof_on, memory_order_relaxed), 0);
+}
+/* microseconds on the monotonic clock */
+double cft__prof_now(void);
+/* an event from t0 (cft__prof_now) to now; name and args are copied;
+ * cat: a static string ("fn", "kernel", "op", "trace", "compile", "comm");
+ * args: JSON object members without the braces, or NULL */
+void cft__prof_event(const char *name, const char *cat, double t0, const char *args);
+/* a counter's value now */
+void cft__prof_counter(const char *name, double value);
+
+#endif
