@@ -30,7 +30,7 @@
  *
  *   build/examples/dp_sgd_digits [--model mlp|cnn] [--quick] [--epochs N]
  *                                [--batch B] [--sigma S] [--clip C] [--lr LR] [--seed K]
- *                                [--shuffle]
+ *                                [--shuffle] [--log FILE.csv]
  *
  * Defaults: B = 128, sigma = 2, C = 1, Adam with lr 0.02 annealed by a
  * cosine schedule, 60 epochs: epsilon = 6.2 at delta = 1e-5; test accuracy
@@ -40,6 +40,8 @@
  * per-sample gradients against a loop of single-example gradients.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
+#include "csv_log.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -256,10 +258,12 @@ int main(int argc, char **argv) {
             lr = atof(argv[++i]), custom = true;
         else if (!strcmp(argv[i], "--shuffle"))
             shuffle = true;
+        else if (!strcmp(argv[i], "--log") && i + 1 < argc)
+            i++; /* csv_log_arg */
         else {
             fprintf(stderr,
                     "usage: %s [--model mlp|cnn] [--quick] [--epochs N] [--batch B] "
-                    "[--sigma S] [--clip C] [--lr LR] [--seed K] [--shuffle]\n",
+                    "[--sigma S] [--clip C] [--lr LR] [--seed K] [--shuffle] [--log FILE.csv]\n",
                     argv[0]);
             return 2;
         }
@@ -343,6 +347,9 @@ int main(int argc, char **argv) {
            "%s\n",
            eps, DELTA, order, holds);
 
+    csv_log log;
+    if (csv_log_open(&log, csv_log_arg(argc, argv), "epoch,train_loss,test_accuracy,epsilon"))
+        return 2;
     cft_fn *step = cft_jit(cft_fn_new(dp_step, &e, np + ns + 5, np + ns + 1));
     cft_array *key = cft_random_key(2024 + (uint64_t)seed),
               *sample_key = cft_random_key(4048 + (uint64_t)seed);
@@ -388,6 +395,8 @@ int main(int argc, char **argv) {
         acc = accuracy(&e, params, &d, ntrain, d.n);
         double eps_now = 0;
         cft_dp_epsilon(q, sigma, steps, DELTA, &eps_now, NULL);
+        csv_log_row(&log, "%d,%.6f,%.6f,%.6f", ep + 1, loss_sum / (double)(seen ? seen : 1), acc,
+                    eps_now);
         printf("epoch %2d  train loss %.4f  test accuracy %.3f  epsilon %.2f  (%.2f s)\n", ep + 1,
                loss_sum / (double)(seen ? seen : 1), acc, eps_now, now_s() - t0);
     }
@@ -396,6 +405,8 @@ int main(int argc, char **argv) {
     double floor = quick && !custom ? 0.8 : !custom ? 0.9 : 0;
     printf("final: test accuracy %.3f, (epsilon = %.2f, delta = %g)-DP: %s\n", acc, eps, DELTA,
            holds);
+    if (csv_log_close(&log))
+        return 1;
     if (!(acc >= floor)) {
         fprintf(stderr, "test accuracy %.3f is below the expected floor %.2f\n", acc, floor);
         return 1;

@@ -21,11 +21,15 @@
  *
  *   build/examples/maml_sinusoid [--quick] [--iters N] [--inner N] [--seed S]
  *
- * --quick (for ctest) trains 2000 meta-steps instead of 20000 (a few seconds)
+ * --quick (for ctest) trains 2000 meta-steps instead of 20000 (a few seconds);
+ * --log FILE.csv writes the query loss of both methods at 200 meta-steps
+ * (scripts/plot.sh draws it)
  * and still requires MAML to beat the baseline after adaptation. The training
  * steps are compiled by cft_jit (CFT_JIT=0 interprets them instead).
  */
 #define _XOPEN_SOURCE 700 /* M_PI under -std=c11 */
+#include "csv_log.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +89,10 @@ static cft_status joint_objective(void *env, int nin, cft_array *const *in, int 
 
 /* Train params with Adam on objective `obj` for `iters` meta-batches drawn
  * from `seed`; prints the loss every `every` steps. Returns 0 on success. */
+/* --log: meta-step, method, mean query loss over the last log_every steps */
+static csv_log mlog;
+static int log_every = 1;
+
 static int train(const char *name, cft_fn *obj, cft_array **params, int iters, int every,
                  uint64_t seed) {
     cft_fn *sampler = task_sampler(&NQ_TRAIN);
@@ -96,7 +104,7 @@ static int train(const char *name, cft_fn *obj, cft_array **params, int iters, i
         st[NP + l] = st[2 * NP + l] = cft_zeros_like(params[l]);
     }
     cft_array *key = cft_random_key(seed);
-    double sum = 0;
+    double sum = 0, lsum = 0;
     for (int t = 1; t <= iters; t++) {
         st[3 * NP] = cft_scalar(1 / (1 - pow(BETA1, t)), CFT_F32);
         st[3 * NP + 1] = cft_scalar(1 / (1 - pow(BETA2, t)), CFT_F32);
@@ -107,7 +115,12 @@ static int train(const char *name, cft_fn *obj, cft_array **params, int iters, i
             return -1;
         }
         memcpy(st, out, sizeof(cft_array *) * 3 * NP);
-        sum += cft_item(out[3 * NP]);
+        double loss = cft_item(out[3 * NP]);
+        sum += loss, lsum += loss;
+        if (t % log_every == 0) {
+            csv_log_row(&mlog, "%d,%s,%.6f", t, name, lsum / log_every);
+            lsum = 0;
+        }
         if (t % every == 0) {
             printf("  %-8s step %5d  loss %.4f\n", name, t, sum / every);
             fflush(stdout);
@@ -190,14 +203,19 @@ int main(int argc, char **argv) {
             n_inner = atoi(argv[++i]);
         if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             seed = strtoull(argv[++i], NULL, 10);
+        if (!strcmp(argv[i], "--log") && i + 1 < argc)
+            i++; /* csv_log_arg */
     }
     if (n_inner < 1 || n_inner > MAX_INNER || iters < 1) {
         fprintf(stderr, "--inner must be in 1..%d, --iters positive\n", MAX_INNER);
         return 2;
     }
     cft_init();
-    cft_set_num_threads(1);                   /* small matrices: one thread is fastest */
-    int every = iters >= 10 ? iters / 10 : 1; /* print 10 times */
+    cft_set_num_threads(1);                     /* small matrices: one thread is fastest */
+    int every = iters >= 10 ? iters / 10 : 1;   /* print 10 times */
+    log_every = iters >= 200 ? iters / 200 : 1; /* log 200 points */
+    if (csv_log_open(&mlog, csv_log_arg(argc, argv), "meta_step,method,query_loss"))
+        return 2;
     printf("MAML, sinusoid regression: MLP 1-40-40-1, K=%d support + %d query points, %d tasks per "
            "meta-batch,\n%d inner SGD step(s) (lr %.2g), Adam lr %.0e, %d meta-steps\n",
            K_SHOT, K_SHOT, META_BATCH, n_inner, INNER_LR, OUTER_LR, iters);
@@ -243,5 +261,7 @@ int main(int argc, char **argv) {
     bool ok = mm[1] < 0.7 * bm[1] && mm[10] < 0.7 * bm[10];
     printf("MAML after adaptation: %.3f (1 step), %.3f (10 steps) vs baseline %.3f, %.3f: %s\n",
            mm[1], mm[10], bm[1], bm[10], ok ? "MAML wins" : "MAML does NOT win");
+    if (csv_log_close(&mlog))
+        return 1;
     return ok ? 0 : 1;
 }
