@@ -128,6 +128,18 @@ cft_fn *cft_grad_with_aux(cft_fn *f, const int *argnums, int nargnums);
  *  requires that output not to depend on the batch. Every primitive has a
  *  batching rule; there is no silent per-example loop. */
 cft_fn *cft_vmap(cft_fn *f, const int *in_axes, const int *out_axes);
+/** What a random draw inside a vmap does with a key that is the same for
+ *  every batch element (functorch's `randomness`): SAME gives every element
+ *  the same numbers (cft_vmap's behaviour, and JAX's), ERROR refuses
+ *  (functorch's default), DIFFERENT splits the key into one per element.
+ *  A batched key always gives each element its own numbers. */
+typedef enum cft_randomness {
+    CFT_RANDOMNESS_SAME = 0,
+    CFT_RANDOMNESS_ERROR = 1,
+    CFT_RANDOMNESS_DIFFERENT = 2
+} cft_randomness;
+/** cft_vmap with a randomness policy. */
+cft_fn *cft_vmap_ex(cft_fn *f, const int *in_axes, const int *out_axes, cft_randomness randomness);
 /** cft_vmap with the lengths of in_axes and out_axes given (each NULL, or
  *  exactly f's input / output count: a wrong length is an error rather
  *  than a read past the array's end). */

@@ -230,12 +230,36 @@ cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_
     return NULL;
 }
 
+/* a random draw's key, as the traces on the stack want it (outermost
+ * first, each seeing what the ones below made of it) */
+static cft_array *random_key(cft_array *key) {
+    for (int i = 0; i < depth; i++) {
+        cft_trace *t = stack[i];
+        if (t->active && t->vt->random_key && !cft_failed(key))
+            key = t->vt->random_key(t, key);
+    }
+    return key;
+}
+
 cft_array *cft__bind(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
                      int nout, cft_array **out) {
     cft_params zero;
     if (!par) {
         memset(&zero, 0, sizeof zero);
         par = &zero;
+    }
+    if ((p->flags & CFT_PRIM_RANDOM) && nin > 0 && depth > 0 && in[0] &&
+        !cft_failed(in[0])) { /* vmap's randomness policy may batch the key */
+        cft_array *k = random_key(in[0]);
+        if (cft_failed(k))
+            return fail_all(k, nout, out);
+        if (k != in[0]) {
+            cft_array *in2[nin];
+            in2[0] = k;
+            for (int i = 1; i < nin; i++)
+                in2[i] = in[i];
+            return cft__bind(p, par, nin, in2, nout, out);
+        }
     }
     cft_trace *top = NULL;
     for (int i = 0; i < nin; i++) {

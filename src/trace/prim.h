@@ -31,6 +31,8 @@ enum {
                                    communication): never constant-folded or merged by CSE */
     CFT_PRIM_EARLY = 128u,      /* starts asynchronous work: the jit runs it as soon as its
                                    inputs exist, so the work overlaps what follows */
+    CFT_PRIM_RANDOM = 256u,     /* uses its input 0, a key (draws, splits, folds): the traces
+                                   on the stack may replace the key (vmap's randomness) */
 };
 
 struct cft_eqn;

@@ -95,7 +95,7 @@ static cft_array *stage_process(cft_trace *t, const cft_prim *p, const cft_param
     return NULL;
 }
 
-static const cft_trace_vt stage_vt = {"stage", stage_process, stage_lift};
+static const cft_trace_vt stage_vt = {"stage", stage_process, stage_lift, NULL};
 
 bool cft__is_stage_trace(const cft_trace *t) {
     return t && t->vt == &stage_vt;

@@ -17,6 +17,10 @@ typedef struct cft_trace_vt {
                           cft_array *const *in, cft_array **out);
     /* box a value from below (concrete or a lower trace's tracer) */
     cft_array *(*lift)(cft_trace *t, cft_array *x);
+    /* optional: the key a random draw (CFT_PRIM_RANDOM) made inside this
+     * trace should use; vmap's randomness policy batches or refuses a key
+     * that is the same for every batch element */
+    cft_array *(*random_key)(cft_trace *t, cft_array *key);
 } cft_trace_vt;
 
 struct cft_trace {

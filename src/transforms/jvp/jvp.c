@@ -55,7 +55,7 @@ static cft_array *jvp_process(cft_trace *t, const cft_prim *p, const cft_params 
     return NULL;
 }
 
-static const cft_trace_vt jvp_vt = {"jvp", jvp_process, jvp_lift};
+static const cft_trace_vt jvp_vt = {"jvp", jvp_process, jvp_lift, NULL};
 
 cft_status cft__jvp_apply(cft_fn *f, cft_array *const *primals, cft_array *const *tangents,
                           cft_array **outs, cft_array **tangents_out) {

@@ -13,6 +13,8 @@
 
 typedef struct {
     int64_t size;
+    int randomness; /* CFT_RANDOMNESS_* */
+    int busy;       /* > 0 while a batching rule runs: its binds are below this trace */
 } batch_state;
 
 static cft_array *batch_tracer(cft_trace *t, cft_array *val, int bdim) {
@@ -51,7 +53,9 @@ static cft_array *batch_process(cft_trace *t, const cft_prim *p, const cft_param
     } else {
         if (!p->vmap)
             return cft__fail(CFT_E_TRACE, "vmap: primitive %s has no batching rule", p->name);
+        s->busy++;
         e = p->vmap(s->size, x, bd, nin, par, y, ybd);
+        s->busy--;
     }
     if (e)
         return e;
@@ -63,11 +67,38 @@ static cft_array *batch_process(cft_trace *t, const cft_prim *p, const cft_param
     return NULL;
 }
 
-static const cft_trace_vt batch_vt = {"vmap", batch_process, batch_lift};
+/* functorch's randomness: a draw from a key that is the same for every
+ * batch element gives the same numbers ('same', JAX's way), is refused
+ * ('error', functorch's default), or gets one key per element, split from
+ * it ('different'). Keys from traces above this one are left alone (they
+ * were handled when they entered them). */
+static cft_array *batch_random_key(cft_trace *t, cft_array *key) {
+    batch_state *s = t->state;
+    if (s->randomness == CFT_RANDOMNESS_SAME || s->busy)
+        return key; /* busy: a draw made by a batching rule, already batched */
+    bool mine = cft__is_tracer_of(key, t);
+    if (key->kind == CFT_K_TRACER && !mine && key->trace->level > t->level)
+        return key;
+    if (mine && key->u.batch.bdim >= 0)
+        return key; /* batched: one key per element already */
+    if (s->randomness == CFT_RANDOMNESS_ERROR)
+        return cft__fail(CFT_E_ARG,
+                         "cft_vmap: a random draw from a key that is the same for every batch "
+                         "element (randomness 'error'); batch the key, or make the vmap with "
+                         "cft_vmap_ex and CFT_RANDOMNESS_DIFFERENT or CFT_RANDOMNESS_SAME");
+    cft_array *base = mine ? key->u.batch.val : key;
+    s->busy++; /* the split below is this trace's own, not the user's */
+    cft_array *keys = cft_random_split(base, s->size);
+    s->busy--;
+    return batch_tracer(t, keys, 0);
+}
+
+static const cft_trace_vt batch_vt = {"vmap", batch_process, batch_lift, batch_random_key};
 
 typedef struct {
     cft_fn *f;
     int *in_axes, *out_axes;
+    int randomness;
 } vmap_env;
 
 static cft_status vmap_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
@@ -103,6 +134,7 @@ static cft_status vmap_cb(void *envp, int nin, cft_array *const *in, int nout, c
         return cft__fail_outs(cft__fail(CFT_E_ARG, "cft_vmap: no input is batched"), nout, out);
     batch_state *s = CFT_NEW(batch_state);
     s->size = size;
+    s->randomness = env->randomness;
     cft_trace *t = cft__trace_push(&batch_vt, s);
     if (!t)
         return cft__fail_outs(cft__fail(CFT_E_TRACE, "vmap: trace stack full"), nout, out);
@@ -151,8 +183,24 @@ static cft_status vmap_cb(void *envp, int nin, cft_array *const *in, int nout, c
     return CFT_OK;
 }
 
+static cft_fn *vmap_make(cft_fn *f, const int *in_axes, const int *out_axes, int randomness);
+
 cft_fn *cft_vmap(cft_fn *f, const int *in_axes, const int *out_axes) {
     CFT_API("cft_vmap");
+    return vmap_make(f, in_axes, out_axes, CFT_RANDOMNESS_SAME);
+}
+
+cft_fn *cft_vmap_ex(cft_fn *f, const int *in_axes, const int *out_axes, cft_randomness randomness) {
+    CFT_API("cft_vmap_ex");
+    if ((unsigned)randomness > CFT_RANDOMNESS_DIFFERENT)
+        return cft__fn_fail(f ? f->nin : 1, f ? f->nout : 1, CFT_E_ARG,
+                            "cft_vmap_ex: randomness %d is none of CFT_RANDOMNESS_SAME, _ERROR "
+                            "and _DIFFERENT",
+                            (int)randomness);
+    return vmap_make(f, in_axes, out_axes, randomness);
+}
+
+static cft_fn *vmap_make(cft_fn *f, const int *in_axes, const int *out_axes, int randomness) {
     cft_fn *bad = cft__fn_check("cft_vmap", f);
     if (bad)
         return bad;
@@ -185,6 +233,7 @@ cft_fn *cft_vmap(cft_fn *f, const int *in_axes, const int *out_axes) {
             env->out_axes[i] = out_axes[i];
     }
     env->f = f;
+    env->randomness = randomness;
     return cft_fn_named(cft_fn_new(vmap_cb, env, f->nin, f->nout), "vmap");
 }
 
