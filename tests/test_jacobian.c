@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
     TEST("has_aux in both modes: the Jacobian of the first output, then the aux unchanged") {
         for (int mode = CFT_JAC_REV; mode <= CFT_JAC_FWD; mode++) {
             cft_jac_options o = {.mode = mode, .naux = 1};
-            cft_array *got[2], *want[1], *aux[2];
+            cft_array *got[3], *want[1], *aux[2];
             CHECK_EQ(cft_fn_call(cft_jacobian(fa, (int[]){0, 1}, 2, &o), in, got), CFT_OK);
             CHECK_EQ(cft_fn_call(cft_jacrev(f, (int[]){0}, 1), in, want), CFT_OK);
             CHECK_ARRAY_CLOSE(got[0], want[0], 1e-12, 1e-14);
