@@ -123,6 +123,27 @@ typedef cft_status (*cft_tree_fn_cb)(void *env, const cft_tree *params, int nin,
  *  tree with like's names. Gradients with argnums 0 .. cft_tree_size(like)-1
  *  come back flat: cft_tree_unflatten(like, grads). */
 cft_fn *cft_tree_fn_new(cft_tree_fn_cb cb, void *env, const cft_tree *like, int nin, int nout);
+/** grad over every leaf of a tree function's tree (like: the tree it was
+ *  made with): the argnums are built for you. Outputs: the leaves'
+ *  gradients in order (cft_tree_call gives them back as a tree), then with
+ *  has_aux the auxiliary outputs (as cft_grad_with_aux). */
+cft_fn *cft_tree_grad(cft_fn *tree_fn, const cft_tree *like, bool has_aux);
+/** value_and_grad over every leaf: outputs (value, aux..., gradients...),
+ *  as cft_value_and_grad. */
+cft_fn *cft_tree_value_and_grad(cft_fn *tree_fn, const cft_tree *like, bool has_aux);
+/** vmap with one axis for the whole tree: every leaf batched along
+ *  tree_axis (CFT_NOT_BATCHED: shared by all, as per-sample gradients want;
+ *  0 over stacked models, as an ensemble wants), the inputs after the tree
+ *  along rest_axes (NULL: 0 for all); out_axes as cft_vmap. */
+cft_fn *cft_tree_vmap(cft_fn *f, const cft_tree *like, int tree_axis, const int *rest_axes,
+                      const int *out_axes);
+/** Call f with a tree's leaves and then the arrays in rest; f's first
+ *  leaves-of-out_like outputs come back as a tree named like out_like (in
+ *  *out_tree; NULL out_like: none), the others in out_rest (may be NULL).
+ *  For gradients: cft_tree_call(cft_tree_grad(f, p, false), p, batch, p,
+ *  &grads, NULL). */
+cft_status cft_tree_call(cft_fn *f, const cft_tree *params, cft_array *const *rest,
+                         const cft_tree *out_like, cft_tree **out_tree, cft_array **out_rest);
 
 /* ======================================================================
  * Activations (elementwise, float)
