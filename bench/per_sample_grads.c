@@ -13,6 +13,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -41,6 +42,24 @@ static void run_loop(void *p) {
         in[7] = cft_from_i32(j->d->y + (i % j->d->n), NULL, 0);
         cft_fn_call(j->f, in, out);
     }
+}
+
+/* writing wbuf_bytes: to fresh pages (mapped, written, unmapped: the page
+ * faults a fresh output costs) and to one buffer written before (hot) */
+static size_t wbuf_bytes;
+static char *wbuf;
+static void write_fresh(void *arg) {
+    (void)arg;
+    char *p = mmap(NULL, wbuf_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return;
+    memset(p, 1, wbuf_bytes);
+    munmap(p, wbuf_bytes);
+}
+static void write_hot(void *arg) {
+    (void)arg;
+    memset(wbuf, 2, wbuf_bytes);
+    __asm__ volatile("" ::"r"(wbuf) : "memory");
 }
 
 static double peak_rss_mb(void) {
@@ -247,6 +266,25 @@ int main(int argc, char **argv) {
         jb.f = cft_grad(loss, argnums, MLP_NPARAMS);
         timeit(run_vmap, &jb, &bm, &bmin);
 
+        { /* the bandwidth floor: writing the per-sample gradients' bytes */
+            size_t bytes = 0;
+            for (int l = 0; l < MLP_NPARAMS; l++)
+                bytes += (size_t)cft_array_size(params[l]) * 4 * (size_t)B;
+            double fresh, fmin, hot, hmin;
+            wbuf_bytes = bytes;
+            timeit(write_fresh, NULL, &fresh, &fmin);
+            wbuf = malloc(bytes);
+            memset(wbuf, 0, bytes);
+            timeit(write_hot, NULL, &hot, &hmin);
+            free(wbuf);
+            printf("{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", "
+                   "\"B\": %d, \"bytes\": %zu}, \"method\": \"cft_jit_vmap_grad\", "
+                   "\"median_ms\": %.4f, \"threads\": %d, \"baseline\": \"writing the same "
+                   "bytes to fresh pages (mmap, memset, munmap)\", \"baseline_median_ms\": %.4f, "
+                   "\"ratio_to_baseline\": %.3f, \"hot_memset_ms\": %.4f, "
+                   "\"ratio_to_hot_memset\": %.3f}\n",
+                   B, bytes, jm, bench_nthreads, fresh, jm / fresh, hot, jm / hot);
+        }
         if (B == 256) { /* the profiler's cost when recording, same plan, same run */
             double on, onmin, off, offmin;
             timeit(run_vmap, &jj, &off, &offmin);
