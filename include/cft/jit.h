@@ -36,6 +36,18 @@ extern "C" {
 /** A compiled version of f (same inputs and outputs). Inside another
  *  transform it behaves as f itself; transforms of a jitted function see f. */
 cft_fn *cft_jit(cft_fn *f);
+/** cft_jit with buffer donation (JAX's donate_argnums): the buffers of the
+ *  inputs in donate_argnums may hold outputs of the same dtype and shape,
+ *  so a training step's new parameters are written where the old ones were
+ *  instead of into new memory. After a call, each donated input is an
+ *  error array ("donated ...") and its views must not be used either; use
+ *  the outputs. A donated input that is a view, is passed twice, or is
+ *  returned (or viewed) by an output keeps its buffer and stays valid.
+ *  Inside another transform it behaves as f. */
+cft_fn *cft_jit_donate(cft_fn *f, const int *donate_argnums, int n);
+/** Outputs a function made by cft_jit_donate has written into donated
+ *  buffers so far (-1 for other functions). */
+int64_t cft_jit_donated_count(const cft_fn *jitted);
 
 /** What a jitted function did so far (for tests and tuning). */
 typedef struct cft_jit_stats {

@@ -285,9 +285,61 @@ static void fill(cft_array *a, const char *init) {
     }
 }
 
+/* The donation of the call being executed (set by jit_cb around it; the
+ * step being run is set by execute): an output may be written into a
+ * donated input's buffer when nothing reads that input (or a view of it)
+ * after this step, or this step reads it only elementwise at the index it
+ * writes (an elementwise group: same shape, contiguous). */
+typedef struct {
+    const bool *donate;
+    cft_array *const *in;
+    bool used[CFT_FN_MAX_ARGS];
+    int64_t reused;
+    int step;      /* the step running */
+    bool elemwise; /* it is a fused elementwise group (no reduction) */
+} donation;
+static _Thread_local donation *cur_donation;
+
+static cft_array *donated_output(plan *P, int v) {
+    donation *d = cur_donation;
+    const cft_ir *ir = P->ir;
+    bool is_out = false;
+    for (int j = 0; j < ir->nout && !is_out; j++)
+        is_out = ir->outvars[j]->id == v;
+    if (!is_out || !P->root)
+        return NULL;
+    const cft_aval *a = P->aval[v];
+    for (int k = 0; k < ir->nin && k < CFT_FN_MAX_ARGS; k++) {
+        cft_array *x = d->in[k];
+        if (!d->donate[k] || d->used[k] || x->kind != CFT_K_CONCRETE || x->offset != 0 || x->conj ||
+            !cft__aval_eq(&x->aval, a) || !cft__is_contig(x))
+            continue;
+        bool ok = true;
+        int id = ir->invars[k]->id;
+        for (int w = 0; w < ir->nvars && ok; w++) /* the input and its views: read when? */
+            if (P->root[w] == id)
+                ok = P->last_step[w] < d->step || (P->last_step[w] == d->step && d->elemwise);
+        for (int j = 0; j < ir->nout && ok; j++) /* an output that is (a view of) it */
+            ok = P->root[ir->outvars[j]->id] != id;
+        for (int j = 0; j < ir->nin && ok; j++) /* passed twice */
+            ok = j == k || d->in[j] != x;
+        if (!ok)
+            continue;
+        d->used[k] = true;
+        d->reused++;
+        return cft__view(x, a->shape, a->ndim, x->strides, 0);
+    }
+    return NULL;
+}
+
 static cft_array *out_array(plan *P, int v, arena *A) {
     if (A && P->slot && P->slot[v] >= 0)
         return A->hdr[v];
+    if (cur_donation && P->runs > 0) { /* a warm plan: a donated input's buffer, if one fits */
+        cft_array *d = donated_output(P, v);
+        if (d && !cft_failed(d))
+            return d;
+    }
     const cft_aval *a = P->aval[v];
     return cft__alloc(a->dtype, a->shape, a->ndim);
 }
@@ -593,6 +645,10 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
     for (int s = 0; s < P->nsteps && !err; s++) {
         const cft_step *st = &P->steps[s];
         double t0 = timing ? now_ms() : 0, p0 = prof ? cft__prof_now() : 0;
+        if (cur_donation) {
+            cur_donation->step = s;
+            cur_donation->elemwise = st->group >= 0 && !P->groups[st->group].reduce;
+        }
         if (st->group >= 0) {
             if (record)
                 run_group(P, st->group, env, NULL, &loops[st->group]);
@@ -795,7 +851,9 @@ typedef struct {
     bool no_sym;   /* symbolic tracing failed: one trace per shape from now on */
     bool warned;   /* said on stderr that it cannot compile */
     cft_jit_stats stats;
-    pthread_mutex_t mu; /* recursive: caches, traces, first runs */
+    bool *donate;           /* per input: its buffer may hold an output (cft_jit_donate) */
+    _Atomic int64_t reused; /* outputs written into donated buffers */
+    pthread_mutex_t mu;     /* recursive: caches, traces, first runs */
 } jit_env;
 
 /* Does S serve these inputs? Binds S's symbols into val. Sizes 0 and 1
@@ -978,9 +1036,29 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
         concrete &= in[i]->kind == CFT_K_CONCRETE;
     if (!concrete || cft__trace_depth() > 0)
         return cft__fn_apply(J->f, in, out);
+    donation d = {.donate = J->donate, .in = in};
+    donation *saved = cur_donation;
+    cur_donation = J->donate ? &d : NULL;
     pthread_mutex_lock(&J->mu);
     cft_status st = jit_locked(J, nin, in, nout, out);
     pthread_mutex_unlock(&J->mu);
+    cur_donation = saved;
+    if (J->donate && st == CFT_OK) { /* donated inputs are the outputs' now: invalid */
+        atomic_fetch_add(&J->reused, d.reused);
+        for (int k = 0; k < nin; k++) {
+            bool keep = !J->donate[k] || in[k]->kind != CFT_K_CONCRETE;
+            for (int j = 0; j < nout && !keep; j++)
+                keep = out[j] == in[k];
+            for (int j = 0; j < nin && !keep; j++)
+                keep = j != k && in[j] == in[k];
+            if (keep)
+                continue;
+            in[k]->kind = CFT_K_ERROR;
+            in[k]->err_code = CFT_E_ARG;
+            in[k]->err_msg = "this array was donated to a function made by cft_jit_donate; use "
+                             "its outputs";
+        }
+    }
     return st;
 }
 
@@ -1133,6 +1211,37 @@ cft_status cft_jit_to_dot(cft_fn *jitted, FILE *f) {
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_jit_to_dot: the function has not been "
                                                   "called yet (nothing is lowered)"));
     return cft__ir_dot(S->ir, group, f);
+}
+
+cft_fn *cft_jit_donate(cft_fn *f, const int *donate_argnums, int n) {
+    CFT_API("cft_jit_donate");
+    cft_fn *g = cft_jit(f);
+    if (cft_fn_failed(g))
+        return g;
+    if (n < 0 || (n > 0 && !donate_argnums) || f->nin > CFT_FN_MAX_ARGS)
+        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG, "cft_jit_donate: %d donate_argnums%s", n,
+                            n > 0 && !donate_argnums ? " (NULL)" : "");
+    jit_env *J = g->env;
+    J->donate = CFT_NEWN(bool, f->nin + 1);
+    if (!J->donate)
+        return cft__fn_error(cft__oom(), f->nin, f->nout);
+    for (int i = 0; i < n; i++) {
+        int a = donate_argnums[i] < 0 ? donate_argnums[i] + f->nin : donate_argnums[i];
+        if (a < 0 || a >= f->nin)
+            return cft__fn_fail(f->nin, f->nout, CFT_E_ARG,
+                                "cft_jit_donate: donate_argnums[%d] = %d is not one of the %d "
+                                "inputs",
+                                i, donate_argnums[i], f->nin);
+        J->donate[a] = true;
+    }
+    return g;
+}
+
+int64_t cft_jit_donated_count(const cft_fn *jitted) {
+    if (!jitted || jitted->cb != jit_cb)
+        return -1;
+    jit_env *J = jitted->env;
+    return atomic_load(&J->reused);
 }
 
 cft_status cft_jit_stats_of(const cft_fn *jitted, cft_jit_stats *out) {
