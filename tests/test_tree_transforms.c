@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
     }
     TEST("value_and_grad and has_aux keep their output order") {
         cft_fn *fa = cft_tree_fn_new(loss, NULL, p, 2, 2);
-        cft_array *rest[2]; /* value, aux (logits) */
+        cft_array *rest[4]; /* value, aux (logits), then the two gradients: no out tree */
         cft_tree *g;
         CHECK_EQ(cft_tree_call(cft_tree_value_and_grad(fa, p, true), p, (cft_array *[]){x, y}, NULL,
                                NULL, rest),
