@@ -25,6 +25,16 @@ static cft_status mlp(void *env, int nin, cft_array *const *in, int nout, cft_ar
     return CFT_OK;
 }
 
+/* cft_profile_table's text (max_rows rows) */
+__attribute__((noinline)) static char *table_text(int max_rows) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cft_profile_table(f, max_rows);
+    fclose(f);
+    return buf;
+}
+
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -131,11 +141,7 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 200; k++)
             cft_fn_call(step, in, out);
         CHECK_EQ(cft_profile_stop(NULL), CFT_OK);
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        cft_profile_table(f, 8);
-        fclose(f);
+        char *buf = table_text(8);
         double wall = 0, outer = 0;
         const char *w = strstr(buf, "Recorded wall time: ");
         CHECK(w && sscanf(w, "Recorded wall time: %lf ms; outermost events: %lf ms", &wall,
@@ -145,11 +151,24 @@ int main(int argc, char **argv) {
         printf("%s", buf);
         free(buf);
         /* stopped: calls are not recorded */
-        f = open_memstream(&buf, &len);
         cft_fn_call(step, in, out);
-        cft_profile_table(f, 0);
-        fclose(f);
+        buf = table_text(0);
         CHECK(strstr(buf, "jit(mlp step)") && strstr(buf, "  200 "));
+        free(buf);
+    }
+    TEST("eager primitives are events too; a jitted plan's are not recorded twice") {
+        cft_array *a = cft_random_normal(cft_random_key(9), CFT_F64, (int64_t[]){32, 32}, 2);
+        CHECK_EQ(cft_profile_start(), CFT_OK);
+        for (int k = 0; k < 7; k++)
+            cft_matmul(a, a);
+        for (int k = 0; k < 3; k++)
+            cft_fn_call(step, in, out); /* two GEMM steps each */
+        CHECK_EQ(cft_profile_stop(NULL), CFT_OK);
+        char *buf = table_text(0);
+        const char *row = strstr(buf, "dot_general");
+        long calls = 0;
+        CHECK(row && sscanf(row, "dot_general %ld", &calls) == 1);
+        CHECK_MSG(calls == 7 + 2 * 3, "%s", buf);
         free(buf);
     }
     TEST("a path that cannot be written is an error naming the call") {

@@ -8,8 +8,9 @@
  * While recording, every cft_fn_call (named by cft_fn_named or the
  * function's callback), every step of a jitted plan (a fused kernel named
  * by its primitives, a GEMM, an FFT, a LAPACK call... with its input
- * avals), each trace and kernel compile, and each blocking collective is
- * an event with its start and duration on its thread; the GC heap and the
+ * avals), every eager primitive outside a jitted plan, each trace and
+ * kernel compile, each blocking collective and each cft_rpc_sync is an
+ * event with its start and duration on its thread; the GC heap and the
  * jit's arena sizes are counters. Off (the default), the cost is one
  * predictable branch per call and per step.
  */

@@ -20,6 +20,7 @@
 #include "core/error.h"
 
 _Atomic int cft__prof_on = 0;
+_Thread_local int cft__prof_in_plan = 0;
 
 typedef struct {
     char *name, *args;

@@ -11,6 +11,9 @@ extern _Atomic int cft__prof_on;
 static inline bool cft__prof(void) {
     return __builtin_expect(atomic_load_explicit(&cft__prof_on, memory_order_relaxed), 0);
 }
+/* > 0 while a jitted plan runs on this thread: its steps are the events,
+ * the eager primitives they call are not recorded again */
+extern _Thread_local int cft__prof_in_plan;
 /* microseconds on the monotonic clock */
 double cft__prof_now(void);
 /* an event from t0 (cft__prof_now) to now; name and args are copied;

@@ -641,6 +641,7 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
             P->root[v] = v;
     }
     bool timing = cft__debug() >= 4, prof = cft__prof();
+    cft__prof_in_plan++;
     cft_array *err = NULL;
     for (int s = 0; s < P->nsteps && !err; s++) {
         const cft_step *st = &P->steps[s];
@@ -695,6 +696,7 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                     env[q->in[i]->id] = NULL;
         }
     }
+    cft__prof_in_plan--;
     if (err) {
         give_arena(S, A);
         return cft__fail_outs(err, ir->nout, out);

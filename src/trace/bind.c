@@ -7,6 +7,7 @@
 
 #include "array/dim.h"
 #include "core/error.h"
+#include "core/profile.h"
 #include "core/mem.h"
 #include "trace/trace.h"
 
@@ -198,8 +199,22 @@ cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_
         half |= cft_dtype_is_half(in[i]->aval.dtype);
     for (int j = 0; j < nout && out_avals; j++)
         half |= cft_dtype_is_half(out_avals[j].dtype);
-    if (!half)
-        return p->impl(in, nin, par, out);
+    if (!half) {
+        if (!cft__prof() || cft__prof_in_plan)
+            return p->impl(in, nin, par, out);
+        double t0 = cft__prof_now(); /* an eager primitive (an FFT, a LAPACK call...) */
+        cft_array *e = p->impl(in, nin, par, out);
+        char args[256];
+        size_t a = (size_t)snprintf(args, sizeof args, "\"inputs\": \"");
+        for (int i = 0; i < nin && a + 100 < sizeof args; i++) {
+            char av[96];
+            a += (size_t)snprintf(args + a, sizeof args - a, "%s%s", i ? " " : "",
+                                  cft_aval_str(&in[i]->aval, av));
+        }
+        snprintf(args + a, sizeof args - a, "\"");
+        cft__prof_event(p->name, "op", t0, args);
+        return e;
+    }
     cft_array *wide[nin > 0 ? nin : 1];
     for (int i = 0; i < nin; i++) {
         cft_array *x = in[i];

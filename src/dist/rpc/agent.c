@@ -18,6 +18,7 @@
 
 #include "array/array.h"
 #include "core/error.h"
+#include "core/profile.h"
 #include "core/mem.h"
 #include "dist/rpc/rpc.h"
 
@@ -795,7 +796,15 @@ cft_status cft_future_then(cft_future *f, void (*cb)(cft_future *, void *), void
 cft_status cft_rpc_sync(int to, const char *name, int nin, cft_array *const *in, int nout,
                         cft_array **out) {
     CFT_API("cft_rpc_sync");
-    return cft_future_wait(cft_rpc_async(to, name, nin, in), nout, out);
+    if (!cft__prof())
+        return cft_future_wait(cft_rpc_async(to, name, nin, in), nout, out);
+    double t0 = cft__prof_now(); /* the round trip as one event */
+    cft_status st = cft_future_wait(cft_rpc_async(to, name, nin, in), nout, out);
+    char ev[160], args[64];
+    snprintf(ev, sizeof ev, "rpc %s", name ? name : "?");
+    snprintf(args, sizeof args, "\"to\": %d", to);
+    cft__prof_event(ev, "rpc", t0, args);
+    return st;
 }
 
 /* ---- start and stop ---- */
