@@ -165,7 +165,8 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     } else
         put(b, l, c, "    const int own = %d;\n", red ? 0 : 1);
     put(b, l, c,
-        "    #pragma omp parallel for num_threads(nth) if (nth > 1 && own && nouter > 1 && nouter * "
+        "    #pragma omp parallel for num_threads(nth) if (nth > 1 && own && nouter > 1 && nouter "
+        "* "
         "inner > %d) schedule(static)\n",
         CFT_KERNEL_PAR_MIN);
     put(b, l, c, "    for (int64_t r = 0; r < nouter; r++) {\n");

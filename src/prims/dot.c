@@ -289,7 +289,7 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
         return NULL;
     double flops = 2.0 * (double)j.M * (double)j.N * (double)(j.K ? j.K : 1);
     int nth = cft__par_threads_for(flops * (double)j.Bt);
-    if (nth > 1 && j.Bt < 2 * nth) { /* too few products: cut each into blocks, */
+    if (nth > 1 && j.Bt < 2 * nth) {            /* too few products: cut each into blocks, */
         int64_t want = (nth + j.Bt - 1) / j.Bt; /* along its longer side */
         bool rows = j.M >= j.N ? j.M >= 16 * want : j.N < 16 * want;
         if (rows && j.M >= 16 * want)
