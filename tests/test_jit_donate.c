@@ -65,6 +65,15 @@ int main(int argc, char **argv) {
             /* the view still reads w's values: its buffer was not reused */
             CHECK_ARRAY_CLOSE(cft_reshape(o[0], (int64_t[]){64, 32}, 2), w, 0, 0);
             CHECK_ARRAY_CLOSE(o[1], cft_mul(w, v), 0, 0);
+            CHECK(!cft_failed(wc)); /* an output views it: it stays valid */
+        }
+        cft_array *wv = cft_slice(cft_add_s(w, 0), (int64_t[]){1, 0}, (int64_t[]){64, 32}, NULL);
+        cft_array *o2[1];
+        cft_fn *dv = cft_jit_donate(f, (int[]){0}, 1);
+        cft_array *gv = cft_zeros(CFT_F32, (int64_t[]){63, 32}, 2);
+        for (int k = 0; k < 3; k++) { /* a view (offset 1 row): never taken, stays valid */
+            CHECK_EQ(cft_fn_call(dv, (cft_array *[]){wv, gv, lr}, o2), CFT_OK);
+            CHECK(!cft_failed(wv));
         }
         CHECK_EQ(cft_jit_donated_count(d), 0);
         cft_fn *twice = cft_jit_donate(f, (int[]){0}, 1);

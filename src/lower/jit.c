@@ -1048,17 +1048,23 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
     if (J->donate && st == CFT_OK) { /* donated inputs are the outputs' now: invalid */
         atomic_fetch_add(&J->reused, d.reused);
         for (int k = 0; k < nin; k++) {
-            bool keep = !J->donate[k] || in[k]->kind != CFT_K_CONCRETE;
-            for (int j = 0; j < nout && !keep; j++)
-                keep = out[j] == in[k];
-            for (int j = 0; j < nin && !keep; j++)
-                keep = j != k && in[j] == in[k];
+            /* as documented: a view, an input an output is or views, and one
+             * passed twice keep their buffers and stay valid (never taken) */
+            cft_array *x = in[k];
+            bool keep = !J->donate[k] || x->kind != CFT_K_CONCRETE;
+            if (!keep && !(k < CFT_FN_MAX_ARGS && d.used[k])) {
+                keep = x->offset != 0 || x->conj || !cft__is_contig(x);
+                for (int j = 0; j < nout && !keep; j++)
+                    keep = out[j] == x || (!cft_failed(out[j]) && out[j]->data == x->data);
+                for (int j = 0; j < nin && !keep; j++)
+                    keep = j != k && in[j] == x;
+            }
             if (keep)
                 continue;
-            in[k]->kind = CFT_K_ERROR;
-            in[k]->err_code = CFT_E_ARG;
-            in[k]->err_msg = "this array was donated to a function made by cft_jit_donate; use "
-                             "its outputs";
+            x->kind = CFT_K_ERROR;
+            x->err_code = CFT_E_ARG;
+            x->err_msg = "this array was donated to a function made by cft_jit_donate; use "
+                         "its outputs";
         }
     }
     return st;

@@ -247,8 +247,7 @@ static void gemm_block(const gemm_job *j, int64_t t, int64_t i0, int64_t m, int6
         cblas_zgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)K, one, Ap, (int)A->ld, Bp,
                     (int)B->ld, zero, Cp, (int)N);
     } else {
-        operand a = *A, b = *B;
-        gemm_int(&a, &b, m, n, K, Ap, Bp, Cp, dt);
+        gemm_int(A, B, m, n, K, Ap, Bp, Cp, dt);
     }
 }
 

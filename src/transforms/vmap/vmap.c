@@ -337,13 +337,15 @@ static cft_status chunk_cb(void *env, int nin, cft_array *const *in, int nout, c
         if (direct) { /* out[j][lo:hi] = res[j]: no list of parts, no joining copy */
             for (int j = 0; j < nout; j++) {
                 cft_array *r = cft__contig(res[j]);
+                if (cft_failed(r))
+                    return cft__fail_outs(r, nout, out);
                 if (k == 0) {
                     cft_aval a = r->aval;
                     a.shape[0] = size;
                     out[j] = cft__alloc(a.dtype, a.shape, a.ndim);
                 }
-                if (cft_failed(r) || cft_failed(out[j]))
-                    return cft__fail_outs(cft_failed(r) ? r : out[j], nout, out);
+                if (cft_failed(out[j]))
+                    return cft__fail_outs(out[j], nout, out);
                 size_t row = cft_dtype_size(r->aval.dtype) *
                              (size_t)cft__numel(r->aval.shape + 1, r->aval.ndim - 1);
                 memcpy((char *)cft__ptr(out[j]) + (size_t)lo * row, cft__ptr(r),
