@@ -30,6 +30,7 @@
 #include "complex.h"
 #include "control.h"
 #include "custom.h"
+#include "export.h"
 #include "fft.h"
 #include "fn.h"
 #include "ir.h"

@@ -35,6 +35,22 @@ cft_ir *cft_make_ir(cft_fn *f, const cft_aval *in_avals);
 void cft_ir_print(const cft_ir *ir, FILE *f);
 /** The printed form as a GC string. */
 const char *cft_ir_str(const cft_ir *ir);
+/** Read the printed form back: *out gets an IR that prints as `text` did
+ *  (print -> parse -> print is the identity) and evaluates as the original.
+ *  Nested IRs (scan, while, cond, checkpoint bodies), symbolic dims (by
+ *  name) and every parameter are read; the constants (the vars before `;`,
+ *  in the IR and in nested IRs, in the order they appear in the text) take
+ *  their values from consts[0 .. nconst), whose avals must match (get them
+ *  from an IR with cft_ir_consts). Only primitives of cft's registry parse:
+ *  custom_jvp/custom_vjp functions, debug prints and collectives refer to
+ *  state of the process that traced them and are refused by name. Every
+ *  equation is checked by its shape rule. Errors (CFT_E_ARG, *out NULL,
+ *  last error set) give line, column and what was expected. */
+cft_status cft_ir_parse(const char *text, int nconst, cft_array *const *consts, cft_ir **out);
+/** The number of constants of ir, nested IRs' included, writing their
+ *  values (out non-NULL, room for that many) in the text order that
+ *  cft_ir_parse reads them in. */
+int cft_ir_consts(const cft_ir *ir, cft_array **out);
 /** Re-run every equation's shape rule and check the declared avals. */
 cft_status cft_ir_typecheck(const cft_ir *ir);
 /** Evaluate the IR on inputs (concrete arrays or tracers): in[nin] -> out[nout].
@@ -53,6 +69,9 @@ cft_ir *cft_ir_cse(const cft_ir *ir);
  *  outer products (dense layers) instead of the [B, ...] gradients, which
  *  then drop out. The IR itself when no rule applies. */
 cft_ir *cft_ir_rewrite(const cft_ir *ir);
+/** The aval of input i (resp. output i) of the IR (CFT_E_ARG when there is none). */
+cft_status cft_ir_input_aval(const cft_ir *ir, int i, cft_aval *out);
+cft_status cft_ir_output_aval(const cft_ir *ir, int i, cft_aval *out);
 /** The aval of output k of equation i (CFT_E_ARG when there is none). */
 cft_status cft_ir_eqn_out_aval(const cft_ir *ir, int i, int k, cft_aval *out);
 /** The IR as a Graphviz DOT graph (render with `dot -Tsvg`): inputs,

@@ -88,6 +88,7 @@ cft_ir *cft__ir_finish(cft_ir *src) {
             ir->last_use[ir->eqns[k].in[i]->id] = k;
     for (int i = 0; i < ir->nout; i++)
         ir->last_use[ir->outvars[i]->id] = ir->neqn;
+    cft__ir_roundtrip_check(ir);
     return ir;
 }
 
@@ -632,6 +633,23 @@ cft_ir *cft_ir_cse(const cft_ir *ir) {
 }
 
 /* ---- accessors ---- */
+
+static cft_status io_aval(const char *who, const cft_ir *ir, int i, bool input, cft_aval *out) {
+    int n = !ir ? 0 : input ? ir->nin : ir->nout;
+    if (!out || i < 0 || i >= n)
+        return cft__set_last(cft__fail(CFT_E_ARG, "%s: no %s %d (the IR has %d)", who,
+                                       input ? "input" : "output", i, n));
+    *out = (input ? ir->invars : ir->outvars)[i]->aval;
+    return CFT_OK;
+}
+cft_status cft_ir_input_aval(const cft_ir *ir, int i, cft_aval *out) {
+    CFT_API("cft_ir_input_aval");
+    return io_aval("cft_ir_input_aval", ir, i, true, out);
+}
+cft_status cft_ir_output_aval(const cft_ir *ir, int i, cft_aval *out) {
+    CFT_API("cft_ir_output_aval");
+    return io_aval("cft_ir_output_aval", ir, i, false, out);
+}
 
 int cft_ir_num_inputs(const cft_ir *ir) {
     CFT_API("cft_ir_num_inputs");

@@ -44,6 +44,12 @@ void cft__stage_abort(cft_stage *s);
 
 /* Renumber vars densely and compute last uses: every IR builder ends here. */
 cft_ir *cft__ir_finish(cft_ir *ir);
+/* With CFT_IR_ROUNDTRIP=1: print, parse back and compare (aborts on a
+ * difference: a printer or parser bug); cft__ir_finish calls it. */
+void cft__ir_roundtrip_check(const cft_ir *ir);
+/* Turn the check off on this thread (the parser's own IRs); restore it. */
+bool cft__ir_roundtrip_suspend(void);
+void cft__ir_roundtrip_restore(bool was);
 /* Evaluate with explicit const values (overriding ir->constvals). */
 cft_status cft__ir_eval_with(const cft_ir *ir, cft_array *const *consts, cft_array *const *in,
                              cft_array **out);

@@ -2,7 +2,8 @@
  * (files cft writes, so the fuzzer starts from valid inputs and mutates
  * them), plus a few hostile headers that once broke the loader.
  * Usage: make_seeds <corpus-dir-for-safetensors> <corpus-dir-for-bool>
- *        [<corpus-dir-for-rpc-headers> [<corpus-dir-for-checkpoint-metadata>]] */
+ *        [<corpus-dir-for-rpc-headers> [<corpus-dir-for-checkpoint-metadata>
+ *        [<corpus-dir-for-ir-texts>]]] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,47 @@ static void raw_data(const char *dir, const char *name, const char *header, size
 }
 static void raw(const char *dir, const char *name, const char *header) {
     raw_data(dir, name, header, 0);
+}
+
+/* IR seeds: programs over many primitives, with a constant f32[3] (the
+ * fuzz target offers f32[3] and f32[] values, in that order) */
+static cft_array *seed_c;
+static cft_status seed_fn(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *x = in[0]; /* f32[2,3] */
+    cft_array *h =
+        cft_tanh(cft_add(cft_matmul(x, cft_transpose(x, NULL)), cft_sum(seed_c, NULL, 0, false)));
+    cft_array *s = cft_sort(cft_cumsum(cft_reshape(h, (int64_t[]){4}, 1), 0, false), 0, true);
+    cft_array *t = cft_take(cft_concatenate((cft_array *[]){s, seed_c}, 2, 0),
+                            cft_arange(0, 3, 1, CFT_I32), 0);
+    out[0] = cft_sum(cft_mul(t, seed_c), NULL, 0, false);
+    return CFT_OK;
+}
+static cft_status seed_body(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_add(cft_mul(in[0], in[1]), cft_sin(in[1]));
+    out[1] = cft_exp(in[0]);
+    return CFT_OK;
+}
+static cft_status seed_scan(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *args[2] = {in[0], in[1]}, *r[2];
+    cft_status st = cft_scan(cft_fn_new(seed_body, NULL, 2, 2), 0, 1, 4, false, args, r);
+    out[0] = cft_sum(r[1], NULL, 0, false);
+    return st;
+}
+static cft_status seed_conv(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *y = cft_conv2d(in[0], in[1], (int64_t[]){1, 1}, (int64_t[]){1, 1}, NULL, 1);
+    out[0] = cft_sum(cft_relu(y), NULL, 0, false);
+    return CFT_OK;
+}
+static void ir_seed(const char *dir, const char *name, cft_fn *f, const cft_aval *av) {
+    cft_ir *ir = cft_make_ir(f, av);
+    if (ir) {
+        const char *t = cft_ir_str(ir);
+        put(dir, name, t, strlen(t));
+    }
 }
 
 int main(int argc, char **argv) {
@@ -116,6 +158,21 @@ int main(int argc, char **argv) {
                            "[{\"file\":\"r.safetensors\",\"rows\":[0,2]},"
                            "{\"file\":\"s.safetensors\",\"rows\":[3,5]}]}]}";
         put(argv[4], "gaps", gaps, strlen(gaps));
+    }
+    if (argc > 5) { /* IR texts as cft_ir_print writes them */
+        seed_c = cft_arange(0, 3, 1, CFT_F32);
+        cft_aval a1[1] = {{CFT_F32, 2, {2, 3}}};
+        cft_fn *f = cft_fn_new(seed_fn, NULL, 1, 1);
+        ir_seed(argv[5], "mixed", f, a1);
+        ir_seed(argv[5], "mixed-grad", cft_grad(f, NULL, 0), a1);
+        cft_aval a2[2] = {{CFT_F32, 1, {3}}, {CFT_F32, 2, {4, 3}}};
+        cft_fn *s = cft_fn_new(seed_scan, NULL, 2, 1);
+        ir_seed(argv[5], "scan-grad", cft_grad(s, (int[]){0, 1}, 2), a2);
+        cft_aval a3[2] = {{CFT_F32, 4, {1, 2, 5, 5}}, {CFT_F32, 4, {3, 2, 3, 3}}};
+        cft_fn *c = cft_fn_new(seed_conv, NULL, 2, 1);
+        ir_seed(argv[5], "conv-grad", cft_grad(c, (int[]){0, 1}, 2), a3);
+        cft_aval a4[2] = {{CFT_F32, 4, {cft_dim_sym("B"), 2, 5, 5}}, {CFT_F32, 4, {3, 2, 3, 3}}};
+        ir_seed(argv[5], "conv-symbolic", c, a4);
     }
     return 0;
 }

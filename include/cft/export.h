@@ -1,0 +1,50 @@
+/* cft/export.h: a traced program saved with its weights, and loaded and run
+ * without the code that produced it (torch.export and JAX's export).
+ *
+ *     cft_export(psg, avals, "psg.cftx");          // f32[B,64] ... symbolic dims kept
+ *     ...                                          // in another program, another process:
+ *     cft_fn *psg = cft_load_exported("psg.cftx");
+ *     cft_fn_call(psg, in, out);                   // or cft_jit(psg), cft_grad(psg, ...)
+ *
+ * The file is a safetensors file: the constants the program closes over
+ * (weights) as tensors "const.0", "const.1", ... and, in its metadata, the
+ * IR's text form (cft_ir_print), the input and output avals, and a format
+ * version. Any safetensors reader opens it; `cft-run` (tools/) runs one on
+ * inputs from a safetensors file. Programs that call custom_jvp/custom_vjp
+ * functions, debug prints or collectives cannot be exported (they refer to
+ * the process that traced them): cft_export says which. */
+#ifndef CFT_EXPORT_H
+#define CFT_EXPORT_H
+
+#include "core.h"
+#include "fn.h"
+#include "ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The format version cft_export writes; cft_load_exported reads it and
+ *  every earlier one. */
+#define CFT_EXPORT_VERSION 1
+
+/** Trace f at in_avals (f's input count of them; symbolic dims allowed)
+ *  and write the program to path (written to a temporary name and renamed,
+ *  as cft_save_safetensors). Errors name cft_export: a trace error, a
+ *  primitive that cannot be exported, a constant that is not concrete. */
+cft_status cft_export(cft_fn *f, const cft_aval *in_avals, const char *path);
+/** Export an IR already made (cft_make_ir). */
+cft_status cft_export_ir(const cft_ir *ir, const char *path);
+/** Read an exported program: *out gets its IR (print it, evaluate it).
+ *  A file that is not an exported program, of a newer format version, or
+ *  whose IR or constants do not match is an error naming the file. */
+cft_status cft_load_exported_ir(const char *path, cft_ir **out);
+/** Read an exported program as a function that can be called, jitted and
+ *  transformed again (its gradient is the gradient of the original). On
+ *  error, an error function carrying the message (cft_fn_failed). */
+cft_fn *cft_load_exported(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
