@@ -219,6 +219,13 @@ static void test_errors(void) {
     cft_array *c = cft_zeros(CFT_F32, (int64_t[]){4}, 1);
     CHECK_EQ(cft_ir_parse("{ lambda a:f32[3] ; .\n  in (a) }", 1, &c, &ir), CFT_E_ARG);
     CHECK(strstr(cft_last_error_message(), "declared f32[3], its value is f32[4]") != NULL);
+    /* a declared aval longer than an error message's buffer for it (found by
+     * fuzz_ir_parse: cft_aval_str wrote past its buffer) */
+    CHECK_EQ(cft_ir_parse("{ lambda a:f32[abcdefghij*klmnopqrst*uvwxyzabcd*efghijklmn,abcdefghij*"
+                          "klmnopqrst*uvwxyzabcd,abcdefghij*klmnopqrst] ; .\n  in (a) }",
+                          1, &c, &ir),
+             CFT_E_ARG);
+    CHECK(strstr(cft_last_error_message(), "...], its value is f32[4]") != NULL);
     /* nesting deeper than the limit */
     char deep[4096] = "";
     for (int i = 0; i < 40; i++)

@@ -21,6 +21,18 @@ static cft_status loss(void *env, const cft_tree *p, int nin, cft_array *const *
     return CFT_OK;
 }
 
+/* nested: (params {enc.w [4,4], enc.b [4], head.w [4,3], head.b [3]}, x [5,4], y [5]) */
+static cft_status nested_loss(void *env, const cft_tree *p, int nin, cft_array *const *in, int nout,
+                              cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_tree *enc = cft_tree_subtree(p, "enc"), *head = cft_tree_subtree(p, "head");
+    cft_array *h =
+        cft_relu(cft_add(cft_matmul(in[0], cft_tree_get(enc, "w")), cft_tree_get(enc, "b")));
+    cft_array *logits = cft_add(cft_matmul(h, cft_tree_get(head, "w")), cft_tree_get(head, "b"));
+    out[0] = cft_mean(cft_cross_entropy(logits, in[1]), NULL, 0, false);
+    return CFT_OK;
+}
+
 static cft_array *twice(void *env, const char *name, cft_array *x) {
     (void)env, (void)name;
     return cft_mul_s(x, 2);
@@ -76,6 +88,37 @@ int main(int argc, char **argv) {
                  CFT_OK);
         CHECK_ARRAY_CLOSE(aux[0], rest[1], 0, 0);
         CHECK_EQ(cft_tree_size(g), 2);
+    }
+    TEST("in_axes per subtree: a shared encoder, stacked heads with a shared bias") {
+        cft_tree *enc = cft_tree_set(
+            cft_tree_set(cft_tree_new(), "w",
+                         cft_random_normal(cft_random_key(5), CFT_F32, (int64_t[]){4, 4}, 2)),
+            "b", cft_random_normal(cft_random_key(6), CFT_F32, (int64_t[]){4}, 1));
+        cft_tree *one = cft_tree_merge(cft_tree_merge(cft_tree_new(), "enc", enc), "head", p);
+        cft_tree *heads = cft_tree_set(
+            one, "head.w", cft_random_normal(cft_random_key(7), CFT_F32, (int64_t[]){3, 4, 3}, 3));
+        cft_fn *nf = cft_tree_fn_new(nested_loss, NULL, one, 2, 1);
+        const char *pre[3] = {"enc", "head", "head.b"};
+        int ax[3] = {CFT_NOT_BATCHED, 0, CFT_NOT_BATCHED};
+        cft_fn *v = cft_tree_vmap_prefix(nf, one, 3, pre, ax, 0,
+                                         (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED}, NULL);
+        cft_array *r[1];
+        CHECK_EQ(cft_tree_call(v, heads, (cft_array *[]){x, y}, NULL, NULL, r), CFT_OK);
+        CHECK_EQ(cft_array_dim(r[0], 0), 3);
+        for (int k = 0; k < 3; k++) { /* the loop over heads it replaces */
+            cft_tree *pk =
+                cft_tree_set(heads, "head.w", cft_index(cft_tree_get(heads, "head.w"), k));
+            cft_array *rk[1];
+            CHECK_EQ(cft_tree_call(nf, pk, (cft_array *[]){x, y}, NULL, NULL, rk), CFT_OK);
+            CHECK_ARRAY_CLOSE(rk[0], cft_index(r[0], k), 1e-6, 1e-6);
+        }
+        /* a prefix is a whole name or ends before a '.': "en" names nothing */
+        const char *bad[1] = {"en"};
+        cft_fn *e = cft_tree_vmap_prefix(nf, one, 1, bad, ax, 0, NULL, NULL);
+        CHECK(cft_fn_failed(e));
+        CHECK(strstr(cft_fn_error_message(e),
+                     "cft_tree_vmap_prefix: the prefix \"en\" names no leaf") != NULL);
+        CHECK(cft_fn_failed(cft_tree_vmap_prefix(nf, one, 1, NULL, ax, 0, NULL, NULL)));
     }
     TEST("bad trees name the call") {
         cft_fn *bad = cft_tree_grad(f, cft_tree_new(), false);

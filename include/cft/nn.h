@@ -137,6 +137,18 @@ cft_fn *cft_tree_value_and_grad(cft_fn *tree_fn, const cft_tree *like, bool has_
  *  along rest_axes (NULL: 0 for all); out_axes as cft_vmap. */
 cft_fn *cft_tree_vmap(cft_fn *f, const cft_tree *like, int tree_axis, const int *rest_axes,
                       const int *out_axes);
+/** cft_tree_vmap with an axis per subtree, as JAX's in_axes given as a
+ *  prefix of the parameter tree. Nested trees are dotted names
+ *  ("encoder.layer0.w", cft_tree_merge): rule k gives axes[k] to every leaf
+ *  in the subtree prefixes[k] (the leaf of that name, or those named
+ *  "prefixes[k].…"); the longest matching prefix wins; other leaves get
+ *  default_axis. Example, a shared encoder and an ensemble of heads whose
+ *  biases are shared: prefixes {"encoder", "head", "head.b"}, axes
+ *  {CFT_NOT_BATCHED, 0, CFT_NOT_BATCHED}. A prefix that names no leaf is an
+ *  error (a misspelt rule never silently does nothing). */
+cft_fn *cft_tree_vmap_prefix(cft_fn *f, const cft_tree *like, int nrules,
+                             const char *const *prefixes, const int *axes, int default_axis,
+                             const int *rest_axes, const int *out_axes);
 /** Call f with a tree's leaves and then the arrays in rest; f's first
  *  leaves-of-out_like outputs come back as a tree named like out_like (in
  *  *out_tree; NULL out_like: none), the others in out_rest (may be NULL).

@@ -500,12 +500,17 @@ double cft_item(const cft_array *x) {
 const char *cft_aval_str(const cft_aval *a, char *buf) {
     if (!a || !buf)
         return buf ? (snprintf(buf, 96, "(NULL aval)"), buf) : "(NULL)";
+    /* snprintf returns what it would have written: n is kept within buf,
+     * and a shape too long for it ends in "...]" */
     int n = snprintf(buf, 96, "%s[", cft_dtype_name(a->dtype));
     for (int i = 0; i < a->ndim && i < CFT_MAX_NDIM && n < 80; i++) {
         char d[64];
-        n += snprintf(buf + n, 96 - n, i ? ",%s" : "%s", cft_dim_str(a->shape[i], d, sizeof d));
+        n += snprintf(buf + n, (size_t)(96 - n), i ? ",%s" : "%s",
+                      cft_dim_str(a->shape[i], d, sizeof d));
+        if (n >= 80 && (i + 1 < a->ndim || n >= 95))
+            n = 80 + snprintf(buf + 80, 16, "...");
     }
-    snprintf(buf + n, 96 - n, "]");
+    snprintf(buf + n, (size_t)(96 - n), "]");
     return buf;
 }
 

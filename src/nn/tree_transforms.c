@@ -1,7 +1,10 @@
 /* tree_transforms.c: transforms addressed by parameter tree instead of by
  * argnums and in_axes arrays built by hand: grad / value_and_grad over all
- * of a tree function's leaves, vmap with one axis for the whole tree, and
+ * of a tree function's leaves, vmap with one axis for the whole tree or one
+ * per subtree (JAX's in_axes given as a prefix of the tree), and
  * a call that takes a tree and gives the gradients back as one. */
+#include <string.h>
+
 #include "core/error.h"
 #include "nn/nn_internal.h"
 #include "trace/fn.h"
@@ -64,6 +67,55 @@ cft_fn *cft_tree_vmap(cft_fn *f, const cft_tree *like, int tree_axis, const int 
     for (int i = 0; i < f->nin; i++)
         axes[i] = i < np ? tree_axis : rest_axes ? rest_axes[i - np] : 0;
     return cft_vmap(f, axes, out_axes);
+}
+
+/* does the leaf `name` lie in the subtree `prefix` (itself, or "prefix.…")? */
+static bool in_subtree(const char *name, const char *prefix) {
+    size_t n = strlen(prefix);
+    return strncmp(name, prefix, n) == 0 && (name[n] == 0 || name[n] == '.');
+}
+
+cft_fn *cft_tree_vmap_prefix(cft_fn *f, const cft_tree *like, int nrules,
+                             const char *const *prefixes, const int *axes, int default_axis,
+                             const int *rest_axes, const int *out_axes) {
+    CFT_API("cft_tree_vmap_prefix");
+    const char *call = "cft_tree_vmap_prefix";
+    int np = 0;
+    cft_fn *bad;
+    int *unused = leaf_argnums(call, f, like, &np, &bad);
+    if (!unused)
+        return bad ? bad : cft__fn_error(cft__oom(), f->nin, f->nout);
+    if (nrules < 0 || (nrules > 0 && (!prefixes || !axes)))
+        return cft__fn_fail(f->nin, f->nout, CFT_E_ARG,
+                            "%s: %d rules need their prefixes and axes (not NULL)", call, nrules);
+    int *ax = CFT_NEWN(int, f->nin + 1);
+    if (!ax)
+        return cft__fn_error(cft__oom(), f->nin, f->nout);
+    bool *used = CFT_NEWN(bool, nrules + 1);
+    for (int i = 0; i < np; i++) {
+        const char *name = like->names[i];
+        int best = -1;
+        for (int r = 0; r < nrules; r++) {
+            if (!prefixes[r])
+                return cft__fn_fail(f->nin, f->nout, CFT_E_ARG, "%s: prefix %d is NULL", call, r);
+            if (in_subtree(name, prefixes[r]) &&
+                (best < 0 || strlen(prefixes[r]) > strlen(prefixes[best])))
+                best = r;
+        }
+        if (best >= 0)
+            used[best] = true;
+        ax[i] = best >= 0 ? axes[best] : default_axis;
+    }
+    for (int r = 0; r < nrules; r++)
+        if (!used[r])
+            return cft__fn_fail(f->nin, f->nout, CFT_E_ARG,
+                                "%s: the prefix \"%s\" names no leaf of the tree (leaves are "
+                                "named like \"%s\"; a prefix is a leaf's name or the part of it "
+                                "before a '.')",
+                                call, prefixes[r], like->names[0]);
+    for (int i = np; i < f->nin; i++)
+        ax[i] = rest_axes ? rest_axes[i - np] : 0;
+    return cft_vmap(f, ax, out_axes);
 }
 
 cft_status cft_tree_call(cft_fn *f, const cft_tree *params, cft_array *const *rest,

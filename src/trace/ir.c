@@ -129,12 +129,16 @@ static void var_name(int id, char *out) {
 }
 
 static void put_var(sbuf *s, const cft_irvar *v, bool typed) {
-    char name[16], av[96];
+    char name[16], d[256];
     var_name(v->id, name);
-    if (typed)
-        put(s, "%s:%s", name, cft_aval_str(&v->aval, av));
-    else
-        put(s, "%s", name);
+    put(s, "%s", name);
+    if (!typed)
+        return;
+    /* not cft_aval_str, which shortens long shapes: the text must parse back */
+    put(s, ":%s[", cft_dtype_name(v->aval.dtype));
+    for (int i = 0; i < v->aval.ndim; i++)
+        put(s, i ? ",%s" : "%s", cft_dim_str(v->aval.shape[i], d, sizeof d));
+    put(s, "]");
 }
 
 /* a parameter value: symbolic dims by name */
