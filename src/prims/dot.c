@@ -122,6 +122,11 @@ typedef struct {
     bool trans;
     int nb;
     int64_t bshape[CFT_MAX_NDIM], bstr[CFT_MAX_NDIM];
+    /* rhs whose free dims do not collapse but whose first free dim is an
+     * outer loop over the rest (a vmapped operand, [K, contract, n], met by
+     * an unbatched lhs): cols = split * split_n; column block s reads from
+     * offset s * split_stride. 0: not split. */
+    int64_t split_n, split_stride;
 } operand;
 
 static cft_array *as_matrix(const cft_array *x, const int64_t *bd, int nbd, const int *fr, int nfr,
@@ -140,6 +145,20 @@ static cft_array *as_matrix(const cft_array *x, const int64_t *bd, int nbd, cons
             o->rs = lhs ? fst : cst;
             o->cs = lhs ? cst : fst;
             ok = blas_layout(o->rows, o->cols, o->rs, o->cs, &o->trans, &o->ld);
+        }
+        o->split_n = 0;
+        if (!ok && nfr >= 2 && !x->conj) { /* the outer free dim as a loop */
+            int64_t n, st, ks, kst, outer = x->aval.shape[frd[0]];
+            if (outer > 1 && collapse(x, frd + 1, nfr - 1, &n, &st) && n > 1 &&
+                collapse(x, cd, ncd, &ks, &kst) &&
+                (lhs ? blas_layout(n, ks, st, kst, &o->trans, &o->ld)
+                     : blas_layout(ks, n, kst, st, &o->trans, &o->ld))) {
+                o->arr = x;
+                o->rows = lhs ? outer * n : ks, o->cols = lhs ? ks : outer * n;
+                o->rs = lhs ? st : kst, o->cs = lhs ? kst : st;
+                o->split_n = n, o->split_stride = x->strides[frd[0]];
+                ok = true;
+            }
         }
         if (ok && x->conj && !o->trans) /* no conjugate-only GEMM flag: copy */
             ok = false;
@@ -180,15 +199,16 @@ CFT_VEC static void outer_f32(const float *restrict x, const float *restrict y, 
             z[i * N + j] = x[i] * y[j];
 }
 
+/* an M x N block of C (row stride ldc) */
 static void gemm_int(const operand *A, const operand *B, int64_t M, int64_t N, int64_t K,
-                     const char *Ap, const char *Bp, void *C, cft_dtype dt) {
+                     const char *Ap, const char *Bp, void *C, int64_t ldc, cft_dtype dt) {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             int64_t acc = 0;
             for (int64_t k = 0; k < K; k++)
                 acc += (int64_t)cft__get(Ap, dt, i * A->rs + k * A->cs) *
                        (int64_t)cft__get(Bp, dt, k * B->rs + j * B->cs);
-            cft__set(C, dt, i * N + j, (double)acc);
+            cft__set(C, dt, i * ldc + j, (double)acc);
         }
 }
 
@@ -215,7 +235,8 @@ static void gemm_block(const gemm_job *j, int64_t t, int64_t i0, int64_t m, int6
         rem /= A->bshape[i];
         oa += k * A->bstr[i], ob += k * B->bstr[i];
     }
-    oa += i0 * A->rs, ob += j0 * B->cs;
+    oa += A->split_n ? (i0 / A->split_n) * A->split_stride + (i0 % A->split_n) * A->rs : i0 * A->rs;
+    ob += B->split_n ? (j0 / B->split_n) * B->split_stride + (j0 % B->split_n) * B->cs : j0 * B->cs;
     size_t es = j->es;
     int64_t M = j->M, N = j->N, K = j->K;
     cft_dtype dt = j->dt;
@@ -247,7 +268,7 @@ static void gemm_block(const gemm_job *j, int64_t t, int64_t i0, int64_t m, int6
         cblas_zgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)K, one, Ap, (int)A->ld, Bp,
                     (int)B->ld, zero, Cp, (int)N);
     } else {
-        gemm_int(A, B, m, n, K, Ap, Bp, Cp, dt);
+        gemm_int(A, B, m, n, K, Ap, Bp, Cp, N, dt);
     }
 }
 
@@ -288,7 +309,12 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
         return NULL;
     double flops = 2.0 * (double)j.M * (double)j.N * (double)(j.K ? j.K : 1);
     int nth = cft__par_threads_for(flops * (double)j.Bt);
-    if (nth > 1 && j.Bt < 2 * nth) {            /* too few products: cut each into blocks, */
+    if (j.A.split_n || j.B.split_n) { /* one block per outer index of a split operand */
+        if (j.A.split_n)
+            j.rblk = j.A.split_n, j.nr = j.M / j.A.split_n;
+        if (j.B.split_n)
+            j.cblk = j.B.split_n, j.nc = j.N / j.B.split_n;
+    } else if (nth > 1 && j.Bt < 2 * nth) {     /* too few products: cut each into blocks, */
         int64_t want = (nth + j.Bt - 1) / j.Bt; /* along its longer side */
         bool rows = j.M >= j.N ? j.M >= 16 * want : j.N < 16 * want;
         if (rows && j.M >= 16 * want)
