@@ -9,7 +9,13 @@
  * theory assumes (a cross-entropy there made the last stage 10% slower,
  * and the first waited for it). waiting_share: the part of the step spent
  * in receives. CFT_BENCH_VERBOSE=1 prints each rank's times. JSON lines;
- * ratio_to_baseline = measured bubble / theoretical bubble. */
+ * ratio_to_baseline = measured bubble / theoretical bubble. The theory
+ * takes messages as free; hop_us is what one activation-sized message costs
+ * with raw MPI (ping-pong, MPI_Send/MPI_Recv, half the round trip), and
+ * with_hops_bubble is the theory with 2m such hops added to the step (the
+ * 1F1B / GPipe steady state has no slack to hide them in):
+ * ratio_to_hops_baseline = measured / that. */
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +61,26 @@ int main(int argc, char **argv) {
     cft_tree *params = cft_tree_from(names, ws, LAYERS);
     cft_fn *f = r < S - 1 ? cft_tree_fn_new(mid, NULL, params, 1, 1)
                           : cft_tree_fn_new(last, NULL, params, 2, 1);
+    /* raw MPI: one activation-sized message, one way */
+    double hop_us = 0;
+    if (S >= 2 && r < 2) {
+        float *buf = calloc((size_t)MB_ROWS * W, sizeof(float));
+        int n = MB_ROWS * W, reps = 200;
+        for (int it = -20; it < reps; it++) {
+            double t0 = it == 0 ? MPI_Wtime() : 0;
+            if (it == 0)
+                hop_us = t0;
+            if (r == 0) {
+                MPI_Send(buf, n, MPI_FLOAT, 1, 9, MPI_COMM_WORLD);
+                MPI_Recv(buf, n, MPI_FLOAT, 1, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Recv(buf, n, MPI_FLOAT, 0, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(buf, n, MPI_FLOAT, 0, 9, MPI_COMM_WORLD);
+            }
+        }
+        hop_us = (MPI_Wtime() - hop_us) / (2.0 * reps) * 1e6;
+        free(buf);
+    }
     const char *sched[2] = {"gpipe", "1f1b"};
     for (int m = 4; m <= 16; m *= 2)
         for (int s = 0; s < 2; s++) {
@@ -66,7 +92,7 @@ int main(int argc, char **argv) {
                                       CFT_I32);
             cft_pipeline_options o = {m, (cft_pipe_schedule)s, false};
             cft_pipeline *p = cft_pipeline_new(g, f, params, &o);
-            double bub[5], wait[5];
+            double bub[5], wait[5], comp[5], stepm[5];
             int peak = 0;
             for (int it = -2; it < 5; it++) {
                 cft_tree *gr;
@@ -81,8 +107,11 @@ int main(int argc, char **argv) {
                     g, cft_scalar(1 - st.compute_s / st.step_s, CFT_F64), CFT_DIST_MEAN);
                 cft_array *wt = cft_dist_all_reduce(g, cft_scalar(st.wait_s / st.step_s, CFT_F64),
                                                     CFT_DIST_MEAN);
+                cft_array *cs =
+                    cft_dist_all_reduce(g, cft_scalar(st.compute_s, CFT_F64), CFT_DIST_MEAN);
                 if (it >= 0)
-                    bub[it] = cft_item(b), wait[it] = cft_item(wt);
+                    bub[it] = cft_item(b), wait[it] = cft_item(wt), comp[it] = cft_item(cs),
+                    stepm[it] = st.step_s;
                 peak = st.peak_live;
                 if (getenv("CFT_BENCH_VERBOSE") && it == 4)
                     fprintf(stderr, "rank %d m %d %s: compute %.2f ms wait %.2f ms step %.2f ms\n",
@@ -91,7 +120,11 @@ int main(int argc, char **argv) {
             double med, mn, wmed, wmn;
             bench_stats(bub, 5, &med, &mn);
             bench_stats(wait, 5, &wmed, &wmn);
-            double theory = (double)(S - 1) / (m + S - 1);
+            double theory = (double)(S - 1) / (m + S - 1), cmed, cmn, smed, smn;
+            bench_stats(comp, 5, &cmed, &cmn);
+            bench_stats(stepm, 5, &smed, &smn);
+            /* the ideal step (compute / (1 - theory)) plus 2m hops */
+            double with_hops = 1 - cmed / (cmed / (1 - theory) + 2.0 * m * hop_us * 1e-6);
             if (r == 0)
                 printf("{\"bench\": \"pipeline\", \"config\": {\"ranks\": %d, \"micro_batches\": "
                        "%d, \"schedule\": \"%s\", \"rows_per_micro_batch\": %d}, \"method\": "
@@ -99,9 +132,11 @@ int main(int argc, char **argv) {
                        "\"theoretical bubble (p-1)/(m+p-1)\", \"baseline_bubble\": %.3f, "
                        "\"ratio_to_baseline\": %.3f, \"waiting_share\": %.3f, "
                        "\"stage0_live_micro_batches\": %d, "
-                       "\"stage0_activation_mb\": %.1f}\n",
+                       "\"stage0_activation_mb\": %.1f, \"hop_us\": %.1f, "
+                       "\"with_hops_bubble\": %.3f, \"ratio_to_hops_baseline\": %.3f}\n",
                        S, m, sched[s], MB_ROWS, med, theory, med / theory, wmed, peak,
-                       peak * (double)MB_ROWS * W * 4 * LAYERS / (1 << 20));
+                       peak * (double)MB_ROWS * W * 4 * LAYERS / (1 << 20), hop_us, with_hops,
+                       med / with_hops);
         }
     cft_dist_finalize();
     return 0;
