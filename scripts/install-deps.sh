@@ -12,6 +12,7 @@ PKGS=(
     libfftw3-dev
     libgc-dev
     libcjson-dev
+    libdnnl-dev
     libopenmpi-dev
     openmpi-bin
     ca-certificates

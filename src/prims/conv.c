@@ -31,6 +31,7 @@
 #include "core/error.h"
 #include "core/par.h"
 #include "core/vec.h"
+#include "prims/conv_dnnl.h"
 #include "prims/rules.h"
 
 enum { CS, CP, CLD, CRD, CFG, CBG }; /* parameter slots */
@@ -514,6 +515,31 @@ static cft_array *pack_rhs(cft_array *w) {
     return y;
 }
 
+/* oneDNN, for what it takes (no batch groups or lhs dilation, padding >=
+ * 0) and where it measured faster (bench/onednn/conv.c): one group, a
+ * reduction of 64 or more per output (C * taps; the digits' 1 x 3x3 runs
+ * as fast on im2col, and vmap's many groups faster), a megaflop or more */
+static bool try_dnnl(const geom *g, cft_array *const *in, cft_array *y) {
+    if (g->B != 1 || g->G != 1 || g->nsp < 1 || in[0]->conj || in[1]->conj || g->C * g->KK < 64 ||
+        2.0 * (double)g->N * (double)g->O * (double)g->P * (double)g->C * (double)g->KK < 1e6)
+        return false;
+    int64_t k[26] = {g->nsp, g->N, g->C, g->O, g->Ig, g->G};
+    for (int i = 0; i < g->nsp; i++) {
+        int j = MAXSP - g->nsp + i;
+        if (g->ld[j] != 1 || g->lo[j] < 0 || g->hi[j] < 0 || g->out[j] < 1)
+            return false;
+        k[6 + i] = g->in[j], k[9 + i] = g->k[j], k[12 + i] = g->s[j];
+        k[15 + i] = g->lo[j], k[18 + i] = g->hi[j], k[21 + i] = g->rd[j];
+    }
+    cft_array *x = cft__contig(in[0]), *w = cft__contig(in[1]);
+    if (cft_failed(x) || cft_failed(w))
+        return false;
+    bool done = cft__conv_dnnl(k, cft__ptr(x), cft__ptr(w), cft__ptr(y));
+    cft__keep(x);
+    cft__keep(w);
+    return done;
+}
+
 static cft_array *conv_into(cft_array *const *in, int nin, const cft_params *p, cft_array *y) {
     (void)nin;
     geom g;
@@ -533,6 +559,8 @@ static cft_array *conv_into(cft_array *const *in, int nin, const cft_params *p, 
         memset(cft__ptr(y), 0, es * (size_t)ny);
         return NULL;
     }
+    if (dt == CFT_F32 && try_dnnl(&g, in, y))
+        return NULL;
     cft_array *x = in[0], *w = pack_rhs(in[1]);
     if (cft_failed(w))
         return w;

@@ -1,0 +1,15 @@
+/* Internal: conv_general_dilated's f32 kernel on oneDNN (conv_dnnl.c). */
+#ifndef CFT_CONV_DNNL_H
+#define CFT_CONV_DNNL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Run the convolution on oneDNN, row-major f32 buffers x [N, C, in...],
+ * w [O, I, k...], y [N, O, out...]. geometry: nsp, N, C, O, I, G, then per
+ * spatial dim (3 slots each, the first nsp used): in, k, strides, padding
+ * lo, padding hi, rhs dilation; two zeros. False (nothing written) when
+ * oneDNN is not built in, is turned off (CFT_CONV_DNNL=0) or declines. */
+bool cft__conv_dnnl(const int64_t *geometry, void *x, void *w, void *y);
+
+#endif
