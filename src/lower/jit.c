@@ -25,6 +25,7 @@
 
 #include "array/dim.h"
 #include "cft/jit.h"
+#include "cft/ops.h"
 #include "core/error.h"
 #include "core/mem.h"
 #include "core/par.h"
@@ -856,6 +857,12 @@ typedef struct {
     bool *donate;           /* per input: its buffer may hold an output (cft_jit_donate) */
     _Atomic int64_t reused; /* outputs written into donated buffers */
     pthread_mutex_t mu;     /* recursive: caches, traces, first runs */
+    /* f is a vmap (fn->mapped): jit(the mapped function), run once per
+     * lane when the batched intermediates would not stay in cache; the
+     * decision is kept for the last input signature */
+    cft_fn *lane;
+    cft_aval *loop_sig;
+    bool loop_yes;
 } jit_env;
 
 /* Does S serve these inputs? Binds S's symbols into val. Sizes 0 and 1
@@ -1031,6 +1038,77 @@ static cft_status apply_unlocked(jit_env *J, cft_array *const *in, cft_array **o
 
 static cft_status jit_locked(jit_env *J, int nin, cft_array *const *in, int nout, cft_array **out);
 
+/* ---- a vmap run as a loop over its lanes ---- */
+
+/* Loop when one lane's computation touches 256 KB or more and the whole
+ * batch's 8 MB or more: then the batched plan streams its intermediates
+ * through memory while a lane's stay in cache, and a lane has enough work
+ * to pay for its call (ensembles, not per-sample gradients). Kept per
+ * input signature. CFT_JIT_VMAP_LOOP=0 / 1: never / always. */
+static bool loop_pays(jit_env *J, int nin, cft_array *const *in, int64_t *size) {
+    const bool *b = J->f->map_batched;
+    *size = -1;
+    for (int i = 0; i < nin; i++)
+        if (b[i] && in[i]->aval.ndim > 0 && *size < 0)
+            *size = in[i]->aval.shape[0];
+    if (*size < 1)
+        return false;
+    const char *env = getenv("CFT_JIT_VMAP_LOOP");
+    if (env && (env[0] == '0' || env[0] == '1'))
+        return env[0] == '1';
+    bool same = J->loop_sig != NULL;
+    for (int i = 0; same && i < nin; i++)
+        same = cft__aval_eq(&J->loop_sig[i], &in[i]->aval);
+    if (same)
+        return J->loop_yes;
+    cft_aval *sig = CFT_NEWN(cft_aval, nin + 1), *one = CFT_NEWN(cft_aval, nin + 1);
+    for (int i = 0; i < nin; i++) {
+        sig[i] = in[i]->aval;
+        one[i] = in[i]->aval;
+        if (b[i]) { /* a lane's aval: axis 0 dropped */
+            one[i].ndim--;
+            memmove(one[i].shape, one[i].shape + 1, sizeof(int64_t) * (size_t)one[i].ndim);
+        }
+    }
+    double per = (double)cft__fn_bytes(J->f->mapped, one);
+    J->loop_yes = per >= 256e3 && per * (double)*size >= 8e6;
+    J->loop_sig = sig;
+    return J->loop_yes;
+}
+
+static cft_status run_lanes(jit_env *J, int64_t size, int nin, cft_array *const *in, int nout,
+                            cft_array **out) {
+    const bool *b = J->f->map_batched;
+    cft_array *args[nin > 0 ? nin : 1], *res[nout];
+    for (int64_t k = 0; k < size; k++) {
+        for (int i = 0; i < nin; i++)
+            args[i] = b[i] ? cft_index(in[i], k) : in[i];
+        cft_status st = cft_fn_call(J->lane, args, res);
+        if (st != CFT_OK)
+            return cft__fail_outs(res[0], nout, out);
+        for (int j = 0; j < nout; j++) { /* out[j][k] = res[j] */
+            cft_array *r = cft__contig(res[j]);
+            if (cft_failed(r))
+                return cft__fail_outs(r, nout, out);
+            if (k == 0) {
+                int64_t shape[CFT_MAX_NDIM] = {size};
+                if (r->aval.ndim + 1 > CFT_MAX_NDIM)
+                    return cft__fail_outs(cft__fail(CFT_E_SHAPE, "cft_jit: a vmap output of "
+                                                                 "rank above the limit"),
+                                          nout, out);
+                memcpy(shape + 1, r->aval.shape, sizeof(int64_t) * (size_t)r->aval.ndim);
+                out[j] = cft__alloc(r->aval.dtype, shape, r->aval.ndim + 1);
+                if (cft_failed(out[j]))
+                    return cft__fail_outs(out[j], nout, out);
+            }
+            size_t row =
+                cft_dtype_size(r->aval.dtype) * (size_t)cft__numel(r->aval.shape, r->aval.ndim);
+            memcpy((char *)cft__ptr(out[j]) + (size_t)k * row, cft__ptr(r), row);
+        }
+    }
+    return CFT_OK;
+}
+
 static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
     jit_env *J = envp;
     bool concrete = true;
@@ -1038,6 +1116,14 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
         concrete &= in[i]->kind == CFT_K_CONCRETE;
     if (!concrete || cft__trace_depth() > 0)
         return cft__fn_apply(J->f, in, out);
+    if (J->lane && !J->donate) {
+        int64_t size;
+        pthread_mutex_lock(&J->mu);
+        bool loop = loop_pays(J, nin, in, &size);
+        pthread_mutex_unlock(&J->mu);
+        if (loop)
+            return run_lanes(J, size, nin, in, nout, out);
+    }
     donation d = {.donate = J->donate, .in = in};
     donation *saved = cur_donation;
     cur_donation = J->donate ? &d : NULL;
@@ -1194,6 +1280,8 @@ cft_fn *cft_jit(cft_fn *f) {
     }
     if (g)
         g->direct = true;
+    if (!cft_fn_failed(g) && f->mapped) /* a vmap: its lanes may run one by one */
+        J->lane = cft_jit(f->mapped);
     return g;
 }
 

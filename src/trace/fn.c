@@ -14,6 +14,7 @@
 #include "core/mem.h"
 #include "core/profile.h"
 #include "trace/fn.h"
+#include "trace/ir.h"
 #include "trace/trace.h"
 
 static cft_status error_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
@@ -317,4 +318,25 @@ cft_status cft_fn_print_ir(cft_fn *f, const cft_aval *avals, FILE *out) {
         return cft_last_error();
     cft_ir_print(ir, out);
     return CFT_OK;
+}
+
+/* an upper bound of the bytes f's computation touches at these input avals:
+ * every equation's outputs and the inputs, from its IR (0 if it fails) */
+size_t cft__fn_bytes(cft_fn *f, const cft_aval *avals) {
+    cft_ir *ir = cft_make_ir(f, avals);
+    if (!ir) {
+        cft_clear_error();
+        return 0;
+    }
+    double b = 0;
+    for (int i = 0; i < ir->neqn; i++)
+        for (int k = 0; k < ir->eqns[i].nout; k++) {
+            const cft_aval *a = &ir->eqns[i].out[k]->aval;
+            b += (double)cft__numel(a->shape, a->ndim) * (double)cft_dtype_size(a->dtype);
+        }
+    for (int i = 0; i < ir->nin; i++) {
+        const cft_aval *a = &ir->invars[i]->aval;
+        b += (double)cft__numel(a->shape, a->ndim) * (double)cft_dtype_size(a->dtype);
+    }
+    return b > 1e18 ? (size_t)1e18 : (size_t)b;
 }

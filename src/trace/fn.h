@@ -20,6 +20,12 @@ struct cft_fn {
     fn_cache *cache;
     bool direct;    /* never staged by cft_fn_call (cft_jit manages its own plans) */
     cft_array *err; /* an error function: every call fails with this */
+    /* set by vmap: this function is `mapped` over axis 0 of the inputs
+     * marked in map_batched (the others shared), its outputs stacked along
+     * axis 0, one random key for all lanes; cft_jit may then run it as a
+     * loop over the batch (lower/jit.c) */
+    cft_fn *mapped;
+    bool *map_batched;
 };
 
 /* An error function (as error arrays are for arrays): calling it fails
@@ -31,6 +37,10 @@ cft_fn *cft__fn_check(const char *call, cft_fn *f);
 /* an error function for `call` with a printf-style message */
 cft_fn *cft__fn_fail(int nin, int nout, cft_status code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* The bytes f's computation touches at these input avals (an upper bound:
+ * every equation's outputs and the inputs, from its IR; 0 if tracing fails). */
+size_t cft__fn_bytes(cft_fn *f, const cft_aval *avals);
 
 /* Run f's callback directly (no staging), checking its outputs. */
 cft_status cft__fn_apply(cft_fn *f, cft_array *const *in, cft_array **out);

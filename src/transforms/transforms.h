@@ -33,9 +33,5 @@ cft_status cft__linearize(cft_fn *f, cft_array *const *primals, const bool *diff
  * zero). */
 cft_status cft__backward(const cft_lin *lin, cft_array *const *cts, cft_array **ct_in);
 
-/* Bytes that one call of f at these avals computes: the inputs and every
- * equation's outputs in its IR (an upper bound on what it holds at once;
- * 0 when it cannot be traced). vmap.c; the memory budgets use it. */
-size_t cft__fn_bytes(cft_fn *f, const cft_aval *avals);
 
 #endif

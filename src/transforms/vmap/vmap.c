@@ -234,7 +234,22 @@ static cft_fn *vmap_make(cft_fn *f, const int *in_axes, const int *out_axes, int
     }
     env->f = f;
     env->randomness = randomness;
-    return cft_fn_named(cft_fn_new(vmap_cb, env, f->nin, f->nout), "vmap");
+    cft_fn *v = cft_fn_named(cft_fn_new(vmap_cb, env, f->nin, f->nout), "vmap");
+    /* f mapped over leading axes with the same key in every lane: what
+     * cft_jit may run as a loop over the batch (lower/jit.c) */
+    bool plain = !cft_fn_failed(v) && randomness == CFT_RANDOMNESS_SAME;
+    for (int i = 0; plain && in_axes && i < f->nin; i++)
+        plain = in_axes[i] == 0 || in_axes[i] == CFT_NOT_BATCHED;
+    for (int j = 0; plain && out_axes && j < f->nout; j++)
+        plain = out_axes[j] == 0;
+    if (plain) {
+        v->map_batched = CFT_NEWN(bool, f->nin + 1);
+        for (int i = 0; v->map_batched && i < f->nin; i++)
+            v->map_batched[i] = !in_axes || in_axes[i] == 0;
+        if (v->map_batched)
+            v->mapped = f;
+    }
+    return v;
 }
 
 cft_fn *cft_vmap_n(cft_fn *f, const int *in_axes, int n_in, const int *out_axes, int n_out) {
@@ -259,25 +274,6 @@ typedef struct {
     int64_t chunk;
     size_t budget; /* > 0: the chunk follows from this many bytes per chunk */
 } chunk_env;
-
-size_t cft__fn_bytes(cft_fn *f, const cft_aval *avals) {
-    cft_ir *ir = cft_make_ir(f, avals);
-    if (!ir) {
-        cft_clear_error();
-        return 0;
-    }
-    double b = 0;
-    for (int i = 0; i < ir->neqn; i++)
-        for (int k = 0; k < ir->eqns[i].nout; k++) {
-            const cft_aval *a = &ir->eqns[i].out[k]->aval;
-            b += (double)cft__numel(a->shape, a->ndim) * (double)cft_dtype_size(a->dtype);
-        }
-    for (int i = 0; i < ir->nin; i++) {
-        const cft_aval *a = &ir->invars[i]->aval;
-        b += (double)cft__numel(a->shape, a->ndim) * (double)cft_dtype_size(a->dtype);
-    }
-    return b > 1e18 ? (size_t)1e18 : (size_t)b;
-}
 
 /* the chunk that keeps one chunk's intermediates within c->budget: the
  * bytes of one batch element's computation, from f's IR at the avals of
