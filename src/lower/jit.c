@@ -1040,8 +1040,8 @@ static cft_status jit_locked(jit_env *J, int nin, cft_array *const *in, int nout
 
 /* ---- a vmap run as a loop over its lanes ---- */
 
-/* Loop when one lane's computation touches 256 KB or more and the whole
- * batch's 8 MB or more: then the batched plan streams its intermediates
+/* Loop, on one thread, when one lane's computation touches 256 KB or more
+ * and the whole batch's 8 MB or more: then the batched plan streams its intermediates
  * through memory while a lane's stay in cache, and a lane has enough work
  * to pay for its call (ensembles, not per-sample gradients). Kept per
  * input signature. CFT_JIT_VMAP_LOOP=0 / 1: never / always. */
@@ -1056,6 +1056,8 @@ static bool loop_pays(jit_env *J, int nin, cft_array *const *in, int64_t *size) 
     const char *env = getenv("CFT_JIT_VMAP_LOOP");
     if (env && (env[0] == '0' || env[0] == '1'))
         return env[0] == '1';
+    if (cft__num_threads() > 1) /* the batched plan shares its lanes among threads */
+        return false;
     bool same = J->loop_sig != NULL;
     for (int i = 0; same && i < nin; i++)
         same = cft__aval_eq(&J->loop_sig[i], &in[i]->aval);
