@@ -515,12 +515,52 @@ static cft_array *pack_rhs(cft_array *w) {
     return y;
 }
 
+/* is x a swap of axes 0 and 1 of a row-major array (what the transpose
+ * rule's swap() makes)? */
+static bool swapped_rowmajor(const cft_array *x) {
+    const cft_aval *a = &x->aval;
+    int64_t s = 1;
+    for (int i = a->ndim - 1; i >= 2; i--) {
+        if (a->shape[i] != 1 && x->strides[i] != s)
+            return false;
+        s *= a->shape[i];
+    }
+    return !x->conj && x->strides[0] == s && x->strides[1] == a->shape[0] * s;
+}
+
+/* The weight gradient as the transpose rule writes it (conv_ct_rhs):
+ * lhs = swap(x) [C, N, in], rhs = swap(ct) [O, N, out], one group; on
+ * oneDNN's backward-weights primitive, from the forward's geometry. */
+static bool try_dnnl_wgrad(const geom *g, cft_array *const *in, cft_array *y) {
+    if (g->B != 1 || g->G != 1 || !swapped_rowmajor(in[0]) || !swapped_rowmajor(in[1]) ||
+        2.0 * (double)g->N * (double)g->O * (double)g->P * (double)g->C * (double)g->KK < 1e5)
+        return false;
+    /* forward: N = g->C, C = g->N, O = g->O, kernel = g->out, out = g->k,
+     * strides = g->rd, rhs dilation = g->s */
+    int64_t k[26] = {g->nsp, g->C, g->N, g->O, g->N, 1};
+    for (int i = 0; i < g->nsp; i++) {
+        int j = MAXSP - g->nsp + i;
+        int64_t hi = (g->k[j] - 1) * g->rd[j] + (g->out[j] - 1) * g->s[j] + 1 - g->in[j] - g->lo[j];
+        if (g->ld[j] != 1 || g->lo[j] < 0 || hi < 0 || hi > g->hi[j])
+            return false;
+        k[6 + i] = g->in[j], k[9 + i] = g->out[j], k[12 + i] = g->rd[j];
+        k[15 + i] = g->lo[j], k[18 + i] = hi, k[21 + i] = g->s[j];
+    }
+    k[24] = 1;
+    return cft__conv_dnnl(k, cft__ptr(in[0]), cft__ptr(y), cft__ptr(in[1]));
+}
+
 /* oneDNN, for what it takes (no batch groups or lhs dilation, padding >=
  * 0) and where it measured faster (bench/onednn/conv.c): one group, a
  * reduction of 64 or more per output (C * taps; the digits' 1 x 3x3 runs
- * as fast on im2col, and vmap's many groups faster), a megaflop or more */
+ * as fast on im2col, and vmap's many groups faster), a megaflop or more;
+ * and weight gradients */
 static bool try_dnnl(const geom *g, cft_array *const *in, cft_array *y) {
-    if (g->B != 1 || g->G != 1 || g->nsp < 1 || in[0]->conj || in[1]->conj || g->C * g->KK < 64 ||
+    if (g->nsp < 1 || in[0]->conj || in[1]->conj)
+        return false;
+    if (try_dnnl_wgrad(g, in, y))
+        return true;
+    if (g->B != 1 || g->G != 1 || g->C * g->KK < 64 ||
         2.0 * (double)g->N * (double)g->O * (double)g->P * (double)g->C * (double)g->KK < 1e6)
         return false;
     int64_t k[26] = {g->nsp, g->N, g->C, g->O, g->Ig, g->G};

@@ -7,8 +7,11 @@
  * per geometry and kept (a bounded cache, built under a lock, executed
  * concurrently with a scratchpad and stream per call); oneDNN runs on
  * OpenMP, the team of src/core/par.c, at cft_set_num_threads' count.
- * Convolutions it does not take (batch groups, lhs dilation, negative
- * padding, non-f32) return false and go to conv.c's im2col kernel, as
+ * A weight gradient, which the transpose rule writes as a convolution of
+ * the transposed input with the transposed output cotangent, runs as
+ * oneDNN's backward-weights primitive (conv.c recognises it by its
+ * operands' strides). Convolutions it does not take (batch groups, lhs
+ * dilation, negative padding, non-f32) return false and go to conv.c's im2col kernel, as
  * everything does with CFT_CONV_DNNL=0. */
 #include "prims/conv_dnnl.h"
 
@@ -26,7 +29,9 @@ enum { NKEY = 26, MAX_ENTRIES = 512 };
 typedef struct entry {
     int64_t key[NKEY];
     dnnl_primitive_t conv, re[3]; /* reorders: src in, weights in, dst out (NULL: none) */
-    dnnl_memory_desc_t md[3], plain[3], scratch;
+    dnnl_memory_desc_t md[3], plain[3], scratch; /* src, weights, dst */
+    int out;                                     /* the one written: 2, or 1 (wgrad) */
+    bool wgrad;
     struct entry *next;
 } entry;
 
@@ -40,7 +45,9 @@ static const dnnl_format_tag_t src_tags[4] = {dnnl_format_tag_undef, dnnl_ncw, d
                                               dnnl_ncdhw},
                                w_tags[4] = {dnnl_format_tag_undef, dnnl_oiw, dnnl_oihw, dnnl_oidhw},
                                gw_tags[4] = {dnnl_format_tag_undef, dnnl_goiw, dnnl_goihw,
-                                             dnnl_goidhw};
+                                             dnnl_goidhw},
+                               iw_tags[4] = {dnnl_format_tag_undef, dnnl_bac, dnnl_iohw,
+                                             dnnl_iodhw}; /* weights [I, O, k...] */
 
 static bool ok(dnnl_status_t s) {
     return s == dnnl_success;
@@ -55,9 +62,12 @@ static void destroy(entry *e) {
     free(e);
 }
 
-/* the primitive and the reorders for one geometry; NULL if oneDNN declines */
+/* the primitive and the reorders for one geometry (key[24]: 1 for a weight
+ * gradient, whose weights are the output, in [I, O, k...] order); NULL if
+ * oneDNN declines */
 static entry *build(const int64_t *k) {
     int nsp = (int)k[0];
+    bool wgrad = k[24] == 1;
     int64_t N = k[1], C = k[2], O = k[3], I = k[4], G = k[5];
     const int64_t *in = k + 6, *ks = k + 9, *s = k + 12, *lo = k + 15, *hi = k + 18, *rd = k + 21;
     dnnl_dims_t sd = {N, C}, dd = {N, O}, wd, st, dil, pl, pr;
@@ -82,36 +92,49 @@ static entry *build(const int64_t *k) {
     if (!e)
         return NULL;
     memcpy(e->key, k, sizeof e->key);
+    e->wgrad = wgrad;
     dnnl_memory_desc_t any[3];
     bool good =
         ok(dnnl_memory_desc_init_by_tag(&e->plain[0], 2 + nsp, sd, dnnl_f32, src_tags[nsp])) &&
         ok(dnnl_memory_desc_init_by_tag(&e->plain[1], wn, wd, dnnl_f32,
-                                        G > 1 ? gw_tags[nsp] : w_tags[nsp])) &&
+                                        wgrad   ? iw_tags[nsp]
+                                        : G > 1 ? gw_tags[nsp]
+                                                : w_tags[nsp])) &&
         ok(dnnl_memory_desc_init_by_tag(&e->plain[2], 2 + nsp, dd, dnnl_f32, src_tags[nsp])) &&
         ok(dnnl_memory_desc_init_by_tag(&any[0], 2 + nsp, sd, dnnl_f32, dnnl_format_tag_any)) &&
         ok(dnnl_memory_desc_init_by_tag(&any[1], wn, wd, dnnl_f32, dnnl_format_tag_any)) &&
         ok(dnnl_memory_desc_init_by_tag(&any[2], 2 + nsp, dd, dnnl_f32, dnnl_format_tag_any));
-    dnnl_convolution_desc_t cd;
+    dnnl_convolution_desc_t cd, bd;
     dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_desc_t pd = NULL, fpd = NULL;
     good = good &&
            ok(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_training,
                                                          dnnl_convolution_direct, &any[0], &any[1],
                                                          NULL, &any[2], st, dil, pl, pr)) &&
            ok(dnnl_primitive_attr_create(&attr)) &&
-           ok(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) &&
-           ok(dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL)) &&
-           ok(dnnl_primitive_create(&e->conv, pd));
+           ok(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    if (good && wgrad) /* the forward is the hint the backward is built from */
+        good =
+            ok(dnnl_primitive_desc_create(&fpd, &cd, attr, eng, NULL)) &&
+            ok(dnnl_dilated_convolution_backward_weights_desc_init(
+                &bd, dnnl_convolution_direct, &any[0], &any[1], NULL, &any[2], st, dil, pl, pr)) &&
+            ok(dnnl_primitive_desc_create(&pd, &bd, attr, eng, fpd));
+    else if (good)
+        good = ok(dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL));
+    good = good && ok(dnnl_primitive_create(&e->conv, pd));
     if (good) {
-        dnnl_query_t q[3] = {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md};
+        dnnl_query_t q[3] = {dnnl_query_src_md,
+                             wgrad ? dnnl_query_diff_weights_md : dnnl_query_weights_md,
+                             wgrad ? dnnl_query_diff_dst_md : dnnl_query_dst_md};
         for (int a = 0; a < 3; a++)
             e->md[a] = *dnnl_primitive_desc_query_md(pd, q[a], 0);
         e->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        e->out = wgrad ? 1 : 2;
         for (int a = 0; good && a < 3; a++) {
             if (dnnl_memory_desc_equal(&e->md[a], &e->plain[a]))
                 continue;
             dnnl_primitive_desc_t rpd = NULL;
-            bool back = a == 2;
+            bool back = a == e->out;
             good = ok(dnnl_reorder_primitive_desc_create(&rpd, back ? &e->md[a] : &e->plain[a], eng,
                                                          back ? &e->plain[a] : &e->md[a], eng,
                                                          NULL)) &&
@@ -122,6 +145,8 @@ static entry *build(const int64_t *k) {
     }
     if (pd)
         dnnl_primitive_desc_destroy(pd);
+    if (fpd)
+        dnnl_primitive_desc_destroy(fpd);
     if (attr)
         dnnl_primitive_attr_destroy(attr);
     if (!good) {
@@ -197,19 +222,20 @@ static bool run(const entry *e, void *x, void *w, void *y) {
         used[a] = e->re[a] ? (b ? mem(&e->md[a], b) : NULL) : plain[a];
         good = plain[a] && used[a];
     }
-    for (int a = 0; good && a < 2; a++)
-        if (e->re[a]) {
+    for (int a = 0; good && a < 3; a++)
+        if (e->re[a] && a != e->out) {
             dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, plain[a]}, {DNNL_ARG_TO, used[a]}};
             good = ok(dnnl_primitive_execute(e->re[a], st, 2, r));
         }
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, used[0]},
-                               {DNNL_ARG_WEIGHTS, used[1]},
-                               {DNNL_ARG_DST, used[2]},
+                               {e->wgrad ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_WEIGHTS, used[1]},
+                               {e->wgrad ? DNNL_ARG_DIFF_DST : DNNL_ARG_DST, used[2]},
                                {DNNL_ARG_SCRATCHPAD, scratch}};
     good = good && ok(dnnl_primitive_execute(e->conv, st, 4, args));
-    if (good && e->re[2]) {
-        dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, used[2]}, {DNNL_ARG_TO, plain[2]}};
-        good = ok(dnnl_primitive_execute(e->re[2], st, 2, r));
+    int o = e->out;
+    if (good && e->re[o]) {
+        dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, used[o]}, {DNNL_ARG_TO, plain[o]}};
+        good = ok(dnnl_primitive_execute(e->re[o], st, 2, r));
     }
     good = good && ok(dnnl_stream_wait(st));
     for (int a = 0; a < 3; a++) {

@@ -8,7 +8,9 @@
 /* Run the convolution on oneDNN, row-major f32 buffers x [N, C, in...],
  * w [O, I, k...], y [N, O, out...]. geometry: nsp, N, C, O, I, G, then per
  * spatial dim (3 slots each, the first nsp used): in, k, strides, padding
- * lo, padding hi, rhs dilation; two zeros. False (nothing written) when
+ * lo, padding hi, rhs dilation; then 0, or 1 for a weight gradient (w
+ * [O, I, k...] stored I-major, as [I, O, k...], written from x and the
+ * output cotangent in y); then a zero. False (nothing written) when
  * oneDNN is not built in, is turned off (CFT_CONV_DNNL=0) or declines. */
 bool cft__conv_dnnl(const int64_t *geometry, void *x, void *w, void *y);
 
