@@ -83,6 +83,14 @@ typedef struct {
     int bad;
 } worker;
 
+/* (a, b) [100,40,40] -> (tanh(a) * b + a: one contiguous row; sum over axis 1 of a * b) */
+static cft_status kernels_fn(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_add(cft_mul(cft_tanh(in[0]), in[1]), in[0]);
+    out[1] = cft_sum(cft_mul(in[0], in[1]), (int[]){1}, 1, false);
+    return CFT_OK;
+}
+
 static void *call_many(void *arg) {
     worker *w = arg;
     cft_thread_register();
@@ -126,6 +134,25 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_array_dim(two[0], 0), B);
         CHECK_ARRAY_CLOSE(two[0], one[0], 1e-5, 1e-6);
         CHECK_ARRAY_CLOSE(two[1], one[1], 1e-5, 1e-6);
+    }
+
+    TEST("kernels: a contiguous elementwise chain cut along its row, a reduction over a middle "
+         "axis split by its first; 2 and 3 threads give 1 thread's (a few ulps: libmvec's "
+         "vector and scalar tanh meet at other elements)") {
+        cft_array *a = randn(8, CFT_F32, (int64_t[]){100, 40, 40}, 3),
+                  *b = randn(9, CFT_F32, (int64_t[]){100, 40, 40}, 3);
+        cft_fn *f = cft_jit(cft_fn_new(kernels_fn, NULL, 2, 2));
+        cft_array *one[2], *more[2];
+        CHECK_EQ(cft_fn_call(f, (cft_array *[]){a, b}, one), CFT_OK); /* compiles */
+        CHECK_EQ(cft_fn_call(f, (cft_array *[]){a, b}, one), CFT_OK);
+        for (int t = 2; t <= 3; t++) {
+            cft_set_num_threads(t);
+            CHECK_EQ(cft_fn_call(f, (cft_array *[]){a, b}, more), CFT_OK);
+            CHECK_ARRAY_CLOSE(more[0], one[0], 1e-6, 1e-7);
+            CHECK_ARRAY_CLOSE(more[1], one[1], 0, 0); /* each sum in the same order */
+        }
+        cft_set_num_threads(1);
+        CHECK_ARRAY_CLOSE(one[1], cft_sum(cft_mul(a, b), (int[]){1}, 1, false), 1e-5, 1e-5);
     }
 
     TEST("convolution: 2 threads give 1 thread's") {

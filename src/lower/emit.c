@@ -162,14 +162,31 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     if (red && nd > 1 && red_out >= 0) {
         put(b, l, c, "    int own = 1;\n    for (int d = 0; d < %d; d++) own &= st[%d + d] != 0;\n",
             nd - 1, red_out * nd);
+        /* else, when the output moves along the first outer dim, its
+         * slices are independent: they run in parallel, each one's rows
+         * in order */
+        put(b, l, c, "    const int64_t split0 = !own && st[%d] != 0 ? dims[0] : 1;\n",
+            red_out * nd);
     } else
-        put(b, l, c, "    const int own = %d;\n", red ? 0 : 1);
+        put(b, l, c, "    const int own = %d;\n    const int64_t split0 = 1;\n", red ? 0 : 1);
+    /* an elementwise group whose loop collapsed to few rows (a contiguous
+     * array is one row) cuts its rows into nth pieces along j */
     put(b, l, c,
-        "    #pragma omp parallel for num_threads(nth) if (nth > 1 && own && nouter > 1 && nouter "
-        "* "
-        "inner > %d) schedule(static)\n",
+        "    const int64_t chunks = %d && nouter < nth && nth > 1 && nouter * inner > %d ? nth : "
+        "1;\n    const int64_t cin = (inner + chunks - 1) / chunks;\n",
+        red ? 0 : 1, CFT_KERNEL_PAR_MIN);
+    put(b, l, c,
+        "    const int64_t units = own ? nouter * chunks : split0, per = own ? 1 : nouter / "
+        "split0;\n");
+    put(b, l, c,
+        "    #pragma omp parallel for num_threads(nth) if (nth > 1 && units > 1 && nouter * inner "
+        "> %d) schedule(static)\n",
         CFT_KERNEL_PAR_MIN);
-    put(b, l, c, "    for (int64_t r = 0; r < nouter; r++) {\n");
+    put(b, l, c, "    for (int64_t u = 0; u < units; u++)\n");
+    put(b, l, c, "    for (int64_t rc = u * per; rc < (u + 1) * per; rc++) {\n");
+    put(b, l, c,
+        "        const int64_t r = rc / chunks, j0 = (rc %% chunks) * cin,\n"
+        "                      j1 = j0 + cin < inner ? j0 + cin : inner;\n");
     for (int k = 0; k < nops; k++)
         put(b, l, c, "        int64_t f%d = 0;\n", k);
     if (nd > 1) {
@@ -194,7 +211,7 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     } else if (!red) {
         put(b, l, c, "        #pragma omp simd\n");
     }
-    put(b, l, c, "        for (int64_t j = 0; j < inner; j++) {\n");
+    put(b, l, c, "        for (int64_t j = j0; j < j1; j++) {\n");
     /* names of values: inputs a<k>, equation outputs v<id> */
     char **name = CFT_NEWN(char *, ir->nvars + 1);
     for (int k = 0; k < g->nin; k++) {
