@@ -1040,8 +1040,9 @@ static cft_status jit_locked(jit_env *J, int nin, cft_array *const *in, int nout
 
 /* ---- a vmap run as a loop over its lanes ---- */
 
-/* Loop, on one thread, when one lane's computation touches 256 KB or more
- * and the whole batch's 8 MB or more: then the batched plan streams its intermediates
+/* Loop, on one thread, when one lane computes a megaflop or more and
+ * touches 256 KB or more, and the whole batch 8 MB or more: then the
+ * batched plan streams its intermediates
  * through memory while a lane's stay in cache, and a lane has enough work
  * to pay for its call (ensembles, not per-sample gradients). Kept per
  * input signature. CFT_JIT_VMAP_LOOP=0 / 1: never / always. */
@@ -1072,8 +1073,8 @@ static bool loop_pays(jit_env *J, int nin, cft_array *const *in, int64_t *size) 
             memmove(one[i].shape, one[i].shape + 1, sizeof(int64_t) * (size_t)one[i].ndim);
         }
     }
-    double per = (double)cft__fn_bytes(J->f->mapped, one);
-    J->loop_yes = per >= 256e3 && per * (double)*size >= 8e6;
+    double flops, per = (double)cft__fn_cost(J->f->mapped, one, &flops);
+    J->loop_yes = flops >= 1e6 && per >= 256e3 && per * (double)*size >= 8e6;
     J->loop_sig = sig;
     return J->loop_yes;
 }

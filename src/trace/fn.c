@@ -4,6 +4,7 @@
  * so a transformed function is never re-traced per call. Under a transform
  * the callback runs on the tracers directly, which inlines it into the
  * enclosing trace. CFT_EAGER=1 turns staging off (op-by-op, for debugging). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -320,23 +321,44 @@ cft_status cft_fn_print_ir(cft_fn *f, const cft_aval *avals, FILE *out) {
     return CFT_OK;
 }
 
-/* an upper bound of the bytes f's computation touches at these input avals:
- * every equation's outputs and the inputs, from its IR (0 if it fails) */
-size_t cft__fn_bytes(cft_fn *f, const cft_aval *avals) {
+/* an upper bound of the bytes f's computation touches at these input avals
+ * (every equation's outputs and the inputs, from its IR), and optionally
+ * its arithmetic: each element computed, plus for contractions (the
+ * primitives flagged CFT_PRIM_CONTRACTION) sqrt(|a| |b| |out|), which is
+ * M*K*N for one GEMM; 0 if tracing fails */
+size_t cft__fn_cost(cft_fn *f, const cft_aval *avals, double *flops) {
+    if (flops)
+        *flops = 0;
     cft_ir *ir = cft_make_ir(f, avals);
     if (!ir) {
         cft_clear_error();
         return 0;
     }
-    double b = 0;
-    for (int i = 0; i < ir->neqn; i++)
-        for (int k = 0; k < ir->eqns[i].nout; k++) {
-            const cft_aval *a = &ir->eqns[i].out[k]->aval;
-            b += (double)cft__numel(a->shape, a->ndim) * (double)cft_dtype_size(a->dtype);
+    double b = 0, fl = 0;
+    for (int i = 0; i < ir->neqn; i++) {
+        const cft_eqn *q = &ir->eqns[i];
+        for (int k = 0; k < q->nout; k++) {
+            const cft_aval *a = &q->out[k]->aval;
+            double n = (double)cft__numel(a->shape, a->ndim);
+            b += n * (double)cft_dtype_size(a->dtype);
+            fl += n;
         }
+        if ((q->prim->flags & CFT_PRIM_CONTRACTION) && q->nin >= 2 && q->nout >= 1) {
+            const cft_aval *x = &q->in[0]->aval, *y = &q->in[1]->aval, *z = &q->out[0]->aval;
+            fl += 2 * sqrt((double)cft__numel(x->shape, x->ndim) *
+                           (double)cft__numel(y->shape, y->ndim) *
+                           (double)cft__numel(z->shape, z->ndim));
+        }
+    }
     for (int i = 0; i < ir->nin; i++) {
         const cft_aval *a = &ir->invars[i]->aval;
         b += (double)cft__numel(a->shape, a->ndim) * (double)cft_dtype_size(a->dtype);
     }
+    if (flops)
+        *flops = fl;
     return b > 1e18 ? (size_t)1e18 : (size_t)b;
+}
+
+size_t cft__fn_bytes(cft_fn *f, const cft_aval *avals) {
+    return cft__fn_cost(f, avals, NULL);
 }

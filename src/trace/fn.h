@@ -41,6 +41,9 @@ cft_fn *cft__fn_fail(int nin, int nout, cft_status code, const char *fmt, ...)
 /* The bytes f's computation touches at these input avals (an upper bound:
  * every equation's outputs and the inputs, from its IR; 0 if tracing fails). */
 size_t cft__fn_bytes(cft_fn *f, const cft_aval *avals);
+/* The same bytes, and in *flops (may be NULL) an estimate of its arithmetic:
+ * one per element computed, 2*M*K*N per contraction (CFT_PRIM_CONTRACTION). */
+size_t cft__fn_cost(cft_fn *f, const cft_aval *avals, double *flops);
 
 /* Run f's callback directly (no staging), checking its outputs. */
 cft_status cft__fn_apply(cft_fn *f, cft_array *const *in, cft_array **out);
