@@ -13,6 +13,7 @@ PKGS=(
     libgc-dev
     libcjson-dev
     libdnnl-dev
+    libxsmm-dev
     libopenmpi-dev
     openmpi-bin
     ca-certificates

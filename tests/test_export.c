@@ -297,8 +297,10 @@ static void test_golden(const char *dir) {
     CHECK_EQ(cft_fn_call(cft_jit(f), x, yj), CFT_OK);
     for (int j = 0; j < 4; j++) {
         cft_array *want = cft_tree_get(io, cft_tree_name(io, 6 + j));
-        CHECK(cft_allclose(y[j], want, 0, 0, false));
-        CHECK(cft_allclose(yj[j], want, 1e-6, 1e-7, false)); /* f32 fused sums: a few ulps */
+        /* written by another build, maybe with other GEMM kernels (OpenBLAS or
+         * libxsmm sum in other orders): f32 sums of ~16 products, 1e-5 */
+        CHECK(cft_allclose(y[j], want, 1e-5, 1e-6, false));
+        CHECK(cft_allclose(yj[j], want, 1e-5, 1e-6, false));
     }
 }
 

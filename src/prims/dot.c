@@ -9,6 +9,7 @@
 
 #include "core/par.h"
 #include "core/vec.h"
+#include "prims/gemm_xsmm.h"
 #include "prims/rules.h"
 #include "trace/ir.h"
 
@@ -254,6 +255,10 @@ static void gemm_block(const gemm_job *j, int64_t t, int64_t i0, int64_t m, int6
         outer_f32((const float *)Ap, (const float *)Bp, (float *)Cp, m,
                   n); /* per-sample outer products */
     } else if (dt == CFT_F32) {
+        if (!A->arr->conj && !B->arr->conj && cft__sgemm_small_fits(M, N, K) &&
+            cft__sgemm_small(A->trans, B->trans, (int)m, (int)n, (int)K, (const float *)Ap,
+                             (int)A->ld, (const float *)Bp, (int)B->ld, (float *)Cp, (int)N))
+            return;
         cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)K, 1.0f, (const float *)Ap,
                     (int)A->ld, (const float *)Bp, (int)B->ld, 0.0f, (float *)Cp, (int)N);
     } else if (dt == CFT_F64) {

@@ -1,0 +1,20 @@
+/* Internal: small f32 GEMMs on libxsmm (gemm_xsmm.c). */
+#ifndef CFT_GEMM_XSMM_H
+#define CFT_GEMM_XSMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Whether a whole m x n x k product goes to libxsmm: decided per product,
+ * not per block, so that cutting it among threads never mixes libraries
+ * (and results stay those of one thread). */
+bool cft__sgemm_small_fits(int64_t m, int64_t n, int64_t k);
+
+/* Row-major C[m x n] (row stride ldc) = op(A) op(B), op a transpose when
+ * ta / tb, with libxsmm's JIT kernels. False (nothing written) when
+ * libxsmm is not built in, is turned off (CFT_XSMM=0), or has no kernel
+ * for the shape; the caller then uses BLAS. */
+bool cft__sgemm_small(bool ta, bool tb, int m, int n, int k, const float *A, int lda,
+                      const float *B, int ldb, float *C, int ldc);
+
+#endif
