@@ -5,14 +5,18 @@
  *   data "diff": each model its own minibatch (x [K, B, 64]);
  *   pass "fwd": the logits; "fwd_bwd": loss and gradient of every model.
  * Methods cft_jit_vmap / loop_over_models_jit: the same with the function
- * compiled by cft_jit (compared with the jitted loop). gemm_floor: the
- * pass's GEMMs alone, per model, called on OpenBLAS directly; cft_jit_vmap
- * is printed against it too.
+ * compiled by cft_jit (compared with the jitted loop). gemm_floor (and
+ * gemm_floor_xsmm where the build has libxsmm): the pass's GEMMs alone,
+ * per model, called on OpenBLAS (libxsmm) directly; cft_jit_vmap is
+ * printed against the faster of the two too.
  * One JSON object per line (the per_sample_grads format). functorch 1.13 on
  * this machine, one thread: fwd 2.37 ms, fwd+bwd 6.79 ms (loop over models
  * 2.02 / 7.27 ms). */
 #include <cblas.h>
 #include <string.h>
+#ifdef CFT_HAVE_XSMM
+#include <libxsmm.h>
+#endif
 #include <sys/resource.h>
 #include <time.h>
 
@@ -60,26 +64,49 @@ static void run_loop(void *p) {
         cft_fn_call(j->f, j->each[k], out);
 }
 
-/* the floor: the GEMMs of the pass alone, per model, straight to OpenBLAS
- * on buffers allocated once (fwd: x W1, h W2; bwd also dlogits W2^T,
- * h^T dlogits, x^T dh) */
+/* the floor: the GEMMs of the pass alone, per model, on buffers allocated
+ * once (fwd: x W1, h W2; bwd also dlogits W2^T, h^T dlogits, x^T dh),
+ * straight to OpenBLAS, or (xsmm, where the build has libxsmm) to libxsmm's
+ * kernels where it has one for the shape */
 typedef struct {
     float *x, *w1, *h, *w2, *z, *dz, *dh, *dw1, *dw2;
-    bool bwd;
+    bool bwd, xsmm;
 } floor_job;
+
+/* row-major C[m x n] = op(A) op(B) */
+static void gemm(bool xsmm, bool ta, bool tb, int m, int n, int k, const float *A, int lda,
+                 const float *Bm, int ldb, float *C, int ldc) {
+#ifdef CFT_HAVE_XSMM
+    if (xsmm) { /* column-major: C' = op(B)' op(A)' */
+        const float alpha = 1, beta = 0;
+        int flags = (tb ? LIBXSMM_GEMM_FLAG_TRANS_A : 0) | (ta ? LIBXSMM_GEMM_FLAG_TRANS_B : 0);
+        libxsmm_blasint M = n, N = m, Kk = k, la = ldb, lb = lda, lc = ldc;
+        libxsmm_smmfunction f =
+            libxsmm_smmdispatch(M, N, Kk, &la, &lb, &lc, &alpha, &beta, &flags, NULL);
+        if (f) {
+            f(Bm, A, C);
+            return;
+        }
+    }
+#else
+    (void)xsmm;
+#endif
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, 1, A, lda, Bm, ldb, 0, C, ldc);
+}
+
 static void run_floor(void *p) {
     floor_job *f = p;
-    const CBLAS_ORDER R = CblasRowMajor;
-    const CBLAS_TRANSPOSE N = CblasNoTrans, T = CblasTrans;
+    bool x = f->xsmm;
     for (int k = 0; k < K; k++) {
         float *w1 = f->w1 + (size_t)k * 64 * 128, *w2 = f->w2 + (size_t)k * 128 * 10;
-        cblas_sgemm(R, N, N, B, 128, 64, 1, f->x, 64, w1, 128, 0, f->h, 128);
-        cblas_sgemm(R, N, N, B, 10, 128, 1, f->h, 128, w2, 10, 0, f->z, 10);
+        gemm(x, false, false, B, 128, 64, f->x, 64, w1, 128, f->h, 128);
+        gemm(x, false, false, B, 10, 128, f->h, 128, w2, 10, f->z, 10);
         if (!f->bwd)
             continue;
-        cblas_sgemm(R, N, T, B, 128, 10, 1, f->dz, 10, w2, 10, 0, f->dh, 128);
-        cblas_sgemm(R, T, N, 128, 10, B, 1, f->h, 128, f->dz, 10, 0, f->dw2, 10);
-        cblas_sgemm(R, T, N, 64, 128, B, 1, f->x, 64, f->dh, 128, 0, f->dw1, 128);
+        gemm(x, false, true, B, 128, 10, f->dz, 10, w2, 10, f->dh, 128);
+        gemm(x, true, false, 128, 10, B, f->h, 128, f->dz, 10, f->dw2, 10);
+        gemm(x, true, false, 64, 128, B, f->x, 64, f->dh, 128, f->dw1, 128);
     }
 }
 
@@ -180,11 +207,18 @@ int main(int argc, char **argv) {
                         (*bufs[b])[e] = 0.01f * (float)(e % 13);
                 }
             }
-            fj.bwd = bwd;
-            double fm, fmin;
+            fj.bwd = bwd, fj.xsmm = false;
+            double fm, fmin, xm = 1e30, xmin;
             timeit(run_floor, &fj, &fm, &fmin);
             emit(data, pass, "gemm_floor", fm, fmin, "gemm_floor", fm);
-            emit(data, pass, "cft_jit_vmap", jvm, jvmin, "gemm_floor", fm);
+#ifdef CFT_HAVE_XSMM
+            fj.xsmm = true;
+            timeit(run_floor, &fj, &xm, &xmin);
+            emit(data, pass, "gemm_floor_xsmm", xm, xmin, "gemm_floor", fm);
+#endif
+            /* against the fastest floor */
+            emit(data, pass, "cft_jit_vmap", jvm, jvmin, xm < fm ? "gemm_floor_xsmm" : "gemm_floor",
+                 xm < fm ? xm : fm);
             emit(data, pass, "loop_over_models", lm, lmin, "loop_over_models", lm);
             emit(data, pass, "cft_vmap", vm, vmin, "loop_over_models", lm);
             emit(data, pass, "loop_over_models_jit", jlm, jlmin, "loop_over_models_jit", jlm);
