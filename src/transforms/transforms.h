@@ -33,5 +33,4 @@ cft_status cft__linearize(cft_fn *f, cft_array *const *primals, const bool *diff
  * zero). */
 cft_status cft__backward(const cft_lin *lin, cft_array *const *cts, cft_array **ct_in);
 
-
 #endif
