@@ -6,8 +6,17 @@
  * kernels, generates C for them, compiles it with the system C compiler
  * (cached on disk under $CFT_CACHE_DIR, default ~/.cache/cft) and plans
  * intermediate buffers in one arena reused by liveness. GEMM-like work goes
- * to OpenBLAS. Later calls replay the plan. Without a compiler, or with
- * CFT_JIT=0, the interpreter runs instead with the same results.
+ * to OpenBLAS (small f32 products to libxsmm, convolutions to oneDNN where
+ * the build has them and they are faster). Later calls replay the plan.
+ * Without a compiler, or with CFT_JIT=0, the interpreter runs instead with
+ * the same results.
+ *
+ * cft_jit of a cft_vmap (inputs mapped along axis 0 or shared, outputs
+ * stacked on axis 0) runs, on one thread, the jitted mapped function once
+ * per lane when a lane computes a megaflop or more and the batched
+ * intermediates would not stay in cache (8 MB): an ensemble of models runs
+ * model by model, per-sample gradients stay batched. CFT_JIT_VMAP_LOOP=0 /
+ * 1 forces either.
  *
  * Automatic dynamic shapes (as PyTorch 2): the first call specialises on
  * the shapes it sees. When a later call changes a dim, f is traced once

@@ -1,18 +1,19 @@
 /* conv_dnnl.c: conv_general_dilated's f32 kernel on oneDNN (Debian's
- * libdnnl-dev; built when CMake finds it, CFT_HAVE_DNNL), which measured
- * 1.3-6.5x faster than im2col + GEMM at the shapes of the CNN examples,
- * reorders included (bench/onednn/conv.c). oneDNN chooses its blocked
+ * libdnnl-dev; built when CMake finds it, CFT_HAVE_DNNL), used where it
+ * measured faster than im2col + GEMM (bench/onednn/conv.c, reorders
+ * included): larger layers (2.3x forward) and weight gradients (2.6-6x);
+ * conv.c decides which convolutions come here. oneDNN chooses its blocked
  * layouts ("any"); the operands are reordered into them and the output
  * back to cft's row-major [N, O, spatial...]. Primitives are built once
- * per geometry and kept (a bounded cache, built under a lock, executed
- * concurrently with a scratchpad and stream per call); oneDNN runs on
- * OpenMP, the team of src/core/par.c, at cft_set_num_threads' count.
- * A weight gradient, which the transpose rule writes as a convolution of
- * the transposed input with the transposed output cotangent, runs as
- * oneDNN's backward-weights primitive (conv.c recognises it by its
- * operands' strides). Convolutions it does not take (batch groups, lhs
- * dilation, negative padding, non-f32) return false and go to conv.c's im2col kernel, as
- * everything does with CFT_CONV_DNNL=0. */
+ * per geometry and thread count and kept (a bounded cache, built under a
+ * lock); they run concurrently, each thread with its own stream, blocked
+ * buffers and scratchpad (freed at thread exit). oneDNN runs on OpenMP,
+ * the team of src/core/par.c, at cft_set_num_threads' count. A weight
+ * gradient, which the transpose rule writes as a convolution of the
+ * transposed input with the transposed output cotangent, runs as oneDNN's
+ * backward-weights primitive (conv.c recognises it by its operands'
+ * strides). What oneDNN declines returns false and goes to conv.c's im2col
+ * kernel, as everything does with CFT_CONV_DNNL=0. */
 #include "prims/conv_dnnl.h"
 
 #ifdef CFT_HAVE_DNNL
@@ -39,7 +40,9 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static entry *cache;
 static int nentries;
 static dnnl_engine_t eng;
-static int enabled = -1; /* -1: not decided yet; 0: off (env or no engine) */
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static bool enabled;         /* not off (env) and an engine made */
+static pthread_key_t tl_key; /* its destructor frees a thread's stream and buffers */
 
 static const dnnl_format_tag_t src_tags[4] = {dnnl_format_tag_undef, dnnl_ncw, dnnl_nchw,
                                               dnnl_ncdhw},
@@ -173,14 +176,17 @@ static entry *lookup(const int64_t *k, bool *owned) {
     return e;
 }
 
+static void thread_done(void *unused);
+
+static void init_once(void) {
+    const char *v = getenv("CFT_CONV_DNNL");
+    enabled = !(v && v[0] == '0') && pthread_key_create(&tl_key, thread_done) == 0 &&
+              ok(dnnl_engine_create(&eng, dnnl_cpu, 0));
+}
+
 static bool init(void) {
-    pthread_mutex_lock(&mu);
-    if (enabled < 0) {
-        const char *v = getenv("CFT_CONV_DNNL");
-        enabled = !(v && v[0] == '0') && ok(dnnl_engine_create(&eng, dnnl_cpu, 0));
-    }
-    pthread_mutex_unlock(&mu);
-    return enabled > 0;
+    pthread_once(&once, init_once);
+    return enabled;
 }
 
 /* a memory of md over buf */
@@ -197,6 +203,15 @@ static _Thread_local dnnl_stream_t tl_stream;
 static _Thread_local void *tl_buf[4];
 static _Thread_local size_t tl_cap[4];
 
+/* at thread exit (set once the thread has a stream) */
+static void thread_done(void *unused) {
+    (void)unused;
+    for (int i = 0; i < 4; i++)
+        free(tl_buf[i]), tl_buf[i] = NULL, tl_cap[i] = 0;
+    if (tl_stream)
+        dnnl_stream_destroy(tl_stream), tl_stream = NULL;
+}
+
 static void *buffer(int i, size_t n) {
     if (n > tl_cap[i]) {
         free(tl_buf[i]);
@@ -207,8 +222,11 @@ static void *buffer(int i, size_t n) {
 }
 
 static bool run(const entry *e, void *x, void *w, void *y) {
-    if (!tl_stream && !ok(dnnl_stream_create(&tl_stream, eng, dnnl_stream_default_flags)))
-        return false;
+    if (!tl_stream) {
+        if (!ok(dnnl_stream_create(&tl_stream, eng, dnnl_stream_default_flags)))
+            return false;
+        pthread_setspecific(tl_key, &tl_stream); /* non-NULL: thread_done runs at exit */
+    }
     dnnl_stream_t st = tl_stream;
     void *bufs[3] = {x, w, y}, *sp = NULL;
     size_t sn = dnnl_memory_desc_get_size(&e->scratch);

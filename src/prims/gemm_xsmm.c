@@ -10,18 +10,22 @@
 
 #ifdef CFT_HAVE_XSMM
 #include <libxsmm.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 /* libxsmm's JIT pays off up to this size (its own default bound) */
 enum { MAX_MNK = 128 * 128 * 128 };
 
-static int enabled = -1;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static bool enabled;
+
+static void read_env(void) {
+    const char *v = getenv("CFT_XSMM");
+    enabled = !(v && v[0] == '0');
+}
 
 bool cft__sgemm_small_fits(int64_t m, int64_t n, int64_t k) {
-    if (enabled < 0) {
-        const char *v = getenv("CFT_XSMM");
-        __atomic_store_n(&enabled, !(v && v[0] == '0'), __ATOMIC_RELAXED);
-    }
+    pthread_once(&once, read_env);
     return enabled && n >= 4 && m >= 1 && k >= 1 && (double)m * (double)n * (double)k <= MAX_MNK;
 }
 

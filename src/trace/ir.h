@@ -47,6 +47,9 @@ cft_ir *cft__ir_finish(cft_ir *ir);
 /* With CFT_IR_ROUNDTRIP=1: print, parse back and compare (aborts on a
  * difference: a printer or parser bug); cft__ir_finish calls it. */
 void cft__ir_roundtrip_check(const cft_ir *ir);
+/* The registry's primitive named by the n characters at s (NULL: none;
+ * the parser reads only these). */
+const cft_prim *cft__prim_named(const char *s, int n);
 /* Turn the check off on this thread (the parser's own IRs); restore it. */
 bool cft__ir_roundtrip_suspend(void);
 void cft__ir_roundtrip_restore(bool was);

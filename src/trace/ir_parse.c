@@ -23,10 +23,10 @@
 #include "trace/ir.h"
 #include "trace/prim.h"
 
-#define MAX_DEPTH 32   /* nested IRs */
-#define MAX_NAME 12    /* letters of a var name (ids below 26^12) */
-#define MAX_OUTS 1024  /* outputs of one equation */
-#define MAX_DECLS 4096 /* per equation input list */
+#define MAX_DEPTH 32  /* nested IRs */
+#define MAX_NAME 12   /* letters of a var name (ids below 26^12) */
+#define MAX_OUTS 1024 /* outputs of one equation */
+#define MAX_INS 4096  /* inputs of one equation */
 
 typedef struct {
     int64_t key; /* decoded name + 1; 0: empty */
@@ -374,7 +374,7 @@ static cft_irvar *parse_use(parser *P, scope *S) {
 
 static cft_ir *parse_ir(parser *P);
 
-static const cft_prim *prim_named(const char *s, int n) {
+const cft_prim *cft__prim_named(const char *s, int n) {
     for (int i = 0; cft__prims[i]; i++)
         if ((int)strlen(cft__prims[i]->name) == n && memcmp(cft__prims[i]->name, s, (size_t)n) == 0)
             return cft__prims[i];
@@ -458,12 +458,17 @@ static bool parse_params(parser *P, const cft_prim *pr, cft_params *par) {
 
 /* ---- equations and IRs ---- */
 
+/* an output declared before '=' (defined once the inputs are read) */
+typedef struct {
+    const char *at;
+    int64_t key;
+    cft_aval aval;
+} out_decl;
+
 static bool parse_eqn(parser *P, scope *S, cft_eqn *q) {
-    cft_irvar *outs[MAX_OUTS];
-    int nout = 0;
-    cft_aval oav[MAX_OUTS];
-    const char *outs_at[MAX_OUTS];
-    int64_t keys[MAX_OUTS];
+    /* on the heap, growing: the parser recurses through nested IRs */
+    int nout = 0, ocap = 4;
+    out_decl *od = CFT_NEWN(out_decl, ocap);
     /* outputs are defined after the inputs are read (a var cannot feed the
      * equation that defines it) */
     do {
@@ -471,7 +476,13 @@ static bool parse_eqn(parser *P, scope *S, cft_eqn *q) {
             fail_at(P, P->p, "too many outputs", NULL);
             return false;
         }
-        if (!typed_name(P, &outs_at[nout], &keys[nout], &oav[nout]))
+        if (nout == ocap) {
+            ocap *= 2;
+            out_decl *g = CFT_NEWN(out_decl, ocap);
+            memcpy(g, od, sizeof *od * (size_t)nout);
+            od = g;
+        }
+        if (!typed_name(P, &od[nout].at, &od[nout].key, &od[nout].aval))
             return false;
         nout++;
         ws(P);
@@ -479,7 +490,7 @@ static bool parse_eqn(parser *P, scope *S, cft_eqn *q) {
     P->p++;
     const char *s;
     int n = word(P, &s);
-    const cft_prim *pr = n ? prim_named(s, n) : NULL;
+    const cft_prim *pr = n ? cft__prim_named(s, n) : NULL;
     if (!pr) {
         char nm[40];
         snprintf(nm, sizeof nm, "%.*s", n < 32 ? n : 32, s);
@@ -510,7 +521,7 @@ static bool parse_eqn(parser *P, scope *S, cft_eqn *q) {
             c++;
         if (*c == ':') /* the next equation's first output */
             break;
-        if (nin == MAX_DECLS) {
+        if (nin == MAX_INS) {
             fail_at(P, P->p, "too many inputs", NULL);
             return false;
         }
@@ -536,13 +547,12 @@ static bool parse_eqn(parser *P, scope *S, cft_eqn *q) {
         fail_at(P, s, m, NULL);
         return false;
     }
-    for (int i = 0; i < nout; i++)
-        if (!(outs[i] = define(P, S, keys[i], outs_at[i], &oav[i])))
-            return false;
     q->nin = nin, q->nout = nout;
     q->in = in;
     q->out = CFT_NEWN(cft_irvar *, nout + 1);
-    memcpy(q->out, outs, sizeof *outs * (size_t)nout);
+    for (int i = 0; i < nout; i++)
+        if (!(q->out[i] = define(P, S, od[i].key, od[i].at, &od[i].aval)))
+            return false;
     return true;
 }
 
@@ -664,9 +674,11 @@ static cft_ir *parse_ir(parser *P) {
     P->depth--;
     ir = cft__ir_finish(ir);
     if (cft_ir_typecheck(ir) != CFT_OK) {
+        int line, col;
+        pos_of(P, P->p, &line, &col);
         P->err =
             cft__fail(CFT_E_ARG, "cft_ir_parse: the IR ending at line %d does not typecheck: %s",
-                      (pos_of(P, P->p, &nd, &cap), nd), cft_last_error_message());
+                      line, cft_last_error_message());
         return NULL;
     }
     return ir;

@@ -5,7 +5,8 @@
  * (primitives, every parameter slot, avals, var ids, nested IRs). A
  * difference is a bug in the printer or the parser: it is reported on
  * stderr and the process aborts, so any test run with the variable set
- * checks every IR it produces. Off (the default), it costs one branch. */
+ * checks every IR it produces. Off (the default), it costs a pthread_once. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,16 +16,19 @@
 #include "trace/ir.h"
 #include "trace/prim.h"
 
-static int enabled = -1;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static bool enabled;
 static _Thread_local bool busy;
+
+static void read_env(void) {
+    const char *e = getenv("CFT_IR_ROUNDTRIP");
+    enabled = e && e[0] == '1';
+}
 
 static bool parseable(const cft_ir *ir) {
     for (int e = 0; e < ir->neqn; e++) {
         const cft_prim *p = ir->eqns[e].prim;
-        bool known = false;
-        for (int i = 0; cft__prims[i] && !known; i++)
-            known = cft__prims[i] == p;
-        if (!known)
+        if (cft__prim_named(p->name, (int)strlen(p->name)) != p)
             return false;
         for (int s = 0; s < CFT_NPARAM; s++)
             if (p->pnames[s] && p->pnames[s][0] == '@')
@@ -106,10 +110,7 @@ void cft__ir_roundtrip_restore(bool was) {
 }
 
 void cft__ir_roundtrip_check(const cft_ir *ir) {
-    if (enabled < 0) {
-        const char *e = getenv("CFT_IR_ROUNDTRIP");
-        enabled = e && e[0] == '1';
-    }
+    pthread_once(&once, read_env);
     if (!enabled || busy || !parseable(ir))
         return;
     busy = true;
