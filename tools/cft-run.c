@@ -59,6 +59,10 @@ int main(int argc, char **argv) {
     }
     cft_array **x = malloc(sizeof *x * (size_t)(nin + 1)),
               **y = malloc(sizeof *y * (size_t)(nout + 1));
+    if (!x || !y) {
+        fprintf(stderr, "cft-run: out of memory\n");
+        return 2;
+    }
     for (int i = 0; i < nin; i++)
         x[i] = cft_tree_get(in, cft_tree_name(in, i));
     cft_fn *f = cft_ir_fn(ir);

@@ -45,8 +45,8 @@ cft_status cft_export_ir(const cft_ir *ir, const char *path) {
     for (int i = 0; i < nc; i++) {
         if (!cv[i] || !cft_is_concrete(cv[i]))
             return cft__set_last(cft__fail(CFT_E_ARG,
-                                           "constant %d of the program is a value "
-                                           "being traced by an enclosing transform, not data",
+                                           "constant %d of the program is not data (a value "
+                                           "being traced by an enclosing transform, or an error)",
                                            i));
         char name[32];
         snprintf(name, sizeof name, "const.%d", i);
