@@ -6,9 +6,11 @@
  * cft_dp_clipped_grad_sum and the materialised program agree (f32: rtol
  * 1e-5, atol 1e-6 -- the same sums in another order, a few ulps); with B
  * symbolic (new batch sizes after the first call, including 1 and 0);
- * programs that also return the per-sample gradients keep them; what does
- * not factor (a convolution's per-sample gradients, a norm over part of an
- * example) is left as it was; bad arguments to the library call. */
+ * programs that also return the per-sample gradients keep them;
+ * convolutions' per-example gradients are not formed either (sums by one
+ * convolution, norms by a scan over chunks of examples; several
+ * geometries, chunked or not); what does not factor (a norm over part of
+ * an example) is left as it was; bad arguments to the library call. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -68,15 +70,22 @@ static cft_status partial_norm(void *env, int nin, cft_array *const *in, int nou
     return CFT_OK;
 }
 
-/* (w [4,1,3,3], x [1,8,8]) -> sum of squares of conv(x, w) */
+/* a convolution's geometry: w [co, ci, 3, 3], x [b, ci, hw, hw] */
+typedef struct {
+    int64_t co, ci, hw, b, stride, pad;
+} conv_cfg;
+
+/* (w, x [ci,hw,hw]) -> sum of squares of conv(x, w) */
 static cft_status conv_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    (void)env, (void)nin, (void)nout;
+    (void)nin, (void)nout;
+    const conv_cfg *c = env;
     cft_array *x = cft_expand_dims(in[1], 0);
-    out[0] = cft_sum(cft_square(cft_conv2d(x, in[0], NULL, NULL, NULL, 1)), NULL, 0, false);
+    int64_t st[2] = {c->stride, c->stride}, pad[2] = {c->pad, c->pad};
+    out[0] = cft_sum(cft_square(cft_conv2d(x, in[0], st, pad, NULL, 1)), NULL, 0, false);
     return CFT_OK;
 }
 
-/* (w, x [B,1,8,8]) -> the clipped sum of the per-example conv gradients */
+/* (w, x [B,ci,hw,hw]) -> the clipped sum of the per-example conv gradients */
 static cft_status conv_step(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)nin, (void)nout;
     cft_array *g[1];
@@ -114,6 +123,21 @@ static int64_t largest(const cft_ir *ir) {
             for (int d = 0; d < a.ndim; d++)
                 n *= a.shape[d];
             m = n > m ? n : m;
+        }
+    }
+    return m;
+}
+
+/* how many equation outputs hold n elements */
+static int sized(const cft_ir *ir, int64_t n) {
+    int m = 0;
+    for (int i = 0; i < cft_ir_num_eqns(ir); i++) {
+        cft_aval a;
+        for (int k = 0; cft_ir_eqn_out_aval(ir, i, k, &a) == CFT_OK; k++) {
+            int64_t e = 1;
+            for (int d = 0; d < a.ndim; d++)
+                e *= a.shape[d];
+            m += e == n;
         }
     }
     return m;
@@ -190,17 +214,59 @@ int main(int argc, char **argv) {
         cft_ir *ir = cft_make_ir(cft_fn_new(partial_norm, NULL, 1, 1), &av);
         CHECK(ir && cft_ir_rewrite(ir) == ir);
     }
-    TEST("a convolution's per-sample gradients (no factored form) stay, and agree") {
-        cft_fn *cpsg = cft_vmap(cft_grad(cft_fn_new(conv_loss, NULL, 2, 1), (int[]){0}, 1),
-                                (int[]){CFT_NOT_BATCHED, 0}, NULL);
-        cft_fn *cstep = cft_fn_new(conv_step, cpsg, 2, 1);
-        cft_array *x[2] = {
-            cft_random_normal(cft_random_key(5), CFT_F32, (int64_t[]){4, 1, 3, 3}, 4),
-            cft_random_normal(cft_random_key(6), CFT_F32, (int64_t[]){16, 1, 8, 8}, 4)};
-        cft_array *a[1], *b[1];
-        CHECK_EQ(cft_fn_call(cstep, x, a), CFT_OK);
-        CHECK_EQ(cft_fn_call(cft_jit(cstep), x, b), CFT_OK);
-        CHECK_ARRAY_CLOSE(b[0], a[0], 1e-5, 1e-6);
+    TEST("a convolution's per-sample gradients are not formed, and the sums agree") {
+        /* small (norms at once); 8 chunks of 4 examples; a prime batch
+         * (chunks of one), strided and padded */
+        static conv_cfg cfg[3] = {{4, 1, 8, 16, 1, 0}, {64, 16, 8, 32, 1, 0}, {64, 32, 9, 7, 2, 1}};
+        const char *modes[3] = {"ghost", "chunks", NULL};
+        for (int k = 0; k < 3; k++)
+            for (int m = 0; m < 3; m++) {
+                const conv_cfg *c = &cfg[k];
+                if (modes[m])
+                    setenv("CFT_DP_CONV", modes[m], 1);
+                else
+                    unsetenv("CFT_DP_CONV"); /* the cost model's choice */
+                cft_fn *cpsg =
+                    cft_vmap(cft_grad(cft_fn_new(conv_loss, &cfg[k], 2, 1), (int[]){0}, 1),
+                             (int[]){CFT_NOT_BATCHED, 0}, NULL);
+                cft_fn *cstep = cft_fn_new(conv_step, cpsg, 2, 1);
+                cft_array *x[2] = {cft_random_normal(cft_random_key(5), CFT_F32,
+                                                     (int64_t[]){c->co, c->ci, 3, 3}, 4),
+                                   cft_random_normal(cft_random_key(6), CFT_F32,
+                                                     (int64_t[]){c->b, c->ci, c->hw, c->hw}, 4)};
+                cft_aval av[2] = {cft_array_aval(x[0]), cft_array_aval(x[1])};
+                cft_ir *ir = cft_ir_dce(cft_make_ir(cstep, av));
+                cft_ir *rw = cft_ir_rewrite(ir);
+                int64_t P = c->co * c->ci * 9;
+                CHECK(ir && rw && sized(ir, c->b * P) >= 1);
+                /* forced: the gradients are never formed whole (chunks of
+                 * at most 256 KB; a batch within one chunk is one) */
+                if (modes[m] && (m == 0 || c->b * P * 4 > 256 << 10))
+                    CHECK_MSG(sized(rw, c->b * P) == 0, "config %d, %s: %d equations of B x P", k,
+                              modes[m], sized(rw, c->b * P));
+                cft_array *a[1], *b[1], *r[1];
+                CHECK_EQ(cft_fn_call(cstep, x, a), CFT_OK);
+                CHECK_EQ(cft_fn_call(cft_jit(cstep), x, b), CFT_OK);
+                CHECK_EQ(cft_ir_eval(rw, x, r), CFT_OK);
+                CHECK_ARRAY_CLOSE(b[0], a[0], 1e-5, 1e-5);
+                CHECK_ARRAY_CLOSE(r[0], a[0], 1e-5, 1e-5);
+            }
+        unsetenv("CFT_DP_CONV");
+    }
+    TEST("the cost model: ghost norms for few positions and many channels, else as it was") {
+        /* 2x2 output positions, 64 -> 64 channels: ghost; the benchmark's
+         * 6x6 positions of 1 -> 8 channels: unchanged */
+        static conv_cfg deep = {64, 64, 4, 16, 1, 0}, shallow = {8, 1, 8, 64, 1, 0};
+        for (int k = 0; k < 2; k++) {
+            const conv_cfg *c = k ? &shallow : &deep;
+            cft_fn *cpsg = cft_vmap(cft_grad(cft_fn_new(conv_loss, (void *)c, 2, 1), (int[]){0}, 1),
+                                    (int[]){CFT_NOT_BATCHED, 0}, NULL);
+            cft_aval av[2] = {{CFT_F32, 4, {c->co, c->ci, 3, 3}},
+                              {CFT_F32, 4, {c->b, c->ci, c->hw, c->hw}}};
+            cft_ir *ir = cft_ir_dce(cft_make_ir(cft_fn_new(conv_step, cpsg, 2, 1), av));
+            cft_ir *rw = cft_ir_rewrite(ir);
+            CHECK(ir && rw && (k ? rw == ir : rw != ir));
+        }
     }
     TEST("bad arguments to cft_dp_clipped_grad_sum") {
         cft_fn *l = cft_fn_new(loss, NULL, 6, 1);

@@ -32,6 +32,7 @@
 #include "core/par.h"
 #include "core/vec.h"
 #include "prims/conv_dnnl.h"
+#include "prims/conv_dp.h"
 #include "prims/rules.h"
 
 enum { CS, CP, CLD, CRD, CFG, CBG }; /* parameter slots */
@@ -833,6 +834,8 @@ const cft_prim cft_p_conv_general_dilated = {
     .transpose = conv_transpose,
     .vmap = conv_vmap,
     .impl_into = conv_into,
+    .batch_sqnorm = cft__conv_batch_sqnorm,
+    .batch_wsum = cft__conv_batch_wsum,
 };
 
 /* ======== rev[dims] ======== */

@@ -472,8 +472,10 @@ static bool dot_fold_transpose(const cft_params *p, const int64_t *perm, int ndi
  * contracted dim of size 1, real floats. Then out[b] = lhs[b] (x) rhs[b]
  * (their free dims), so ||out[b]||^2 = ||lhs[b]||^2 ||rhs[b]||^2 and
  * sum_b w[b] out[b] = (w lhs)^T rhs, one GEMM over the batch. */
-static bool per_example_outer(const cft_eqn *q) {
+static bool per_example_outer(const cft_eqn *q, int axis, int64_t nb) {
     const cft_params *p = &q->params;
+    if (axis != 0 || nb != q->out[0]->aval.shape[0])
+        return false;
     const cft_aval *a = &q->in[0]->aval, *b = &q->in[1]->aval;
     if (p->n[LB] != 1 || p->v[LB][0] != 0 || p->v[RB][0] != 0 || a->ndim < 1 || b->ndim < 1)
         return false;
@@ -493,8 +495,9 @@ static cft_array *sq_per_example(cft_array *x) {
     return cft_sum(cft_square(x), axes, nd - 1, false);
 }
 
-static bool dot_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out) {
-    if (!per_example_outer(q))
+static bool dot_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, int axis, int64_t nb,
+                             cft_array **out) {
+    if (!per_example_outer(q, axis, nb))
         return false;
     if (c->value)
         *out = cft_mul(sq_per_example(c->value(c, q->in[0]->id)),
@@ -502,9 +505,9 @@ static bool dot_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, cft_arr
     return true;
 }
 
-static bool dot_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array *w,
-                           cft_array **out) {
-    if (!per_example_outer(q))
+static bool dot_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int axis, int64_t nb,
+                           cft_array *w, cft_array **out) {
+    if (!per_example_outer(q, axis, nb))
         return false;
     if (!c->value)
         return true;
@@ -518,7 +521,13 @@ static bool dot_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array
     lc[0] = rc[0] = 0; /* the batch axis is contracted, with the size-1 dims */
     for (int i = 1; i < nc; i++)
         lc[i] = (int)q->params.v[LC][i - 1], rc[i] = (int)q->params.v[RC][i - 1];
-    *out = cft_dot_general(cft_mul(a, cft_reshape(w, ws, nd)), b, lc, rc, nc, NULL, NULL, 0);
+    cft_array *r =
+        cft_dot_general(cft_mul(a, cft_reshape(w, ws, nd)), b, lc, rc, nc, NULL, NULL, 0);
+    const cft_aval *o = &q->out[0]->aval; /* [free...] -> [1, free...] */
+    int64_t os[CFT_MAX_NDIM];
+    memcpy(os, o->shape, sizeof(int64_t) * (size_t)o->ndim);
+    os[0] = 1;
+    *out = cft_reshape(r, os, o->ndim);
     return true;
 }
 

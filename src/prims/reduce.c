@@ -329,7 +329,7 @@ static bool sum_rewrite(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **
     if (!pr || nd < 2 || (in->dtype != CFT_F32 && in->dtype != CFT_F64))
         return false;
     if (pr->prim == &cft_p_square && axes_are(&q->params, 1, nd))
-        return cft__batch_sqnorm_of(c, pr->in[0]->id, out);
+        return cft__batch_sqnorm_of(c, pr->in[0]->id, 0, in->shape[0], out);
     if (pr->prim != &cft_p_mul || !axes_are(&q->params, 0, 1))
         return false;
     for (int s = 0; s < 2; s++) {
@@ -339,8 +339,11 @@ static bool sum_rewrite(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **
         cft_array *w = NULL;
         if (c->value)
             w = cft_reshape(c->value(c, wv), &in->shape[0], 1);
-        if (cft__batch_wsum_of(c, pr->in[1 - s]->id, w, out))
+        if (cft__batch_wsum_of(c, pr->in[1 - s]->id, 0, in->shape[0], w, out)) {
+            if (c->value) /* [1, ...] -> [...] */
+                *out = cft_reshape(*out, q->out[0]->aval.shape, q->out[0]->aval.ndim);
             return true;
+        }
     }
     return false;
 }

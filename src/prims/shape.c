@@ -261,21 +261,47 @@ static cft_array *reshape_vmap(int64_t size, cft_array *const *x, const int *bdi
     ybdim[0] = 0;
     return NULL;
 }
-/* a reshape within each example (the batch axis 0 kept) keeps its norm and
- * reshapes the weighted sum alike */
-static bool keeps_batch(const cft_eqn *q) {
+/* A reshape keeps the examples' blocks when the axes before the batch axis
+ * hold as many elements on both sides: then the block of a flat offset is
+ * the same in both views. The input axis that holds them, or -1. */
+static int batch_axis_in(const cft_eqn *q, int axis, int64_t nb) {
     const cft_aval *a = &q->in[0]->aval, *b = &q->out[0]->aval;
-    return a->ndim >= 1 && b->ndim >= 1 && a->shape[0] == b->shape[0];
+    if (axis == 0) /* nothing before it: symbolic sizes allowed */
+        return a->ndim >= 1 && (a->shape[0] == nb || (a->shape[0] > 0 && a->shape[0] % nb == 0))
+                   ? 0
+                   : -1;
+    if (cft__shape_symbolic(a->shape, a->ndim) || cft__shape_symbolic(b->shape, b->ndim))
+        return -1;
+    int64_t pb = 1, pa = 1;
+    for (int i = 0; i < axis; i++)
+        pb *= b->shape[i];
+    for (int i = 0; i < a->ndim && pa <= pb && pa > 0; i++) {
+        if (pa == pb && a->shape[i] > 0 && a->shape[i] % nb == 0)
+            return i;
+        pa *= a->shape[i];
+    }
+    return -1;
 }
-static bool reshape_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out) {
-    return keeps_batch(q) && cft__batch_sqnorm_of(c, q->in[0]->id, out);
+/* shape with axis k's size divided by nb */
+static void per_block(const cft_aval *v, int k, int64_t nb, int64_t *out) {
+    memcpy(out, v->shape, sizeof(int64_t) * (size_t)v->ndim);
+    out[k] = v->shape[k] == nb ? 1 : v->shape[k] / nb;
 }
-static bool reshape_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array *w,
-                               cft_array **out) {
-    if (!keeps_batch(q) || !cft__batch_wsum_of(c, q->in[0]->id, w, out))
+static bool reshape_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, int axis, int64_t nb,
+                                 cft_array **out) {
+    int a = batch_axis_in(q, axis, nb);
+    return a >= 0 && cft__batch_sqnorm_of(c, q->in[0]->id, a, nb, out);
+}
+static bool reshape_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int axis, int64_t nb,
+                               cft_array *w, cft_array **out) {
+    int a = batch_axis_in(q, axis, nb);
+    if (a < 0 || !cft__batch_wsum_of(c, q->in[0]->id, a, nb, w, out))
         return false;
-    if (c->value)
-        *out = cft_reshape(*out, q->out[0]->aval.shape + 1, q->out[0]->aval.ndim - 1);
+    if (c->value) {
+        int64_t shape[CFT_MAX_NDIM];
+        per_block(&q->out[0]->aval, axis, nb, shape);
+        *out = cft_reshape(*out, shape, q->out[0]->aval.ndim);
+    }
     return true;
 }
 
@@ -409,19 +435,20 @@ static bool transpose_simplify(const cft_eqn *q, cft_producer_fn producer, void 
     return true;
 }
 
-/* a transpose that keeps the batch axis first keeps each example's norm,
- * and permutes the weighted sum's axes as it permuted the examples' */
-static bool transpose_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out) {
-    return q->params.n[0] >= 1 && q->params.v[0][0] == 0 &&
-           cft__batch_sqnorm_of(c, q->in[0]->id, out);
+/* a transpose moves the examples' axis and keeps each example's norm; the
+ * weighted sum is permuted as the examples were */
+static bool transpose_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, int axis, int64_t nb,
+                                   cft_array **out) {
+    return axis < q->params.n[0] &&
+           cft__batch_sqnorm_of(c, q->in[0]->id, (int)q->params.v[0][axis], nb, out);
 }
-static bool transpose_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array *w,
-                                 cft_array **out) {
+static bool transpose_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int axis, int64_t nb,
+                                 cft_array *w, cft_array **out) {
     int n = q->params.n[0], perm[CFT_MAX_NDIM];
-    if (n < 1 || q->params.v[0][0] != 0 || !cft__batch_wsum_of(c, q->in[0]->id, w, out))
+    if (axis >= n || !cft__batch_wsum_of(c, q->in[0]->id, (int)q->params.v[0][axis], nb, w, out))
         return false;
-    for (int i = 1; i < n; i++)
-        perm[i - 1] = (int)q->params.v[0][i] - 1;
+    for (int i = 0; i < n; i++)
+        perm[i] = (int)q->params.v[0][i];
     if (c->value)
         *out = cft_transpose(*out, perm);
     return true;

@@ -107,19 +107,24 @@ typedef struct cft_prim {
      * outputs, built with the public ops from the values of vars of the old
      * IR (c->value); only says whether it applies while c->value is NULL */
     bool (*rewrite)(const struct cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out);
-    /* optional, for outputs that hold one value per example along axis 0
-     * and factor (an outer product per example): the per-example squared
-     * L2 norm of output 0, shape [B], and the sum over examples of output 0
-     * weighted by w [B], both from other vars without forming the output
-     * (DP-SGD's clipping without per-sample gradients). false: no such form */
-    bool (*batch_sqnorm)(const struct cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out);
-    bool (*batch_wsum)(const struct cft_eqn *q, const cft_rewrite_ctx *c, cft_array *w,
-                       cft_array **out);
+    /* optional, for outputs that hold one value per example and factor (an
+     * outer product per example): the examples are `nb` equal contiguous
+     * blocks along axis `axis` of output 0 (nb == shape[axis]: one index
+     * each). batch_sqnorm gives each example's squared L2 norm, [nb];
+     * batch_wsum the sum over examples weighted by w [nb], shaped as
+     * output 0 with axis `axis` of size shape[axis] / nb. Both from other
+     * vars, without forming the output (DP-SGD's clipping without
+     * per-sample gradients). false: no such form */
+    bool (*batch_sqnorm)(const struct cft_eqn *q, const cft_rewrite_ctx *c, int axis, int64_t nb,
+                         cft_array **out);
+    bool (*batch_wsum)(const struct cft_eqn *q, const cft_rewrite_ctx *c, int axis, int64_t nb,
+                       cft_array *w, cft_array **out);
 } cft_prim;
 
 /* The batch_sqnorm / batch_wsum of var (through its producer's rule). */
-bool cft__batch_sqnorm_of(const cft_rewrite_ctx *c, int var, cft_array **out);
-bool cft__batch_wsum_of(const cft_rewrite_ctx *c, int var, cft_array *w, cft_array **out);
+bool cft__batch_sqnorm_of(const cft_rewrite_ctx *c, int var, int axis, int64_t nb, cft_array **out);
+bool cft__batch_wsum_of(const cft_rewrite_ctx *c, int var, int axis, int64_t nb, cft_array *w,
+                        cft_array **out);
 
 /* The number of outputs of p with these params and inputs. */
 static inline int cft__nout(const cft_prim *p, const cft_params *par, int nin) {

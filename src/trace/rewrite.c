@@ -31,14 +31,25 @@ static cft_array *value_of(const cft_rewrite_ctx *c, int var) {
     return r->val[var];
 }
 
-bool cft__batch_sqnorm_of(const cft_rewrite_ctx *c, int var, cft_array **out) {
+/* the producer of var, when its output 0 has `nb` examples along `axis` */
+static const cft_eqn *batch_producer(const cft_rewrite_ctx *c, int var, int axis, int64_t nb) {
     const cft_eqn *q = c->producer(c, var);
-    return q && q->nout == 1 && q->prim->batch_sqnorm && q->prim->batch_sqnorm(q, c, out);
+    if (!q || q->nout != 1 || axis < 0 || axis >= q->out[0]->aval.ndim || nb < 1)
+        return NULL;
+    int64_t n = q->out[0]->aval.shape[axis];
+    return n == nb || (n > 0 && n % nb == 0) ? q : NULL;
 }
 
-bool cft__batch_wsum_of(const cft_rewrite_ctx *c, int var, cft_array *w, cft_array **out) {
-    const cft_eqn *q = c->producer(c, var);
-    return q && q->nout == 1 && q->prim->batch_wsum && q->prim->batch_wsum(q, c, w, out);
+bool cft__batch_sqnorm_of(const cft_rewrite_ctx *c, int var, int axis, int64_t nb,
+                          cft_array **out) {
+    const cft_eqn *q = batch_producer(c, var, axis, nb);
+    return q && q->prim->batch_sqnorm && q->prim->batch_sqnorm(q, c, axis, nb, out);
+}
+
+bool cft__batch_wsum_of(const cft_rewrite_ctx *c, int var, int axis, int64_t nb, cft_array *w,
+                        cft_array **out) {
+    const cft_eqn *q = batch_producer(c, var, axis, nb);
+    return q && q->prim->batch_wsum && q->prim->batch_wsum(q, c, axis, nb, w, out);
 }
 
 static bool enabled(void) {
