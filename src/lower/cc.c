@@ -302,16 +302,20 @@ static bool read_sum(const char *path, uint64_t *hash, int64_t *size) {
 /* ---- compiling ---- */
 
 /* run cc on csrc into out, its stderr into log; 0 on success */
-static int run_cc(const char *cc, const char *csrc, const char *out, const char *log, char *err,
-                  size_t n) {
-    const char *argv[NFLAGS + 10];
+static int run_cc(const char *cc, const char *csrc, const char *out, const char *log, bool cxx,
+                  char *err, size_t n) {
+    const char *argv[NFLAGS + 12];
     int a = 0;
     argv[a++] = cc;
     for (int i = 0; i < NFLAGS; i++)
         argv[a++] = FLAGS[i];
     argv[a++] = "-o";
     argv[a++] = out;
+    if (cxx) /* the CUDA kernels' host shim (emit_cuda.c) */
+        argv[a++] = "-x", argv[a++] = "c++";
     argv[a++] = csrc;
+    if (cxx)
+        argv[a++] = "-x", argv[a++] = "none";
     argv[a++] = "-lmvec";
     argv[a++] = "-lm";
     argv[a] = NULL;
@@ -346,7 +350,7 @@ static int run_cc(const char *cc, const char *csrc, const char *out, const char 
 }
 
 /* compile src into the cache as so (with its .sum); 0 on success */
-static int build(const char *cc, const char *src, const char *base, char *err, size_t n) {
+static int build(const char *cc, const char *src, const char *base, bool cxx, char *err, size_t n) {
     char csrc[1200], tmpso[1200], log[1200], so[1200], sum[1200], tmpsum[1200];
     unsigned long long r = rnd();
     snprintf(csrc, sizeof csrc, "%s.%llx.c", base, r);
@@ -359,7 +363,7 @@ static int build(const char *cc, const char *src, const char *base, char *err, s
         why(err, n, "cannot write %s: %s", csrc, strerror(errno));
         return -1;
     }
-    int rc = run_cc(cc, csrc, tmpso, log, err, n);
+    int rc = run_cc(cc, csrc, tmpso, log, cxx, err, n);
     if (rc == 0) {
         uint64_t h;
         int64_t size;
@@ -420,7 +424,8 @@ typedef struct loaded {
 } loaded;
 static loaded *loaded_list; /* static root: the GC sees it */
 
-static bool compile_locked(const char *src, int n, cft_kernel_fn *out, char *err, size_t en) {
+static bool compile_locked(const char *src, int n, bool cxx, cft_kernel_fn *out, char *err,
+                           size_t en) {
     const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
     if (strchr(cc, ' ') || strchr(cc, '\t')) {
         why(err, en, "CC='%s' is not a program name (cft runs it without a shell)", cc);
@@ -432,7 +437,7 @@ static bool compile_locked(const char *src, int n, cft_kernel_fn *out, char *err
         eh = env_hash(cc);
         snprintf(eh_cc, sizeof eh_cc, "%s", cc);
     }
-    uint64_t key = fnv(eh, src, strlen(src));
+    uint64_t key = fnv(fnv(eh, src, strlen(src)), cxx ? "c++" : "c", cxx ? 3 : 1);
     void *h = NULL;
     for (loaded *l = loaded_list; l; l = l->next)
         if (l->key == key)
@@ -446,7 +451,7 @@ static bool compile_locked(const char *src, int n, cft_kernel_fn *out, char *err
         if (!h) {
             char so[1200];
             snprintf(so, sizeof so, "%s.so", base);
-            if (build(cc, src, base, err, en) != 0)
+            if (build(cc, src, base, cxx, err, en) != 0)
                 return false;
             h = load_checked(base);
             if (!h) {
@@ -476,14 +481,14 @@ static bool compile_locked(const char *src, int n, cft_kernel_fn *out, char *err
     return true;
 }
 
-bool cft__compile(const char *src, int n, cft_kernel_fn *out, char *err, size_t en) {
+bool cft__compile(const char *src, int n, bool cxx, cft_kernel_fn *out, char *err, size_t en) {
     const char *jit = getenv("CFT_JIT");
     if (jit && !strcmp(jit, "0")) {
         why(err, en, "CFT_JIT=0");
         return false;
     }
     pthread_mutex_lock(&mu);
-    bool ok = compile_locked(src, n, out, err, en);
+    bool ok = compile_locked(src, n, cxx, out, err, en);
     pthread_mutex_unlock(&mu);
     return ok;
 }

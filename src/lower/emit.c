@@ -16,7 +16,7 @@
 #include "core/mem.h"
 #include "lower/lower.h"
 
-static const char *ctype(cft_dtype dt) {
+const char *cft__emit_ctype(cft_dtype dt) {
     switch (dt) {
     case CFT_BOOL:
         return "uint8_t";
@@ -31,9 +31,7 @@ static const char *ctype(cft_dtype dt) {
     }
 }
 
-static void put(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void put(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+void cft__emit_put(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
     va_list ap;
     for (;;) {
         va_start(ap, fmt);
@@ -100,19 +98,49 @@ void cft__loop_of(const cft_aval *iter, int64_t (*st)[CFT_MAX_NDIM], int nops, c
     lp->sig[n] = 0;
 }
 
-/* the C expression of an equation, over named values */
-static void emit_eqn(char **b, size_t *l, size_t *c, const cft_eqn *q, const char *const *names,
-                     int out) {
+void cft__emit_eqn(char **b, size_t *l, size_t *c, const cft_eqn *q, const char *const *names,
+                   int out) {
     cft_dtype din = q->in[q->nin == 3 ? 1 : 0]->aval.dtype, dout = q->out[0]->aval.dtype;
     const char *expr =
         cft_dtype_is_float(din) || !q->prim->c_iexpr ? q->prim->c_expr : q->prim->c_iexpr;
-    put(b, l, c, "            %s v%d; { typedef %s T; (void)sizeof(T); ", ctype(dout), out,
-        ctype(dout));
+    cft__emit_put(b, l, c, "            %s v%d; { typedef %s T; (void)sizeof(T); ",
+                  cft__emit_ctype(dout), out, cft__emit_ctype(dout));
     static const char *one[] = {"x"}, *two[] = {"x", "y"}, *three[] = {"c", "x", "y"};
     const char *const *nm = q->nin == 1 ? one : q->nin == 2 ? two : three;
     for (int i = 0; i < q->nin; i++)
-        put(b, l, c, "const %s %s = %s; ", ctype(q->in[i]->aval.dtype), nm[i], names[i]);
-    put(b, l, c, "v%d = (%s)(%s); }\n", out, ctype(dout), expr);
+        cft__emit_put(b, l, c, "const %s %s = %s; ", cft__emit_ctype(q->in[i]->aval.dtype), nm[i],
+                      names[i]);
+    cft__emit_put(b, l, c, "v%d = (%s)(%s); }\n", out, cft__emit_ctype(dout), expr);
+}
+
+void cft__emit_chain(char **b, size_t *l, size_t *c, const cft_ir *ir, const cft_group *g,
+                     char **name) {
+    int n_ew = g->reduce ? g->neqn - 1 : g->neqn;
+    for (int e = 0; e < n_ew; e++) {
+        const cft_eqn *q = &ir->eqns[g->eqns[e]];
+        const char *ins[3];
+        for (int i = 0; i < q->nin; i++)
+            ins[i] = name[q->in[i]->id];
+        cft__emit_eqn(b, l, c, q, ins, q->out[0]->id);
+        char tmp[24];
+        snprintf(tmp, sizeof tmp, "v%d", q->out[0]->id);
+        name[q->out[0]->id] = cft__strdup(tmp);
+    }
+}
+
+cft_dtype cft__emit_var_dtype(const cft_ir *ir, int v) {
+    cft_dtype dt = CFT_F32;
+    for (int q = 0; q < ir->nconst; q++)
+        if (ir->constvars[q]->id == v)
+            dt = ir->constvars[q]->aval.dtype;
+    for (int q = 0; q < ir->nin; q++)
+        if (ir->invars[q]->id == v)
+            dt = ir->invars[q]->aval.dtype;
+    for (int q = 0; q < ir->neqn; q++)
+        for (int o = 0; o < ir->eqns[q].nout; o++)
+            if (ir->eqns[q].out[o]->id == v)
+                dt = ir->eqns[q].out[o]->aval.dtype;
+    return dt;
 }
 
 void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int id, char **b,
@@ -122,7 +150,8 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
         /* a group that never ran through a kernel (not recorded): an empty
          * kernel keeps the numbering; its empty signature never matches, so
          * it runs eagerly */
-        put(b, l, c, "void cft_k%d(char *const *p, const int64_t *d, const int64_t *s, int n) {}\n",
+        cft__emit_put(
+            b, l, c, "void cft_k%d(char *const *p, const int64_t *d, const int64_t *s, int n) {}\n",
             id);
         return;
     }
@@ -134,84 +163,81 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
         for (int k = g->nin; k < nops; k++)
             if (g->out[k - g->nin] == red->out[0]->id)
                 red_out = k, inner_reduced = cls[k] == '0';
-    put(b, l, c,
+    cft__emit_put(
+        b, l, c,
         "void cft_k%d(char *const *ptrs, const int64_t *dims, const int64_t *st, int nth) {\n", id);
     for (int k = 0; k < nops; k++) {
         int v = k < g->nin ? g->in[k] : g->out[k - g->nin];
-        cft_dtype dt = CFT_F32;
-        /* find the var's dtype */
-        for (int q = 0; q < ir->nconst; q++)
-            if (ir->constvars[q]->id == v)
-                dt = ir->constvars[q]->aval.dtype;
-        for (int q = 0; q < ir->nin; q++)
-            if (ir->invars[q]->id == v)
-                dt = ir->invars[q]->aval.dtype;
-        for (int q = 0; q < ir->neqn; q++)
-            for (int o = 0; o < ir->eqns[q].nout; o++)
-                if (ir->eqns[q].out[o]->id == v)
-                    dt = ir->eqns[q].out[o]->aval.dtype;
-        put(b, l, c, "    %s%s *restrict o%d = (%s%s *)ptrs[%d];\n", k < g->nin ? "const " : "",
-            ctype(dt), k, k < g->nin ? "const " : "", ctype(dt), k);
+        cft_dtype dt = cft__emit_var_dtype(ir, v);
+        cft__emit_put(b, l, c, "    %s%s *restrict o%d = (%s%s *)ptrs[%d];\n",
+                      k < g->nin ? "const " : "", cft__emit_ctype(dt), k,
+                      k < g->nin ? "const " : "", cft__emit_ctype(dt), k);
     }
-    put(b, l, c, "    const int64_t inner = dims[%d];\n    int64_t nouter = 1;\n", nd - 1);
+    cft__emit_put(b, l, c, "    const int64_t inner = dims[%d];\n    int64_t nouter = 1;\n",
+                  nd - 1);
     if (nd > 1)
-        put(b, l, c, "    for (int d = 0; d < %d; d++) nouter *= dims[d];\n", nd - 1);
+        cft__emit_put(b, l, c, "    for (int d = 0; d < %d; d++) nouter *= dims[d];\n", nd - 1);
     /* rows run in parallel when each writes its own outputs: always for
      * elementwise groups; for a reduction, when no outer dim is reduced
      * (the output moves along every outer dim) */
     if (red && nd > 1 && red_out >= 0) {
-        put(b, l, c, "    int own = 1;\n    for (int d = 0; d < %d; d++) own &= st[%d + d] != 0;\n",
+        cft__emit_put(
+            b, l, c, "    int own = 1;\n    for (int d = 0; d < %d; d++) own &= st[%d + d] != 0;\n",
             nd - 1, red_out * nd);
         /* else, when the output moves along the first outer dim, its
          * slices are independent: they run in parallel, each one's rows
          * in order */
-        put(b, l, c, "    const int64_t split0 = !own && st[%d] != 0 ? dims[0] : 1;\n",
-            red_out * nd);
+        cft__emit_put(b, l, c, "    const int64_t split0 = !own && st[%d] != 0 ? dims[0] : 1;\n",
+                      red_out * nd);
     } else
-        put(b, l, c, "    const int own = %d;\n    const int64_t split0 = 1;\n", red ? 0 : 1);
+        cft__emit_put(b, l, c, "    const int own = %d;\n    const int64_t split0 = 1;\n",
+                      red ? 0 : 1);
     /* an elementwise group whose loop collapsed to few rows (a contiguous
      * array is one row) cuts its rows into nth pieces along j */
-    put(b, l, c,
+    cft__emit_put(
+        b, l, c,
         "    const int64_t chunks = %d && nouter < nth && nth > 1 && nouter * inner > %d ? nth : "
         "1;\n    const int64_t cin = (inner + chunks - 1) / chunks;\n",
         red ? 0 : 1, CFT_KERNEL_PAR_MIN);
-    put(b, l, c,
+    cft__emit_put(
+        b, l, c,
         "    const int64_t units = own ? nouter * chunks : split0, per = own ? 1 : nouter / "
         "split0;\n");
-    put(b, l, c,
+    cft__emit_put(
+        b, l, c,
         "    #pragma omp parallel for num_threads(nth) if (nth > 1 && units > 1 && nouter * inner "
         "> %d) schedule(static)\n",
         CFT_KERNEL_PAR_MIN);
-    put(b, l, c, "    for (int64_t u = 0; u < units; u++)\n");
-    put(b, l, c, "    for (int64_t rc = u * per; rc < (u + 1) * per; rc++) {\n");
-    put(b, l, c,
-        "        const int64_t r = rc / chunks, j0 = (rc %% chunks) * cin,\n"
-        "                      j1 = j0 + cin < inner ? j0 + cin : inner;\n");
+    cft__emit_put(b, l, c, "    for (int64_t u = 0; u < units; u++)\n");
+    cft__emit_put(b, l, c, "    for (int64_t rc = u * per; rc < (u + 1) * per; rc++) {\n");
+    cft__emit_put(b, l, c,
+                  "        const int64_t r = rc / chunks, j0 = (rc %% chunks) * cin,\n"
+                  "                      j1 = j0 + cin < inner ? j0 + cin : inner;\n");
     for (int k = 0; k < nops; k++)
-        put(b, l, c, "        int64_t f%d = 0;\n", k);
+        cft__emit_put(b, l, c, "        int64_t f%d = 0;\n", k);
     if (nd > 1) {
-        put(b, l, c, "        int64_t rem = r;\n");
+        cft__emit_put(b, l, c, "        int64_t rem = r;\n");
         for (int d = nd - 2; d >= 0; d--) {
-            put(b, l, c, "        { int64_t i = rem %% dims[%d]; rem /= dims[%d];", d, d);
+            cft__emit_put(b, l, c, "        { int64_t i = rem %% dims[%d]; rem /= dims[%d];", d, d);
             for (int k = 0; k < nops; k++)
-                put(b, l, c, " f%d += i * st[%d];", k, k * nd + d);
-            put(b, l, c, " }\n");
+                cft__emit_put(b, l, c, " f%d += i * st[%d];", k, k * nd + d);
+            cft__emit_put(b, l, c, " }\n");
         }
     }
     for (int k = 0; k < nops; k++)
         if (cls[k] == 'g')
-            put(b, l, c, "        const int64_t s%d = st[%d];\n", k, k * nd + nd - 1);
+            cft__emit_put(b, l, c, "        const int64_t s%d = st[%d];\n", k, k * nd + nd - 1);
     const char *acc_t = "double";
     if (inner_reduced) {
-        put(b, l, c, "        %s acc = (%s)(%s);\n", acc_t, acc_t, red->prim->c_init);
+        cft__emit_put(b, l, c, "        %s acc = (%s)(%s);\n", acc_t, acc_t, red->prim->c_init);
         if (!strcmp(red->prim->c_expr, "acc + x"))
-            put(b, l, c, "        #pragma omp simd reduction(+:acc)\n");
+            cft__emit_put(b, l, c, "        #pragma omp simd reduction(+:acc)\n");
         else if (!strcmp(red->prim->c_expr, "acc * x"))
-            put(b, l, c, "        #pragma omp simd reduction(*:acc)\n");
+            cft__emit_put(b, l, c, "        #pragma omp simd reduction(*:acc)\n");
     } else if (!red) {
-        put(b, l, c, "        #pragma omp simd\n");
+        cft__emit_put(b, l, c, "        #pragma omp simd\n");
     }
-    put(b, l, c, "        for (int64_t j = j0; j < j1; j++) {\n");
+    cft__emit_put(b, l, c, "        for (int64_t j = j0; j < j1; j++) {\n");
     /* names of values: inputs a<k>, equation outputs v<id> */
     char **name = CFT_NEWN(char *, ir->nvars + 1);
     for (int k = 0; k < g->nin; k++) {
@@ -223,37 +249,29 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
             snprintf(tmp, sizeof tmp, "o%d[f%d + j * s%d]", k, k, k);
         name[g->in[k]] = cft__strdup(tmp);
     }
-    int n_ew = red ? g->neqn - 1 : g->neqn;
-    for (int e = 0; e < n_ew; e++) {
-        const cft_eqn *q = &ir->eqns[g->eqns[e]];
-        const char *ins[3];
-        for (int i = 0; i < q->nin; i++)
-            ins[i] = name[q->in[i]->id];
-        emit_eqn(b, l, c, q, ins, q->out[0]->id);
-        char tmp[24];
-        snprintf(tmp, sizeof tmp, "v%d", q->out[0]->id);
-        name[q->out[0]->id] = cft__strdup(tmp);
-    }
+    cft__emit_chain(b, l, c, ir, g, name);
     for (int k = g->nin; k < nops; k++) {
         if (k == red_out)
             continue;
-        put(b, l, c, "            o%d[f%d + j] = %s;\n", k, k, name[g->out[k - g->nin]]);
+        cft__emit_put(b, l, c, "            o%d[f%d + j] = %s;\n", k, k, name[g->out[k - g->nin]]);
     }
     if (red) {
         const char *x = name[red->in[0]->id];
         if (inner_reduced)
-            put(b, l, c, "            { const double x = %s; acc = (%s); }\n", x,
-                red->prim->c_expr);
+            cft__emit_put(b, l, c, "            { const double x = %s; acc = (%s); }\n", x,
+                          red->prim->c_expr);
         else
-            put(b, l, c,
+            cft__emit_put(
+                b, l, c,
                 "            { const double x = %s; const double acc = o%d[f%d + j]; o%d[f%d + j] "
                 "= (%s); }\n",
                 x, red_out, red_out, red_out, red_out, red->prim->c_expr);
     }
-    put(b, l, c, "        }\n");
+    cft__emit_put(b, l, c, "        }\n");
     if (inner_reduced)
-        put(b, l, c,
+        cft__emit_put(
+            b, l, c,
             "        { const double x = acc; { const double acc = o%d[f%d]; o%d[f%d] = (%s); } }\n",
             red_out, red_out, red_out, red_out, red->prim->c_expr);
-    put(b, l, c, "    }\n}\n\n");
+    cft__emit_put(b, l, c, "    }\n}\n\n");
 }

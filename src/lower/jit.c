@@ -406,23 +406,37 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, cft_loop
 
 /* ---- first call: record, compile, plan memory ---- */
 
+/* CFT_JIT_KERNELS=cuda-host: run the CUDA kernels through their host shim
+ * (emit_cuda.c), to test them without a GPU */
+static bool cuda_host(void) {
+    const char *k = getenv("CFT_JIT_KERNELS");
+    return k && !strcmp(k, "cuda-host");
+}
+
 static void compile_plan(plan *P, cft_loop *loops) {
     size_t len = 0, cap = 4096;
-    char *src = cft__new(cap);
-    const char *pre = cft__emit_prelude();
-    size_t pl = strlen(pre);
-    if (pl + 1 > cap)
-        cap = pl + 4096, src = cft__realloc(src, cap);
-    memcpy(src, pre, pl + 1);
-    len = pl;
-    for (int g = 0; g < P->ngroups; g++)
-        cft__emit_group(P->ir, &P->groups[g], &loops[g], g, &src, &len, &cap);
+    char *src;
+    bool cxx = cuda_host();
+    cft__cuda_dump(P->ir, P->groups, loops, P->ngroups);
+    if (cxx) {
+        src = cft__emit_cuda_source(P->ir, P->groups, loops, P->ngroups, true);
+    } else {
+        src = cft__new(cap);
+        const char *pre = cft__emit_prelude();
+        size_t pl = strlen(pre);
+        if (pl + 1 > cap)
+            cap = pl + 4096, src = cft__realloc(src, cap);
+        memcpy(src, pre, pl + 1);
+        len = pl;
+        for (int g = 0; g < P->ngroups; g++)
+            cft__emit_group(P->ir, &P->groups[g], &loops[g], g, &src, &len, &cap);
+    }
     if (cft__debug() >= 3)
         fprintf(stderr, "cft: generated source:\n%s\n", src);
     cft_kernel_fn *k = CFT_NEWN(cft_kernel_fn, P->ngroups + 1);
     char why[768] = "";
     double p0 = cft__prof() ? cft__prof_now() : 0;
-    bool compiled = P->ngroups && cft__compile(src, P->ngroups, k, why, sizeof why);
+    bool compiled = P->ngroups && src && cft__compile(src, P->ngroups, cxx, k, why, sizeof why);
     if (p0)
         cft__prof_event("jit compile", "compile", p0, NULL);
     if (compiled)

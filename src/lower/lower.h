@@ -48,11 +48,42 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
 /* the prelude every generated file starts with */
 const char *cft__emit_prelude(void);
 
+/* pieces the C and CUDA emitters share: the C type of a dtype; printf
+ * into a growing buffer; the statement that computes equation q's output
+ * v<out> from named input values; the dtype of var v of ir; a group's
+ * elementwise chain */
+const char *cft__emit_ctype(cft_dtype dt);
+void cft__emit_put(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void cft__emit_eqn(char **b, size_t *l, size_t *c, const struct cft_eqn *q,
+                   const char *const *names, int out);
+cft_dtype cft__emit_var_dtype(const cft_ir *ir, int v);
+/* the statements of g's elementwise equations (its reduction left out),
+ * reading inputs by name[var] and naming each result v<var> in name */
+void cft__emit_chain(char **b, size_t *l, size_t *c, const cft_ir *ir, const cft_group *g,
+                     char **name);
+
+/* CUDA C (emit_cuda.c). The prelude serves NVRTC and, with a shim that
+ * runs a grid as loops, the host C++ compiler. A group's kernel is
+ * `extern "C" __global__ void cft_g<id>(cft_a<id> a)`, its argument the
+ * operands' pointers, the loop's dims and strides (as cft_kernel_fn's);
+ * host adds the wrapper cft_k<id> of type cft_kernel_fn that runs it. */
+const char *cft__emit_cuda_prelude(void);
+void cft__emit_cuda_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int id,
+                          bool host, char **buf, size_t *len, size_t *cap);
+/* CFT_CUDA_DUMP=dir: write the CUDA file of these groups to
+ * dir/<hash of the source>.cu (tools/cft-cuda-check compiles them) */
+void cft__cuda_dump(const cft_ir *ir, const cft_group *groups, const cft_loop *loops, int n);
+/* the whole CUDA file of n groups */
+char *cft__emit_cuda_source(const cft_ir *ir, const cft_group *groups, const cft_loop *loops, int n,
+                            bool host);
+
 typedef void (*cft_kernel_fn)(char *const *ptrs, const int64_t *dims, const int64_t *st, int nth);
-/* Compile `src` (or load it from the private cache, checked) and look up n
- * kernels cft_k0..cft_k(n-1). Thread-safe. Returns false, with the reason
- * in err[0..en), when nothing could be compiled or loaded. */
-bool cft__compile(const char *src, int n, cft_kernel_fn *out, char *err, size_t en);
+/* Compile `src` (C, or C++ when cxx) (or load it from the private cache,
+ * checked) and look up n kernels cft_k0..cft_k(n-1). Thread-safe. Returns
+ * false, with the reason in err[0..en), when nothing could be compiled or
+ * loaded. */
+bool cft__compile(const char *src, int n, bool cxx, cft_kernel_fn *out, char *err, size_t en);
 /* the kernel cache directory in use (made private), NULL if none */
 const char *cft__cache_dir(void);
 
