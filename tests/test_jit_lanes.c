@@ -5,8 +5,12 @@
  * 1e-5) for batched and shared inputs, several outputs, an output that
  * does not depend on the lane; the choice follows the sizes (an ensemble
  * of MLPs loops, per-sample gradients of a small model stay batched) and
- * CFT_JIT_VMAP_LOOP forces either; under grad the jitted vmap is traced as
- * usual. */
+ * CFT_JIT_VMAP_LOOP forces either; with 2 and 3 threads the lanes are
+ * shared among threads and the values are one thread's (odd splits, fewer
+ * lanes than threads; to a few ulps, rtol 1e-6: the first lane runs
+ * outside the team, where a GEMM may be cut into blocks for the threads,
+ * which rounds alike but not identically); under grad the jitted vmap is
+ * traced as usual. */
 #include <stdlib.h>
 
 #include "cft/cft.h"
@@ -81,6 +85,31 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_fn_call(j2, (cft_array *[]){w1s, w2s, x}, out), CFT_OK);
         CHECK_EQ(cft_jit_stats_of(j2, &st), CFT_OK);
         CHECK_EQ(st.traces, 1);
+    }
+    TEST("with more threads the lanes are shared among them, with one thread's values") {
+        setenv("CFT_JIT_VMAP_LOOP", "1", 1);
+        cft_fn *v = cft_vmap(f, diff, NULL);
+        cft_array *one[3], *more[3];
+        cft_set_num_threads(1);
+        CHECK_EQ(cft_fn_call(cft_jit(v), (cft_array *[]){w1, w2, xs}, one), CFT_OK);
+        for (int nth = 2; nth <= 3; nth++) { /* 15 lanes after the first: 8 + 7, 5 + 5 + 5 */
+            cft_set_num_threads(nth);
+            cft_fn *j = cft_jit(v);
+            for (int rep = 0; rep < 2; rep++) {
+                CHECK_EQ(cft_fn_call(j, (cft_array *[]){w1, w2, xs}, more), CFT_OK);
+                for (int k = 0; k < 3; k++)
+                    CHECK_ARRAY_CLOSE(more[k], one[k], 1e-6, 1e-7);
+            }
+        }
+        /* two lanes, three threads: one lane each for two of them */
+        cft_array *w1t = cft_slice(w1, (int64_t[]){0, 0, 0}, (int64_t[]){2, D, H}, NULL),
+                  *w2t = cft_slice(w2, (int64_t[]){0, 0, 0}, (int64_t[]){2, H, 10}, NULL),
+                  *xt = cft_slice(xs, (int64_t[]){0, 0, 0}, (int64_t[]){2, B, D}, NULL);
+        CHECK_EQ(cft_fn_call(cft_jit(v), (cft_array *[]){w1t, w2t, xt}, more), CFT_OK);
+        for (int k = 0; k < 2; k++)
+            CHECK_ARRAY_CLOSE(cft_index(more[1], k), cft_index(one[1], k), 1e-6, 1e-7);
+        cft_set_num_threads(1);
+        unsetenv("CFT_JIT_VMAP_LOOP");
     }
     TEST("under grad the jitted vmap is traced (no loop), and differentiates") {
         setenv("CFT_JIT_VMAP_LOOP", "1", 1);
