@@ -1,6 +1,7 @@
 /* test_parallel.c: results with several threads are those of one thread.
  * The GEMMs of dot_general are shared out by batch element, or cut into
- * row or column blocks when there are few products; convolutions by sample
+ * row or column blocks when there are few products, or into two fixed
+ * halves of K for a long sum into a small result; convolutions by sample
  * chunks; the jit's kernels by rows. Each case is checked against a naive
  * reference computed here in double, and 2 and 3 threads against 1 thread.
  * Tolerances: against the reference, rtol 1e-5 and atol 1e-6 * K (f32: K
@@ -116,6 +117,10 @@ int main(int argc, char **argv) {
     check_bmm("column blocks", CFT_F32, 1, 8, 256, 4096, false);
     check_bmm("column blocks", CFT_F64, 1, 4, 128, 1000, true);
     check_bmm("two products, blocks", CFT_F32, 2, 256, 128, 128, false);
+    /* a long sum into a small result (weight gradients): cut along K into
+     * fixed halves on any thread count, f32 and f64, a transposed */
+    check_bmm("K halves", CFT_F32, 1, 128, 1024, 128, true);
+    check_bmm("K halves", CFT_F64, 1, 64, 777, 96, false);
     /* outer products (K = 1), the per-sample gradients' case */
     check_bmm("outer products", CFT_F32, 256, 64, 1, 128, false);
 
