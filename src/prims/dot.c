@@ -391,7 +391,11 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
         cft__keep(j.B.arr);
         return NULL;
     }
-    int nth = cft__par_threads_for(flops * (double)j.Bt);
+    /* the work that decides on threads: arithmetic, bytes moved, and a
+     * library call per product (about 4096 flops' time: MAML's batches of
+     * 100 tiny products took 5-9 us each, worth sharing out) */
+    double bytes = (double)((j.M + j.N) * j.K + j.M * j.N) * (double)j.es;
+    int nth = cft__par_threads_for((flops + bytes + 4096.0) * (double)j.Bt);
     if (j.A.split_n || j.B.split_n) { /* one block per outer index of a split operand */
         if (j.A.split_n)
             j.rblk = j.A.split_n, j.nr = j.M / j.A.split_n;
@@ -406,7 +410,7 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
             j.cblk = (j.N + want - 1) / want, j.nc = (j.N + j.cblk - 1) / j.cblk;
     }
     int64_t units = j.Bt * j.nr * j.nc;
-    cft__par_for(units, flops / (double)(j.nr * j.nc), gemm_range, &j);
+    cft__par_for(units, nth > 1 ? 1e12 : 0, gemm_range, &j);
     cft__keep(j.A.arr);
     cft__keep(j.B.arr);
     return NULL;
