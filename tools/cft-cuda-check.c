@@ -89,7 +89,7 @@ static int kcap;
  * and its values v<id> renumbered by first appearance (the same kernel
  * made from other IR var ids is then the same text) */
 static char *normalise(const char *s, size_t n) {
-    char *o = malloc(2 * n + 1), *w = o;
+    char *o = malloc(3 * n + 16), *w = o; /* "v5" may become "v1023" */
     long ids[1024];
     int nid = 0;
     for (size_t i = 0; o && i < n;) {
