@@ -1106,6 +1106,16 @@ typedef struct {
     cft_array *_Atomic err; /* the first failure */
 } lanes_job;
 
+/* out[k] = r, out's rows being r's size; r's error, or NULL */
+static cft_array *store_row(cft_array *out, int64_t k, cft_array *r) {
+    r = cft__contig(r);
+    if (cft_failed(r))
+        return r;
+    size_t row = cft_dtype_size(r->aval.dtype) * (size_t)cft__numel(r->aval.shape, r->aval.ndim);
+    memcpy((char *)cft__ptr(out) + (size_t)k * row, cft__ptr(r), row);
+    return NULL;
+}
+
 static void run_range(lanes_job *L, cft_fn *fn, int64_t lo, int64_t hi) {
     const bool *b = L->J->f->map_batched;
     cft_array *args[L->nin > 0 ? L->nin : 1], *res[L->nout];
@@ -1116,16 +1126,8 @@ static void run_range(lanes_job *L, cft_fn *fn, int64_t lo, int64_t hi) {
         if (cft_fn_call(fn, args, res) != CFT_OK)
             e = res[0] && cft_failed(res[0]) ? res[0]
                                              : cft__fail(CFT_E_ARG, "cft_jit: a lane failed");
-        for (int j = 0; j < L->nout && !e; j++) { /* out[j][k] = res[j] */
-            cft_array *r = cft__contig(res[j]);
-            if (cft_failed(r)) {
-                e = r;
-                break;
-            }
-            size_t row =
-                cft_dtype_size(r->aval.dtype) * (size_t)cft__numel(r->aval.shape, r->aval.ndim);
-            memcpy((char *)cft__ptr(L->out[j]) + (size_t)k * row, cft__ptr(r), row);
-        }
+        for (int j = 0; j < L->nout && !e; j++)
+            e = store_row(L->out[j], k, res[j]);
         cft_array *none = NULL;
         if (e)
             atomic_compare_exchange_strong(&L->err, &none, e);
@@ -1176,11 +1178,9 @@ static cft_status run_lanes(jit_env *J, int64_t size, int nin, cft_array *const 
         L.fns[t] = J->lanes[t];
     pthread_mutex_unlock(&J->mu);
     for (int j = 0; j < nout; j++) {
-        cft_array *r = cft__contig(res[j]);
-        if (cft_failed(r))
-            return cft__fail_outs(r, nout, out);
-        memcpy(cft__ptr(out[j]), cft__ptr(r),
-               cft_dtype_size(r->aval.dtype) * (size_t)cft__numel(r->aval.shape, r->aval.ndim));
+        cft_array *e = store_row(out[j], 0, res[j]);
+        if (e)
+            return cft__fail_outs(e, nout, out);
     }
     if (size > 1)
         cft__par_for(nth, 1e12, lanes_chunk, &L);

@@ -211,13 +211,12 @@ static bool thin(const operand *A, const operand *B, int64_t M, int64_t N, int64
     return M * N * K <= THIN_MAX && ((M == 1 && B->cs == 1) || (N == 1 && A->rs == 1)) &&
            !A->arr->conj && !B->arr->conj;
 }
-CFT_VEC static void thin_f32(const float *restrict A, int64_t ars, int64_t acs,
-                             const float *restrict B, int64_t brs, int64_t bcs, float *restrict C,
-                             int64_t m, int64_t n, int64_t K) {
-    /* m == 1: C[j] = sum_k A[k] B[k, j]; n == 1: C[i] = sum_k A[i, k] B[k] */
+CFT_VEC static void thin_f32(const float *restrict A, int64_t acs, const float *restrict B,
+                             int64_t brs, float *restrict C, int64_t m, int64_t n, int64_t K) {
+    /* m == 1: C[j] = sum_k A[k] B[k, j]; n == 1: C[i] = sum_k A[i, k] B[k]
+     * (the long side's stride is 1) */
     const float *v = m == 1 ? A : B, *mat = m == 1 ? B : A;
     int64_t vs = m == 1 ? acs : brs, ms = m == 1 ? brs : acs, len = m == 1 ? n : m;
-    (void)ars, (void)bcs; /* 1 on the long side */
     for (int64_t j = 0; j < len; j++)
         C[j] = 0;
     for (int64_t k = 0; k < K; k++) {
@@ -283,8 +282,7 @@ static void gemm_block(const gemm_job *j, int64_t t, int64_t i0, int64_t m, int6
         outer_f32((const float *)Ap, (const float *)Bp, (float *)Cp, m,
                   n);                                  /* per-sample outer products */
     } else if (dt == CFT_F32 && thin(A, B, M, N, K)) { /* C's block is contiguous */
-        thin_f32((const float *)Ap, A->rs, A->cs, (const float *)Bp, B->rs, B->cs, (float *)Cp, m,
-                 n, K);
+        thin_f32((const float *)Ap, A->cs, (const float *)Bp, B->rs, (float *)Cp, m, n, K);
     } else if (dt == CFT_F32) {
         if (!A->arr->conj && !B->arr->conj && cft__sgemm_small_fits(M, N, K) &&
             cft__sgemm_small(A->trans, B->trans, (int)m, (int)n, (int)K, (const float *)Ap,
