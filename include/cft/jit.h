@@ -12,11 +12,11 @@
  * the same results.
  *
  * cft_jit of a cft_vmap (inputs mapped along axis 0 or shared, outputs
- * stacked on axis 0) runs, on one thread, the jitted mapped function once
- * per lane when a lane computes a megaflop or more and the batched
- * intermediates would not stay in cache (8 MB): an ensemble of models runs
- * model by model, per-sample gradients stay batched. CFT_JIT_VMAP_LOOP=0 /
- * 1 forces either.
+ * stacked on axis 0) runs the jitted mapped function once per lane when a
+ * lane computes a megaflop or more and the batched intermediates would not
+ * stay in cache (8 MB), the lanes shared among the threads: an ensemble of
+ * models runs model by model, per-sample gradients stay batched.
+ * CFT_JIT_VMAP_LOOP=0 / 1 forces either.
  *
  * Automatic dynamic shapes (as PyTorch 2): the first call specialises on
  * the shapes it sees. When a later call changes a dim, f is traced once

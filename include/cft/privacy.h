@@ -57,8 +57,11 @@ cft_status cft_dp_noise_multiplier(double q, int64_t steps, double epsilon, doub
  *  cft_jit, whose rewrite pass computes dense layers' norms and sums from
  *  their factors (||a (x) g||^2 = ||a||^2 ||g||^2, sum_i c_i a_i (x) g_i =
  *  A^T diag(c) G), so their [B, ...] per-example gradients are never
- *  formed; other layers' are. Add the noise and divide by the (expected)
- *  batch size yourself. Errors give a function that fails when called. */
+ *  formed; convolutions' too where that pays (ghost norms, or norms over
+ *  chunks of examples, and one convolution for the sum: see
+ *  docs/implementation.md); other layers' are formed. Add the noise and
+ *  divide by the (expected) batch size yourself. Errors give a function
+ *  that fails when called. */
 cft_fn *cft_dp_clipped_grad_sum(cft_fn *loss, int nparams, double clip);
 
 /** Poisson sampling: the indices (i32, ascending) of the examples among n

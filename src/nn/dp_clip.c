@@ -2,8 +2,9 @@
  * gradients each clipped to a total L2 norm, written the obvious way
  * (vmap(grad), per-example norms over every parameter, clip factors, a
  * weighted sum over the batch) and compiled by cft_jit, whose rewrite pass
- * turns it into the norms and sums of the factors for dense layers, so the
- * [B, parameters] gradients are never formed there. */
+ * turns it into the norms and sums of the factors for dense layers (and
+ * for convolutions where that pays, prims/conv_dp.c), so the [B,
+ * parameters] gradients are never formed there. */
 #include <stdlib.h>
 
 #include "cft/cft.h"
