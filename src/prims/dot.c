@@ -454,19 +454,35 @@ static cft_array *dot_ct(cft_array *ct, cft_array *other, const cft_aval *self_a
     cft__param_set(&q, RC, co, no);
     cft__param_set(&q, LB, bc, nbt);
     cft__param_set(&q, RB, bo, nbt);
-    cft_array *r = cft__bind1(&cft_p_dot_general, &q, 2, (cft_array *[]){ct, other});
-    if (cft_failed(r))
-        return r;
-    /* src[j]: the self dim that result dim j corresponds to */
-    int src[CFT_MAX_NDIM], k = 0;
+    /* src[j]: the self dim that result dim j corresponds to; srcw: the same
+     * for the operands swapped, dot(other, ct) = [batch, other's remaining,
+     * self free] */
+    int src[CFT_MAX_NDIM], srcw[CFT_MAX_NDIM], k = 0, kw = nbt;
     for (int i = 0; i < nbt; i++)
-        src[k++] = (int)p->v[sb][i];
+        src[k++] = srcw[i] = (int)p->v[sb][i];
     for (int i = 0; i < ns; i++)
         src[k++] = fs[i];
     for (int d = 0; d < other_av->ndim; d++) /* other's contracting dims in ascending order */
         for (int i = 0; i < p->n[oc]; i++)
             if (p->v[oc][i] == d)
-                src[k++] = (int)p->v[sc][i];
+                src[k++] = srcw[kw++] = (int)p->v[sc][i];
+    for (int i = 0; i < ns; i++)
+        srcw[kw++] = fs[i];
+    bool ident = true, identw = true;
+    for (int j = 0; j < k; j++)
+        ident = ident && src[j] == j, identw = identw && srcw[j] == j;
+    if (!ident && identw) { /* the swapped product is already in self's order (a weight's
+                             * cotangent x^T g): no transposed view for its users to copy */
+        cft_params w = {0};
+        cft__param_set(&w, LC, co, no);
+        cft__param_set(&w, RC, cc, no);
+        cft__param_set(&w, LB, bo, nbt);
+        cft__param_set(&w, RB, bc, nbt);
+        return cft__bind1(&cft_p_dot_general, &w, 2, (cft_array *[]){other, ct});
+    }
+    cft_array *r = cft__bind1(&cft_p_dot_general, &q, 2, (cft_array *[]){ct, other});
+    if (cft_failed(r))
+        return r;
     int perm[CFT_MAX_NDIM];
     for (int j = 0; j < k; j++)
         perm[src[j]] = j;
