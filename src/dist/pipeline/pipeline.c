@@ -232,6 +232,41 @@ static cft_array *forward(step_ctx *c, int m) {
     return e ? e : send_activation(c, y[0], m);
 }
 
+/* acc + g. The first micro-batch's gradient is copied into a buffer of the
+ * step's own, which later ones are added into in place: no new buffer per
+ * micro-batch and parameter (each is an allocation the collector counts,
+ * and a collection on one stage stalls its neighbours in lockstep). */
+static cft_array *accumulate(cft_array *acc, cft_array *g) {
+    if (cft_failed(g) || (acc && cft_failed(acc)))
+        return acc && cft_failed(acc) ? acc : g;
+    cft_aval a = cft_array_aval(g);
+    if (g->kind != CFT_K_CONCRETE || (a.dtype != CFT_F32 && a.dtype != CFT_F64))
+        return acc ? cft_add(acc, g) : g;
+    int64_t n = cft__numel(a.shape, a.ndim);
+    if (!acc) {
+        acc = cft__alloc(a.dtype, a.shape, a.ndim);
+        if (!cft_failed(acc))
+            cft_copy_to(g, a.dtype, acc->data);
+        return acc;
+    }
+    cft_array *gc = cft__contig(g);
+    if (cft_failed(gc))
+        return gc;
+    if (a.dtype == CFT_F32) {
+        float *d = (float *)acc->data;
+        const float *s = cft__ptr(gc);
+        for (int64_t i = 0; i < n; i++)
+            d[i] += s[i];
+    } else {
+        double *d = (double *)acc->data;
+        const double *s = cft__ptr(gc);
+        for (int64_t i = 0; i < n; i++)
+            d[i] += s[i];
+    }
+    cft__keep(gc);
+    return acc;
+}
+
 static cft_array *backward(step_ctx *c, int m) {
     micro *u = &c->mb[m];
     cft_array *ct;
@@ -260,7 +295,7 @@ static cft_array *backward(step_ctx *c, int m) {
     if (cft_fn_call(pb, &ct, cts) != CFT_OK)
         return cts[0];
     for (int i = 0; i < c->np; i++)
-        c->grads[i] = c->grads[i] ? cft_add(c->grads[i], cts[i]) : cts[i];
+        c->grads[i] = accumulate(c->grads[i], cts[i]);
     c->compute += now_s() - t0;
     u->pb = NULL, u->live = false, u->in = NULL;
     c->live--;
