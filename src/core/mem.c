@@ -34,6 +34,34 @@ static void unregister(void *arg) {
     registered = 0;
 }
 
+/* The libraries cft calls (BLAS, LAPACK, FFTW, oneDNN, libxsmm, MPI and its
+ * plug-ins, the C and C++ runtimes, the collector itself) never keep a
+ * pointer to cft's collected objects in their static data: they are
+ * handed payloads, which the caller keeps reachable (cft__keep). Their data
+ * sections are megabytes that every collection would scan as roots, so
+ * they are left out; the program's own and every other library's data
+ * (a user's plug-in holding arrays in a global) are still scanned. */
+static int scan_library(const char *path, void *start, size_t size) {
+    (void)start, (void)size;
+    static const char *const skip[] = {
+        "libc.so",     "libm.so",     "libgcc_s.",  "libstdc++.",   "libgomp.",    "libopenblas",
+        "libblas.",    "liblapack",   "libtmglib.", "libgfortran",  "libquadmath", "libfftw3",
+        "libdnnl.",    "libxsmm",     "libgc.",     "libcord.",     "libcjson.",   "libmpi",
+        "libopen-pal", "libopen-rte", "libpmix.",   "libhwloc.",    "libevent",    "libudev.",
+        "libz.",       "ld-linux",    "libnvrtc",   "libltdl.",     "libnl-",      "libibverbs",
+        "libuc",       "libfabric.",  "libpsm",     "libmunge.",    "libcap.",     "libgcrypt.",
+        "liblzma.",    "libzstd.",    "liblz4.",    "libgpg-error", "libsystemd.", "mca_",
+        "libdl.",      "libpthread.", "librt.",     "libcrypto.",   "libssl."};
+    const char *base = path ? strrchr(path, '/') : NULL;
+    base = base ? base + 1 : path;
+    if (!base || !*base)
+        return 1;
+    for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
+        if (!strncmp(base, skip[i], strlen(skip[i])))
+            return 0;
+    return 1;
+}
+
 static void gc_start(void) {
     /* One marker thread unless the user asks for more (GC_MARKERS): payloads
      * are never scanned, so the marked heap is small, and parallel markers
@@ -41,6 +69,8 @@ static void gc_start(void) {
      * OpenMP's team holds (DESIGN.md "Threads"). */
     if (!getenv("GC_MARKERS") && !getenv("GC_NPROCS"))
         GC_set_markers_count(1);
+    if (!getenv("CFT_GC_SCAN_ALL_LIBS"))
+        GC_register_has_static_roots_callback(scan_library);
     GC_INIT();
     /* Start with a 32 MiB heap: from Boehm's tiny default, the
      * interpreter's stream of small arrays triggers a collection every
