@@ -14,6 +14,7 @@
 #include "core/mem.h"
 #include "support/gc_holder.h"
 
+#ifndef CFT_GC_OFF
 static cft_array *global_kept[2];
 
 enum { N = 1 << 18 }; /* floats: 1 MiB */
@@ -46,6 +47,8 @@ __attribute__((noinline)) static double churn(void) {
         junk += cft_item(cft_index(filled(-5.0), 0));
     return junk;
 }
+
+#endif
 
 int main(int argc, char **argv) {
 #ifdef CFT_GC_OFF
