@@ -10,7 +10,9 @@
  * lanes than threads; to a few ulps, rtol 1e-6: the first lane runs
  * outside the team, where a GEMM may be cut into blocks for the threads,
  * which rounds alike but not identically); under grad the jitted vmap is
- * traced as usual. */
+ * traced as usual. A lane's outputs are written straight into their rows of
+ * the stacked results where a kernel or a product makes them; outputs that
+ * are inputs or views are copied there. */
 #include <stdlib.h>
 
 #include "cft/cft.h"
@@ -26,6 +28,17 @@ static cft_status member(void *env, int nin, cft_array *const *in, int nout, cft
     out[0] = cft_mean(cft_mul(z, z), NULL, 0, false);
     out[1] = z;
     out[2] = cft_mul_s(cft_ones_like(cft_index(in[1], 0)), 2);
+    return CFT_OK;
+}
+
+/* (w1, w2, x) -> (w2 as passed, a view of the logits (reshaped), the logits):
+ * outputs a lane cannot write in place into its rows, and one it can */
+static cft_status views(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *z = cft_matmul(cft_tanh(cft_matmul(in[2], in[0])), in[1]);
+    out[0] = in[1];
+    out[1] = cft_reshape(z, (int64_t[]){B * 10}, 1);
+    out[2] = z;
     return CFT_OK;
 }
 
@@ -71,6 +84,20 @@ int main(int argc, char **argv) {
             CHECK_EQ(st.traces, 1);
             unsetenv("CFT_JIT_VMAP_LOOP");
         }
+    }
+    TEST("outputs that are inputs or views are copied into their rows; others written in place") {
+        cft_fn *v = cft_vmap(cft_fn_new(views, NULL, 3, 3), diff, NULL);
+        cft_array *in[3] = {w1, w2, xs}, *want[3], *got[3];
+        CHECK_EQ(cft_fn_call(v, in, want), CFT_OK);
+        setenv("CFT_JIT_VMAP_LOOP", "1", 1);
+        cft_fn *j = cft_jit(v);
+        for (int call = 0; call < 3; call++) { /* cold and warm lane plans */
+            CHECK_EQ(cft_fn_call(j, in, got), CFT_OK);
+            for (int k = 0; k < 3; k++)
+                CHECK_ARRAY_CLOSE(got[k], want[k], 1e-5, 1e-6);
+            CHECK_ARRAY_CLOSE(got[0], w2, 0, 0);
+        }
+        unsetenv("CFT_JIT_VMAP_LOOP");
     }
     TEST("the sizes choose: a large lane loops, a small one stays batched") {
         cft_fn *j = cft_jit(cft_vmap(f, diff, NULL));

@@ -333,9 +333,34 @@ static cft_array *donated_output(plan *P, int v) {
     return NULL;
 }
 
-static cft_array *out_array(plan *P, int v, arena *A) {
+/* Where a lane of the lane loop (run_range) wants its outputs: the rows of
+ * the stacked results, so a plan output that a kernel or an impl_into
+ * writes lands there and is not copied afterwards. run_range sets
+ * next_dest for its call; jit_cb moves it to exec_dest around its own plan
+ * run; execute takes it (and clears it, so no nested plan sees it). */
+typedef struct {
+    cft_array **dst; /* per output; taken (NULL) once used */
+    int n;
+} out_dest;
+static _Thread_local out_dest *next_dest, *exec_dest;
+
+static cft_array *dest_output(plan *P, int v, out_dest *od) {
+    const cft_ir *ir = P->ir;
+    for (int j = 0; j < ir->nout && j < od->n; j++)
+        if (ir->outvars[j]->id == v && od->dst[j] && cft__aval_eq(&od->dst[j]->aval, P->aval[v])) {
+            cft_array *d = od->dst[j];
+            od->dst[j] = NULL;
+            return d;
+        }
+    return NULL;
+}
+
+static cft_array *out_array(plan *P, int v, arena *A, out_dest *od) {
     if (A && P->slot && P->slot[v] >= 0)
         return A->hdr[v];
+    cft_array *d = od ? dest_output(P, v, od) : NULL;
+    if (d)
+        return d;
     if (cur_donation && P->runs > 0) { /* a warm plan: a donated input's buffer, if one fits */
         cft_array *d = donated_output(P, v);
         if (d && !cft_failed(d))
@@ -345,7 +370,8 @@ static cft_array *out_array(plan *P, int v, arena *A) {
     return cft__alloc(a->dtype, a->shape, a->ndim);
 }
 
-static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, cft_loop *record) {
+static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, out_dest *od,
+                            cft_loop *record) {
     cft_group *g = &P->groups[gi];
     const cft_ir *ir = P->ir;
     int nops = g->nin + g->nout;
@@ -359,7 +385,7 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, cft_loop
         for (int k = 0; k < g->nin; k++)
             ops[k] = env[g->in[k]];
         for (int k = g->nin; k < nops; k++)
-            ops[k] = record ? NULL : out_array(P, g->out[k - g->nin], A);
+            ops[k] = record ? NULL : out_array(P, g->out[k - g->nin], A, od);
         if (record) { /* outputs are contiguous: strides depend on the avals only */
             for (int k = g->nin; k < nops; k++)
                 ops[k] = ops[0];
@@ -640,6 +666,8 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
     const cft_ir *ir = P->ir;
     splan *S = P->S;
     bool first = P->runs == 0;
+    out_dest *od = exec_dest;
+    exec_dest = NULL;
     arena *A = !first && P->slot && P->arena_bytes ? take_arena(P) : NULL;
     cft_array **env = CFT_NEWN(cft_array *, ir->nvars + 1);
     for (int i = 0; i < ir->nconst; i++)
@@ -667,8 +695,8 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
         }
         if (st->group >= 0) {
             if (record)
-                run_group(P, st->group, env, NULL, &loops[st->group]);
-            err = run_group(P, st->group, env, A, NULL);
+                run_group(P, st->group, env, NULL, NULL, &loops[st->group]);
+            err = run_group(P, st->group, env, A, od, NULL);
         } else {
             const cft_eqn *q = &ir->eqns[st->eqn];
             int o = q->out[0]->id;
@@ -677,7 +705,7 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
             for (int i = 0; i < q->nin; i++)
                 half |= cft_dtype_is_half(q->in[i]->aval.dtype);
             if (q->prim->impl_into && q->nout == 1 && !first && !half) {
-                cft_array *dst = out_array(P, o, A), *args[q->nin > 0 ? q->nin : 1];
+                cft_array *dst = out_array(P, o, A, od), *args[q->nin > 0 ? q->nin : 1];
                 for (int i = 0; i < q->nin; i++)
                     args[i] = cft__unconj(q->prim, env[q->in[i]->id]);
                 err = cft_failed(dst) ? dst : q->prim->impl_into(args, q->nin, &q->params, dst);
@@ -1108,12 +1136,31 @@ typedef struct {
 
 /* out[k] = r, out's rows being r's size; r's error, or NULL */
 static cft_array *store_row(cft_array *out, int64_t k, cft_array *r) {
+    int64_t n = cft__numel(r->aval.shape, r->aval.ndim);
+    if (r->data == out->data && r->offset == out->offset + k * n && cft__is_contig(r))
+        return NULL; /* the lane wrote it in place (out_dest) */
     r = cft__contig(r);
     if (cft_failed(r))
         return r;
-    size_t row = cft_dtype_size(r->aval.dtype) * (size_t)cft__numel(r->aval.shape, r->aval.ndim);
+    size_t row = cft_dtype_size(r->aval.dtype) * (size_t)n;
     memcpy((char *)cft__ptr(out) + (size_t)k * row, cft__ptr(r), row);
     return NULL;
+}
+
+/* x[k], a view (x concrete, k in range: the lane loop's own indexing) */
+static cft_array *row(cft_array *x, int64_t k) {
+    return cft__view(x, x->aval.shape + 1, x->aval.ndim - 1, x->strides + 1,
+                     x->offset + k * x->strides[0]);
+}
+
+/* row k of each output, as the lane's destinations */
+static void lane_dest(lanes_job *L, int64_t k, cft_array **dst, out_dest *od) {
+    for (int j = 0; j < L->nout; j++) {
+        dst[j] = row(L->out[j], k);
+        if (cft_failed(dst[j]))
+            dst[j] = NULL;
+    }
+    od->dst = dst, od->n = L->nout;
 }
 
 static void run_range(lanes_job *L, cft_fn *fn, int64_t lo, int64_t hi) {
@@ -1121,9 +1168,14 @@ static void run_range(lanes_job *L, cft_fn *fn, int64_t lo, int64_t hi) {
     cft_array *args[L->nin > 0 ? L->nin : 1], *res[L->nout];
     for (int64_t k = lo; k < hi && !atomic_load(&L->err); k++) {
         for (int i = 0; i < L->nin; i++)
-            args[i] = b[i] ? cft_index(L->in[i], k) : L->in[i];
-        cft_array *e = NULL;
-        if (cft_fn_call(fn, args, res) != CFT_OK)
+            args[i] = b[i] ? row(L->in[i], k) : L->in[i];
+        cft_array *e = NULL, *dst[L->nout];
+        out_dest od;
+        lane_dest(L, k, dst, &od);
+        next_dest = &od;
+        cft_status st = cft_fn_call(fn, args, res);
+        next_dest = NULL;
+        if (st != CFT_OK)
             e = res[0] && cft_failed(res[0]) ? res[0]
                                              : cft__fail(CFT_E_ARG, "cft_jit: a lane failed");
         for (int j = 0; j < L->nout && !e; j++)
@@ -1190,6 +1242,8 @@ static cft_status run_lanes(jit_env *J, int64_t size, int nin, cft_array *const 
 
 static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
     jit_env *J = envp;
+    out_dest *od = next_dest; /* the lane loop's rows, for this call only */
+    next_dest = NULL;
     bool concrete = true;
     for (int i = 0; i < nin; i++)
         concrete &= in[i]->kind == CFT_K_CONCRETE;
@@ -1206,9 +1260,12 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
     donation d = {.donate = J->donate, .in = in};
     donation *saved = cur_donation;
     cur_donation = J->donate ? &d : NULL;
+    out_dest *saved_od = exec_dest;
+    exec_dest = od;
     pthread_mutex_lock(&J->mu);
     cft_status st = jit_locked(J, nin, in, nout, out);
     pthread_mutex_unlock(&J->mu);
+    exec_dest = saved_od;
     cur_donation = saved;
     if (J->donate && st == CFT_OK) { /* donated inputs are the outputs' now: invalid */
         atomic_fetch_add(&J->reused, d.reused);
