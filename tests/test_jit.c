@@ -55,6 +55,18 @@ static void same_results(cft_fn *f, cft_array *const *in, int nout, double tol) 
     }
 }
 
+/* row and column max / min of 2x (fused: the elementwise op and the
+ * reduction in one kernel) */
+static cft_status extremes(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *y = cft_mul_s(in[0], 2);
+    out[0] = cft_max(y, (int[]){1}, 1, false);
+    out[1] = cft_min(y, (int[]){1}, 1, false);
+    out[2] = cft_max(y, (int[]){0}, 1, false);
+    out[3] = cft_min(y, (int[]){0}, 1, false);
+    return CFT_OK;
+}
+
 static cft_fn *per_sample(void) {
     cft_fn *g = cft_grad(cft_fn_new(mlp, NULL, 5, 1), (int[]){0, 1, 2}, 3);
     return cft_vmap(g, (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0}, NULL);
@@ -168,6 +180,25 @@ int main(int argc, char **argv) {
         cft_array *b = cft_fn_call1(j, &x);
         cft_set_num_threads(1);
         CHECK_ARRAY_CLOSE(b, a, 0, 0);
+    }
+    TEST("max and min keep NaN in compiled kernels (vectorised rows, NaN tracked apart)") {
+        /* rows of 21: a simd body and a remainder; NaN in the body (row 1),
+         * in the remainder (row 4), and at the start (row 6) */
+        float v[8 * 21];
+        for (int i = 0; i < 8 * 21; i++)
+            v[i] = (float)((i * 37) % 101) - 50.0f;
+        v[1 * 21 + 3] = v[4 * 21 + 20] = v[6 * 21] = NAN;
+        cft_array *x = cft_from_f32(v, (int64_t[]){8, 21}, 2);
+        same_results(cft_fn_new(extremes, NULL, 1, 4), &x, 4, 0);
+        cft_array *out[4];
+        CHECK_EQ(cft_fn_call(cft_jit(cft_fn_new(extremes, NULL, 1, 4)), &x, out), CFT_OK);
+        for (int r = 0; r < 8; r++) {
+            bool nan = r == 1 || r == 4 || r == 6;
+            CHECK_MSG(isnan(cft_item_at(out[0], r)) == nan, "row %d max", r);
+            CHECK_MSG(isnan(cft_item_at(out[1], r)) == nan, "row %d min", r);
+        }
+        CHECK(isnan(cft_item_at(out[2], 3)) && isnan(cft_item_at(out[3], 20)));
+        CHECK(!isnan(cft_item_at(out[2], 5)) && cft_item_at(out[2], 5) > cft_item_at(out[3], 5));
     }
     TEST("errors pass through a jitted function") {
         cft_fn *j = cft_jit(cft_fn_new(mlp, NULL, 5, 1));

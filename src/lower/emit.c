@@ -255,7 +255,11 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     if (nd > 1) {
         cft__emit_put(b, l, c, "        int64_t rem = r;\n");
         for (int d = nd - 2; d >= 0; d--) {
-            cft__emit_put(b, l, c, "        { int64_t i = rem %% dims[%d]; rem /= dims[%d];", d, d);
+            if (d == 0) /* the outermost dim: rem < dims[0] already, no division */
+                cft__emit_put(b, l, c, "        { int64_t i = rem;");
+            else
+                cft__emit_put(b, l, c, "        { int64_t i = rem %% dims[%d]; rem /= dims[%d];", d,
+                              d);
             for (int k = 0; k < nops; k++)
                 cft__emit_put(b, l, c, " f%d += i * st[%d];", k, k * nd + d);
             cft__emit_put(b, l, c, " }\n");
@@ -264,13 +268,19 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     for (int k = 0; k < nops; k++)
         if (cls[k] == 'g')
             cft__emit_put(b, l, c, "        const int64_t s%d = st[%d];\n", k, k * nd + nd - 1);
-    const char *acc_t = "double";
+    const char *acc_t = "double", *simd = red ? red->prim->c_simd : NULL;
+    /* max / min over floats: the NaN-free form inside the simd loop, NaN apart */
+    bool nan_apart = simd && red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
+    const char *red_expr = red && simd && red->prim->c_iexpr ? red->prim->c_iexpr
+                           : red                             ? red->prim->c_expr
+                                                             : NULL;
     if (inner_reduced) {
         cft__emit_put(b, l, c, "        %s acc = (%s)(%s);\n", acc_t, acc_t, red->prim->c_init);
-        if (!strcmp(red->prim->c_expr, "acc + x"))
-            cft__emit_put(b, l, c, "        #pragma omp simd reduction(+:acc)\n");
-        else if (!strcmp(red->prim->c_expr, "acc * x"))
-            cft__emit_put(b, l, c, "        #pragma omp simd reduction(*:acc)\n");
+        if (nan_apart)
+            cft__emit_put(b, l, c, "        int nan_ = 0;\n");
+        if (simd)
+            cft__emit_put(b, l, c, "        #pragma omp simd reduction(%s:acc)%s\n", simd,
+                          nan_apart ? " reduction(|:nan_)" : "");
     } else if (!red) {
         cft__emit_put(b, l, c, "        #pragma omp simd\n");
     }
@@ -295,8 +305,8 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     if (red) {
         const char *x = name[red->in[0]->id];
         if (inner_reduced)
-            cft__emit_put(b, l, c, "            { const double x = %s; acc = (%s); }\n", x,
-                          red->prim->c_expr);
+            cft__emit_put(b, l, c, "            { const double x = %s; acc = (%s);%s }\n", x,
+                          red_expr, nan_apart ? " nan_ |= x != x;" : "");
         else
             cft__emit_put(b, l, c,
                           "            { const double x = %s; const double acc = rp[f%d + j]; "
@@ -304,6 +314,8 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
                           x, red_out, red_out, red->prim->c_expr);
     }
     cft__emit_put(b, l, c, "        }\n");
+    if (nan_apart && inner_reduced)
+        cft__emit_put(b, l, c, "        if (nan_) acc = NAN;\n");
     if (inner_reduced)
         cft__emit_put(
             b, l, c,

@@ -76,10 +76,15 @@ typedef struct cft_prim {
     /* code generation. Elementwise: the scalar C expression of x (y for
      * binaries, c for select) for floats, and c_iexpr for ints and bools
      * (NULL: same as c_expr). Reductions: c_expr combines `acc` and `x`,
-     * c_init is the identity. */
+     * c_init is the identity, and c_simd names the OpenMP reduction that
+     * c_expr is ("+", "max"), so a kernel's inner loop becomes a simd
+     * reduction; where c_iexpr is set too (max, min), that loop combines
+     * floats by c_iexpr and tracks NaN apart, as c_expr's NaN test would
+     * keep the loop scalar. */
     const char *c_expr;
     const char *c_iexpr;
     const char *c_init;
+    const char *c_simd;
     /* optional: write the output into `out`, a preallocated contiguous array
      * of the output aval (lets the lowering place results in its arena) */
     cft_array *(*impl_into)(cft_array *const *in, int nin, const cft_params *p, cft_array *out);
