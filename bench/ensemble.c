@@ -78,6 +78,13 @@ static void gemm(bool xsmm, bool ta, bool tb, int m, int n, int k, const float *
                  const float *Bm, int ldb, float *C, int ldc) {
 #ifdef CFT_HAVE_XSMM
     if (xsmm) { /* column-major: C' = op(B)' op(A)' */
+        static float bt[128 * 128];
+        if (tb && n * k <= 128 * 128) { /* no libxsmm kernel for it: B^T copied (as cft does) */
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < k; j++)
+                    bt[j * n + i] = Bm[i * ldb + j];
+            Bm = bt, ldb = n, tb = false;
+        }
         const float alpha = 1, beta = 0;
         int flags = (tb ? LIBXSMM_GEMM_FLAG_TRANS_A : 0) | (ta ? LIBXSMM_GEMM_FLAG_TRANS_B : 0);
         libxsmm_blasint M = n, N = m, Kk = k, la = ldb, lb = lda, lc = ldc;
