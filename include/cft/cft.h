@@ -27,6 +27,7 @@
 
 #include "array.h"
 #include "core.h"
+#include "device.h"
 #include "complex.h"
 #include "control.h"
 #include "custom.h"

@@ -3,6 +3,7 @@
  * views under transforms are primitives (src/prims/shape.c); this file is
  * what their eager implementations use. */
 #include "array/array.h"
+#include "array/device.h"
 
 #include <math.h>
 #include <string.h>
@@ -145,6 +146,7 @@ cft_array *cft__view(const cft_array *x, const int64_t *shape, int ndim, const i
     v->data = x->data;
     v->offset = offset;
     v->conj = x->conj;
+    v->dev = x->dev, v->owner = x->owner, v->committed = x->committed;
     for (int i = 0; i < ndim; i++)
         v->strides[i] = strides[i];
     return v;
@@ -174,6 +176,8 @@ static void conj_inplace(void *p, cft_dtype dt, int64_t n) {
 
 /* Copy a strided array into a contiguous one, innermost dim as a loop. */
 cft_array *cft__contig(cft_array *x) {
+    if (cft__on_device(x)) /* host code reading a device array: a copy on the host */
+        x = cft__dev_to_host(x, "reading a device array");
     if (x->kind != CFT_K_CONCRETE || cft__is_contig(x))
         return x;
     const cft_aval *a = &x->aval;
@@ -430,6 +434,14 @@ static double item_at(const char *call, const cft_array *x, int64_t i) {
         cft__concretization_error(call, x);
         return NAN;
     }
+    if (cft__on_device(x)) { /* through the host */
+        cft_array *h = cft__dev_to_host(x, call);
+        if (cft_failed(h)) {
+            cft__set_last(h);
+            return NAN;
+        }
+        x = h;
+    }
     const cft_aval *a = &x->aval;
     int64_t n = cft__numel(a->shape, a->ndim);
     if (i < 0 || i >= n) {
@@ -457,6 +469,12 @@ cft_status cft_item_complex_at(const cft_array *x, int64_t i, double *re, double
         return cft__set_last(x);
     if (x->kind != CFT_K_CONCRETE)
         return cft__set_last(cft__concretization_error("cft_item_complex_at", x));
+    if (cft__on_device(x)) { /* through the host */
+        cft_array *h = cft__dev_to_host(x, "cft_item_complex_at");
+        if (cft_failed(h))
+            return cft__set_last(h);
+        x = h;
+    }
     const cft_aval *a = &x->aval;
     int64_t n = cft__numel(a->shape, a->ndim);
     if (i < 0 || i >= n)
@@ -561,6 +579,12 @@ double cft_max_abs_diff(const cft_array *a, const cft_array *b) {
     if (cft_failed(a) || cft_failed(b) || a->kind != CFT_K_CONCRETE || b->kind != CFT_K_CONCRETE)
         return INFINITY;
     if (cft_array_size(a) != cft_array_size(b) || a->aval.ndim != b->aval.ndim)
+        return INFINITY;
+    if (cft__on_device(a)) /* one copy to the host each, not one per element */
+        a = cft__dev_to_host(a, "cft_max_abs_diff");
+    if (cft__on_device(b))
+        b = cft__dev_to_host(b, "cft_max_abs_diff");
+    if (cft_failed(a) || cft_failed(b))
         return INFINITY;
     double m = 0;
     int64_t n = cft_array_size(a);

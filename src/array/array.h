@@ -21,6 +21,13 @@ struct cft_array {
     int64_t offset;                /* in elements */
     int64_t strides[CFT_MAX_NDIM]; /* in elements; 0 for broadcast dims */
     bool conj;                     /* complex views made by cft_conj: elements read conjugated */
+    /* devices (cft/device.h): NULL for the host; data is then the
+     * backend's memory, released when owner (the array that allocated it,
+     * kept alive by its views) is collected. committed: put on its device
+     * (cft_device_put) or made there by an op on committed arrays */
+    const struct cft_dev *dev;
+    struct cft_array *owner;
+    bool committed;
     /* tracer: its trace and the trace's payload */
     struct cft_trace *trace;
     union {

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "array/array.h"
+#include "array/device.h"
 
 static void print_real(double v, FILE *f) {
     char buf[40];
@@ -82,6 +83,14 @@ static void print_indented(const cft_array *x, int indent, FILE *f) {
         fprintf(f, "<tracer %s: values unknown while tracing>", cft_aval_str(&x->aval, buf));
         cft__concretization_error("cft_print", x);
         return;
+    }
+    if (cft__on_device(x)) { /* printed from a host copy */
+        cft_array *h = cft__dev_to_host(x, "cft_print");
+        if (cft_failed(h)) {
+            fprintf(f, "<error: %s>", cft_error_message(h));
+            return;
+        }
+        x = h;
     }
     fputs("array(", f);
     rec(x, 0, x->offset, cft__numel(x->aval.shape, x->aval.ndim) > 1000, indent + 6, f);

@@ -181,6 +181,21 @@ void cft__keep(const void *p) {
 #endif
 }
 
+void cft__on_collect(void *obj, void (*fn)(void *obj, void *arg), void *arg) {
+#ifndef CFT_GC_OFF
+    GC_register_finalizer_no_order(obj, fn, arg, NULL, NULL);
+#else
+    (void)obj, (void)fn, (void)arg;
+#endif
+}
+
+void cft__run_collected(void) {
+#ifndef CFT_GC_OFF
+    if (GC_should_invoke_finalizers())
+        GC_invoke_finalizers();
+#endif
+}
+
 void *cft_alloc(size_t size) {
     return cft__new(size);
 }

@@ -25,6 +25,12 @@ void *cft__realloc(void *p, size_t size);
 /* Keep `p` reachable up to this point (after handing raw pointers into its
  * payload to foreign code). */
 void cft__keep(const void *p);
+/* Call fn(obj, arg) once obj (the start of a cft__new block) is found
+ * unreachable, from whichever thread is collecting: fn must only queue
+ * work (DESIGN.md "Memory"). Nothing happens without the GC. */
+void cft__on_collect(void *obj, void (*fn)(void *obj, void *arg), void *arg);
+/* Run the cft__on_collect callbacks of objects found unreachable so far. */
+void cft__run_collected(void);
 /* The GC heap's size in bytes (0 without the GC). */
 size_t cft__gc_heap_bytes(void);
 /* Number of collections so far (for tests). */

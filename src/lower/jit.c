@@ -1247,7 +1247,8 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
     bool concrete = true;
     for (int i = 0; i < nin; i++)
         concrete &= in[i]->kind == CFT_K_CONCRETE;
-    if (!concrete || cft__trace_depth() > 0)
+    /* on a device (or committed to one): primitive by primitive through its backend */
+    if (!concrete || cft__trace_depth() > 0 || cft__dev_involved(nin, in))
         return cft__fn_apply(J->f, in, out);
     if (J->lane && !J->donate) {
         int64_t size;

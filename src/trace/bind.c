@@ -182,6 +182,8 @@ cft_array *cft__unconj(const cft_prim *p, cft_array *x) {
 
 cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
                          int nout, const cft_aval *out_avals, cft_array **out) {
+    if (out_avals && cft__dev_involved(nin, in))
+        return cft__dev_run(p, par, nin, in, nout, out_avals, out);
     bool conj = false;
     for (int i = 0; i < nin; i++)
         conj |= in[i]->kind == CFT_K_CONCRETE && in[i]->conj;

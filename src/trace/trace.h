@@ -63,6 +63,13 @@ cft_array *cft__annotate(cft_array *e);
 cft_array *cft__unconj(const cft_prim *p, cft_array *x);
 cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
                          int nout, const cft_aval *out_avals, cft_array **out);
+/* Devices (device_op.c): an input is committed or on a device, so
+ * cft__run_impl hands the primitive to cft__dev_run, which runs it on the
+ * committed inputs' device (through its backend) or on the host with
+ * committed results. */
+bool cft__dev_involved(int nin, cft_array *const *in);
+cft_array *cft__dev_run(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
+                        int nout, const cft_aval *out_avals, cft_array **out);
 /* Abstract evaluation only: check and compute output avals. */
 cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin, const cft_aval *in,
                               cft_aval *out);

@@ -1,0 +1,128 @@
+/* cft/device.h: devices, and the backend table a device plugs in by.
+ *
+ * Arrays live on the host ("cpu") unless put on a device:
+ *
+ *     cft_dev *d = cft_device("cuda:0");          // or "test:1", "cpu"
+ *     if (cft_device_error(d)) ...                // no driver, no device, ...
+ *     cft_array *w = cft_device_put(w_host, d);   // a copy on d
+ *     cft_array *y = cft_matmul(x_on_d, w);       // runs on d, y lives on d
+ *     cft_array *back = cft_device_put(y, cft_device("cpu"));
+ *
+ * As in JAX, an array put on a device is committed to it; results of ops
+ * on committed arrays are committed to the same device. Arrays made
+ * without a device (cft_zeros, cft_scalar, constants inside a traced
+ * function) are uncommitted and move to the device of the committed
+ * inputs they meet (each such move is a transfer through the backend).
+ * Two committed inputs on different devices are an error naming both.
+ * Reading values (cft_copy_to, cft_item, printing) copies to the host.
+ * Transforms (grad, vmap, jvp, ...) and cft_jit work on any device: they
+ * are made of primitive operations, and every primitive on a device runs
+ * through its backend's table.
+ *
+ * A backend is a table of functions registered by name at run time
+ * (cft_register_backend), from the program or a shared library of its
+ * own; devices are then "<name>:<index>". The core reaches device memory
+ * only through the table. A backend that lacks an operation can run it on
+ * the host (cft_dev_op_run_on_host), which moves the operands through the
+ * same table. "cuda" is loaded on first use from the installed
+ * libcft_cuda.so (never from a directory another user can write). */
+#ifndef CFT_DEVICE_H
+#define CFT_DEVICE_H
+
+#include <stddef.h>
+
+#include "array.h"
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A device: the host ("cpu") or one of a backend's devices. Never freed. */
+typedef struct cft_dev cft_dev;
+
+/* One primitive operation for a backend to run (opaque; see the
+ * cft_dev_op_* accessors). Its outputs are already allocated on the
+ * device. */
+typedef struct cft_dev_op cft_dev_op;
+
+/* What a backend sees of an operand: contiguous row-major device memory. */
+typedef struct {
+    cft_aval aval;
+    void *ptr;    /* device memory (the backend's own pointer) */
+    size_t bytes; /* numel * dtype size */
+} cft_dev_buf;
+
+/* The version of cft_backend below; a table with another abi is refused. */
+#define CFT_BACKEND_ABI 1
+
+/* A backend's table. Every function gets the backend's ctx and the device
+ * index. Integer results: 0 on success; on failure last_error(ctx) says
+ * why (it may return NULL). */
+typedef struct cft_backend {
+    int abi;          /* CFT_BACKEND_ABI */
+    const char *name; /* devices are "<name>:<index>"; letters, digits, '_' */
+    void *ctx;
+    /* how many devices there are (>= 0), or < 0 when the backend cannot
+     * run here (no driver): last_error says why */
+    int (*device_count)(void *ctx);
+    /* bytes of device memory (NULL: out of memory) and its release */
+    void *(*alloc)(void *ctx, int dev, size_t bytes);
+    void (*release)(void *ctx, int dev, void *ptr);
+    /* copies: host to device, device to host, device to device */
+    int (*to_device)(void *ctx, int dev, void *dst, const void *src, size_t bytes);
+    int (*to_host)(void *ctx, int dev, void *dst, const void *src, size_t bytes);
+    int (*copy)(void *ctx, int dev, void *dst, const void *src, size_t bytes);
+    /* run one primitive: read the inputs, write the outputs */
+    int (*run)(void *ctx, int dev, const cft_dev_op *op);
+    /* wait for everything queued on the device */
+    int (*synchronize)(void *ctx, int dev);
+    /* the message of the last failure (thread-local or static storage) */
+    const char *(*last_error)(void *ctx);
+} cft_backend;
+
+/** Registers a backend (the table is copied; its ctx must outlive the
+ *  program). CFT_E_ARG for a bad table, a wrong abi or a name taken. */
+cft_status cft_register_backend(const cft_backend *b);
+
+/** The device named `name`: "cpu", "<backend>" (index 0) or
+ *  "<backend>:<index>". Never NULL: an unknown backend, an index out of
+ *  range or a backend that cannot run here ("no CUDA driver") gives a
+ *  device whose cft_device_error says so, and which every call refuses. */
+cft_dev *cft_device(const char *name);
+
+/** NULL when d is usable, else the error array explaining why not. */
+cft_array *cft_device_error(const cft_dev *d);
+
+/** "cpu", "cuda:0", ... (the name given, for a failed device). */
+const char *cft_device_name(const cft_dev *d);
+
+/** A copy of x on d, committed to d (x itself when it is already there
+ *  and committed). Putting on "cpu" brings an array back to the host. */
+cft_array *cft_device_put(cft_array *x, const cft_dev *d);
+
+/** The device x lives on ("cpu" for host arrays, tracers and errors). */
+const cft_dev *cft_device_of(const cft_array *x);
+
+/** Waits until everything queued on d has finished. */
+cft_status cft_device_synchronize(const cft_dev *d);
+
+/** The operation's primitive name ("add", "dot_general", ...). */
+const char *cft_dev_op_name(const cft_dev_op *op);
+/** Its number of inputs. */
+int cft_dev_op_nin(const cft_dev_op *op);
+/** Its number of outputs. */
+int cft_dev_op_nout(const cft_dev_op *op);
+/** Input i (device memory). */
+cft_dev_buf cft_dev_op_in(const cft_dev_op *op, int i);
+/** Output j (device memory, to be written). */
+cft_dev_buf cft_dev_op_out(const cft_dev_op *op, int j);
+/** Runs the operation on the host: its inputs are copied out with the
+ *  backend's to_host, the host implementation runs, and its outputs are
+ *  copied in with to_device. For backends that lack an operation. */
+cft_status cft_dev_op_run_on_host(const cft_dev_op *op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,37 @@
+/* Internal: devices (cft/device.h). The registry of backends, device
+ * handles, device arrays (allocation, release when collected) and copies
+ * between the host and a device, all through the backend's table. The
+ * dispatch of primitives onto devices is in trace/device_op.c. */
+#ifndef CFT_ARRAY_DEVICE_H
+#define CFT_ARRAY_DEVICE_H
+
+#include "array/array.h"
+#include "cft/device.h"
+
+struct cft_dev {
+    const cft_backend *b; /* NULL: the host */
+    int index;
+    char name[64];
+    cft_array *err; /* set: this device cannot be used, and why */
+};
+
+/* the host device */
+const cft_dev *cft__dev_cpu(void);
+/* x is concrete and lives on a device (not the host) */
+static inline bool cft__on_device(const cft_array *x) {
+    return x && x->kind == CFT_K_CONCRETE && x->dev;
+}
+/* a fresh contiguous array on d (committed), payload unset */
+cft_array *cft__dev_alloc(const cft_dev *d, const char *call, cft_dtype dt, const int64_t *shape,
+                          int ndim);
+/* x (on a device) copied to a host array (uncommitted, contiguous view of
+ * x's elements); errors name `call` */
+cft_array *cft__dev_to_host(const cft_array *x, const char *call);
+/* host array x copied onto d (committed, contiguous) */
+cft_array *cft__dev_from_host(const cft_dev *d, cft_array *x, const char *call);
+/* contiguous host bytes into a device array's buffer (dst fresh from cft__dev_alloc) */
+cft_array *cft__dev_write(cft_array *dst, const void *src, const char *call);
+/* an error naming `call`, the device and the backend's message */
+cft_array *cft__dev_fail(const cft_dev *d, const char *call, const char *what);
+
+#endif

@@ -1,0 +1,183 @@
+/* backend.c: the CUDA device backend, libcft_cuda.so. cft loads it with
+ * dlopen on the first cft_device("cuda[:n]") and calls
+ * cft_cuda_backend_register with the three core functions it needs, so the
+ * plugin links nothing of cft (a program may link cft statically) and
+ * nothing of CUDA: the driver (libcuda.so.1) is opened at run time, and
+ * its absence is the error "no CUDA driver", never a crash or a link
+ * failure. Memory is the driver's (cuMemAlloc on each device's primary
+ * context), copies are cuMemcpy*, and operations run on the host through
+ * cft_dev_op_run_on_host for now: the NVRTC-compiled fused kernels
+ * (lower/emit_cuda.c) and cuBLAS come next. Written against the driver
+ * API of CUDA 13; not yet run on a GPU. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cft/device.h"
+
+enum { MAX_DEV = 64 };
+
+static struct {
+    void *lib;
+    CUresult (*init)(unsigned);
+    CUresult (*count)(int *);
+    CUresult (*get)(CUdevice *, int);
+    CUresult (*retain)(CUcontext *, CUdevice);
+    CUresult (*set)(CUcontext);
+    CUresult (*alloc)(CUdeviceptr *, size_t);
+    CUresult (*free)(CUdeviceptr);
+    CUresult (*htod)(CUdeviceptr, const void *, size_t);
+    CUresult (*dtoh)(void *, CUdeviceptr, size_t);
+    CUresult (*dtod)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*sync)(void);
+    CUresult (*name)(CUresult, const char **);
+    CUcontext ctx[MAX_DEV];
+    int ndev;
+} cu;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char init_err[512];
+static _Thread_local char err[512];
+static cft_status (*run_on_host)(const cft_dev_op *);
+static const char *(*cft_message)(void);
+
+static const char *cu_name(CUresult r) {
+    const char *s = NULL;
+    if (cu.name)
+        cu.name(r, &s);
+    return s ? s : "an unknown CUDA error";
+}
+
+static void load(void) {
+    cu.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!cu.lib) {
+        snprintf(init_err, sizeof init_err, "no CUDA driver (libcuda.so.1: %s)", dlerror());
+        return;
+    }
+#define SYM(f, n)                                                                                  \
+    if (!(*(void **)&cu.f = dlsym(cu.lib, n))) {                                                   \
+        snprintf(init_err, sizeof init_err, "the CUDA driver lacks %s", n);                        \
+        return;                                                                                    \
+    }
+    SYM(init, "cuInit") SYM(count, "cuDeviceGetCount") SYM(get, "cuDeviceGet");
+    SYM(retain, "cuDevicePrimaryCtxRetain") SYM(set, "cuCtxSetCurrent");
+    SYM(alloc, "cuMemAlloc_v2") SYM(free, "cuMemFree_v2") SYM(htod, "cuMemcpyHtoD_v2");
+    SYM(dtoh, "cuMemcpyDtoH_v2") SYM(dtod, "cuMemcpyDtoD_v2") SYM(sync, "cuCtxSynchronize");
+    SYM(name, "cuGetErrorName");
+#undef SYM
+    CUresult r = cu.init(0);
+    if (r != CUDA_SUCCESS) {
+        snprintf(init_err, sizeof init_err, "no usable CUDA device (cuInit: %s)", cu_name(r));
+        return;
+    }
+    if ((r = cu.count(&cu.ndev)) != CUDA_SUCCESS) {
+        snprintf(init_err, sizeof init_err, "cuDeviceGetCount: %s", cu_name(r));
+        return;
+    }
+    if (cu.ndev > MAX_DEV)
+        cu.ndev = MAX_DEV;
+    for (int i = 0; i < cu.ndev; i++) {
+        CUdevice d;
+        if ((r = cu.get(&d, i)) != CUDA_SUCCESS || (r = cu.retain(&cu.ctx[i], d)) != CUDA_SUCCESS) {
+            snprintf(init_err, sizeof init_err, "device %d: %s", i, cu_name(r));
+            return;
+        }
+    }
+}
+
+/* make device dev's context current on this thread; 0 or -1 (err set) */
+static int on(int dev, const char *what) {
+    CUresult r = cu.set(cu.ctx[dev]);
+    if (r != CUDA_SUCCESS) {
+        snprintf(err, sizeof err, "%s: cuCtxSetCurrent: %s", what, cu_name(r));
+        return -1;
+    }
+    return 0;
+}
+
+static int check(CUresult r, const char *what) {
+    if (r == CUDA_SUCCESS)
+        return 0;
+    snprintf(err, sizeof err, "%s: %s", what, cu_name(r));
+    return -1;
+}
+
+static int device_count(void *ctx) {
+    (void)ctx;
+    pthread_once(&once, load);
+    if (init_err[0]) {
+        snprintf(err, sizeof err, "%s", init_err);
+        return -1;
+    }
+    return cu.ndev;
+}
+
+static void *alloc(void *ctx, int dev, size_t bytes) {
+    (void)ctx;
+    CUdeviceptr p = 0;
+    if (on(dev, "cuMemAlloc") || check(cu.alloc(&p, bytes), "cuMemAlloc"))
+        return NULL;
+    return (void *)(uintptr_t)p;
+}
+
+static void release(void *ctx, int dev, void *ptr) {
+    (void)ctx;
+    if (!on(dev, "cuMemFree"))
+        check(cu.free((CUdeviceptr)(uintptr_t)ptr), "cuMemFree");
+}
+
+static int to_device(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    return on(dev, "cuMemcpyHtoD")
+               ? -1
+               : check(cu.htod((CUdeviceptr)(uintptr_t)dst, src, bytes), "cuMemcpyHtoD");
+}
+
+static int to_host(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    return on(dev, "cuMemcpyDtoH")
+               ? -1
+               : check(cu.dtoh(dst, (CUdeviceptr)(uintptr_t)src, bytes), "cuMemcpyDtoH");
+}
+
+static int copy(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    return on(dev, "cuMemcpyDtoD")
+               ? -1
+               : check(cu.dtod((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes),
+                       "cuMemcpyDtoD");
+}
+
+static int run(void *ctx, int dev, const cft_dev_op *op) {
+    (void)ctx, (void)dev;
+    if (run_on_host(op) != CFT_OK) {
+        snprintf(err, sizeof err, "%s", cft_message());
+        return -1;
+    }
+    return 0;
+}
+
+static int synchronize(void *ctx, int dev) {
+    (void)ctx;
+    return on(dev, "cuCtxSynchronize") ? -1 : check(cu.sync(), "cuCtxSynchronize");
+}
+
+static const char *last_error(void *ctx) {
+    (void)ctx;
+    return err[0] ? err : NULL;
+}
+
+/* called by cft (array/device.c) once, with the core functions the
+ * backend uses: registering itself, the host fallback, and the message of
+ * cft's last error */
+__attribute__((visibility("default"))) int
+cft_cuda_backend_register(cft_status (*reg)(const cft_backend *),
+                          cft_status (*host)(const cft_dev_op *), const char *(*message)(void)) {
+    run_on_host = host, cft_message = message;
+    cft_backend b = {CFT_BACKEND_ABI, "cuda",  NULL, device_count, alloc,       release,
+                     to_device,       to_host, copy, run,          synchronize, last_error};
+    return reg(&b) == CFT_OK ? 0 : -1;
+}

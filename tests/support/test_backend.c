@@ -1,0 +1,175 @@
+/* test_backend.c: the "test" device backend, for test_device. Two devices
+ * whose memory is kept apart from the host: every allocation is a mapping
+ * of its own with no access at all (PROT_NONE), opened only for the
+ * moment the backend itself copies in or out. Host code that read or
+ * wrote device memory behind the table's back would crash. Every
+ * allocation, release, copy and operation is counted. Operations run on
+ * the host through cft_dev_op_run_on_host, which moves the operands
+ * through this same table. */
+#include "test_backend.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cft/cft.h"
+
+enum { MAX_LIVE = 1 << 16 };
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static test_backend_counts counts;
+static struct {
+    char *ptr;
+    size_t size;
+} live[MAX_LIVE];
+static int nlive;
+static long live_bytes;
+static _Thread_local char err[256];
+
+static size_t page_round(size_t n) {
+    return (n + 4095) & ~(size_t)4095;
+}
+
+/* the mapping holding [p, p + n), under mu; NULL if none */
+static char *region(const void *p, size_t n, size_t *size) {
+    for (int i = 0; i < nlive; i++)
+        if ((const char *)p >= live[i].ptr && (const char *)p + n <= live[i].ptr + live[i].size) {
+            *size = live[i].size;
+            return live[i].ptr;
+        }
+    return NULL;
+}
+
+static int count(void *ctx) {
+    (void)ctx;
+    return 2;
+}
+
+static void *alloc(void *ctx, int dev, size_t bytes) {
+    (void)ctx, (void)dev;
+    size_t size = page_round(bytes);
+    char *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    pthread_mutex_lock(&mu);
+    if (nlive == MAX_LIVE) {
+        pthread_mutex_unlock(&mu);
+        munmap(p, size);
+        return NULL;
+    }
+    live[nlive].ptr = p, live[nlive].size = size, nlive++;
+    counts.allocs++, live_bytes += (long)size;
+    pthread_mutex_unlock(&mu);
+    return p;
+}
+
+static void release(void *ctx, int dev, void *ptr) {
+    (void)ctx, (void)dev;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nlive; i++)
+        if (live[i].ptr == ptr) {
+            munmap(live[i].ptr, live[i].size);
+            live_bytes -= (long)live[i].size;
+            live[i] = live[--nlive];
+            counts.releases++;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+}
+
+/* copy with the device side opened for the moment */
+static int move(void *dst, const void *src, size_t bytes, const void *dev_side, bool in) {
+    pthread_mutex_lock(&mu);
+    size_t size;
+    char *r = region(dev_side, bytes, &size);
+    if (!r) {
+        pthread_mutex_unlock(&mu);
+        snprintf(err, sizeof err, "test backend: %zu bytes at %p are not device memory", bytes,
+                 dev_side);
+        return -1;
+    }
+    mprotect(r, size, PROT_READ | PROT_WRITE);
+    memcpy(dst, src, bytes);
+    mprotect(r, size, PROT_NONE);
+    if (in)
+        counts.to_device++, counts.bytes_to_device += (long)bytes;
+    else
+        counts.to_host++, counts.bytes_to_host += (long)bytes;
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+static int to_device(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
+    (void)ctx, (void)dev;
+    return move(dst, src, bytes, dst, true);
+}
+
+static int to_host(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
+    (void)ctx, (void)dev;
+    return move(dst, src, bytes, src, false);
+}
+
+static int copy(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
+    (void)ctx, (void)dev;
+    pthread_mutex_lock(&mu);
+    size_t sd = 0, ss = 0;
+    char *rd = region(dst, bytes, &sd), *rs = region(src, bytes, &ss);
+    if (!rd || !rs) {
+        pthread_mutex_unlock(&mu);
+        snprintf(err, sizeof err, "test backend: a copy outside device memory");
+        return -1;
+    }
+    mprotect(rd, sd, PROT_READ | PROT_WRITE);
+    mprotect(rs, ss, PROT_READ | PROT_WRITE);
+    memmove(dst, src, bytes);
+    mprotect(rd, sd, PROT_NONE);
+    mprotect(rs, ss, PROT_NONE);
+    counts.copies++;
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+static int run(void *ctx, int dev, const cft_dev_op *op) {
+    (void)ctx, (void)dev;
+    pthread_mutex_lock(&mu);
+    counts.runs++;
+    pthread_mutex_unlock(&mu);
+    if (cft_dev_op_run_on_host(op) != CFT_OK) {
+        snprintf(err, sizeof err, "%s", cft_last_error_message());
+        return -1;
+    }
+    return 0;
+}
+
+static int sync_(void *ctx, int dev) {
+    (void)ctx, (void)dev;
+    return 0;
+}
+
+static const char *last_error(void *ctx) {
+    (void)ctx;
+    return err[0] ? err : NULL;
+}
+
+int test_backend_register(void) {
+    cft_backend b = {CFT_BACKEND_ABI, "test",  NULL, count, alloc, release,
+                     to_device,       to_host, copy, run,   sync_, last_error};
+    return cft_register_backend(&b) == CFT_OK ? 0 : -1;
+}
+
+test_backend_counts test_backend_counts_now(void) {
+    pthread_mutex_lock(&mu);
+    test_backend_counts c = counts;
+    pthread_mutex_unlock(&mu);
+    return c;
+}
+
+long test_backend_live_bytes(void) {
+    pthread_mutex_lock(&mu);
+    long n = live_bytes;
+    pthread_mutex_unlock(&mu);
+    return n;
+}

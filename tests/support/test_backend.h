@@ -1,0 +1,18 @@
+/* test_backend.h: the "test" device backend of tests/support/test_backend.c. */
+#ifndef TEST_BACKEND_H
+#define TEST_BACKEND_H
+
+/* what went through the backend's table */
+typedef struct {
+    long allocs, releases, to_device, to_host, copies, runs;
+    long bytes_to_device, bytes_to_host;
+} test_backend_counts;
+
+/* Registers the backend "test" (devices test:0 and test:1); 0 on success. */
+int test_backend_register(void);
+/* The counts so far. */
+test_backend_counts test_backend_counts_now(void);
+/* Bytes allocated and not yet released. */
+long test_backend_live_bytes(void);
+
+#endif

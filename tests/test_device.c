@@ -1,0 +1,215 @@
+/* test_device.c: devices and the backend table (cft/device.h), on the
+ * "test" backend (tests/support/test_backend.c): its memory is unreadable
+ * to the host except inside its own copies, so every check here that
+ * completes shows that no host code read or wrote device memory behind
+ * the table's back, and the backend counts every transfer.
+ *
+ * Checked: device names and their errors (unknown backend, index out of
+ * range, the CUDA backend unavailable here, a failed device refused by
+ * every call); cft_device_put both ways and cft_device_of; eager ops on a
+ * device giving the host's values (exactly: the same host kernels run, so
+ * tolerance 0) with results on the device; uncommitted host arrays (a
+ * scalar, constants) moving to the device, two committed devices in one
+ * op refused with both named; grad, vmap of grad (per-sample gradients),
+ * jvp, jacrev, hessian and cft_jit on device inputs against the host
+ * (1e-6 f32: the same kernels, but a transform may order sums
+ * differently on the host path through the jit's fused kernels); the
+ * transfers of one op counted; device memory released when its arrays
+ * are collected; and a read of device memory by the host crashing (in a
+ * child process), the guarantee the rest rests on. */
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "array/array.h" /* the payload pointer, for the one read that must crash */
+#include "check.h"
+#include "core/mem.h" /* cft__gc_count */
+#include "support/test_backend.h"
+
+/* mean((tanh(x @ w + b) - y)^2): w [4, 3], b [3], x [5, 4] (or [4]), y [5, 3] */
+static cft_status loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *h = cft_tanh(cft_add(cft_matmul(in[2], in[0]), in[1]));
+    out[0] = cft_mean(cft_square(cft_sub(h, in[3])), NULL, 0, false);
+    return CFT_OK;
+}
+
+/* sum(sin(v) * v^2) */
+static cft_status scalar_fn(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_sum(cft_mul(cft_sin(in[0]), cft_square(in[0])), NULL, 0, false);
+    return CFT_OK;
+}
+
+static cft_array *rnd(uint64_t seed, const int64_t *shape, int nd) {
+    return cft_random_normal(cft_random_key(seed), CFT_F32, shape, nd);
+}
+
+static bool on(const cft_array *x, const char *dev) {
+    return !strcmp(cft_device_name(cft_device_of(x)), dev);
+}
+
+/* every output of f on the device's inputs is on the device and equals the host's */
+static void same_on_device(cft_fn *f, int nin, cft_array *const *host, int nout, const cft_dev *d,
+                           double tol) {
+    cft_array *dev_in[8], *want[8], *got[8];
+    for (int i = 0; i < nin; i++)
+        dev_in[i] = cft_device_put(host[i], d);
+    CHECK_EQ(cft_fn_call(f, host, want), CFT_OK);
+    CHECK_EQ(cft_fn_call(f, dev_in, got), CFT_OK);
+    for (int k = 0; k < nout; k++) {
+        CHECK_MSG(on(got[k], cft_device_name(d)), "output %d on %s", k,
+                  cft_device_name(cft_device_of(got[k])));
+        CHECK_ARRAY_CLOSE(got[k], want[k], tol, tol);
+    }
+}
+
+int main(int argc, char **argv) {
+    check_init(argc, argv);
+    cft_array *w = rnd(1, (int64_t[]){4, 3}, 2), *b = rnd(2, (int64_t[]){3}, 1),
+              *x = rnd(3, (int64_t[]){5, 4}, 2), *y = rnd(4, (int64_t[]){5, 3}, 2);
+    TEST("device names: unknown backends, indices, the CUDA backend here") {
+        cft_dev *d = cft_device("test:0");
+        CHECK(cft_device_error(d) != NULL); /* not registered yet */
+        CHECK(strstr(cft_error_message(cft_device_error(d)), "test") != NULL);
+        CHECK_EQ(test_backend_register(), 0);
+        CHECK(test_backend_register() != 0); /* the name is taken */
+        CHECK(cft_device_error(cft_device("test:0")) == NULL);
+        CHECK(cft_device("test:1") == cft_device("test:1")); /* one handle per device */
+        CHECK(cft_device("test") == cft_device("test:0"));
+        CHECK(!strcmp(cft_device_name(cft_device("test:1")), "test:1"));
+        cft_array *e = cft_device_error(cft_device("test:2"));
+        CHECK(e && strstr(cft_error_message(e), "no such device (test has 2)"));
+        CHECK(cft_device_error(cft_device("test:x")) != NULL);
+        CHECK(cft_device_error(cft_device("bad name")) != NULL);
+        CHECK(cft_device_error(cft_device(NULL)) != NULL);
+        CHECK(cft_device_error(cft_device("cpu")) == NULL);
+        cft_dev *cuda = cft_device("cuda:0"); /* no GPU driver on the machines the tests run on */
+        if (cft_device_error(cuda)) {
+            const char *m = cft_error_message(cft_device_error(cuda));
+            CHECK_MSG(strstr(m, "CUDA") || strstr(m, "cuda"), "%s", m);
+            cft_array *r = cft_device_put(x, cuda); /* refused, not a crash */
+            CHECK(cft_failed(r));
+        }
+        cft_backend bad;
+        memset(&bad, 0, sizeof bad);
+        bad.abi = CFT_BACKEND_ABI + 1, bad.name = "other";
+        CHECK(cft_register_backend(&bad) != CFT_OK);
+        CHECK(cft_register_backend(NULL) != CFT_OK);
+    }
+    const cft_dev *d0 = cft_device("test:0"), *d1 = cft_device("test:1"), *cpu = cft_device("cpu");
+    TEST("cft_device_put both ways; reading values goes through the host") {
+        cft_array *xd = cft_device_put(x, d0);
+        CHECK(on(xd, "test:0") && on(x, "cpu"));
+        CHECK(cft_device_put(xd, d0) == xd);
+        CHECK_ARRAY_CLOSE(xd, x, 0, 0); /* read through to_host */
+        cft_array *back = cft_device_put(xd, cpu);
+        CHECK(on(back, "cpu"));
+        CHECK_ARRAY_CLOSE(back, x, 0, 0);
+        float v[20];
+        CHECK_EQ(cft_copy_to(xd, CFT_F32, v), CFT_OK);
+        CHECK(v[7] == (float)cft_item_at(x, 7));
+        CHECK(cft_item_at(xd, 19) == cft_item_at(x, 19));
+        CHECK(on(cft_device_put(cft_device_put(x, d0), d1), "test:1"));
+    }
+    TEST("ops on a device: the host's values, results on the device, transfers counted") {
+        cft_array *wd = cft_device_put(w, d0), *bd = cft_device_put(b, d0),
+                  *xd = cft_device_put(x, d0);
+        cft_array *hd = cft_tanh(cft_add(cft_matmul(xd, wd), bd)),
+                  *h = cft_tanh(cft_add(cft_matmul(x, w), b));
+        CHECK(on(hd, "test:0"));
+        CHECK_ARRAY_CLOSE(hd, h, 0, 0);
+        test_backend_counts c0 = test_backend_counts_now();
+        cft_array *s = cft_add(hd, hd);
+        test_backend_counts c1 = test_backend_counts_now();
+        CHECK(!cft_failed(s));
+        CHECK_EQ(c1.runs - c0.runs, 1);
+        CHECK_EQ(c1.to_host - c0.to_host, 2);     /* each operand, out */
+        CHECK_EQ(c1.to_device - c0.to_device, 1); /* the result, in */
+        CHECK_EQ(c1.allocs - c0.allocs, 1);
+        /* an uncommitted host scalar moves to the device */
+        cft_array *t = cft_mul_s(hd, 2.0);
+        CHECK(on(t, "test:0"));
+        CHECK_ARRAY_CLOSE(t, cft_mul_s(h, 2.0), 0, 0);
+        CHECK(on(cft_add(hd, b), "test:0")); /* b: uncommitted host array */
+    }
+    TEST("two devices in one op are an error naming both") {
+        cft_array *a = cft_device_put(x, d0), *c = cft_device_put(x, d1);
+        cft_array *r = cft_add(a, c);
+        CHECK(cft_failed(r));
+        const char *m = cft_error_message(r);
+        CHECK_MSG(strstr(m, "test:0") && strstr(m, "test:1") && strstr(m, "add"), "%s", m);
+        cft_array *hc = cft_device_put(x, cpu); /* committed to the host */
+        r = cft_mul(hc, a);
+        CHECK(cft_failed(r));
+        CHECK_MSG(strstr(cft_error_message(r), "cpu") != NULL, "%s", cft_error_message(r));
+        CHECK(!cft_failed(cft_mul(hc, x))); /* committed host with uncommitted: fine */
+    }
+    cft_fn *f = cft_fn_new(loss, NULL, 4, 1);
+    cft_array *in[4] = {w, b, x, y};
+    TEST("grad on a device") {
+        same_on_device(cft_grad(f, (int[]){0, 1}, 2), 4, in, 2, d0, 1e-6);
+    }
+    TEST("vmap of grad (per-sample gradients) on a device") {
+        cft_fn *psg = cft_vmap(cft_grad(f, (int[]){0, 1}, 2),
+                               (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0}, NULL);
+        same_on_device(psg, 4, in, 2, d1, 1e-6);
+    }
+    TEST("jvp, jacrev and hessian on a device") {
+        cft_fn *g = cft_fn_new(scalar_fn, NULL, 1, 1);
+        cft_array *v = rnd(9, (int64_t[]){6}, 1), *tv = rnd(10, (int64_t[]){6}, 1);
+        same_on_device(cft_jvp(g), 2, (cft_array *[]){v, tv}, 2, d0, 1e-6);
+        same_on_device(cft_jacrev(f, (int[]){0}, 1), 4, in, 1, d0, 1e-6);
+        same_on_device(cft_hessian(g, 0), 1, &v, 1, d0, 1e-6);
+    }
+    TEST("cft_jit on a device: the device's results, the host's values") {
+        cft_fn *j = cft_jit(cft_value_and_grad(f, (int[]){0, 1}, 2, false));
+        cft_array *dev_in[4], *want[3], *got[3];
+        for (int i = 0; i < 4; i++)
+            dev_in[i] = cft_device_put(in[i], d0);
+        CHECK_EQ(cft_fn_call(j, in, want), CFT_OK);
+        for (int call = 0; call < 2; call++) {
+            CHECK_EQ(cft_fn_call(j, dev_in, got), CFT_OK);
+            for (int k = 0; k < 3; k++) {
+                CHECK(on(got[k], "test:0"));
+                CHECK_ARRAY_CLOSE(got[k], want[k], 1e-6, 1e-6);
+            }
+        }
+    }
+#ifndef CFT_GC_OFF
+    TEST("device memory is released once its arrays are collected") {
+        cft_device_synchronize(d0);
+        long before = test_backend_live_bytes();
+        test_backend_counts c0 = test_backend_counts_now();
+        for (int i = 0; i < 200; i++)
+            (void)cft_device_put(cft_zeros(CFT_F32, (int64_t[]){1024}, 1), d0);
+        size_t gc0 = cft__gc_count();
+        for (int i = 0; i < 300; i++) /* collections */
+            (void)cft_add_s(cft_zeros(CFT_F32, (int64_t[]){1 << 18}, 1), 1.0);
+        CHECK(cft__gc_count() > gc0);
+        cft_device_synchronize(d0); /* drains the release queue */
+        test_backend_counts c1 = test_backend_counts_now();
+        CHECK_MSG(c1.releases - c0.releases >= 150, "%ld of 200 released",
+                  c1.releases - c0.releases);
+        CHECK_MSG(test_backend_live_bytes() < before + 64 * 4096, "%ld live bytes, %ld before",
+                  test_backend_live_bytes(), before);
+    }
+#endif
+    TEST("the host cannot read device memory (what the checks above rest on)") {
+        cft_array *xd = cft_device_put(x, d0);
+        pid_t pid = fork();
+        if (pid == 0) { /* a read behind the table's back (array/array.h: the payload) */
+            volatile float v = *(volatile const float *)xd->data;
+            (void)v;
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        /* SIGSEGV; under AddressSanitizer, its report and exit code 1 */
+        CHECK_MSG((WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) ||
+                      (WIFEXITED(status) && WEXITSTATUS(status) != 0),
+                  "status %d: the read went through", status);
+    }
+    return check_summary();
+}
