@@ -17,6 +17,7 @@
  * transfers of one op counted; device memory released when its arrays
  * are collected; and a read of device memory by the host crashing (in a
  * child process), the guarantee the rest rests on. */
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -63,6 +64,31 @@ static void same_on_device(cft_fn *f, int nin, cft_array *const *host, int nout,
                   cft_device_name(cft_device_of(got[k])));
         CHECK_ARRAY_CLOSE(got[k], want[k], tol, tol);
     }
+}
+
+/* several threads, each on a device of its own parity: grads equal the host's */
+typedef struct {
+    cft_fn *g;
+    cft_array *const *in;
+    cft_array *want[2];
+    const char *dev;
+    int bad;
+} worker;
+
+static void *work(void *arg) {
+    worker *w = arg;
+    const cft_dev *d = cft_device(w->dev);
+    for (int it = 0; it < 20; it++) {
+        cft_array *din[4], *got[2];
+        for (int i = 0; i < 4; i++)
+            din[i] = cft_device_put(w->in[i], d);
+        if (cft_fn_call(w->g, din, got) != CFT_OK)
+            w->bad++;
+        for (int k = 0; k < 2; k++)
+            if (!on(got[k], w->dev) || cft_max_abs_diff(got[k], w->want[k]) > 1e-6)
+                w->bad++;
+    }
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -175,6 +201,20 @@ int main(int argc, char **argv) {
                 CHECK(on(got[k], "test:0"));
                 CHECK_ARRAY_CLOSE(got[k], want[k], 1e-6, 1e-6);
             }
+        }
+    }
+    TEST("four threads on two devices at once") {
+        cft_fn *g = cft_grad(f, (int[]){0, 1}, 2);
+        worker ws[4];
+        pthread_t th[4];
+        for (int t = 0; t < 4; t++) {
+            ws[t] = (worker){g, in, {NULL, NULL}, t % 2 ? "test:1" : "test:0", 0};
+            CHECK_EQ(cft_fn_call(g, in, ws[t].want), CFT_OK);
+            CHECK_EQ(pthread_create(&th[t], NULL, work, &ws[t]), 0);
+        }
+        for (int t = 0; t < 4; t++) {
+            pthread_join(th[t], NULL);
+            CHECK_MSG(ws[t].bad == 0, "thread %d: %d wrong", t, ws[t].bad);
         }
     }
 #ifndef CFT_GC_OFF
