@@ -30,8 +30,11 @@ bool cft__sgemm_small_fits(int64_t m, int64_t n, int64_t k) {
 }
 
 /* op(B) = B^T: libxsmm 1.17 has no kernel for a transposed left operand of
- * its own (column-major) product, so a small B^T is copied out first (an
- * ensemble's g2 @ W2^T: 1280 floats, against OpenBLAS taking 1.5x as long) */
+ * its own (column-major) product, so a small B^T is copied out first when
+ * the product has rows enough to pay for the copy (an ensemble's
+ * g2 @ W2^T, 256 rows: 1280 floats copied, against OpenBLAS taking 1.5x as
+ * long; MAML's 10-row products were 17% slower with the copy, and stay on
+ * BLAS) */
 enum { MAX_COPY = 16384 };
 static _Thread_local float bt_copy[MAX_COPY];
 
@@ -40,7 +43,7 @@ bool cft__sgemm_small(bool ta, bool tb, int m, int n, int k, const float *A, int
     if (m < 1 || n < 1 || k < 1)
         return false;
     if (tb) { /* B is [n, k] (row stride ldb); op(B) = B^T, [k, n] */
-        if ((int64_t)n * k > MAX_COPY)
+        if ((int64_t)n * k > MAX_COPY || m < 64) /* the copy pays over many rows only */
             return false;
         for (int i = 0; i < n; i++)
             for (int j = 0; j < k; j++)
