@@ -189,6 +189,16 @@ void cft__on_collect(void *obj, void (*fn)(void *obj, void *arg), void *arg) {
 #endif
 }
 
+void cft__gc_reserve(size_t bytes) {
+#ifndef CFT_GC_OFF
+    ensure_thread();
+    if (!getenv("GC_INITIAL_HEAP_SIZE") && GC_get_heap_size() < bytes)
+        GC_expand_hp(bytes - GC_get_heap_size());
+#else
+    (void)bytes;
+#endif
+}
+
 void cft__run_collected(void) {
 #ifndef CFT_GC_OFF
     if (GC_should_invoke_finalizers())

@@ -31,6 +31,11 @@ void cft__keep(const void *p);
 void cft__on_collect(void *obj, void (*fn)(void *obj, void *arg), void *arg);
 /* Run the cft__on_collect callbacks of objects found unreachable so far. */
 void cft__run_collected(void);
+/* Grow the collected heap to at least `bytes` now (unless the user chose
+ * GC_INITIAL_HEAP_SIZE): fewer, later collections, for processes where a
+ * pause costs more than the memory (ranks of a distributed job, where one
+ * rank's pause stalls the others). */
+void cft__gc_reserve(size_t bytes);
 /* The GC heap's size in bytes (0 without the GC). */
 size_t cft__gc_heap_bytes(void);
 /* Number of collections so far (for tests). */
