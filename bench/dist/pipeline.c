@@ -14,7 +14,14 @@
  * with raw MPI (ping-pong, MPI_Send/MPI_Recv, half the round trip), and
  * with_hops_bubble is the theory with 2m such hops added to the step (the
  * 1F1B / GPipe steady state has no slack to hide them in):
- * ratio_to_hops_baseline = measured / that. */
+ * ratio_to_hops_baseline = measured / that.
+ *
+ * With "--peak-rss gpipe|1f1b" it runs only that schedule, m = 16
+ * micro-batches of 256 rows (GPipe's activations on stage 0: 24 MB), three
+ * steps, and prints each rank's peak RSS (VmHWM) and its growth over the
+ * RSS before the first step; run once per schedule, as separate jobs, since
+ * the peak of a process never goes down. A limit in MB after the schedule
+ * makes it exit 1 when a rank grows more (the pipeline_peak_rss ctest). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +55,62 @@ static cft_status last(void *env, const cft_tree *p, int nin, cft_array *const *
     return CFT_OK;
 }
 
+/* VmHWM or VmRSS of this process, MB */
+static double status_mb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double mb = -1;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n))
+            mb = strtod(line + n, NULL) / 1024.0;
+    if (f)
+        fclose(f);
+    return mb;
+}
+
+static int peak_rss(cft_dist_group *g, cft_fn *f, cft_tree *params, int r, int S, const char *which,
+                    double limit_mb) {
+    int s = !strcmp(which, "1f1b"), m = 16;
+    int64_t rows = (int64_t)m * 256;
+    cft_array *x = cft_random_normal(cft_random_key(5), CFT_F32, (int64_t[]){rows, W}, 2);
+    cft_array *t = cft_zeros(CFT_I32, (int64_t[]){rows}, 1);
+    cft_pipeline_options o = {m, (cft_pipe_schedule)s, false};
+    cft_pipeline *p = cft_pipeline_new(g, f, params, &o);
+    double before = status_mb("VmRSS:");
+    int live = 0;
+    for (int it = 0; it < 3; it++) {
+        cft_tree *gr;
+        if (cft_pipeline_step(p, params, r == 0 ? x : NULL, r == S - 1 ? t : NULL, NULL, &gr) !=
+            CFT_OK) {
+            fprintf(stderr, "%s\n", cft_last_error_message());
+            return 1;
+        }
+        live = cft_pipeline_last_stats(p).peak_live;
+    }
+    double peak = status_mb("VmHWM:");
+    for (int q = 0; q < S; q++) {
+        if (q == r)
+            printf("{\"bench\": \"pipeline_peak_rss\", \"config\": {\"ranks\": %d, "
+                   "\"micro_batches\": %d, \"schedule\": \"%s\", \"rows_per_micro_batch\": 256}, "
+                   "\"rank\": %d, \"live_micro_batches\": %d, \"activation_mb\": %.1f, "
+                   "\"rss_before_mb\": %.1f, \"peak_rss_mb\": %.1f, \"growth_mb\": %.1f}\n",
+                   S, m, which, r, live, live * 256.0 * W * 4 * LAYERS / (1 << 20), before, peak,
+                   peak - before);
+        fflush(stdout);
+        cft_dist_barrier(g);
+    }
+    cft_array *worst = cft_dist_all_reduce(g, cft_scalar(peak - before, CFT_F64), CFT_DIST_MAX);
+    cft_dist_finalize();
+    if (limit_mb > 0 && cft_item(worst) > limit_mb) {
+        if (r == 0)
+            fprintf(stderr, "peak RSS grew %.1f MB on some rank, over the limit of %.1f MB\n",
+                    cft_item(worst), limit_mb);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     cft_init();
     if (cft_dist_init(&argc, &argv) != CFT_OK)
@@ -61,6 +124,8 @@ int main(int argc, char **argv) {
     cft_tree *params = cft_tree_from(names, ws, LAYERS);
     cft_fn *f = r < S - 1 ? cft_tree_fn_new(mid, NULL, params, 1, 1)
                           : cft_tree_fn_new(last, NULL, params, 2, 1);
+    if (argc > 2 && !strcmp(argv[1], "--peak-rss"))
+        return peak_rss(g, f, params, r, S, argv[2], argc > 3 ? atof(argv[3]) : 0);
     /* raw MPI: one activation-sized message, one way */
     double hop_us = 0;
     if (S >= 2 && r < 2) {
