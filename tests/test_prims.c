@@ -14,13 +14,22 @@
  *   jvp2      jvp of jvp vs finite differences of the jvp (rows marked O2)
  * plus registry coverage (every primitive has a row whose IR contains it),
  * the "double where" gradient, and the random primitives' own properties.
- * Usage: test_prims [substring of test names]. */
+ * Usage: test_prims [substring of test names].
+ *
+ * With CFT_TEST_DEVICE=<device> ("test:1": the test backend of
+ * tests/support, which the host cannot read behind its table; "cuda:0"),
+ * every row instead runs with its inputs on that device: the eager result,
+ * the function call, its vjp (the cotangents) and the jit, each on the
+ * device (results follow their inputs) and equal to the host's (f64: 1e-12, f32: 1e-5 relative, for
+ * a backend computing them its own way). A device that cannot be used here (no GPU) skips the whole
+ * run: exit code 77. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "support/test_backend.h"
 #include "trace/prim.h"
 #include "prims/special_fns.h"
 
@@ -1649,6 +1658,63 @@ static void check_jit(const row *r, cft_dtype fdt) {
     }
 }
 
+/* the row on device d: eager, vjp (where there is one) and jit, against the host */
+static void check_device(const row *r, const cft_dev *d, cft_dtype fdt) {
+    cft_array *x[3], *xd[3], *out[1], *outd[1];
+    for (int i = 0; i < r->nin; i++) {
+        x[i] = make_input(&r->in[i], fdt);
+        xd[i] = cft_device_put(x[i], d);
+    }
+    double tol = fdt == CFT_F64 ? 1e-12 : 1e-5;
+    /* eagerly, op by op; and as a function (whose outputs follow its inputs' device) */
+    cft_array *want = eager(r, x), *got = eager(r, xd), *called[1];
+    CHECK_MSG(!cft_failed(got), "%s", cft_error_message(got));
+    CHECK_ARRAY_CLOSE(got, want, tol, tol);
+    CHECK_EQ(cft_fn_call(row_fn(r), xd, called), CFT_OK);
+    CHECK_MSG(!strcmp(cft_device_name(cft_device_of(called[0])), cft_device_name(d)),
+              "result on %s", cft_device_name(cft_device_of(called[0])));
+    CHECK_ARRAY_CLOSE(called[0], want, tol, tol);
+    if (has_float_input(r) && !(r->flags & (NONDIFF | FORWARD_ONLY))) {
+        cft_fn *pb, *pbd;
+        cft_array *cts[3], *ctsd[3];
+        CHECK_EQ(cft_vjp(row_fn(r), x, out, &pb), CFT_OK);
+        CHECK_EQ(cft_vjp(row_fn(r), xd, outd, &pbd), CFT_OK);
+        cft_aval oa = cft_array_aval(out[0]);
+        cft_array *c = random_like(&oa), *cd = cft_device_put(c, d);
+        CHECK_EQ(cft_fn_call(pb, &c, cts), CFT_OK);
+        CHECK_EQ(cft_fn_call(pbd, &cd, ctsd), CFT_OK);
+        for (int i = 0; i < r->nin; i++)
+            if (is_float(cft_array_dtype(x[i]))) {
+                CHECK(!strcmp(cft_device_name(cft_device_of(ctsd[i])), cft_device_name(d)));
+                CHECK_ARRAY_CLOSE(ctsd[i], cts[i], tol, tol);
+            }
+    }
+    CHECK_EQ(cft_fn_call(cft_jit(row_fn(r)), xd, outd), CFT_OK);
+    CHECK(!strcmp(cft_device_name(cft_device_of(outd[0])), cft_device_name(d)));
+    CHECK_ARRAY_CLOSE(outd[0], want, tol, tol);
+}
+
+static int device_run(const char *name) {
+    if (!strncmp(name, "test", 4) && test_backend_register() != 0)
+        return 1;
+    cft_dev *d = cft_device(name);
+    if (cft_device_error(d)) {
+        printf("test_prims on %s: skipped: %s\n", name, cft_error_message(cft_device_error(d)));
+        return 77;
+    }
+    for (int ri = 0; ri < NROWS; ri++) {
+        const row *r = &rows[ri];
+        TEST("%s on %s, f64", row_name(r), name) {
+            check_device(r, d, CFT_F64);
+        }
+        if (has_float_input(r))
+            TEST("%s on %s, f32", row_name(r), name) {
+                check_device(r, d, CFT_F32);
+            }
+    }
+    return check_summary();
+}
+
 /* FORWARD_ONLY rows: reverse mode is refused with an error naming the primitive */
 static void check_no_vjp(const row *r) {
     cft_array *x[3], *out[1];
@@ -1796,6 +1862,8 @@ static void random_tests(void) {
 
 int main(int argc, char **argv) {
     check_init(argc, argv);
+    if (getenv("CFT_TEST_DEVICE"))
+        return device_run(getenv("CFT_TEST_DEVICE"));
     for (int ri = 0; ri < NROWS; ri++) {
         const row *r = &rows[ri];
         const char *nm = row_name(r), *jvp_what = "jvp vs finite differences";

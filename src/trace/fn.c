@@ -15,6 +15,7 @@
 #include "core/mem.h"
 #include "core/profile.h"
 #include "trace/fn.h"
+#include "array/device.h"
 #include "trace/ir.h"
 #include "trace/trace.h"
 
@@ -133,6 +134,8 @@ cft_status cft__fail_outs(cft_array *e, int nout, cft_array **out) {
 
 static cft_status check_outputs(cft_fn *f, cft_status st, cft_array *outer, cft_array **out);
 
+static cft_status follow_device(cft_fn *f, cft_array *const *in, cft_array **out);
+
 cft_status cft__fn_apply(cft_fn *f, cft_array *const *in, cft_array **out) {
     for (int i = 0; i < f->nout; i++)
         out[i] = NULL;
@@ -142,8 +145,27 @@ cft_status cft__fn_apply(cft_fn *f, cft_array *const *in, cft_array **out) {
     cft_status st = f->cb(f->env, f->nin, in, f->nout, out);
     cft__api_resume(api);
     st = check_outputs(f, st, outer, out);
+    if (st == CFT_OK)
+        st = follow_device(f, in, out);
     cft__fn_pop();
     return st;
+}
+
+/* A function called on a device's (committed) inputs gives its outputs on
+ * that device, as JAX places a computation's results: an output made
+ * without meeting an input there (a zero cotangent, a constant) is moved. */
+static cft_status follow_device(cft_fn *f, cft_array *const *in, cft_array **out) {
+    const cft_dev *d = NULL;
+    for (int i = 0; i < f->nin && !d; i++)
+        if (cft__on_device(in[i]) && in[i]->committed)
+            d = in[i]->dev;
+    for (int j = 0; d && j < f->nout; j++)
+        if (out[j]->kind == CFT_K_CONCRETE && !out[j]->dev && !out[j]->committed) {
+            out[j] = cft__dev_from_host(d, out[j], f->name);
+            if (cft_failed(out[j]))
+                return cft__fail_outs(out[j], f->nout, out);
+        }
+    return CFT_OK;
 }
 
 /* f's outputs after its callback: errors annotated while f is on the stack */
@@ -235,7 +257,15 @@ cft_status cft_fn_call(cft_fn *f, cft_array *const *in, cft_array **out) {
     return st;
 }
 
+static cft_status fn_call_inner(cft_fn *f, cft_array *const *in, cft_array **out);
+
+/* the call, then its outputs placed on its inputs' device */
 static cft_status fn_call(cft_fn *f, cft_array *const *in, cft_array **out) {
+    cft_status st = fn_call_inner(f, in, out);
+    return st == CFT_OK ? follow_device(f, in, out) : st;
+}
+
+static cft_status fn_call_inner(cft_fn *f, cft_array *const *in, cft_array **out) {
     if (!out)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_fn_call: out is NULL"));
     if (!f) /* the output count is unknown: out[0] gets the error */
