@@ -136,7 +136,10 @@ int main(int argc, char **argv) {
         float v[20];
         CHECK_EQ(cft_copy_to(xd, CFT_F32, v), CFT_OK);
         CHECK(v[7] == (float)cft_item_at(x, 7));
+        test_backend_counts c0 = test_backend_counts_now();
         CHECK(cft_item_at(xd, 19) == cft_item_at(x, 19));
+        test_backend_counts c1 = test_backend_counts_now(); /* one element, not the array */
+        CHECK_EQ(c1.bytes_to_host - c0.bytes_to_host, 4);
         CHECK(on(cft_device_put(cft_device_put(x, d0), d1), "test:1"));
     }
     TEST("ops on a device: the host's values, results on the device, transfers counted") {

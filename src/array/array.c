@@ -434,14 +434,6 @@ static double item_at(const char *call, const cft_array *x, int64_t i) {
         cft__concretization_error(call, x);
         return NAN;
     }
-    if (cft__on_device(x)) { /* through the host */
-        cft_array *h = cft__dev_to_host(x, call);
-        if (cft_failed(h)) {
-            cft__set_last(h);
-            return NAN;
-        }
-        x = h;
-    }
     const cft_aval *a = &x->aval;
     int64_t n = cft__numel(a->shape, a->ndim);
     if (i < 0 || i >= n) {
@@ -454,6 +446,15 @@ static double item_at(const char *call, const cft_array *x, int64_t i) {
     for (int d = a->ndim - 1; d >= 0; d--) {
         off += (rem % a->shape[d]) * x->strides[d];
         rem /= a->shape[d];
+    }
+    if (cft__on_device(x)) { /* that one element, through the host */
+        char elem[16];
+        cft_array *e = cft__dev_read(x, off, elem, call);
+        if (e) {
+            cft__set_last(e);
+            return NAN;
+        }
+        return cft__get(elem, a->dtype, 0);
     }
     return cft__get(x->data, a->dtype, off);
 }

@@ -120,8 +120,7 @@ static cft_array *load_plugin(const char *name) {
     if (strcmp(name, "cuda")) {
         char known[MAX_BACKENDS * 34] = "cpu";
         for (int i = 0; i < nbackends; i++)
-            snprintf(known + strlen(known), sizeof known - strlen(known), ", %s",
-                     backends[i].name);
+            snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", backends[i].name);
         return cft__fail(CFT_E_ARG,
                          "cft_device: no backend named \"%s\" (registered: %s; "
                          "cft_register_backend adds one)",
@@ -151,6 +150,8 @@ static cft_array *load_plugin(const char *name) {
         pthread_mutex_unlock(&mu); /* it calls cft_register_backend */
         int rc = reg(cft_register_backend, cft_dev_op_run_on_host, cft_last_error_message);
         pthread_mutex_lock(&mu);
+        if (rc != 0 && find_backend(name) >= 0) /* another thread registered it meanwhile */
+            rc = 0;
         if (rc != 0)
             return cft__fail(CFT_E_ARG, "cft_device: %s could not register the CUDA backend: %s",
                              paths[i], cft_last_error_message());
@@ -166,9 +167,12 @@ static cft_array *load_plugin(const char *name) {
 }
 
 static cft_dev *failed(const char *name, cft_array *e) {
+    static cft_dev oom = {NULL, 0, "(out of memory)", NULL};
     cft_dev *d = CFT_NEW(cft_dev);
-    if (!d)
-        return (cft_dev *)&cpu; /* out of memory: nothing better to give */
+    if (!d) { /* a failed device all the same, with the preallocated error */
+        oom.err = cft__oom();
+        return &oom;
+    }
     snprintf(d->name, sizeof d->name, "%s", name);
     d->err = e;
     return d;
@@ -344,6 +348,15 @@ cft_array *cft__dev_to_host(const cft_array *x, const char *call) {
     if (!cft_failed(v))
         v->conj = x->conj, v->dev = NULL, v->owner = NULL, v->committed = false;
     return v;
+}
+
+cft_array *cft__dev_read(const cft_array *x, int64_t off, void *out, const char *call) {
+    const cft_dev *d = x->dev;
+    size_t es = cft_dtype_size(x->aval.dtype);
+    if (d->b->to_host(d->b->ctx, d->index, out, x->data + (size_t)off * es, es) != 0)
+        return cft__dev_fail(d, call, "copying to the host");
+    cft__keep(x);
+    return NULL;
 }
 
 cft_array *cft__dev_write(cft_array *dst, const void *src, const char *call) {

@@ -27,6 +27,9 @@ cft_array *cft__dev_alloc(const cft_dev *d, const char *call, cft_dtype dt, cons
 /* x (on a device) copied to a host array (uncommitted, contiguous view of
  * x's elements); errors name `call` */
 cft_array *cft__dev_to_host(const cft_array *x, const char *call);
+/* element `off` (in elements, from x->data) of device array x into `out`
+ * (its dtype's size in bytes): NULL, or the error */
+cft_array *cft__dev_read(const cft_array *x, int64_t off, void *out, const char *call);
 /* host array x copied onto d (committed, contiguous) */
 cft_array *cft__dev_from_host(const cft_dev *d, cft_array *x, const char *call);
 /* contiguous host bytes into a device array's buffer (dst fresh from cft__dev_alloc) */
