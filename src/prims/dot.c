@@ -252,6 +252,7 @@ typedef struct {
     size_t es;
     const char *pa, *pb;
     char *pc;
+    void *xk; /* a libxsmm kernel for every whole product of the batch, or NULL */
 } gemm_job;
 
 /* rows [i0, i0 + m) and columns [j0, j0 + n) of product t */
@@ -273,6 +274,10 @@ static void gemm_block(const gemm_job *j, int64_t t, int64_t i0, int64_t m, int6
     if (K == 0) {
         for (int64_t i = 0; i < m; i++)
             memset(Cp + (size_t)(i * N) * es, 0, (size_t)n * es);
+        return;
+    }
+    if (j->xk && m == M && n == N) { /* dispatched once for the batch (dot_into) */
+        cft__sgemm_small_run(j->xk, (const float *)Ap, (const float *)Bp, (float *)Cp);
         return;
     }
     /* a conjugate view read in place is conjugated by the GEMM itself */
@@ -407,6 +412,14 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
         else if (j.N >= 16 * want)
             j.cblk = (j.N + want - 1) / want, j.nc = (j.N + j.cblk - 1) / j.cblk;
     }
+    /* a batch of whole f32 products that gemm_block would send to libxsmm one by one:
+     * the kernel dispatched once here */
+    bool outer = j.K == 1 && (j.M == 1 || j.A.rs == 1) && (j.N == 1 || j.B.cs == 1);
+    if (j.dt == CFT_F32 && j.Bt > 1 && j.nr == 1 && j.nc == 1 && !outer &&
+        !thin(&j.A, &j.B, j.M, j.N, j.K) && !j.A.arr->conj && !j.B.arr->conj && !j.B.trans &&
+        !j.A.split_n && !j.B.split_n)
+        j.xk = cft__sgemm_small_kernel(j.A.trans, (int)j.M, (int)j.N, (int)j.K, (int)j.A.ld,
+                                       (int)j.B.ld, (int)j.N);
     int64_t units = j.Bt * j.nr * j.nc;
     cft__par_for(units, nth > 1 ? 1e12 : 0, gemm_range, &j);
     cft__keep(j.A.arr);

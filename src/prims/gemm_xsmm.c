@@ -62,7 +62,33 @@ bool cft__sgemm_small(bool ta, bool tb, int m, int n, int k, const float *A, int
     return true;
 }
 
+void *cft__sgemm_small_kernel(bool ta, int m, int n, int k, int lda, int ldb, int ldc) {
+    if (m < 1 || n < 1 || k < 1 || !cft__sgemm_small_fits(m, n, k))
+        return NULL;
+    const float alpha = 1, beta = 0;
+    int flags = ta ? LIBXSMM_GEMM_FLAG_TRANS_B : 0;
+    libxsmm_blasint M = n, N = m, K = k, la = ldb, lb = lda, lc = ldc;
+    libxsmm_smmfunction f =
+        libxsmm_smmdispatch(M, N, K, &la, &lb, &lc, &alpha, &beta, &flags, NULL);
+    return f ? *(void **)&f : NULL;
+}
+
+void cft__sgemm_small_run(void *kernel, const float *A, const float *B, float *C) {
+    libxsmm_smmfunction f;
+    *(void **)&f = kernel;
+    f(B, A, C);
+}
+
 #else
+
+void *cft__sgemm_small_kernel(bool ta, int m, int n, int k, int lda, int ldb, int ldc) {
+    (void)ta, (void)m, (void)n, (void)k, (void)lda, (void)ldb, (void)ldc;
+    return NULL;
+}
+
+void cft__sgemm_small_run(void *kernel, const float *A, const float *B, float *C) {
+    (void)kernel, (void)A, (void)B, (void)C;
+}
 
 bool cft__sgemm_small_fits(int64_t m, int64_t n, int64_t k) {
     (void)m, (void)n, (void)k;
