@@ -6,8 +6,10 @@
 #include "trace/ir.h"
 
 #define CFT_KMAX_OPS 64 /* operands (inputs + outputs) of one fused kernel (fuse.c keeps it) */
-/* elements of a kernel below which its rows stay on one thread */
-#define CFT_KERNEL_PAR_MIN 32768
+/* elements of a kernel below which its rows stay on one thread (16384: the
+ * DP-SGD MLP step at B = 256, kernels of [256, 128], went from 1.00x to
+ * 1.21x on 2 threads; with 32768 they stayed on one) */
+#define CFT_KERNEL_PAR_MIN 16384
 
 /* A fusion group: a chain of elementwise equations with one iteration
  * shape, optionally ending in a reduction over some of its axes. */
