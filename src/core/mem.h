@@ -16,7 +16,7 @@ void *cft__new_data(size_t nbytes);
  * `max` bytes get a fresh GC block instead, so one huge call does not pin
  * memory. Valid until the next call with the same slot on the thread; it
  * must hold no pointers to GC memory. NULL when out of memory. */
-enum { CFT_SCRATCH_CONV, CFT_SCRATCH_FFT, CFT_NSCRATCH };
+enum { CFT_SCRATCH_CONV, CFT_SCRATCH_FFT, CFT_SCRATCH_GEMM, CFT_NSCRATCH };
 void *cft__scratch(int slot, size_t bytes, size_t max);
 /* A GC copy of a string. */
 char *cft__strdup(const char *s);

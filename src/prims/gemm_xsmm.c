@@ -10,6 +10,8 @@
 
 #ifdef CFT_HAVE_XSMM
 #include <libxsmm.h>
+
+#include "core/mem.h"
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -36,7 +38,6 @@ bool cft__sgemm_small_fits(int64_t m, int64_t n, int64_t k) {
  * long; MAML's 10-row products were 17% slower with the copy, and stay on
  * BLAS) */
 enum { MAX_COPY = 16384 };
-static _Thread_local float bt_copy[MAX_COPY];
 
 bool cft__sgemm_small(bool ta, bool tb, int m, int n, int k, const float *A, int lda,
                       const float *B, int ldb, float *C, int ldc) {
@@ -44,6 +45,10 @@ bool cft__sgemm_small(bool ta, bool tb, int m, int n, int k, const float *A, int
         return false;
     if (tb) { /* B is [n, k] (row stride ldb); op(B) = B^T, [k, n] */
         if ((int64_t)n * k > MAX_COPY || m < 64) /* the copy pays over many rows only */
+            return false;
+        float *bt_copy = cft__scratch(CFT_SCRATCH_GEMM, sizeof(float) * (size_t)n * (size_t)k,
+                                      sizeof(float) * MAX_COPY);
+        if (!bt_copy)
             return false;
         for (int i = 0; i < n; i++)
             for (int j = 0; j < k; j++)

@@ -75,10 +75,12 @@ cft_status cft_dev_op_run_on_host(const cft_dev_op *op) {
         cft_array *c = cft_failed(r[j]) ? r[j] : cft__contig(r[j]);
         if (cft_failed(c))
             e = c;
-        else if (!cft__aval_eq(&c->aval, &op->out[j]->aval))
-            e = cft__fail(CFT_E_ARG, "%s: the host gave %d dims where %s expects %d", call,
-                          c->aval.ndim, op->dev->name, op->out[j]->aval.ndim);
-        else {
+        else if (!cft__aval_eq(&c->aval, &op->out[j]->aval)) {
+            char a[96], b[96];
+            e = cft__fail(CFT_E_ARG, "%s: the host gave %s where %s expects %s", call,
+                          cft_aval_str(&c->aval, a), op->dev->name,
+                          cft_aval_str(&op->out[j]->aval, b));
+        } else {
             cft_array *w = cft__dev_write(op->out[j], cft__ptr(c), call);
             if (cft_failed(w))
                 e = w;
