@@ -242,28 +242,58 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     }
     cft__emit_put(b, l, c,
                   "    const int64_t rlo = rowpieces ? u * nouter / %d : u * per,\n"
-                  "                  rhi = rowpieces ? (u + 1) * nouter / %d : (u + 1) * per;\n"
-                  "    for (int64_t rc = rlo; rc < rhi; rc++) {\n",
+                  "                  rhi = rowpieces ? (u + 1) * nouter / %d : (u + 1) * per;\n",
                   NPIECE, NPIECE);
-    cft__emit_put(b, l, c,
-                  "        const int64_t r = rowpieces ? rc : rc / chunks, j0 = rowpieces ? 0 : "
-                  "(rc %% chunks) * cin,\n"
-                  "                      j1 = rowpieces ? inner : j0 + cin < inner ? j0 + cin : "
-                  "inner;\n");
+    /* each operand's offset f<k> at row r, kept with the row's outer
+     * indices x<d> from one row to the next: the next row steps them like
+     * an odometer (rows of a few dozen elements paid more for a division
+     * per outer dim than for their elements) */
     for (int k = 0; k < nops; k++)
-        cft__emit_put(b, l, c, "        int64_t f%d = 0;\n", k);
+        cft__emit_put(b, l, c, "    int64_t f%d = 0;\n", k);
     if (nd > 1) {
-        cft__emit_put(b, l, c, "        int64_t rem = r;\n");
+        cft__emit_put(b, l, c, "    int64_t rat = -1");
+        for (int d = 0; d < nd - 1; d++)
+            cft__emit_put(b, l, c, ", x%d = 0", d);
+        cft__emit_put(b, l, c, ";\n");
+    }
+    cft__emit_put(b, l, c, "    for (int64_t rc = rlo; rc < rhi; rc++) {\n");
+    cft__emit_put(
+        b, l, c,
+        "        const int64_t r = rowpieces || chunks == 1 ? rc : rc / chunks,\n"
+        "                      j0 = rowpieces || chunks == 1 ? 0 : (rc %% chunks) * cin,\n"
+        "                      j1 = rowpieces ? inner : j0 + cin < inner ? j0 + cin : "
+        "inner;\n");
+    if (nd > 1) {
+        cft__emit_put(b, l, c, "        if (r != rat && rat >= 0 && r == rat + 1) {\n");
+        for (int d = nd - 2; d >= 0; d--) { /* step dim d; carry into d - 1 */
+            cft__emit_put(b, l, c, "        x%d++;", d);
+            for (int k = 0; k < nops; k++)
+                cft__emit_put(b, l, c, " f%d += st[%d];", k, k * nd + d);
+            if (d == 0) /* rows stay below nouter: dim 0 never wraps */
+                break;
+            cft__emit_put(b, l, c, "\n        if (x%d == dims[%d]) { x%d = 0;", d, d, d);
+            for (int k = 0; k < nops; k++)
+                cft__emit_put(b, l, c, " f%d -= dims[%d] * st[%d];", k, d, k * nd + d);
+            cft__emit_put(b, l, c, "\n");
+        }
+        for (int d = nd - 2; d >= 1; d--)
+            cft__emit_put(b, l, c, " }");
+        cft__emit_put(b, l, c, "\n        } else if (r != rat) {\n        int64_t rem = r;");
+        for (int k = 0; k < nops; k++)
+            cft__emit_put(b, l, c, " f%d = 0;", k);
+        cft__emit_put(b, l, c, "\n");
         for (int d = nd - 2; d >= 0; d--) {
             if (d == 0) /* the outermost dim: rem < dims[0] already, no division */
-                cft__emit_put(b, l, c, "        { int64_t i = rem;");
+                cft__emit_put(b, l, c, "        { int64_t i = x0 = rem;");
             else
-                cft__emit_put(b, l, c, "        { int64_t i = rem %% dims[%d]; rem /= dims[%d];", d,
+                cft__emit_put(b, l, c,
+                              "        { int64_t i = x%d = rem %% dims[%d]; rem /= dims[%d];", d, d,
                               d);
             for (int k = 0; k < nops; k++)
                 cft__emit_put(b, l, c, " f%d += i * st[%d];", k, k * nd + d);
             cft__emit_put(b, l, c, " }\n");
         }
+        cft__emit_put(b, l, c, "        }\n        rat = r;\n");
     }
     for (int k = 0; k < nops; k++)
         if (cls[k] == 'g')
@@ -281,7 +311,9 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
         if (simd)
             cft__emit_put(b, l, c, "        #pragma omp simd reduction(%s:acc)%s\n", simd,
                           nan_apart ? " reduction(|:nan_)" : "");
-    } else if (!red) {
+    } else {
+        /* elementwise, or a reduction into a row (each j its own element of
+         * the row: no dependence between iterations) */
         cft__emit_put(b, l, c, "        #pragma omp simd\n");
     }
     cft__emit_put(b, l, c, "        for (int64_t j = j0; j < j1; j++) {\n");
