@@ -90,7 +90,8 @@ void cft__loop_of(const cft_aval *iter, int64_t (*st)[CFT_MAX_NDIM], int nops, c
         nd = 1;
     }
     lp->nd = nd;
-    int n = snprintf(lp->sig, sizeof lp->sig, "%d:", nd);
+    int n = 0; /* "<nd>:" then a stride class per operand, built without printf (per call) */
+    lp->sig[n++] = (char)('0' + nd), lp->sig[n++] = ':';
     for (int k = 0; k < nops && n < (int)sizeof lp->sig - 1; k++) {
         int64_t s = lp->st[k][nd - 1];
         lp->sig[n++] = s == 0 ? '0' : s == 1 ? '1' : 'g';
@@ -207,7 +208,7 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
         cft__emit_put(b, l, c,
                       "    int rowpieces = !own && st[%d] == 1 && nouter >= %d && inner <= %d && "
                       "nouter * inner > %d;\n",
-                      red_out * nd + nd - 1, 32 * NPIECE, 1 << 16, CFT_KERNEL_PAR_MIN);
+                      red_out * nd + nd - 1, 2 * NPIECE, 1 << 16, CFT_KERNEL_PAR_MIN);
         cft__emit_put(b, l, c, "    for (int d = 0; d < %d; d++) rowpieces &= st[%d + d] == 0;\n",
                       nd - 1, red_out * nd);
         cft__emit_put(b, l, c,
