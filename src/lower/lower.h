@@ -86,8 +86,6 @@ typedef void (*cft_kernel_fn)(char *const *ptrs, const int64_t *dims, const int6
  * false, with the reason in err[0..en), when nothing could be compiled or
  * loaded. */
 bool cft__compile(const char *src, int n, bool cxx, cft_kernel_fn *out, char *err, size_t en);
-/* the kernel cache directory in use (made private), NULL if none */
-const char *cft__cache_dir(void);
 
 /* CFT_DEBUG level */
 int cft__debug(void);
