@@ -1712,6 +1712,13 @@ static int device_run(const char *name) {
                 check_device(r, d, CFT_F32);
             }
     }
+    if (!strncmp(name, "test", 4)) /* the products ran as the backend's own GEMMs */
+        TEST("dot_general as a strided batched GEMM on %s (cuda/gemm_map.h)", name) {
+            test_backend_counts c = test_backend_counts_now();
+            printf("  %ld of %ld dot_generals (%ld operations) ran as the backend's GEMMs\n",
+                   c.gemms, c.dots, c.runs);
+            CHECK_MSG(c.gemms >= 40, "%ld GEMMs", c.gemms);
+        }
     return check_summary();
 }
 

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "array/device_plugin.h"
 #include "core/error.h"
 #include "core/mem.h"
 
@@ -141,14 +142,15 @@ static cft_array *load_plugin(const char *name) {
                      dlerror());
             continue;
         }
-        int (*reg)(cft_status(*)(const cft_backend *), cft_status(*)(const cft_dev_op *),
-                   const char *(*)(void));
+        cft_plugin_register_fn reg;
         *(void **)&reg = dlsym(h, "cft_cuda_backend_register");
         if (!reg)
             return cft__fail(CFT_E_ARG, "cft_device: %s has no cft_cuda_backend_register",
                              paths[i]);
         pthread_mutex_unlock(&mu); /* it calls cft_register_backend */
-        int rc = reg(cft_register_backend, cft_dev_op_run_on_host, cft_last_error_message);
+        static const cft_plugin_core core = {cft_register_backend, cft_dev_op_run_on_host,
+                                             cft_last_error_message, trusted};
+        int rc = reg(&core);
         pthread_mutex_lock(&mu);
         if (rc != 0 && find_backend(name) >= 0) /* another thread registered it meanwhile */
             rc = 0;

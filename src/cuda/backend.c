@@ -5,10 +5,11 @@
  * nothing of CUDA: the driver (libcuda.so.1) is opened at run time, and
  * its absence is the error "no CUDA driver", never a crash or a link
  * failure. Memory is the driver's (cuMemAlloc on each device's primary
- * context), copies are cuMemcpy*, and operations run on the host through
- * cft_dev_op_run_on_host for now: the NVRTC-compiled fused kernels
- * (lower/emit_cuda.c) and cuBLAS come next. Written against the driver
- * API of CUDA 13; not yet run on a GPU. */
+ * context), copies are cuMemcpy*, dot_general runs on cuBLAS (blas.c)
+ * where it maps to a strided batched GEMM, and the other operations run
+ * on the host through cft_dev_op_run_on_host for now: the NVRTC-compiled
+ * fused kernels (lower/emit_cuda.c) come next. Written against the
+ * driver API of CUDA 13; not yet run on a GPU. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -16,7 +17,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cft/device.h"
+#include <stdarg.h>
+
+#include "cuda/cuda_plugin.h"
 
 enum { MAX_DEV = 64 };
 
@@ -41,8 +44,14 @@ static struct {
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char init_err[512];
 static _Thread_local char err[512];
-static cft_status (*run_on_host)(const cft_dev_op *);
-static const char *(*cft_message)(void);
+const cft_plugin_core *cft_cuda_core;
+
+void cft_cuda_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, sizeof err, fmt, ap);
+    va_end(ap);
+}
 
 static const char *cu_name(CUresult r) {
     const char *s = NULL;
@@ -88,8 +97,7 @@ static void load(void) {
     }
 }
 
-/* make device dev's context current on this thread; 0 or -1 (err set) */
-static int on(int dev, const char *what) {
+int cft_cuda_on(int dev, const char *what) {
     CUresult r = cu.set(cu.ctx[dev]);
     if (r != CUDA_SUCCESS) {
         snprintf(err, sizeof err, "%s: cuCtxSetCurrent: %s", what, cu_name(r));
@@ -118,43 +126,46 @@ static int device_count(void *ctx) {
 static void *alloc(void *ctx, int dev, size_t bytes) {
     (void)ctx;
     CUdeviceptr p = 0;
-    if (on(dev, "cuMemAlloc") || check(cu.alloc(&p, bytes), "cuMemAlloc"))
+    if (cft_cuda_on(dev, "cuMemAlloc") || check(cu.alloc(&p, bytes), "cuMemAlloc"))
         return NULL;
     return (void *)(uintptr_t)p;
 }
 
 static void release(void *ctx, int dev, void *ptr) {
     (void)ctx;
-    if (!on(dev, "cuMemFree"))
+    if (!cft_cuda_on(dev, "cuMemFree"))
         check(cu.free((CUdeviceptr)(uintptr_t)ptr), "cuMemFree");
 }
 
 static int to_device(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
     (void)ctx;
-    return on(dev, "cuMemcpyHtoD")
+    return cft_cuda_on(dev, "cuMemcpyHtoD")
                ? -1
                : check(cu.htod((CUdeviceptr)(uintptr_t)dst, src, bytes), "cuMemcpyHtoD");
 }
 
 static int to_host(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
     (void)ctx;
-    return on(dev, "cuMemcpyDtoH")
+    return cft_cuda_on(dev, "cuMemcpyDtoH")
                ? -1
                : check(cu.dtoh(dst, (CUdeviceptr)(uintptr_t)src, bytes), "cuMemcpyDtoH");
 }
 
 static int copy(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
     (void)ctx;
-    return on(dev, "cuMemcpyDtoD")
+    return cft_cuda_on(dev, "cuMemcpyDtoD")
                ? -1
                : check(cu.dtod((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes),
                        "cuMemcpyDtoD");
 }
 
 static int run(void *ctx, int dev, const cft_dev_op *op) {
-    (void)ctx, (void)dev;
-    if (run_on_host(op) != CFT_OK) {
-        snprintf(err, sizeof err, "%s", cft_message());
+    (void)ctx;
+    int done = cft_cuda_gemm(dev, op);
+    if (done)
+        return done > 0 ? 0 : -1;
+    if (cft_cuda_core->run_on_host(op) != CFT_OK) {
+        snprintf(err, sizeof err, "%s", cft_cuda_core->last_error_message());
         return -1;
     }
     return 0;
@@ -162,7 +173,7 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
 
 static int synchronize(void *ctx, int dev) {
     (void)ctx;
-    return on(dev, "cuCtxSynchronize") ? -1 : check(cu.sync(), "cuCtxSynchronize");
+    return cft_cuda_on(dev, "cuCtxSynchronize") ? -1 : check(cu.sync(), "cuCtxSynchronize");
 }
 
 static const char *last_error(void *ctx) {
@@ -171,13 +182,10 @@ static const char *last_error(void *ctx) {
 }
 
 /* called by cft (array/device.c) once, with the core functions the
- * backend uses: registering itself, the host fallback, and the message of
- * cft's last error */
-__attribute__((visibility("default"))) int
-cft_cuda_backend_register(cft_status (*reg)(const cft_backend *),
-                          cft_status (*host)(const cft_dev_op *), const char *(*message)(void)) {
-    run_on_host = host, cft_message = message;
+ * backend uses (array/device_plugin.h) */
+__attribute__((visibility("default"))) int cft_cuda_backend_register(const cft_plugin_core *core) {
+    cft_cuda_core = core;
     cft_backend b = {CFT_BACKEND_ABI, "cuda",  NULL, device_count, alloc,       release,
                      to_device,       to_host, copy, run,          synchronize, last_error};
-    return reg(&b) == CFT_OK ? 0 : -1;
+    return core->register_backend(&b) == CFT_OK ? 0 : -1;
 }

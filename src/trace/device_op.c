@@ -47,6 +47,18 @@ int cft_dev_op_nin(const cft_dev_op *op) {
 int cft_dev_op_nout(const cft_dev_op *op) {
     return op ? op->nout : 0;
 }
+int cft_dev_op_param(const cft_dev_op *op, const char *name, int64_t *vals, int cap) {
+    if (!op || !name)
+        return -1;
+    for (int k = 0; k < CFT_NPARAM; k++)
+        if (op->p->pnames[k] && !strcmp(op->p->pnames[k], name)) {
+            int n = op->par->n[k];
+            for (int i = 0; i < n && i < cap && vals; i++)
+                vals[i] = op->par->v[k][i];
+            return n;
+        }
+    return -1;
+}
 cft_dev_buf cft_dev_op_in(const cft_dev_op *op, int i) {
     cft_dev_buf z = {0};
     return op && i >= 0 && i < op->nin ? buf_of(op->in[i]) : z;

@@ -5,6 +5,8 @@
 /* what went through the backend's table */
 typedef struct {
     long allocs, releases, to_device, to_host, copies, runs;
+    long gemms; /* dot_generals the backend ran itself (gemm_map.h + OpenBLAS) */
+    long dots;  /* every dot_general (the others ran on the host) */
     long bytes_to_device, bytes_to_host;
 } test_backend_counts;
 

@@ -1,0 +1,106 @@
+/* blas.c: dot_general on cuBLAS in the CUDA backend. A product whose
+ * operands map to one strided batched GEMM (cuda/gemm_map.h: batch dims
+ * leading, each operand plain or transposed) in f32 or f64 is one call of
+ * cublas<S|D>gemmStridedBatched on the device's memory; anything else
+ * goes back to the caller. cuBLAS is opened at run time from the CUDA
+ * toolkit the backend was built with (CFT_CUBLAS_PATH), after checking
+ * that no other user can change it, so the plugin links nothing of CUDA.
+ * One handle per device, used under that device's lock (a cuBLAS handle
+ * is not for two threads at once). cft's arrays are row-major and
+ * cuBLAS's column-major: C = op(A) op(B) is computed as
+ * C^T = op(B)^T op(A)^T, i.e. with the operands swapped. Written against
+ * cuBLAS 13; not yet run on a GPU (the mapping itself runs in every
+ * per-primitive test, through the test backend). */
+#include <cublas_api.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "cuda/cuda_plugin.h"
+#include "cuda/gemm_map.h"
+
+enum { MAX_DEV = 64 };
+
+static struct {
+    void *lib;
+    cublasStatus_t (*create)(cublasHandle_t *);
+    const char *(*status)(cublasStatus_t);
+    cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                            const float *, const float *, int, long long, const float *, int,
+                            long long, const float *, float *, int, long long, int);
+    cublasStatus_t (*dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                            const double *, const double *, int, long long, const double *, int,
+                            long long, const double *, double *, int, long long, int);
+    cublasHandle_t handle[MAX_DEV];
+    pthread_mutex_t mu[MAX_DEV];
+} bl;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char load_err[1200];
+
+static void load(void) {
+    for (int i = 0; i < MAX_DEV; i++)
+        pthread_mutex_init(&bl.mu[i], NULL);
+#ifdef CFT_CUBLAS_PATH
+    char why[1100];
+    if (!cft_cuda_core->trusted(CFT_CUBLAS_PATH, why, sizeof why)) {
+        snprintf(load_err, sizeof load_err, "cuBLAS not loaded: %s", why);
+        return;
+    }
+    bl.lib = dlopen(CFT_CUBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (!bl.lib) {
+        snprintf(load_err, sizeof load_err, "cuBLAS not loaded: %s", dlerror());
+        return;
+    }
+#define SYM(f, n)                                                                                  \
+    if (!(*(void **)&bl.f = dlsym(bl.lib, n))) {                                                   \
+        snprintf(load_err, sizeof load_err, "%s lacks %s", CFT_CUBLAS_PATH, n);                    \
+        return;                                                                                    \
+    }
+    SYM(create, "cublasCreate_v2") SYM(status, "cublasGetStatusString");
+    SYM(sgemm, "cublasSgemmStridedBatched") SYM(dgemm, "cublasDgemmStridedBatched");
+#undef SYM
+#else
+    snprintf(load_err, sizeof load_err, "built without cuBLAS");
+#endif
+}
+
+int cft_cuda_gemm(int dev, const cft_dev_op *op) {
+    cft_gemm_desc d;
+    if (dev < 0 || dev >= MAX_DEV || !cft_gemm_map_op(op, &d))
+        return 0;
+    pthread_once(&once, load);
+    if (load_err[0])
+        return 0; /* no cuBLAS: the caller's way */
+    if (cft_cuda_on(dev, "dot_general (cuBLAS)"))
+        return -1;
+    pthread_mutex_lock(&bl.mu[dev]);
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (!bl.handle[dev])
+        s = bl.create(&bl.handle[dev]);
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        cft_dev_buf a = cft_dev_op_in(op, 0), b = cft_dev_op_in(op, 1), c = cft_dev_op_out(op, 0);
+        cublasOperation_t oa = d.ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          ob = d.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+        /* column-major C^T [n, m] = op(B)^T [n, k] op(A)^T [k, m] */
+        if (c.aval.dtype == CFT_F32) {
+            const float one = 1, zero = 0;
+            s = bl.sgemm(bl.handle[dev], ob, oa, (int)d.n, (int)d.m, (int)d.k, &one, b.ptr,
+                         (int)d.ldb, d.sb, a.ptr, (int)d.lda, d.sa, &zero, c.ptr, (int)d.ldc, d.sc,
+                         (int)d.batch);
+        } else {
+            const double one = 1, zero = 0;
+            s = bl.dgemm(bl.handle[dev], ob, oa, (int)d.n, (int)d.m, (int)d.k, &one, b.ptr,
+                         (int)d.ldb, d.sb, a.ptr, (int)d.lda, d.sa, &zero, c.ptr, (int)d.ldc, d.sc,
+                         (int)d.batch);
+        }
+    }
+    pthread_mutex_unlock(&bl.mu[dev]);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        cft_cuda_fail("dot_general on cuda:%d: cuBLAS (m %lld, n %lld, k %lld, batch %lld): %s",
+                      dev, (long long)d.m, (long long)d.n, (long long)d.k, (long long)d.batch,
+                      bl.status(s));
+        return -1;
+    }
+    return 1;
+}
