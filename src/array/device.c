@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "array/device_plugin.h"
+#include "core/cache.h"
 #include "core/error.h"
 #include "core/mem.h"
 
@@ -148,8 +149,14 @@ static cft_array *load_plugin(const char *name) {
             return cft__fail(CFT_E_ARG, "cft_device: %s has no cft_cuda_backend_register",
                              paths[i]);
         pthread_mutex_unlock(&mu); /* it calls cft_register_backend */
-        static const cft_plugin_core core = {cft_register_backend, cft_dev_op_run_on_host,
-                                             cft_last_error_message, trusted};
+        static const cft_plugin_core core = {
+            cft_register_backend,
+            cft_dev_op_run_on_host,
+            cft_last_error_message,
+            trusted,
+            cft__cache_get,
+            cft__cache_put,
+            {cft_dev_op_name, cft_dev_op_nin, cft_dev_op_in, cft_dev_op_out, cft_dev_op_param}};
         int rc = reg(&core);
         pthread_mutex_lock(&mu);
         if (rc != 0 && find_backend(name) >= 0) /* another thread registered it meanwhile */

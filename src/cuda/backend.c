@@ -21,30 +21,17 @@
 
 #include "cuda/cuda_plugin.h"
 
-enum { MAX_DEV = 64 };
-
-static struct {
-    void *lib;
-    CUresult (*init)(unsigned);
-    CUresult (*count)(int *);
-    CUresult (*get)(CUdevice *, int);
-    CUresult (*retain)(CUcontext *, CUdevice);
-    CUresult (*set)(CUcontext);
-    CUresult (*alloc)(CUdeviceptr *, size_t);
-    CUresult (*free)(CUdeviceptr);
-    CUresult (*htod)(CUdeviceptr, const void *, size_t);
-    CUresult (*dtoh)(void *, CUdeviceptr, size_t);
-    CUresult (*dtod)(CUdeviceptr, CUdeviceptr, size_t);
-    CUresult (*sync)(void);
-    CUresult (*name)(CUresult, const char **);
-    CUcontext ctx[MAX_DEV];
-    int ndev;
-} cu;
+cft_cuda_driver cft_cu;
+#define cu cft_cu
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char init_err[512];
 static _Thread_local char err[512];
 const cft_plugin_core *cft_cuda_core;
+
+const char *cft_cuda_message(void) {
+    return err;
+}
 
 void cft_cuda_fail(const char *fmt, ...) {
     va_list ap;
@@ -53,7 +40,7 @@ void cft_cuda_fail(const char *fmt, ...) {
     va_end(ap);
 }
 
-static const char *cu_name(CUresult r) {
+const char *cft_cuda_error_name(CUresult r) {
     const char *s = NULL;
     if (cu.name)
         cu.name(r, &s);
@@ -75,32 +62,36 @@ static void load(void) {
     SYM(retain, "cuDevicePrimaryCtxRetain") SYM(set, "cuCtxSetCurrent");
     SYM(alloc, "cuMemAlloc_v2") SYM(free, "cuMemFree_v2") SYM(htod, "cuMemcpyHtoD_v2");
     SYM(dtoh, "cuMemcpyDtoH_v2") SYM(dtod, "cuMemcpyDtoD_v2") SYM(sync, "cuCtxSynchronize");
-    SYM(name, "cuGetErrorName");
+    SYM(name, "cuGetErrorName") SYM(attr, "cuDeviceGetAttribute");
+    SYM(load_data, "cuModuleLoadData") SYM(function, "cuModuleGetFunction");
+    SYM(launch, "cuLaunchKernel");
 #undef SYM
     CUresult r = cu.init(0);
     if (r != CUDA_SUCCESS) {
-        snprintf(init_err, sizeof init_err, "no usable CUDA device (cuInit: %s)", cu_name(r));
+        snprintf(init_err, sizeof init_err, "no usable CUDA device (cuInit: %s)",
+                 cft_cuda_error_name(r));
         return;
     }
     if ((r = cu.count(&cu.ndev)) != CUDA_SUCCESS) {
-        snprintf(init_err, sizeof init_err, "cuDeviceGetCount: %s", cu_name(r));
+        snprintf(init_err, sizeof init_err, "cuDeviceGetCount: %s", cft_cuda_error_name(r));
         return;
     }
-    if (cu.ndev > MAX_DEV)
-        cu.ndev = MAX_DEV;
+    if (cu.ndev > CFT_CUDA_MAX_DEV)
+        cu.ndev = CFT_CUDA_MAX_DEV;
     for (int i = 0; i < cu.ndev; i++) {
         CUdevice d;
         if ((r = cu.get(&d, i)) != CUDA_SUCCESS || (r = cu.retain(&cu.ctx[i], d)) != CUDA_SUCCESS) {
-            snprintf(init_err, sizeof init_err, "device %d: %s", i, cu_name(r));
+            snprintf(init_err, sizeof init_err, "device %d: %s", i, cft_cuda_error_name(r));
             return;
         }
+        cu.dev[i] = d;
     }
 }
 
 int cft_cuda_on(int dev, const char *what) {
     CUresult r = cu.set(cu.ctx[dev]);
     if (r != CUDA_SUCCESS) {
-        snprintf(err, sizeof err, "%s: cuCtxSetCurrent: %s", what, cu_name(r));
+        snprintf(err, sizeof err, "%s: cuCtxSetCurrent: %s", what, cft_cuda_error_name(r));
         return -1;
     }
     return 0;
@@ -109,7 +100,7 @@ int cft_cuda_on(int dev, const char *what) {
 static int check(CUresult r, const char *what) {
     if (r == CUDA_SUCCESS)
         return 0;
-    snprintf(err, sizeof err, "%s: %s", what, cu_name(r));
+    snprintf(err, sizeof err, "%s: %s", what, cft_cuda_error_name(r));
     return -1;
 }
 

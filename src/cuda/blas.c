@@ -14,12 +14,11 @@
 #include <cublas_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cuda/cuda_plugin.h"
 #include "cuda/gemm_map.h"
-
-enum { MAX_DEV = 64 };
 
 static struct {
     void *lib;
@@ -31,15 +30,15 @@ static struct {
     cublasStatus_t (*dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                             const double *, const double *, int, long long, const double *, int,
                             long long, const double *, double *, int, long long, int);
-    cublasHandle_t handle[MAX_DEV];
-    pthread_mutex_t mu[MAX_DEV];
+    cublasHandle_t handle[CFT_CUDA_MAX_DEV];
+    pthread_mutex_t mu[CFT_CUDA_MAX_DEV];
 } bl;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char load_err[1200];
 
 static void load(void) {
-    for (int i = 0; i < MAX_DEV; i++)
+    for (int i = 0; i < CFT_CUDA_MAX_DEV; i++)
         pthread_mutex_init(&bl.mu[i], NULL);
 #ifdef CFT_CUBLAS_PATH
     char why[1100];
@@ -67,7 +66,7 @@ static void load(void) {
 
 int cft_cuda_gemm(int dev, const cft_dev_op *op) {
     cft_gemm_desc d;
-    if (dev < 0 || dev >= MAX_DEV || !cft_gemm_map_op(op, &d))
+    if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_gemm_map_op(&cft_cuda_core->op, op, &d))
         return 0;
     pthread_once(&once, load);
     if (load_err[0])
@@ -79,7 +78,8 @@ int cft_cuda_gemm(int dev, const cft_dev_op *op) {
     if (!bl.handle[dev])
         s = bl.create(&bl.handle[dev]);
     if (s == CUBLAS_STATUS_SUCCESS) {
-        cft_dev_buf a = cft_dev_op_in(op, 0), b = cft_dev_op_in(op, 1), c = cft_dev_op_out(op, 0);
+        const cft_dev_op_api *api = &cft_cuda_core->op;
+        cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), c = api->out(op, 0);
         cublasOperation_t oa = d.ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                           ob = d.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
         /* column-major C^T [n, m] = op(B)^T [n, k] op(A)^T [k, m] */
@@ -103,4 +103,12 @@ int cft_cuda_gemm(int dev, const cft_dev_op *op) {
         return -1;
     }
     return 1;
+}
+
+/* for test_cuda_plugin: 0 when cuBLAS is loaded, else -1 and why */
+__attribute__((visibility("default"))) int cft_cuda_blas_check(char *err, size_t en) {
+    pthread_once(&once, load);
+    if (load_err[0] && err)
+        snprintf(err, en, "%s", load_err);
+    return load_err[0] ? -1 : 0;
 }

@@ -2,7 +2,39 @@
 #ifndef CFT_CUDA_PLUGIN_H
 #define CFT_CUDA_PLUGIN_H
 
+#include <cuda.h>
+
 #include "array/device_plugin.h"
+
+enum { CFT_CUDA_MAX_DEV = 64 };
+
+/* the driver's functions, opened at run time (backend.c) */
+typedef struct {
+    void *lib;
+    CUresult (*init)(unsigned);
+    CUresult (*count)(int *);
+    CUresult (*get)(CUdevice *, int);
+    CUresult (*retain)(CUcontext *, CUdevice);
+    CUresult (*set)(CUcontext);
+    CUresult (*alloc)(CUdeviceptr *, size_t);
+    CUresult (*free)(CUdeviceptr);
+    CUresult (*htod)(CUdeviceptr, const void *, size_t);
+    CUresult (*dtoh)(void *, CUdeviceptr, size_t);
+    CUresult (*dtod)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*sync)(void);
+    CUresult (*name)(CUresult, const char **);
+    CUresult (*attr)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*load_data)(CUmodule *, const void *);
+    CUresult (*function)(CUfunction *, CUmodule, const char *);
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                       unsigned, CUstream, void **, void **);
+    CUcontext ctx[CFT_CUDA_MAX_DEV];
+    CUdevice dev[CFT_CUDA_MAX_DEV];
+    int ndev;
+} cft_cuda_driver;
+extern cft_cuda_driver cft_cu;
+/* the driver's name of a result code */
+const char *cft_cuda_error_name(CUresult r);
 
 /* the core functions cft handed over at registration */
 extern const cft_plugin_core *cft_cuda_core;
@@ -12,9 +44,21 @@ extern const cft_plugin_core *cft_cuda_core;
 int cft_cuda_on(int dev, const char *what);
 /* sets this thread's error message (the table's last_error) */
 void cft_cuda_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* this thread's error message ("" when none) */
+const char *cft_cuda_message(void);
 
 /* dot_general on cuBLAS (blas.c): 1 done, 0 when cuBLAS does not apply
  * (the caller runs it another way), -1 failed with the error set */
 int cft_cuda_gemm(int dev, const cft_dev_op *op);
+
+/* CUDA C compiled by NVRTC for sm_<major><minor>, through cft's private
+ * cache (nvrtc.c): the CUBIN (malloc'd) and its size; *hit says whether
+ * it came from the cache. 0, or -1 with the error set. */
+int cft_cuda_cubin(const char *src, int major, int minor, void **cubin, size_t *n, int *hit);
+/* launches kernel `entry` of src on device dev with its argument struct
+ * (args, size bytes) as the parameter buffer, over nslot threads' work
+ * (a grid-stride loop); 0, or -1 with the error set */
+int cft_cuda_launch(int dev, const char *src, const char *entry, const void *args, size_t size,
+                    int64_t nslot);
 
 #endif

@@ -18,8 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "array/device_plugin.h"
 #include "cft/core.h"
-#include "cft/device.h"
 
 typedef struct {
     bool ta, tb;            /* A stored [k, m] / B stored [n, k] (row-major) */
@@ -96,18 +96,19 @@ static inline bool cft_gemm_map(const cft_aval *a, const cft_aval *b, const int6
     return true;
 }
 
-/* the mapping of a backend's dot_general operation in f32 or f64 */
-static inline bool cft_gemm_map_op(const cft_dev_op *op, cft_gemm_desc *d) {
+/* the mapping of a backend's dot_general operation in f32 or f64, read
+ * through api (the plugin links nothing of cft: it gets the accessors) */
+static inline bool cft_gemm_map_op(const cft_dev_op_api *api, const cft_dev_op *op,
+                                   cft_gemm_desc *d) {
     int64_t lc[CFT_MAX_NDIM], rc[CFT_MAX_NDIM], lb[CFT_MAX_NDIM], rb[CFT_MAX_NDIM];
-    if (strcmp(cft_dev_op_name(op), "dot_general") || cft_dev_op_nin(op) != 2)
+    if (strcmp(api->name(op), "dot_general") || api->nin(op) != 2)
         return false;
-    int nc = cft_dev_op_param(op, "lc", lc, CFT_MAX_NDIM),
-        nb = cft_dev_op_param(op, "lb", lb, CFT_MAX_NDIM);
+    int nc = api->param(op, "lc", lc, CFT_MAX_NDIM), nb = api->param(op, "lb", lb, CFT_MAX_NDIM);
     if (nc < 0 || nb < 0 || nc > CFT_MAX_NDIM || nb > CFT_MAX_NDIM ||
-        cft_dev_op_param(op, "rc", rc, CFT_MAX_NDIM) != nc ||
-        cft_dev_op_param(op, "rb", rb, CFT_MAX_NDIM) != nb)
+        api->param(op, "rc", rc, CFT_MAX_NDIM) != nc ||
+        api->param(op, "rb", rb, CFT_MAX_NDIM) != nb)
         return false;
-    cft_dev_buf a = cft_dev_op_in(op, 0), b = cft_dev_op_in(op, 1), c = cft_dev_op_out(op, 0);
+    cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), c = api->out(op, 0);
     cft_dtype dt = c.aval.dtype;
     return (dt == CFT_F32 || dt == CFT_F64) && a.aval.dtype == dt && b.aval.dtype == dt &&
            cft_gemm_map(&a.aval, &b.aval, lc, rc, nc, lb, rb, nb, d);

@@ -147,7 +147,9 @@ static bool gemm(const cft_dev_op *op) {
     counts.dots++;
     pthread_mutex_unlock(&mu);
     cft_gemm_desc d;
-    if (!cft_gemm_map_op(op, &d))
+    static const cft_dev_op_api api = {cft_dev_op_name, cft_dev_op_nin, cft_dev_op_in,
+                                       cft_dev_op_out, cft_dev_op_param};
+    if (!cft_gemm_map_op(&api, op, &d))
         return false;
     cft_dev_buf a = cft_dev_op_in(op, 0), b = cft_dev_op_in(op, 1), c = cft_dev_op_out(op, 0);
     cft_dtype dt = c.aval.dtype;
