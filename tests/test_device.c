@@ -13,7 +13,9 @@
  * op refused with both named; grad, vmap of grad (per-sample gradients),
  * jvp, jacrev, hessian and cft_jit on device inputs against the host
  * (1e-6 f32: the same kernels, but a transform may order sums
- * differently on the host path through the jit's fused kernels); the
+ * differently on the host path through the jit's fused kernels), the jit
+ * running its fused groups as the backend's kernels, and primitive by
+ * primitive on a backend of the first abi (no run_kernel); the
  * transfers of one op counted; device memory released when its arrays
  * are collected; and a read of device memory by the host crashing (in a
  * child process), the guarantee the rest rests on. */
@@ -199,12 +201,36 @@ int main(int argc, char **argv) {
             dev_in[i] = cft_device_put(in[i], d0);
         CHECK_EQ(cft_fn_call(j, in, want), CFT_OK);
         for (int call = 0; call < 2; call++) {
+            test_backend_counts c0 = test_backend_counts_now();
             CHECK_EQ(cft_fn_call(j, dev_in, got), CFT_OK);
+            test_backend_counts c1 = test_backend_counts_now();
             for (int k = 0; k < 3; k++) {
                 CHECK(on(got[k], "test:0"));
                 CHECK_ARRAY_CLOSE(got[k], want[k], 1e-6, 1e-6);
             }
+            /* its fused groups ran as the backend's kernels (run_kernel) */
+            CHECK_MSG(c1.kernels - c0.kernels >= 1, "%ld kernels", c1.kernels - c0.kernels);
         }
+    }
+    TEST("a backend of abi 1 (no run_kernel): the jit runs there primitive by primitive") {
+        /* the test backend's table, as a table of the first abi */
+        CHECK_EQ(test_backend_register_abi1("old"), 0);
+        const cft_dev *od = cft_device("old:0");
+        CHECK(cft_device_error(od) == NULL);
+        cft_fn *j = cft_jit(cft_value_and_grad(f, (int[]){0, 1}, 2, false));
+        cft_array *dev_in[4], *want[3], *got[3];
+        for (int i = 0; i < 4; i++)
+            dev_in[i] = cft_device_put(in[i], od);
+        CHECK_EQ(cft_fn_call(j, in, want), CFT_OK);
+        test_backend_counts c0 = test_backend_counts_now();
+        CHECK_EQ(cft_fn_call(j, dev_in, got), CFT_OK);
+        test_backend_counts c1 = test_backend_counts_now();
+        for (int k = 0; k < 3; k++) {
+            CHECK(on(got[k], "old:0"));
+            CHECK_ARRAY_CLOSE(got[k], want[k], 1e-6, 1e-6);
+        }
+        CHECK_EQ(c1.kernels - c0.kernels, 0);
+        CHECK(c1.runs - c0.runs > 5);
     }
     TEST("four threads on two devices at once") {
         cft_fn *g = cft_grad(f, (int[]){0, 1}, 2);

@@ -97,7 +97,12 @@ int main(int argc, char **argv) {
             test_backend_counts c = test_backend_counts_now();
             CHECK_MSG(c.runs > 300 && c.to_device > 300, "%ld runs, %ld copies in", c.runs,
                       c.to_device);
-            printf("  %ld of %ld dot_generals ran as the backend's GEMMs\n", c.gemms, c.dots);
+            printf("  %ld of %ld dot_generals ran as the backend's GEMMs; %ld fused kernels ran "
+                   "there\n",
+                   c.gemms, c.dots, c.kernels);
+            const char *k = getenv("TEST_BACKEND_KERNELS");
+            if (!k || strcmp(k, "0"))
+                CHECK_MSG(c.kernels > 20, "%ld fused kernels", c.kernels);
             CHECK_MSG(c.gemms > 50, "%ld products ran as the backend's GEMMs", c.gemms);
         }
     return check_summary();

@@ -1656,6 +1656,12 @@ static void check_jit(const row *r, cft_dtype fdt) {
         double tol = fdt == CFT_F64 ? 1e-12 : 1e-5;
         CHECK_ARRAY_CLOSE(out[0], want, tol, tol);
     }
+    /* and it did compile: a kernel that fails to build interprets, silently
+     * right (bessel_j0 / j1 once clashed with the kernels' row bounds) */
+    cft_jit_stats st;
+    CHECK_EQ(cft_jit_stats_of(j, &st), CFT_OK);
+    CHECK_MSG(st.interpreted == 0, "%s: the jit interpreted (its kernels did not compile)",
+              row_name(r));
 }
 
 /* the row on device d: eager, vjp (where there is one) and jit, against the host */
@@ -1715,8 +1721,9 @@ static int device_run(const char *name) {
     if (!strncmp(name, "test", 4)) /* the products ran as the backend's own GEMMs */
         TEST("dot_general as a strided batched GEMM on %s (cuda/gemm_map.h)", name) {
             test_backend_counts c = test_backend_counts_now();
-            printf("  %ld of %ld dot_generals (%ld operations) ran as the backend's GEMMs\n",
-                   c.gemms, c.dots, c.runs);
+            printf("  %ld of %ld dot_generals (%ld operations) ran as the backend's GEMMs; %ld "
+                   "fused kernels ran there\n",
+                   c.gemms, c.dots, c.runs, c.kernels);
             CHECK_MSG(c.gemms >= 40, "%ld GEMMs", c.gemms);
         }
     return check_summary();

@@ -30,6 +30,7 @@
 #define CFT_DEVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "array.h"
 #include "core.h"
@@ -53,8 +54,25 @@ typedef struct {
     size_t bytes; /* numel * dtype size */
 } cft_dev_buf;
 
-/* The version of cft_backend below; a table with another abi is refused. */
-#define CFT_BACKEND_ABI 1
+/* A fused kernel of the jit for a backend to run (cft_backend.run_kernel):
+ * CUDA C, as src/lower/emit_cuda.c writes it. Kernel `entry`
+ * ("cft_g<k>") of `source` takes one argument, a struct of the operands'
+ * device pointers, the collapsed loop's dims and each operand's strides
+ * (in elements); `args` holds it. Its threads share out `nslot` slots in
+ * a grid-stride loop, so any grid computes the same result. */
+typedef struct {
+    const char *source;
+    const char *entry;
+    const void *args;
+    size_t args_size;
+    int64_t nslot;
+    int nptrs; /* the operands' device pointers, also in args */
+    void *const *ptrs;
+} cft_dev_kernel;
+
+/* The version of cft_backend below; tables of abi 1 (without run_kernel)
+ * are accepted too, any other is refused. */
+#define CFT_BACKEND_ABI 2
 
 /* A backend's table. Every function gets the backend's ctx and the device
  * index. Integer results: 0 on success; on failure last_error(ctx) says
@@ -79,6 +97,9 @@ typedef struct cft_backend {
     int (*synchronize)(void *ctx, int dev);
     /* the message of the last failure (thread-local or static storage) */
     const char *(*last_error)(void *ctx);
+    /* abi 2, optional (NULL: cft_jit runs its plans on this backend one
+     * primitive at a time): run one of the jit's fused kernels */
+    int (*run_kernel)(void *ctx, int dev, const cft_dev_kernel *k);
 } cft_backend;
 
 /** Registers a backend (the table is copied; its ctx must outlive the

@@ -10,6 +10,7 @@
 #include "array/device.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,9 +51,10 @@ cft_status cft_register_backend(const cft_backend *b) {
     CFT_API("cft_register_backend");
     if (!b)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_register_backend: the table is NULL"));
-    if (b->abi != CFT_BACKEND_ABI)
+    if (b->abi != CFT_BACKEND_ABI && b->abi != 1)
         return cft__set_last(cft__fail(CFT_E_ARG,
-                                       "cft_register_backend: table of abi %d, this cft takes %d",
+                                       "cft_register_backend: table of abi %d, this cft takes 1 "
+                                       "to %d",
                                        b->abi, CFT_BACKEND_ABI));
     if (!name_ok(b->name))
         return cft__set_last(cft__fail(CFT_E_ARG,
@@ -75,7 +77,10 @@ cft_status cft_register_backend(const cft_backend *b) {
         e = cft__fail(CFT_E_ARG, "cft_register_backend: %d backends registered already",
                       MAX_BACKENDS);
     if (!e) {
-        backends[nbackends] = *b;
+        /* a table of abi 1 ends before run_kernel */
+        memset(&backends[nbackends], 0, sizeof backends[nbackends]);
+        memcpy(&backends[nbackends], b,
+               b->abi == 1 ? offsetof(cft_backend, run_kernel) : sizeof(cft_backend));
         backends[nbackends].name = cft__strdup(b->name);
         nbackends++;
     }

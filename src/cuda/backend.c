@@ -1,15 +1,16 @@
 /* backend.c: the CUDA device backend, libcft_cuda.so. cft loads it with
  * dlopen on the first cft_device("cuda[:n]") and calls
- * cft_cuda_backend_register with the three core functions it needs, so the
- * plugin links nothing of cft (a program may link cft statically) and
- * nothing of CUDA: the driver (libcuda.so.1) is opened at run time, and
- * its absence is the error "no CUDA driver", never a crash or a link
- * failure. Memory is the driver's (cuMemAlloc on each device's primary
- * context), copies are cuMemcpy*, dot_general runs on cuBLAS (blas.c)
- * where it maps to a strided batched GEMM, and the other operations run
- * on the host through cft_dev_op_run_on_host for now: the NVRTC-compiled
- * fused kernels (lower/emit_cuda.c) come next. Written against the
- * driver API of CUDA 13; not yet run on a GPU. */
+ * cft_cuda_backend_register with the core functions it needs
+ * (array/device_plugin.h), so the plugin links nothing of cft (a program
+ * may link cft statically) and nothing of CUDA: the driver (libcuda.so.1)
+ * is opened at run time, and its absence is the error "no CUDA driver",
+ * never a crash or a link failure. Memory is the driver's (cuMemAlloc on
+ * each device's primary context), copies are cuMemcpy*, dot_general runs
+ * on cuBLAS (blas.c) where it maps to a strided batched GEMM, a jitted
+ * function's fused groups run as NVRTC-compiled kernels (nvrtc.c,
+ * run_kernel), and the other operations run on the host through
+ * cft_dev_op_run_on_host. Written against the driver API of CUDA 13; not
+ * yet run on a GPU. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -162,6 +163,11 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
     return 0;
 }
 
+static int run_kernel(void *ctx, int dev, const cft_dev_kernel *k) {
+    (void)ctx;
+    return cft_cuda_launch(dev, k->source, k->entry, k->args, k->args_size, k->nslot);
+}
+
 static int synchronize(void *ctx, int dev) {
     (void)ctx;
     return cft_cuda_on(dev, "cuCtxSynchronize") ? -1 : check(cu.sync(), "cuCtxSynchronize");
@@ -177,6 +183,7 @@ static const char *last_error(void *ctx) {
 __attribute__((visibility("default"))) int cft_cuda_backend_register(const cft_plugin_core *core) {
     cft_cuda_core = core;
     cft_backend b = {CFT_BACKEND_ABI, "cuda",  NULL, device_count, alloc,       release,
-                     to_device,       to_host, copy, run,          synchronize, last_error};
+                     to_device,       to_host, copy, run,          synchronize, last_error,
+                     run_kernel};
     return core->register_backend(&b) == CFT_OK ? 0 : -1;
 }

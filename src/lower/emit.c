@@ -261,8 +261,8 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     cft__emit_put(
         b, l, c,
         "        const int64_t r = rowpieces || chunks == 1 ? rc : rc / chunks,\n"
-        "                      j0 = rowpieces || chunks == 1 ? 0 : (rc %% chunks) * cin,\n"
-        "                      j1 = rowpieces ? inner : j0 + cin < inner ? j0 + cin : "
+        "                      jlo = rowpieces || chunks == 1 ? 0 : (rc %% chunks) * cin,\n"
+        "                      jhi = rowpieces ? inner : jlo + cin < inner ? jlo + cin : "
         "inner;\n");
     if (nd > 1) {
         cft__emit_put(b, l, c, "        if (r != rat && rat >= 0 && r == rat + 1) {\n");
@@ -317,7 +317,8 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
          * the row: no dependence between iterations) */
         cft__emit_put(b, l, c, "        #pragma omp simd\n");
     }
-    cft__emit_put(b, l, c, "        for (int64_t j = j0; j < j1; j++) {\n");
+    /* (the row's bounds are jlo / jhi: j0 and j1 are Bessel functions) */
+    cft__emit_put(b, l, c, "        for (int64_t j = jlo; j < jhi; j++) {\n");
     /* names of values: inputs a<k>, equation outputs v<id> */
     char **name = CFT_NEWN(char *, ir->nvars + 1);
     for (int k = 0; k < g->nin; k++) {

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "array/device.h"
 #include "array/dim.h"
 #include "cft/jit.h"
 #include "cft/ops.h"
@@ -107,6 +108,8 @@ typedef struct splan {
     plan *inst[MAX_INSTANCES]; /* most recently used first */
     int ninst;
     cft_jit_stats *stats; /* the jitted function's counters */
+    cft_loop *loops;      /* the loops recorded at compile time, per group */
+    char *cuda_src;       /* its groups as CUDA C, once a device asks (jit_device.c) */
     struct splan *next;
 } splan;
 
@@ -231,7 +234,7 @@ static cft_ir *simplify(const cft_ir *ir) {
 
 /* ---- running steps ---- */
 
-static cft_array *run_eqn(const cft_eqn *q, cft_array **env) {
+cft_array *cft__run_eqn(const cft_eqn *q, cft_array **env) {
     cft_array *args[q->nin > 0 ? q->nin : 1], *res[q->nout];
     for (int i = 0; i < q->nin; i++)
         args[i] = env[q->in[i]->id];
@@ -247,8 +250,8 @@ static cft_array *run_eqn(const cft_eqn *q, cft_array **env) {
 }
 
 /* operand strides over the group's iteration shape */
-static void group_strides(const cft_ir *ir, const cft_group *g, cft_array *const *ops,
-                          int64_t (*st)[CFT_MAX_NDIM]) {
+void cft__group_strides(const cft_ir *ir, const cft_group *g, cft_array *const *ops,
+                        int64_t (*st)[CFT_MAX_NDIM]) {
     const cft_aval *it = &g->iter;
     int64_t rm[CFT_MAX_NDIM];
     cft__row_major(it->shape, it->ndim, rm);
@@ -272,7 +275,7 @@ static void group_strides(const cft_ir *ir, const cft_group *g, cft_array *const
     }
 }
 
-static void fill(cft_array *a, const char *init) {
+void cft__fill_init(cft_array *a, const char *init) {
     double v = strtod(init, NULL);
     int64_t n = cft__numel(a->aval.shape, a->aval.ndim);
     if (a->aval.dtype == CFT_F32) {
@@ -390,7 +393,7 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, out_dest
             for (int k = g->nin; k < nops; k++)
                 ops[k] = ops[0];
         }
-        group_strides(ir, g, ops, st);
+        cft__group_strides(ir, g, ops, st);
         cft_loop lp;
         cft__loop_of(&g->iter, st, nops, &lp);
         if (record) {
@@ -404,7 +407,7 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, out_dest
                 const cft_eqn *red = &ir->eqns[g->eqns[g->neqn - 1]];
                 for (int k = g->nin; k < nops; k++)
                     if (g->out[k - g->nin] == red->out[0]->id)
-                        fill(ops[k], red->prim->c_init);
+                        cft__fill_init(ops[k], red->prim->c_init);
             }
             char *ptrs[CFT_KMAX_OPS];
             int64_t flat[CFT_KMAX_OPS * CFT_MAX_NDIM];
@@ -423,7 +426,7 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, out_dest
         }
     }
     for (int e = 0; e < g->neqn; e++) { /* eagerly, one equation at a time */
-        cft_array *err = run_eqn(&ir->eqns[g->eqns[e]], env);
+        cft_array *err = cft__run_eqn(&ir->eqns[g->eqns[e]], env);
         if (err)
             return err;
     }
@@ -711,7 +714,7 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                 err = cft_failed(dst) ? dst : q->prim->impl_into(args, q->nin, &q->params, dst);
                 env[o] = dst;
             } else {
-                err = run_eqn(q, env);
+                err = cft__run_eqn(q, env);
                 if (!err && A) /* a view the plan did not foresee */
                     for (int k = 0; k < q->nout; k++) {
                         int v = q->out[k]->id;
@@ -767,6 +770,7 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
         if (record) {
             compile_plan(P, loops);
             S->compiled = true;
+            S->loops = loops;
             S->kernels = P->kernels;
             for (int g = 0; g < P->ngroups; g++)
                 memcpy(S->groups[g].sig, P->groups[g].sig, sizeof S->groups[g].sig);
@@ -1240,6 +1244,65 @@ static cft_status run_lanes(jit_env *J, int64_t size, int nin, cft_array *const 
     return e ? cft__fail_outs(e, nout, out) : CFT_OK;
 }
 
+/* The device of the committed inputs when they all sit on one device whose
+ * backend runs kernels; NULL otherwise (the primitive-by-primitive path). */
+static const cft_dev *kernel_device(int nin, cft_array *const *in) {
+    const cft_dev *d = NULL;
+    for (int i = 0; i < nin; i++) {
+        const cft_array *x = in[i];
+        if (!x->committed && !x->dev)
+            continue;
+        if (!x->dev || (d && x->dev != d)) /* committed to the host, or two devices */
+            return NULL;
+        d = x->dev;
+    }
+    return d && d->b && d->b->run_kernel && !d->err ? d : NULL;
+}
+
+/* A plan on a device (jit_device.c): found for the inputs' shapes, or made
+ * by running the function once on host copies of them (trace, compile,
+ * memory plan), then run there with the backend's kernels. */
+static cft_status run_on_device(jit_env *J, const cft_dev *d, int nin, cft_array *const *in,
+                                int nout, cft_array **out) {
+    int64_t val[CFT_DIM_MAXSYMS];
+    plan *P = NULL;
+    pthread_mutex_lock(&J->mu);
+    for (splan *S = J->cache; S && !P; S = S->next)
+        if (matches(S, nin, in, val))
+            P = find_instance(S, val);
+    if (!P || !P->runs || !P->S->compiled) {
+        cft_array *h[nin > 0 ? nin : 1], *tmp[nout > 0 ? nout : 1];
+        cft_status st = CFT_OK;
+        for (int i = 0; i < nin && st == CFT_OK; i++) {
+            h[i] = in[i]->dev ? cft__dev_to_host(in[i], "cft_jit") : in[i];
+            if (cft_failed(h[i]))
+                st = cft__fail_outs(h[i], nout, out);
+        }
+        if (st == CFT_OK)
+            st = jit_locked(J, nin, h, nout, tmp);
+        P = NULL;
+        for (splan *S = J->cache; S && !P && st == CFT_OK; S = S->next)
+            if (matches(S, nin, in, val))
+                P = find_instance(S, val);
+        if (st != CFT_OK) {
+            pthread_mutex_unlock(&J->mu);
+            for (int j = 0; j < nout; j++)
+                out[j] = tmp[j];
+            return st;
+        }
+    }
+    if (!P || !P->runs || !P->S->compiled) { /* not lowered (the function interprets) */
+        pthread_mutex_unlock(&J->mu);
+        return cft__fn_apply(J->f, in, out);
+    }
+    splan *S = P->S;
+    if (!S->cuda_src && S->loops && P->kernels)
+        S->cuda_src = cft__emit_cuda_source(P->ir, P->groups, S->loops, P->ngroups, false);
+    const char *src = P->kernels ? S->cuda_src : NULL;
+    pthread_mutex_unlock(&J->mu);
+    return cft__plan_run_on_device(d, P->ir, P->steps, P->nsteps, P->groups, src, in, out);
+}
+
 static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
     jit_env *J = envp;
     out_dest *od = next_dest; /* the lane loop's rows, for this call only */
@@ -1247,8 +1310,13 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
     bool concrete = true;
     for (int i = 0; i < nin; i++)
         concrete &= in[i]->kind == CFT_K_CONCRETE;
-    /* on a device (or committed to one): primitive by primitive through its backend */
-    if (!concrete || cft__trace_depth() > 0 || cft__dev_involved(nin, in))
+    /* on a device whose backend runs kernels: the plan there; on another
+     * device (or committed to one): primitive by primitive through its backend */
+    if (concrete && cft__trace_depth() == 0 && cft__dev_involved(nin, in)) {
+        const cft_dev *d = kernel_device(nin, in);
+        return d ? run_on_device(J, d, nin, in, nout, out) : cft__fn_apply(J->f, in, out);
+    }
+    if (!concrete || cft__trace_depth() > 0)
         return cft__fn_apply(J->f, in, out);
     if (J->lane && !J->donate) {
         int64_t size;

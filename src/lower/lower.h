@@ -65,6 +65,21 @@ cft_dtype cft__emit_var_dtype(const cft_ir *ir, int v);
 void cft__emit_chain(char **b, size_t *l, size_t *c, const cft_ir *ir, const cft_group *g,
                      char **name);
 
+/* equation q on the values in env (its outputs stored there); NULL or the error (jit.c) */
+cft_array *cft__run_eqn(const struct cft_eqn *q, cft_array **env);
+/* operand strides over the group's iteration shape (jit.c) */
+void cft__group_strides(const cft_ir *ir, const cft_group *g, cft_array *const *ops,
+                        int64_t (*st)[CFT_MAX_NDIM]);
+/* every element of a (f32 or f64) set to the reduction identity `init` */
+void cft__fill_init(cft_array *a, const char *init);
+
+/* A lowered plan run on device d (jit_device.c): its equations through
+ * the dispatch, its groups as d's kernels from cuda_src (NULL: as their
+ * equations). */
+cft_status cft__plan_run_on_device(const struct cft_dev *d, const cft_ir *ir, const cft_step *steps,
+                                   int nsteps, const cft_group *groups, const char *cuda_src,
+                                   cft_array *const *in, cft_array **out);
+
 /* CUDA C (emit_cuda.c). The prelude serves NVRTC and, with a shim that
  * runs a grid as loops, the host C++ compiler. A group's kernel is
  * `extern "C" __global__ void cft_g<id>(cft_a<id> a)`, its argument the

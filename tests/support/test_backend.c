@@ -7,9 +7,12 @@
  * and f64 runs here, as the CUDA backend runs it on cuBLAS: mapped to a
  * strided batched GEMM by src/cuda/gemm_map.h, then OpenBLAS on the
  * opened device memory, so every product of the per-primitive tests
- * checks that mapping. Other operations run on the host through
- * cft_dev_op_run_on_host, which moves the operands through this same
- * table. */
+ * checks that mapping. A jitted function's fused kernels run here too
+ * (run_kernel): their CUDA C compiled for the host (host_kernels.c) and
+ * run on the opened mappings of their operands. Other operations run on
+ * the host through cft_dev_op_run_on_host, which moves the operands
+ * through this same table. TEST_BACKEND_KERNELS=0 leaves run_kernel out
+ * (the jit then runs its plans primitive by primitive). */
 #include "test_backend.h"
 
 #include <cblas.h>
@@ -17,11 +20,13 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "cft/cft.h"
 #include "cuda/gemm_map.h"
+#include "host_kernels.h"
 
 enum { MAX_LIVE = 1 << 16 };
 
@@ -196,6 +201,31 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
     return 0;
 }
 
+static int run_kernel(void *ctx, int dev, const cft_dev_kernel *k) {
+    (void)ctx, (void)dev;
+    pthread_mutex_lock(&mu);
+    size_t sz[64];
+    char *r[64];
+    int n = k->nptrs < 64 ? k->nptrs : 64, ok = k->nptrs <= 64;
+    for (int i = 0; i < n && ok; i++) {
+        r[i] = region(k->ptrs[i], 1, &sz[i]);
+        ok = r[i] != NULL;
+    }
+    if (!ok) {
+        pthread_mutex_unlock(&mu);
+        snprintf(err, sizeof err, "test backend: %s: an operand outside device memory", k->entry);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        mprotect(r[i], sz[i], PROT_READ | PROT_WRITE);
+    int rc = host_kernel_run(k->source, k->entry, k->args, err, sizeof err);
+    for (int i = 0; i < n; i++)
+        mprotect(r[i], sz[i], PROT_NONE);
+    counts.kernels += rc == 0;
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
 static int sync_(void *ctx, int dev) {
     (void)ctx, (void)dev;
     return 0;
@@ -207,9 +237,36 @@ static const char *last_error(void *ctx) {
 }
 
 int test_backend_register(void) {
-    cft_backend b = {CFT_BACKEND_ABI, "test",  NULL, count, alloc, release,
-                     to_device,       to_host, copy, run,   sync_, last_error};
+    const char *e = getenv("TEST_BACKEND_KERNELS");
+    cft_backend b = {CFT_BACKEND_ABI,
+                     "test",
+                     NULL,
+                     count,
+                     alloc,
+                     release,
+                     to_device,
+                     to_host,
+                     copy,
+                     run,
+                     sync_,
+                     last_error,
+                     e && !strcmp(e, "0") ? NULL : run_kernel};
     return cft_register_backend(&b) == CFT_OK ? 0 : -1;
+}
+
+int test_backend_register_abi1(const char *name) {
+    /* a table as a backend built against abi 1 fills it: no run_kernel */
+    struct {
+        int abi;
+        const char *name;
+        void *ctx;
+        void *fns[9];
+    } t = {1, name, NULL, {0}};
+    void *fns[9] = {(void *)count,     (void *)alloc,   (void *)release,
+                    (void *)to_device, (void *)to_host, (void *)copy,
+                    (void *)run,       (void *)sync_,   (void *)last_error};
+    memcpy(t.fns, fns, sizeof fns);
+    return cft_register_backend((const cft_backend *)&t) == CFT_OK ? 0 : -1;
 }
 
 test_backend_counts test_backend_counts_now(void) {

@@ -5,13 +5,17 @@
 /* what went through the backend's table */
 typedef struct {
     long allocs, releases, to_device, to_host, copies, runs;
-    long gemms; /* dot_generals the backend ran itself (gemm_map.h + OpenBLAS) */
-    long dots;  /* every dot_general (the others ran on the host) */
+    long gemms;   /* dot_generals the backend ran itself (gemm_map.h + OpenBLAS) */
+    long dots;    /* every dot_general (the others ran on the host) */
+    long kernels; /* the jit's fused kernels run (run_kernel) */
     long bytes_to_device, bytes_to_host;
 } test_backend_counts;
 
 /* Registers the backend "test" (devices test:0 and test:1); 0 on success. */
 int test_backend_register(void);
+/* Registers the same backend as `name`, through a table of abi 1 (the
+ * first: it ends before run_kernel); 0 on success. */
+int test_backend_register_abi1(const char *name);
 /* The counts so far. */
 test_backend_counts test_backend_counts_now(void);
 /* Bytes allocated and not yet released. */

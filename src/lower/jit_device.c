@@ -1,0 +1,135 @@
+/* jit_device.c: a jitted function's plan run on a device whose backend
+ * runs kernels (cft_backend.run_kernel). The plan is the one the jit made
+ * on the host (same fusion groups, same recorded loop signatures); its
+ * equations go to the backend one by one through the usual dispatch
+ * (cft__run_impl), and each fused group is one of the backend's kernels:
+ * the group's CUDA C (lower/emit_cuda.c, emitted once per plan), its
+ * outputs allocated on the device (a reduction's pre-filled with its
+ * identity), and one argument struct of the operands' device pointers, the
+ * collapsed loop's dims and the operands' strides. A group whose loop
+ * differs from the recorded one at run time (a view with other strides)
+ * runs as its equations instead, as on the host. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "array/device.h"
+#include "core/error.h"
+#include "core/mem.h"
+#include "lower/lower.h"
+#include "trace/fn.h"
+#include "trace/trace.h"
+
+/* the group's equations one by one (on the device, through dispatch) */
+static cft_array *run_eqns(const cft_ir *ir, const cft_group *g, cft_array **env) {
+    cft_array *e = NULL;
+    for (int k = 0; k < g->neqn && !e; k++)
+        e = cft__run_eqn(&ir->eqns[g->eqns[k]], env);
+    return e;
+}
+
+/* the aval of var v of ir (an equation's output) */
+static const cft_aval *aval_of(const cft_ir *ir, int v) {
+    for (int q = 0; q < ir->neqn; q++)
+        for (int o = 0; o < ir->eqns[q].nout; o++)
+            if (ir->eqns[q].out[o]->id == v)
+                return &ir->eqns[q].out[o]->aval;
+    return NULL;
+}
+
+static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_group *g, int gi,
+                            const char *src, cft_array **env) {
+    int nops = g->nin + g->nout;
+    if (!src || nops > CFT_KMAX_OPS || !strchr(g->sig, ':')) /* no kernel recorded */
+        return run_eqns(ir, g, env);
+    cft_array *ops[CFT_KMAX_OPS];
+    for (int k = 0; k < g->nin; k++) {
+        cft_array *x = env[g->in[k]];
+        if (x->kind != CFT_K_CONCRETE)
+            return run_eqns(ir, g, env);
+        if (!x->dev) /* a constant, or an uncommitted host input */
+            x = cft__dev_from_host(d, x, "cft_jit");
+        else if (x->dev != d)
+            return run_eqns(ir, g, env); /* the dispatch names both devices */
+        if (cft_failed(x))
+            return x;
+        ops[k] = x;
+    }
+    const cft_eqn *red = g->reduce ? &ir->eqns[g->eqns[g->neqn - 1]] : NULL;
+    int red_out = -1;
+    for (int k = g->nin; k < nops; k++) {
+        int v = g->out[k - g->nin];
+        const cft_aval *a = aval_of(ir, v);
+        if (!a)
+            return run_eqns(ir, g, env);
+        if (red && v == red->out[0]->id) { /* pre-filled with the reduction's identity */
+            red_out = k;
+            cft_array *h = cft__alloc(a->dtype, a->shape, a->ndim);
+            if (cft_failed(h))
+                return h;
+            cft__fill_init(h, red->prim->c_init);
+            ops[k] = cft__dev_from_host(d, h, "cft_jit");
+        } else {
+            ops[k] = cft__dev_alloc(d, "cft_jit", a->dtype, a->shape, a->ndim);
+        }
+        if (cft_failed(ops[k]))
+            return ops[k];
+    }
+    int64_t st[CFT_KMAX_OPS][CFT_MAX_NDIM];
+    cft__group_strides(ir, g, ops, st);
+    cft_loop lp;
+    cft__loop_of(&g->iter, st, nops, &lp);
+    if (strcmp(lp.sig, g->sig)) /* not the loop the kernel was made for */
+        return run_eqns(ir, g, env);
+    /* the kernel's argument: struct { char *p[nops]; int64_t d[nd]; int64_t s[nops * nd]; } */
+    size_t size = sizeof(void *) * (size_t)nops + sizeof(int64_t) * (size_t)(lp.nd * (nops + 1));
+    char *args = cft__new(size);
+    void **ptrs = CFT_NEWN(void *, nops);
+    if (!args || !ptrs)
+        return cft__oom();
+    int64_t nslot = 1, *dims = (int64_t *)(args + sizeof(void *) * (size_t)nops),
+            *strides = dims + lp.nd;
+    for (int k = 0; k < nops; k++) {
+        ptrs[k] = cft__ptr(ops[k]);
+        memcpy(args + sizeof(void *) * (size_t)k, &ptrs[k], sizeof(void *));
+        for (int i = 0; i < lp.nd; i++)
+            strides[k * lp.nd + i] = lp.st[k][i];
+    }
+    for (int i = 0; i < lp.nd; i++) {
+        dims[i] = lp.dims[i];
+        if (red_out < 0 || lp.st[red_out][i] != 0)
+            nslot *= lp.dims[i];
+    }
+    char entry[32];
+    snprintf(entry, sizeof entry, "cft_g%d", gi);
+    cft_dev_kernel k = {src, entry, args, size, nslot, nops, ptrs};
+    if (cft__numel(g->iter.shape, g->iter.ndim) > 0 &&
+        d->b->run_kernel(d->b->ctx, d->index, &k) != 0)
+        return cft__dev_fail(d, "cft_jit", "running a fused kernel");
+    for (int k2 = g->nin; k2 < nops; k2++)
+        env[g->out[k2 - g->nin]] = ops[k2];
+    for (int k2 = 0; k2 < nops; k2++)
+        cft__keep(ops[k2]);
+    return NULL;
+}
+
+cft_status cft__plan_run_on_device(const cft_dev *d, const cft_ir *ir, const cft_step *steps,
+                                   int nsteps, const cft_group *groups, const char *cuda_src,
+                                   cft_array *const *in, cft_array **out) {
+    cft_array **env = CFT_NEWN(cft_array *, ir->nvars + 1);
+    if (!env)
+        return cft__fail_outs(cft__oom(), ir->nout, out);
+    for (int i = 0; i < ir->nconst; i++)
+        env[ir->constvars[i]->id] = ir->constvals[i];
+    for (int i = 0; i < ir->nin; i++)
+        env[ir->invars[i]->id] = in[i];
+    cft_array *err = NULL;
+    for (int s = 0; s < nsteps && !err; s++)
+        err = steps[s].group >= 0
+                  ? run_group(d, ir, &groups[steps[s].group], steps[s].group, cuda_src, env)
+                  : cft__run_eqn(&ir->eqns[steps[s].eqn], env);
+    if (err)
+        return cft__fail_outs(err, ir->nout, out);
+    for (int i = 0; i < ir->nout; i++)
+        out[i] = env[ir->outvars[i]->id];
+    return CFT_OK;
+}
