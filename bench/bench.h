@@ -4,11 +4,13 @@
 #ifndef CFT_BENCH_H
 #define CFT_BENCH_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cft/cft.h"
+#include "cft/device.h"
 
 /* cft_init, and the thread count of this run: --threads N on the command
  * line, else CFT_NUM_THREADS, else 1 (cft_set_num_threads). Every JSON line
@@ -56,6 +58,61 @@ static inline void timeit(work_fn w, void *arg, double *median, double *min) {
         return;
     }
     *median = m.median * 1e3, *min = m.min * 1e3;
+}
+
+/* --device NAME (cuda:0, test:0): the device this run measures on instead
+ * of its usual methods; NULL when not asked. A device that cannot be used
+ * here is said on stderr and the run exits 77 (skipped). */
+static inline const cft_dev *bench_device(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--device")) {
+            const cft_dev *d = cft_device(argv[i + 1]);
+            if (cft_device_error(d)) {
+                fprintf(stderr, "%s: %s\n", argv[i + 1], cft_error_message(cft_device_error(d)));
+                exit(77);
+            }
+            return d;
+        }
+    return NULL;
+}
+
+typedef struct {
+    cft_fn *f;
+    cft_array **in, *out[32];
+    const cft_dev *d;
+} bench_call;
+
+static void bench_call_run(void *p) {
+    bench_call *c = p;
+    cft_fn_call(c->f, c->in, c->out);
+    if (c->d) /* launches are asynchronous: the time is the device's */
+        cft_device_synchronize(c->d);
+}
+
+/* One JSON line: jitted f on d (inputs copied there once) against the same
+ * jitted f on the host in this run, with the largest difference of the
+ * outputs. config is the line's config object's body. */
+static inline void bench_on_device(const char *bench, const char *config, const char *method,
+                                   cft_fn *f, int nin, cft_array **in, int nout, const cft_dev *d) {
+    cft_array *din[32];
+    for (int i = 0; i < nin && i < 32; i++)
+        din[i] = cft_device_put(in[i], d);
+    bench_call h = {cft_jit(f), in, {0}, NULL}, g = {cft_jit(f), din, {0}, d};
+    double hm, hmin, dm, dmin;
+    timeit(bench_call_run, &h, &hm, &hmin);
+    timeit(bench_call_run, &g, &dm, &dmin);
+    double diff = 0;
+    for (int k = 0; k < nout && k < 32; k++) {
+        double e = cft_max_abs_diff(g.out[k], h.out[k]);
+        diff = e > diff ? e : diff;
+    }
+    printf("{\"bench\": \"%s\", \"config\": {%s}, \"method\": \"%s\", \"device\": \"%s\", "
+           "\"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": %d, \"baseline\": \"%s on the "
+           "host\", \"baseline_median_ms\": %.4f, \"ratio_to_baseline\": %.3f, "
+           "\"max_abs_diff\": %.3g}\n",
+           bench, config, method, cft_device_name(d), dm, dmin, bench_nthreads, method, hm, dm / hm,
+           diff);
+    fflush(stdout);
 }
 
 #endif

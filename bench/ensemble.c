@@ -173,6 +173,21 @@ int main(int argc, char **argv) {
     cft_fn *f_fwd = cft_fn_new(fwd, NULL, NP + 1, 1);
     cft_fn *f_vg =
         cft_value_and_grad(cft_fn_new(loss, NULL, NP + 2, 1), (int[]){0, 1, 2, 3}, NP, false);
+    const cft_dev *dev = bench_device(argc, argv);
+    for (int diff = 0; diff < 2 && dev; diff++) { /* --device: the jitted vmap's fwd+bwd there */
+        int in_axes[NP + 2] = {0, 0, 0, 0, diff ? 0 : CFT_NOT_BATCHED, diff ? 0 : CFT_NOT_BATCHED};
+        cft_array *in[NP + 2];
+        memcpy(in, stacked, sizeof stacked);
+        in[NP] = diff ? xk : cft_index(xk, 0);
+        in[NP + 1] = diff ? yk : cft_index(yk, 0);
+        char cfg[96];
+        snprintf(cfg, sizeof cfg, "\"K\": %d, \"B\": %d, \"data\": \"%s\", \"pass\": \"fwd_bwd\"",
+                 K, B, diff ? "diff" : "same");
+        bench_on_device("ensemble", cfg, "cft_jit_vmap", cft_vmap(f_vg, in_axes, NULL), NP + 2, in,
+                        NP + 1, dev);
+    }
+    if (dev)
+        return 0;
     for (int diff = 0; diff < 2; diff++) {
         for (int bwd = 0; bwd < 2; bwd++) {
             const char *data = diff ? "diff" : "same", *pass = bwd ? "fwd_bwd" : "fwd";

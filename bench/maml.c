@@ -105,6 +105,26 @@ int main(int argc, char **argv) {
     int argnums[NP] = {0, 1, 2, 3, 4, 5};
     cft_fn *adam_fn = cft_fn_new(adam, NULL, 4 * NP + 2, 3 * NP);
     int inners[2] = {5, 1}, Ts[3] = {5, 25, 100};
+    const cft_dev *dev = bench_device(argc, argv);
+    for (int a = 0; a < 2 && dev; a++) /* --device: the jitted meta-step there, T = 100 */ {
+        static cft_array *state[3 * NP + 6];
+        for (int l = 0; l < NP; l++) {
+            state[l] = params[l];
+            state[NP + l] = state[2 * NP + l] = cft_zeros_like(params[l]);
+        }
+        state[3 * NP] = cft_scalar(1 / (1 - BETA1), CFT_F32);
+        state[3 * NP + 1] = cft_scalar(1 / (1 - BETA2), CFT_F32);
+        make_tasks(100, 7, state + 3 * NP + 2);
+        cft_fn *meta = cft_fn_new(maml_objective, per_task_losses(inners[a], false), NP + 4, 1);
+        char cfg[64];
+        snprintf(cfg, sizeof cfg, "\"T\": 100, \"n_inner\": %d, \"K\": %d", inners[a], KS);
+        bench_on_device("maml", cfg, "cft_jit_vmap",
+                        cft_fn_new(adam_step, cft_value_and_grad(meta, argnums, NP, false),
+                                   3 * NP + 6, 3 * NP + 1),
+                        3 * NP + 6, state, 3 * NP + 1, dev);
+    }
+    if (dev)
+        return 0;
     for (int a = 0; a < 2; a++) {
         int n = inners[a];
         for (int b = 0; b < 3; b++) {

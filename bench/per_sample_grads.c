@@ -229,6 +229,22 @@ int main(int argc, char **argv) {
                       0,
                       0};
     int Bs[3] = {64, 256, 1024};
+    const cft_dev *dev = bench_device(argc, argv);
+    for (int k = 0; k < 3 && dev; k++) { /* --device: the jitted vmap(grad) there */
+        int B = Bs[k];
+        cft_array *in[8], *xs = cft_from_f32(d.x, (int64_t[]){d.n, 64}, 2);
+        memcpy(in, params, sizeof(cft_array *) * MLP_NPARAMS);
+        int64_t lo[2] = {0, 0}, hi[2] = {B < d.n ? B : d.n, 64};
+        in[6] = cft_slice(xs, lo, hi, NULL);
+        in[7] = cft_slice(cft_from_i32(d.y, (int64_t[]){d.n}, 1), lo, hi, NULL);
+        char cfg[64];
+        snprintf(cfg, sizeof cfg, "\"model\": \"mlp\", \"B\": %lld", (long long)hi[0]);
+        bench_on_device("per_sample_grads", cfg, "cft_jit_vmap_grad",
+                        cft_vmap(cft_grad(loss, argnums, MLP_NPARAMS), in_axes, NULL), 8, in,
+                        MLP_NPARAMS, dev);
+    }
+    if (dev)
+        return 0;
     for (int k = 0; k < 3; k++) {
         int B = Bs[k];
         float *x = malloc(sizeof(float) * 64 * (size_t)B);
