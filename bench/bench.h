@@ -13,18 +13,18 @@
 #include "cft/device.h"
 
 /* cft_init, and the thread count of this run: --threads N on the command
- * line, else CFT_NUM_THREADS, else 1 (cft_set_num_threads). Every JSON line
- * carries it as "threads". */
+ * line, else cft's default (CFT_NUM_THREADS, else the cores this process
+ * may use). Every JSON line carries it as "threads". */
 static int bench_nthreads = 1;
 static inline int bench_threads(int argc, char **argv) {
     cft_init();
-    const char *s = getenv("CFT_NUM_THREADS");
+    const char *s = NULL;
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--threads"))
             s = argv[i + 1];
-    int n = s ? atoi(s) : 1;
-    bench_nthreads = n > 0 ? n : 1;
-    cft_set_num_threads(bench_nthreads);
+    if (s)
+        cft_set_num_threads(atoi(s) > 0 ? atoi(s) : 1);
+    bench_nthreads = cft_get_num_threads();
     return bench_nthreads;
 }
 

@@ -12,9 +12,18 @@
  * since a kernel's parallel and serial loops are compiled apart and may
  * contract a*b+c into an FMA differently (a few ulps), while a race or a
  * wrong block gives errors of order 1. Also: user threads calling a jitted
- * function at once while it uses several threads itself. */
+ * function at once while it uses several threads itself; a child forked
+ * after a parallel region (it computes on one thread: libgomp's team is
+ * not in the child); the default thread count (the cores the process may
+ * use) and CFT_NUM_THREADS. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cft/cft.h"
 #include "check.h"
@@ -104,7 +113,42 @@ static void *call_many(void *arg) {
     return NULL;
 }
 
+/* the cores this process may run on (its affinity mask) */
+static int sysconf_cores(void) {
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+/* cft_get_num_threads() in a child started afresh (exec of this test with
+ * --threads-child), CFT_NUM_THREADS set to env or unset */
+static int default_threads_in_child(const char *env) {
+    int fd[2];
+    if (pipe(fd))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        if (env)
+            setenv("CFT_NUM_THREADS", env, 1);
+        else
+            unsetenv("CFT_NUM_THREADS");
+        execl("/proc/self/exe", "test_parallel", "--threads-child", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char buf[32] = {0};
+    ssize_t n = read(fd[0], buf, sizeof buf - 1);
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return n > 0 ? atoi(buf) : -1;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--threads-child")) {
+        printf("%d\n", cft_get_num_threads());
+        return 0;
+    }
     check_init(argc, argv);
     /* many products: shared out by batch element */
     check_bmm("batched", CFT_F32, 64, 32, 48, 40, false);
@@ -192,6 +236,35 @@ int main(int argc, char **argv) {
             CHECK_EQ(ws[i].bad, 0);
         }
         cft_set_num_threads(1);
+    }
+
+    TEST("a child forked after a parallel region computes (on one thread), never hangs") {
+        cft_array *a = randn(8, CFT_F32, (int64_t[]){100, 40, 40}, 3),
+                  *b = randn(9, CFT_F32, (int64_t[]){100, 40, 40}, 3);
+        cft_fn *f = cft_jit(cft_fn_new(kernels_fn, NULL, 2, 2));
+        cft_array *want[2], *got[2];
+        cft_set_num_threads(2);
+        CHECK_EQ(cft_fn_call(f, (cft_array *[]){a, b}, want), CFT_OK);
+        CHECK_EQ(cft_fn_call(f, (cft_array *[]){a, b}, want), CFT_OK); /* the team exists */
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(60); /* a hang fails the test instead of the ctest timeout */
+            bool ok = cft_get_num_threads() == 1 &&
+                      cft_fn_call(f, (cft_array *[]){a, b}, got) == CFT_OK &&
+                      cft_allclose(got[1], want[1], 0, 0, false) &&
+                      cft_allclose(got[0], want[0], 1e-6, 1e-7, false);
+            _exit(ok ? 0 : 3);
+        }
+        int status = -1;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+        cft_set_num_threads(1);
+    }
+
+    TEST("the default is the cores this process may use; CFT_NUM_THREADS overrides it") {
+        /* a fresh process for each: the default is read once */
+        CHECK_EQ(default_threads_in_child(NULL), sysconf_cores());
+        CHECK_EQ(default_threads_in_child("3"), 3);
     }
 
     TEST("the thread count is clamped to at least one") {

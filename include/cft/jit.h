@@ -83,8 +83,10 @@ cft_status cft_jit_to_dot(cft_fn *jitted, FILE *f);
  *  cut into blocks) and convolutions (by sample chunks), all on one OpenMP
  *  team; OpenBLAS itself stays at one thread so that two pools never
  *  compete for cores. Default: CFT_NUM_THREADS from the environment, else
- *  1. Values below 1 mean 1. With several processes per machine (mpirun),
- *  give each at most cores / processes. */
+ *  the cores this process may run on (its affinity mask); under
+ *  cft_dist_init, those cores divided by the ranks on the machine. Values
+ *  below 1 mean 1. A forked child runs on one thread. A program that calls
+ *  cft from several threads of its own at once may want 1 here. */
 void cft_set_num_threads(int n);
 /** The current thread count for kernels. */
 int cft_get_num_threads(void);

@@ -9,21 +9,36 @@
 #include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 /* Work (flops or bytes) below which one thread is faster than waking the
  * team: a fork/join costs a few microseconds. */
 #define PAR_MIN_WORK (1 << 18)
 
-static _Atomic int nthreads = 0; /* 0: not yet read from the environment */
+static _Atomic int nthreads = 0;    /* 0: not yet read from the environment */
+static _Atomic bool chosen = false; /* set by CFT_NUM_THREADS or cft_set_num_threads */
+
+/* A forked child has none of the parent's OpenMP threads, and libgomp
+ * would wait for them at its first parallel region: the child runs on one
+ * thread (as PyTorch does after fork). */
+static void after_fork_in_child(void) {
+    atomic_store(&chosen, true);
+    atomic_store(&nthreads, 1);
+}
 
 static void pin_blas(void) {
     openblas_set_num_threads(1);
+    pthread_atfork(NULL, NULL, after_fork_in_child);
 }
 
+/* CFT_NUM_THREADS, else the cores this process may run on (its affinity
+ * mask, as omp_get_num_procs reads it) */
 static int env_threads(void) {
     const char *s = getenv("CFT_NUM_THREADS");
-    int n = s ? atoi(s) : 1;
+    if (s && *s)
+        atomic_store(&chosen, true);
+    int n = s && *s ? atoi(s) : omp_get_num_procs();
     return n > 0 ? (n > 1024 ? 1024 : n) : 1;
 }
 
@@ -41,7 +56,17 @@ int cft__num_threads(void) {
 
 void cft__set_num_threads(int n) {
     cft__num_threads(); /* OpenBLAS pinned before anything runs */
+    atomic_store(&chosen, true);
     atomic_store(&nthreads, n < 1 ? 1 : (n > 1024 ? 1024 : n));
+}
+
+void cft__share_cores(int processes) {
+    if (processes < 1 || atomic_load(&chosen))
+        return;
+    int n = omp_get_num_procs() / processes;
+    cft__num_threads();
+    if (!atomic_load(&chosen)) /* CFT_NUM_THREADS, read just now, wins */
+        atomic_store(&nthreads, n < 1 ? 1 : n);
 }
 
 int cft__par_threads(int64_t n, double work_per_item) {

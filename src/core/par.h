@@ -8,9 +8,14 @@
 
 #include <stdint.h>
 
-/* The thread count set by cft_set_num_threads (or CFT_NUM_THREADS). */
+/* The thread count: set by cft_set_num_threads, else CFT_NUM_THREADS,
+ * else the cores this process may run on. */
 int cft__num_threads(void);
 void cft__set_num_threads(int n);
+/* `processes` processes share this machine's cores (MPI ranks on one
+ * node): the default becomes cores / processes, unless a count was chosen
+ * (cft_set_num_threads, CFT_NUM_THREADS). */
+void cft__share_cores(int processes);
 
 /* body(ctx, lo, hi) for consecutive ranges covering [0, n), one range per
  * thread, on up to cft__num_threads() threads; serially when the total

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/par.h"
 #include "core/mem.h"
 #include "dist/dist.h"
 
@@ -141,6 +142,16 @@ cft_status cft_dist_init(int *argc, char ***argv) {
     MPI_Comm dup;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    /* the ranks on this machine share its cores: each gets cores / ranks
+     * threads, unless a count was chosen (cft_set_num_threads, CFT_NUM_THREADS) */
+    MPI_Comm node;
+    int local = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+    }
+    cft__share_cores(local);
     MPI_Comm_dup(MPI_COMM_WORLD, &dup); /* cft's own traffic never meets the user's */
     MPI_Comm mk;
     MPI_Comm_dup(MPI_COMM_WORLD, &mk);

@@ -3,7 +3,9 @@
  * against what each rank can compute alone. Rank r holds x_r = r + 1 + k/8
  * (k the element index), so every reduction has a closed form. Exact
  * comparisons: the sums are of small dyadic numbers, exact in f32. */
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -30,6 +32,14 @@ int main(int argc, char **argv) {
     const int64_t sh[2] = {3, 4};
     static const cft_dtype dts[] = {CFT_F32, CFT_F64, CFT_I32, CFT_I64, CFT_F16, CFT_BF16, CFT_C64};
 
+    TEST("rank %d of %d: the ranks of one machine share its cores (threads = cores / ranks)", rank,
+         size) {
+        cpu_set_t set;
+        int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+        int want = cores / size > 0 ? cores / size : 1; /* ctest starts every rank here */
+        if (!getenv("CFT_NUM_THREADS"))
+            CHECK_EQ(cft_get_num_threads(), want);
+    }
     TEST("rank %d of %d: all_reduce sum, mean, max, min, prod in every dtype", rank, size) {
         for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
             cft_dtype dt = dts[i];
