@@ -212,6 +212,33 @@ int main(int argc, char **argv) {
             CHECK_MSG(c1.kernels - c0.kernels >= 1, "%ld kernels", c1.kernels - c0.kernels);
         }
     }
+    TEST("a backend asking for eager kernels: eager ops and grad run as kernels there") {
+        CHECK_EQ(test_backend_register_as("eager", CFT_BACKEND_EAGER_KERNELS), 0);
+        const cft_dev *ed = cft_device("eager:0");
+        CHECK(cft_device_error(ed) == NULL);
+        cft_array *a = rnd(11, (int64_t[]){8, 16}, 2), *b = rnd(12, (int64_t[]){8, 16}, 2);
+        cft_array *ad = cft_device_put(a, ed), *bd = cft_device_put(b, ed);
+        for (int round = 0; round < 2; round++) { /* the second: each op compiled already */
+            test_backend_counts c0 = test_backend_counts_now();
+            cft_array *h = cft_sum(cft_mul(cft_tanh(cft_add(a, b)), a), (int[]){1}, 1, false),
+                      *g = cft_sum(cft_mul(cft_tanh(cft_add(ad, bd)), ad), (int[]){1}, 1, false);
+            test_backend_counts c1 = test_backend_counts_now();
+            CHECK(on(g, "eager:0"));
+            CHECK_ARRAY_CLOSE(g, h, 1e-6, 1e-6);
+            CHECK_MSG(c1.kernels - c0.kernels >= 4, "%ld kernels for 4 ops",
+                      c1.kernels - c0.kernels);
+        }
+        cft_array *wd = cft_device_put(in[0], ed), *gin[4] = {wd, in[1], in[2], in[3]};
+        cft_fn *gf = cft_grad(f, (int[]){0}, 1);
+        cft_array *want[1], *got[1];
+        CHECK_EQ(cft_fn_call(gf, in, want), CFT_OK);
+        test_backend_counts c0 = test_backend_counts_now();
+        CHECK_EQ(cft_fn_call(gf, gin, got), CFT_OK);
+        test_backend_counts c1 = test_backend_counts_now();
+        CHECK(on(got[0], "eager:0"));
+        CHECK_ARRAY_CLOSE(got[0], want[0], 1e-6, 1e-6);
+        CHECK(c1.kernels - c0.kernels > 0);
+    }
     TEST("a backend of abi 1 (no run_kernel): the jit runs there primitive by primitive") {
         /* the test backend's table, as a table of the first abi */
         CHECK_EQ(test_backend_register_abi1("old"), 0);

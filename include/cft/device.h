@@ -100,7 +100,14 @@ typedef struct cft_backend {
     /* abi 2, optional (NULL: cft_jit runs its plans on this backend one
      * primitive at a time): run one of the jit's fused kernels */
     int (*run_kernel)(void *ctx, int dev, const cft_dev_kernel *k);
+    /* abi 2: CFT_BACKEND_* flags */
+    unsigned flags;
 } cft_backend;
+
+/* cft_backend.flags: eager elementwise operations and reductions run as
+ * kernels too (each compiled once, as a one-operation jitted function),
+ * not through run */
+#define CFT_BACKEND_EAGER_KERNELS 1u
 
 /** Registers a backend (the table is copied; its ctx must outlive the
  *  program). CFT_E_ARG for a bad table, a wrong abi or a name taken. */

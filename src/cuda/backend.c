@@ -7,10 +7,10 @@
  * never a crash or a link failure. Memory is the driver's (cuMemAlloc on
  * each device's primary context), copies are cuMemcpy*, dot_general runs
  * on cuBLAS (blas.c) where it maps to a strided batched GEMM, a jitted
- * function's fused groups run as NVRTC-compiled kernels (nvrtc.c,
- * run_kernel), and the other operations run on the host through
- * cft_dev_op_run_on_host. Written against the driver API of CUDA 13; not
- * yet run on a GPU. */
+ * function's fused groups, and eager elementwise operations and
+ * reductions, run as NVRTC-compiled kernels (nvrtc.c, run_kernel), and the
+ * other operations run on the host through cft_dev_op_run_on_host. Written against the driver API
+ * of CUDA 13; not yet run on a GPU. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -182,8 +182,19 @@ static const char *last_error(void *ctx) {
  * backend uses (array/device_plugin.h) */
 __attribute__((visibility("default"))) int cft_cuda_backend_register(const cft_plugin_core *core) {
     cft_cuda_core = core;
-    cft_backend b = {CFT_BACKEND_ABI, "cuda",  NULL, device_count, alloc,       release,
-                     to_device,       to_host, copy, run,          synchronize, last_error,
-                     run_kernel};
+    cft_backend b = {CFT_BACKEND_ABI,
+                     "cuda",
+                     NULL,
+                     device_count,
+                     alloc,
+                     release,
+                     to_device,
+                     to_host,
+                     copy,
+                     run,
+                     synchronize,
+                     last_error,
+                     run_kernel,
+                     CFT_BACKEND_EAGER_KERNELS};
     return core->register_backend(&b) == CFT_OK ? 0 : -1;
 }

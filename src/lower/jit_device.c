@@ -9,10 +9,13 @@
  * collapsed loop's dims and the operands' strides. A group whose loop
  * differs from the recorded one at run time (a view with other strides)
  * runs as its equations instead, as on the host. */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "array/device.h"
+#include "cft/jit.h"
 #include "core/error.h"
 #include "core/mem.h"
 #include "lower/lower.h"
@@ -132,4 +135,51 @@ cft_status cft__plan_run_on_device(const cft_dev *d, const cft_ir *ir, const cft
     for (int i = 0; i < ir->nout; i++)
         out[i] = env[ir->outvars[i]->id];
     return CFT_OK;
+}
+
+/* ---- eager operations as kernels (CFT_BACKEND_EAGER_KERNELS) ---- */
+
+/* one primitive with its parameters, jitted once */
+typedef struct eager_op {
+    const cft_prim *p;
+    cft_params par;
+    int nin, nout;
+    cft_fn *jit;
+    struct eager_op *next;
+} eager_op;
+static eager_op *eager_ops; /* static root: the GC sees it */
+static pthread_mutex_t eager_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local bool in_eager;
+
+static cft_status eager_body(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    const eager_op *o = env;
+    cft_array *e = cft__bind(o->p, &o->par, nin, in, nout, out);
+    return e ? cft__fail_outs(e, nout, out) : CFT_OK;
+}
+
+static int eager_kernel(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
+                        int nout, cft_array **out) {
+    if (in_eager) /* the plan's own step of this operation: the backend runs it */
+        return 0;
+    pthread_mutex_lock(&eager_mu);
+    eager_op *o = eager_ops;
+    while (o && !(o->p == p && o->nin == nin && !memcmp(&o->par, par, sizeof *par)))
+        o = o->next;
+    if (!o && (o = CFT_NEW(eager_op))) {
+        o->p = p, o->par = *par, o->nin = nin, o->nout = nout;
+        o->jit = cft_jit(cft_fn_new(eager_body, o, nin, nout));
+        o->next = eager_ops;
+        eager_ops = o;
+    }
+    pthread_mutex_unlock(&eager_mu);
+    if (!o)
+        return 0;
+    in_eager = true;
+    cft_status st = cft_fn_call(o->jit, in, out);
+    in_eager = false;
+    return st == CFT_OK ? 1 : -1;
+}
+
+__attribute__((constructor)) static void register_eager(void) {
+    cft__dev_set_eager(eager_kernel);
 }

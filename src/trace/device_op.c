@@ -6,6 +6,7 @@
  * computes them. cft_dev_op_run_on_host is the fallback a backend may
  * call for an operation it lacks: operands out with to_host, the host
  * implementation, results in with to_device. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +24,12 @@ struct cft_dev_op {
     cft_array *const *in;
     cft_array **out;
 };
+
+static _Atomic cft_dev_eager_fn eager_hook;
+
+void cft__dev_set_eager(cft_dev_eager_fn f) {
+    atomic_store(&eager_hook, f);
+}
 
 bool cft__dev_involved(int nin, cft_array *const *in) {
     for (int i = 0; i < nin; i++)
@@ -169,6 +176,14 @@ cft_array *cft__dev_run(const cft_prim *p, const cft_params *par, int nin, cft_a
         if (cft_failed(x))
             return x;
         din[i] = x;
+    }
+    /* a fusable primitive on a backend that asks for eager kernels */
+    cft_dev_eager_fn eager = atomic_load(&eager_hook);
+    if (eager && d->b->run_kernel && (d->b->flags & CFT_BACKEND_EAGER_KERNELS) &&
+        (p->flags & (CFT_PRIM_ELEMENTWISE | CFT_PRIM_REDUCTION)) && p->c_expr) {
+        int done = eager(p, par, nin, din, nout, out);
+        if (done)
+            return done > 0 ? NULL : out[0];
     }
     for (int j = 0; j < nout; j++) {
         out[j] = cft__dev_alloc(d, p->name, oav[j].dtype, oav[j].shape, oav[j].ndim);

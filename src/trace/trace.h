@@ -70,6 +70,13 @@ cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_
 bool cft__dev_involved(int nin, cft_array *const *in);
 cft_array *cft__dev_run(const cft_prim *p, const cft_params *par, int nin, cft_array *const *in,
                         int nout, const cft_aval *out_avals, cft_array **out);
+/* Eager kernels on a device (the backend's CFT_BACKEND_EAGER_KERNELS): the
+ * lowering registers how (lower/jit_device.c: a one-operation jitted
+ * function). It returns 1 with out set, -1 with an error in out[0], or 0
+ * to decline (the backend's run then runs the operation). */
+typedef int (*cft_dev_eager_fn)(const cft_prim *p, const cft_params *par, int nin,
+                                cft_array *const *in, int nout, cft_array **out);
+void cft__dev_set_eager(cft_dev_eager_fn f);
 /* Abstract evaluation only: check and compute output avals. */
 cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin, const cft_aval *in,
                               cft_aval *out);

@@ -237,20 +237,17 @@ static const char *last_error(void *ctx) {
 }
 
 int test_backend_register(void) {
+    return test_backend_register_as("test", 0);
+}
+
+int test_backend_register_as(const char *name, unsigned flags) {
     const char *e = getenv("TEST_BACKEND_KERNELS");
-    cft_backend b = {CFT_BACKEND_ABI,
-                     "test",
-                     NULL,
-                     count,
-                     alloc,
-                     release,
-                     to_device,
-                     to_host,
-                     copy,
-                     run,
-                     sync_,
-                     last_error,
-                     e && !strcmp(e, "0") ? NULL : run_kernel};
+    cft_backend b = {0};
+    b.abi = CFT_BACKEND_ABI, b.name = name, b.device_count = count, b.alloc = alloc;
+    b.release = release, b.to_device = to_device, b.to_host = to_host, b.copy = copy;
+    b.run = run, b.synchronize = sync_, b.last_error = last_error;
+    b.run_kernel = e && !strcmp(e, "0") ? NULL : run_kernel;
+    b.flags = flags;
     return cft_register_backend(&b) == CFT_OK ? 0 : -1;
 }
 

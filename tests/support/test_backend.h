@@ -13,6 +13,8 @@ typedef struct {
 
 /* Registers the backend "test" (devices test:0 and test:1); 0 on success. */
 int test_backend_register(void);
+/* Registers the same backend as `name` with these CFT_BACKEND_* flags. */
+int test_backend_register_as(const char *name, unsigned flags);
 /* Registers the same backend as `name`, through a table of abi 1 (the
  * first: it ends before run_kernel); 0 on success. */
 int test_backend_register_abi1(const char *name);
