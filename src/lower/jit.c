@@ -234,61 +234,6 @@ static cft_ir *simplify(const cft_ir *ir) {
 
 /* ---- running steps ---- */
 
-cft_array *cft__run_eqn(const cft_eqn *q, cft_array **env) {
-    cft_array *args[q->nin > 0 ? q->nin : 1], *res[q->nout];
-    for (int i = 0; i < q->nin; i++)
-        args[i] = env[q->in[i]->id];
-    cft_aval oav[q->nout];
-    for (int o = 0; o < q->nout; o++)
-        oav[o] = q->out[o]->aval;
-    cft_array *e = cft__run_impl(q->prim, &q->params, q->nin, args, q->nout, oav, res);
-    if (e)
-        return e;
-    for (int o = 0; o < q->nout; o++)
-        env[q->out[o]->id] = res[o];
-    return NULL;
-}
-
-/* operand strides over the group's iteration shape */
-void cft__group_strides(const cft_ir *ir, const cft_group *g, cft_array *const *ops,
-                        int64_t (*st)[CFT_MAX_NDIM]) {
-    const cft_aval *it = &g->iter;
-    int64_t rm[CFT_MAX_NDIM];
-    cft__row_major(it->shape, it->ndim, rm);
-    const cft_eqn *red = g->reduce ? &ir->eqns[g->eqns[g->neqn - 1]] : NULL;
-    for (int k = 0; k < g->nin + g->nout; k++) {
-        if (k < g->nin) {
-            memcpy(st[k], ops[k]->strides, sizeof(int64_t) * (size_t)it->ndim);
-        } else if (red && g->out[k - g->nin] == red->out[0]->id) {
-            bool r[CFT_MAX_NDIM] = {0};
-            for (int i = 0; i < red->params.n[0]; i++)
-                r[red->params.v[0][i]] = true;
-            int64_t s = 1;
-            for (int d = it->ndim - 1; d >= 0; d--) {
-                st[k][d] = r[d] ? 0 : s;
-                if (!r[d])
-                    s *= it->shape[d];
-            }
-        } else {
-            memcpy(st[k], rm, sizeof rm);
-        }
-    }
-}
-
-void cft__fill_init(cft_array *a, const char *init) {
-    double v = strtod(init, NULL);
-    int64_t n = cft__numel(a->aval.shape, a->aval.ndim);
-    if (a->aval.dtype == CFT_F32) {
-        float *p = cft__ptr(a);
-        for (int64_t i = 0; i < n; i++)
-            p[i] = (float)v;
-    } else {
-        double *p = cft__ptr(a);
-        for (int64_t i = 0; i < n; i++)
-            p[i] = v;
-    }
-}
-
 /* The donation of the call being executed (set by jit_cb around it; the
  * step being run is set by execute): an output may be written into a
  * donated input's buffer when nothing reads that input (or a view of it)

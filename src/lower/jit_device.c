@@ -8,7 +8,8 @@
  * identity), and one argument struct of the operands' device pointers, the
  * collapsed loop's dims and the operands' strides. A group whose loop
  * differs from the recorded one at run time (a view with other strides)
- * runs as its equations instead, as on the host. */
+ * runs as its equations instead, as on the host. Also here: eager
+ * operations as kernels (the end of the file). */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -137,7 +138,14 @@ cft_status cft__plan_run_on_device(const cft_dev *d, const cft_ir *ir, const cft
     return CFT_OK;
 }
 
-/* ---- eager operations as kernels (CFT_BACKEND_EAGER_KERNELS) ---- */
+/* ---- eager operations as kernels (CFT_BACKEND_EAGER_KERNELS) ----
+ * The dispatch (trace/device_op.c) hands an eager elementwise operation or
+ * reduction on such a device to the hook registered here (the constructor
+ * sits in this file, which every program with cft_jit links), which keeps
+ * one jitted one-operation function per (primitive, parameters) and calls
+ * it on the device inputs: its plan runs on the device, the operation as
+ * one kernel. A thread-local flag sends the plan's own non-fused steps
+ * back to the backend's run, so nothing recurses. */
 
 /* one primitive with its parameters, jitted once */
 typedef struct eager_op {
