@@ -1722,8 +1722,9 @@ static int device_run(const char *name) {
         TEST("dot_general as a strided batched GEMM on %s (cuda/gemm_map.h)", name) {
             test_backend_counts c = test_backend_counts_now();
             printf("  %ld of %ld dot_generals (%ld operations) ran as the backend's GEMMs; %ld "
-                   "fused kernels ran there\n",
-                   c.gemms, c.dots, c.runs, c.kernels);
+                   "fused kernels and %ld ffts ran there\n",
+                   c.gemms, c.dots, c.runs, c.kernels, c.ffts);
+            CHECK_MSG(c.ffts >= 8, "%ld ffts", c.ffts);
             CHECK_MSG(c.gemms >= 40, "%ld GEMMs", c.gemms);
         }
     return check_summary();

@@ -143,7 +143,8 @@ int cft_dev_op_nin(const cft_dev_op *op);
 int cft_dev_op_nout(const cft_dev_op *op);
 /** The operation's integer parameter `name`, as the IR prints it
  *  ("lc", "rc", "lb", "rb" for dot_general, "axes" for the reductions,
- *  ...): up to cap values written to vals; returns how many it has, or -1
+ *  "fft_type", "fft_lengths", "scale" for fft; a scalar's leading '#' may
+ *  be left out): up to cap values written to vals; returns how many it has, or -1
  *  when the primitive has no parameter of that name. For backends that
  *  run an operation themselves (a GEMM library for dot_general). */
 int cft_dev_op_param(const cft_dev_op *op, const char *name, int64_t *vals, int cap);

@@ -6,7 +6,8 @@
  * is opened at run time, and its absence is the error "no CUDA driver",
  * never a crash or a link failure. Memory is the driver's (cuMemAlloc on
  * each device's primary context), copies are cuMemcpy*, dot_general runs
- * on cuBLAS (blas.c) where it maps to a strided batched GEMM, a jitted
+ * on cuBLAS (blas.c) where it maps to a strided batched GEMM, fft on cuFFT
+ * (fft.c), a jitted
  * function's fused groups, and eager elementwise operations and
  * reductions, run as NVRTC-compiled kernels (nvrtc.c, run_kernel), and the
  * other operations run on the host through cft_dev_op_run_on_host. Written against the driver API
@@ -154,6 +155,8 @@ static int copy(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
 static int run(void *ctx, int dev, const cft_dev_op *op) {
     (void)ctx;
     int done = cft_cuda_gemm(dev, op);
+    if (!done)
+        done = cft_cuda_fft(dev, op);
     if (done)
         return done > 0 ? 0 : -1;
     if (cft_cuda_core->run_on_host(op) != CFT_OK) {

@@ -50,6 +50,8 @@ const char *cft_cuda_message(void);
 /* dot_general on cuBLAS (blas.c): 1 done, 0 when cuBLAS does not apply
  * (the caller runs it another way), -1 failed with the error set */
 int cft_cuda_gemm(int dev, const cft_dev_op *op);
+/* fft on cuFFT (fft.c): the same convention */
+int cft_cuda_fft(int dev, const cft_dev_op *op);
 
 /* CUDA C compiled by NVRTC for sm_<major><minor>, through cft's private
  * cache (nvrtc.c): the CUBIN (malloc'd) and its size; *hit says whether

@@ -58,7 +58,9 @@ int cft_dev_op_param(const cft_dev_op *op, const char *name, int64_t *vals, int 
     if (!op || !name)
         return -1;
     for (int k = 0; k < CFT_NPARAM; k++)
-        if (op->p->pnames[k] && !strcmp(op->p->pnames[k], name)) {
+        if (op->p->pnames[k] &&
+            (!strcmp(op->p->pnames[k], name) ||
+             (op->p->pnames[k][0] == '#' && !strcmp(op->p->pnames[k] + 1, name)))) {
             int n = op->par->n[k];
             for (int i = 0; i < n && i < cap && vals; i++)
                 vals[i] = op->par->v[k][i];

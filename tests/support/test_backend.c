@@ -7,7 +7,9 @@
  * and f64 runs here, as the CUDA backend runs it on cuBLAS: mapped to a
  * strided batched GEMM by src/cuda/gemm_map.h, then OpenBLAS on the
  * opened device memory, so every product of the per-primitive tests
- * checks that mapping. A jitted function's fused kernels run here too
+ * checks that mapping; fft likewise runs as the batched transform of
+ * src/cuda/fft_map.h (what the CUDA backend gives cuFFT) with FFTW. A
+ * jitted function's fused kernels run here too
  * (run_kernel): their CUDA C compiled for the host (host_kernels.c) and
  * run on the opened mappings of their operands. Other operations run on
  * the host through cft_dev_op_run_on_host, which moves the operands
@@ -16,6 +18,7 @@
 #include "test_backend.h"
 
 #include <cblas.h>
+#include <fftw3.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -25,6 +28,7 @@
 #include <sys/mman.h>
 
 #include "cft/cft.h"
+#include "cuda/fft_map.h"
 #include "cuda/gemm_map.h"
 #include "host_kernels.h"
 
@@ -187,12 +191,72 @@ static bool gemm(const cft_dev_op *op) {
     return true;
 }
 
+/* fft as the mapped batched transform (cuda/fft_map.h), with FFTW on the
+ * opened mappings; false when the mapping does not apply */
+static bool fft(const cft_dev_op *op) {
+    static const cft_dev_op_api api = {cft_dev_op_name, cft_dev_op_nin, cft_dev_op_in,
+                                       cft_dev_op_out, cft_dev_op_param};
+    cft_fft_desc d;
+    if (!cft_fft_map_op(&api, op, &d))
+        return false;
+    cft_dev_buf x = cft_dev_op_in(op, 0), y = cft_dev_op_out(op, 0);
+    pthread_mutex_lock(&mu);
+    size_t sx = 0, sy = 0;
+    char *rx = region(x.ptr, x.bytes, &sx), *ry = region(y.ptr, y.bytes, &sy);
+    void *tmp = malloc(x.bytes ? x.bytes : 1); /* c2r overwrites its input */
+    if (!rx || !ry || !tmp) {
+        pthread_mutex_unlock(&mu);
+        free(tmp);
+        return false;
+    }
+    mprotect(rx, sx, PROT_READ | PROT_WRITE);
+    mprotect(ry, sy, PROT_READ | PROT_WRITE);
+    memcpy(tmp, x.ptr, x.bytes);
+    int sign = d.type == CFT_FFT_C2C_FWD ? FFTW_FORWARD : FFTW_BACKWARD, b = (int)d.batch;
+    int id = (int)d.idist, od = (int)d.odist;
+    if (d.dbl) {
+        fftw_plan p =
+            d.type == CFT_FFT_R2C ? fftw_plan_many_dft_r2c(d.rank, d.n, b, tmp, NULL, 1, id, y.ptr,
+                                                           NULL, 1, od, FFTW_ESTIMATE)
+            : d.type == CFT_FFT_C2R ? fftw_plan_many_dft_c2r(d.rank, d.n, b, tmp, NULL, 1, id,
+                                                             y.ptr, NULL, 1, od, FFTW_ESTIMATE)
+                                    : fftw_plan_many_dft(d.rank, d.n, b, tmp, NULL, 1, id, y.ptr,
+                                                         NULL, 1, od, sign, FFTW_ESTIMATE);
+        fftw_execute(p);
+        fftw_destroy_plan(p);
+        double *o = y.ptr;
+        int64_t n = d.out_numel * (d.type == CFT_FFT_C2R ? 1 : 2);
+        for (int64_t i = 0; i < n && d.scale != 1.0; i++)
+            o[i] *= d.scale;
+    } else {
+        fftwf_plan p =
+            d.type == CFT_FFT_R2C ? fftwf_plan_many_dft_r2c(d.rank, d.n, b, tmp, NULL, 1, id, y.ptr,
+                                                            NULL, 1, od, FFTW_ESTIMATE)
+            : d.type == CFT_FFT_C2R ? fftwf_plan_many_dft_c2r(d.rank, d.n, b, tmp, NULL, 1, id,
+                                                              y.ptr, NULL, 1, od, FFTW_ESTIMATE)
+                                    : fftwf_plan_many_dft(d.rank, d.n, b, tmp, NULL, 1, id, y.ptr,
+                                                          NULL, 1, od, sign, FFTW_ESTIMATE);
+        fftwf_execute(p);
+        fftwf_destroy_plan(p);
+        float *o = y.ptr;
+        int64_t n = d.out_numel * (d.type == CFT_FFT_C2R ? 1 : 2);
+        for (int64_t i = 0; i < n && d.scale != 1.0; i++)
+            o[i] = (float)(o[i] * d.scale);
+    }
+    mprotect(rx, sx, PROT_NONE);
+    mprotect(ry, sy, PROT_NONE);
+    free(tmp);
+    counts.ffts++;
+    pthread_mutex_unlock(&mu);
+    return true;
+}
+
 static int run(void *ctx, int dev, const cft_dev_op *op) {
     (void)ctx, (void)dev;
     pthread_mutex_lock(&mu);
     counts.runs++;
     pthread_mutex_unlock(&mu);
-    if (gemm(op))
+    if (gemm(op) || fft(op))
         return 0;
     if (cft_dev_op_run_on_host(op) != CFT_OK) {
         snprintf(err, sizeof err, "%s", cft_last_error_message());

@@ -8,6 +8,7 @@ typedef struct {
     long gemms;   /* dot_generals the backend ran itself (gemm_map.h + OpenBLAS) */
     long dots;    /* every dot_general (the others ran on the host) */
     long kernels; /* the jit's fused kernels run (run_kernel) */
+    long ffts;    /* ffts the backend ran itself (fft_map.h + FFTW) */
     long bytes_to_device, bytes_to_host;
 } test_backend_counts;
 

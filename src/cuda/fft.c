@@ -1,0 +1,162 @@
+/* fft.c: the fft primitive on cuFFT in the CUDA backend. A transform of
+ * contiguous operands (cuda/fft_map.h: the trailing axes transformed, the
+ * leading ones a batch) is one cufftPlanMany plan, executed on the
+ * device's memory and destroyed (a plan cache is the obvious next step
+ * once a GPU can time it); a c2r transform, which cuFFT may let overwrite
+ * its input, reads a device copy of it. The scale N^(-k/2) is a small
+ * kernel of its own (NVRTC, nvrtc.c). cuFFT is opened at run time from
+ * the toolkit the backend was built with, after the trust check. Written
+ * against cuFFT 12 (CUDA 13); not yet run on a GPU (the mapping runs in
+ * every fft of the per-primitive tests, through the test backend). */
+#include <cufft.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "cuda/cuda_plugin.h"
+#include "cuda/fft_map.h"
+
+static struct {
+    void *lib;
+    cufftResult (*plan)(cufftHandle *, int, int *, int *, int, int, int *, int, int, cufftType,
+                        int);
+    cufftResult (*c2c)(cufftHandle, cufftComplex *, cufftComplex *, int);
+    cufftResult (*r2c)(cufftHandle, cufftReal *, cufftComplex *);
+    cufftResult (*c2r)(cufftHandle, cufftComplex *, cufftReal *);
+    cufftResult (*z2z)(cufftHandle, cufftDoubleComplex *, cufftDoubleComplex *, int);
+    cufftResult (*d2z)(cufftHandle, cufftDoubleReal *, cufftDoubleComplex *);
+    cufftResult (*z2d)(cufftHandle, cufftDoubleComplex *, cufftDoubleReal *);
+    cufftResult (*destroy)(cufftHandle);
+} ff;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char load_err[1200];
+
+static void load(void) {
+#ifdef CFT_CUFFT_PATH
+    char why[1100];
+    if (!cft_cuda_core->trusted(CFT_CUFFT_PATH, why, sizeof why)) {
+        snprintf(load_err, sizeof load_err, "cuFFT not loaded: %s", why);
+        return;
+    }
+    ff.lib = dlopen(CFT_CUFFT_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (!ff.lib) {
+        snprintf(load_err, sizeof load_err, "cuFFT not loaded: %s", dlerror());
+        return;
+    }
+#define SYM(f, n)                                                                                  \
+    if (!(*(void **)&ff.f = dlsym(ff.lib, n))) {                                                   \
+        snprintf(load_err, sizeof load_err, "%s lacks %s", CFT_CUFFT_PATH, n);                     \
+        return;                                                                                    \
+    }
+    SYM(plan, "cufftPlanMany") SYM(c2c, "cufftExecC2C") SYM(r2c, "cufftExecR2C");
+    SYM(c2r, "cufftExecC2R") SYM(z2z, "cufftExecZ2Z") SYM(d2z, "cufftExecD2Z");
+    SYM(z2d, "cufftExecZ2D") SYM(destroy, "cufftDestroy");
+#undef SYM
+#else
+    snprintf(load_err, sizeof load_err, "built without cuFFT");
+#endif
+}
+
+/* y *= s over n reals, on the device */
+static const char *scale_src =
+    "struct cft_sf { float *x; long long n; float s; };\n"
+    "struct cft_sd { double *x; long long n; double s; };\n"
+    "extern \"C\" __global__ void cft_scale_f(const struct cft_sf a) {\n"
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n;\n"
+    "         i += (long long)gridDim.x * blockDim.x) a.x[i] *= a.s;\n}\n"
+    "extern \"C\" __global__ void cft_scale_d(const struct cft_sd a) {\n"
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n;\n"
+    "         i += (long long)gridDim.x * blockDim.x) a.x[i] *= a.s;\n}\n";
+
+static int scale(int dev, void *y, int64_t n, double s, bool dbl) {
+    if (dbl) {
+        struct {
+            double *x;
+            long long n;
+            double s;
+        } a = {y, (long long)n, s};
+        return cft_cuda_launch(dev, scale_src, "cft_scale_d", &a, sizeof a, n);
+    }
+    struct {
+        float *x;
+        long long n;
+        float s;
+    } a = {y, (long long)n, (float)s};
+    return cft_cuda_launch(dev, scale_src, "cft_scale_f", &a, sizeof a, n);
+}
+
+int cft_cuda_fft(int dev, const cft_dev_op *op) {
+    cft_fft_desc d;
+    if (!cft_fft_map_op(&cft_cuda_core->op, op, &d))
+        return 0;
+    pthread_once(&once, load);
+    if (load_err[0])
+        return 0; /* no cuFFT: the caller's way */
+    if (cft_cuda_on(dev, "fft (cuFFT)"))
+        return -1;
+    cft_dev_buf x = cft_cuda_core->op.in(op, 0), y = cft_cuda_core->op.out(op, 0);
+    static const cufftType types[2][4] = {{CUFFT_C2C, CUFFT_C2C, CUFFT_R2C, CUFFT_C2R},
+                                          {CUFFT_Z2Z, CUFFT_Z2Z, CUFFT_D2Z, CUFFT_Z2D}};
+    cufftHandle plan;
+    cufftResult r = ff.plan(&plan, d.rank, d.n, NULL, 1, (int)d.idist, NULL, 1, (int)d.odist,
+                            types[d.dbl][d.type], (int)d.batch);
+    if (r != CUFFT_SUCCESS) {
+        cft_cuda_fail("fft on cuda:%d: cufftPlanMany (rank %d, batch %lld): cuFFT error %d", dev,
+                      d.rank, (long long)d.batch, (int)r);
+        return -1;
+    }
+    void *in = x.ptr;
+    CUdeviceptr copy = 0;
+    if (d.type == CFT_FFT_C2R) { /* cuFFT may overwrite a c2r input */
+        if (cft_cu.alloc(&copy, x.bytes) != CUDA_SUCCESS ||
+            cft_cu.dtod(copy, (CUdeviceptr)(uintptr_t)x.ptr, x.bytes) != CUDA_SUCCESS) {
+            ff.destroy(plan);
+            if (copy)
+                cft_cu.free(copy);
+            cft_cuda_fail("fft on cuda:%d: no device copy of the c2r input (%zu bytes)", dev,
+                          x.bytes);
+            return -1;
+        }
+        in = (void *)(uintptr_t)copy;
+    }
+    int sign = d.type == CFT_FFT_C2C_FWD ? CUFFT_FORWARD : CUFFT_INVERSE;
+    if (d.dbl)
+        r = d.type == CFT_FFT_R2C   ? ff.d2z(plan, in, y.ptr)
+            : d.type == CFT_FFT_C2R ? ff.z2d(plan, in, y.ptr)
+                                    : ff.z2z(plan, in, y.ptr, sign);
+    else
+        r = d.type == CFT_FFT_R2C   ? ff.r2c(plan, in, y.ptr)
+            : d.type == CFT_FFT_C2R ? ff.c2r(plan, in, y.ptr)
+                                    : ff.c2c(plan, in, y.ptr, sign);
+    ff.destroy(plan);
+    if (copy)
+        cft_cu.free(copy);
+    if (r != CUFFT_SUCCESS) {
+        cft_cuda_fail("fft on cuda:%d: executing the transform: cuFFT error %d", dev, (int)r);
+        return -1;
+    }
+    int64_t reals = d.out_numel * (d.type == CFT_FFT_C2R ? 1 : 2);
+    if (d.scale != 1.0 && scale(dev, y.ptr, reals, d.scale, d.dbl))
+        return -1;
+    return 1;
+}
+
+/* for test_cuda_plugin: 0 when cuFFT is loaded, else -1 and why; and the
+ * scale kernel compiles for sm_90 */
+__attribute__((visibility("default"))) int cft_cuda_fft_check(char *err, size_t en) {
+    pthread_once(&once, load);
+    void *bin = NULL;
+    size_t n = 0;
+    int hit = 0;
+    if (load_err[0]) {
+        snprintf(err, en, "%s", load_err);
+        return -1;
+    }
+    if (cft_cuda_cubin(scale_src, 9, 0, &bin, &n, &hit)) {
+        snprintf(err, en, "%s", cft_cuda_message());
+        return -1;
+    }
+    free(bin);
+    return 0;
+}
