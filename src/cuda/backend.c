@@ -31,6 +31,26 @@ static char init_err[512];
 static _Thread_local char err[512];
 const cft_plugin_core *cft_cuda_core;
 
+void *cft_cuda_open_lib(const char *path, const char *what, void **const *slots,
+                        const char *const *names, int count, char *err, size_t n) {
+    char why[1100];
+    if (!cft_cuda_core->trusted(path, why, sizeof why)) {
+        snprintf(err, n, "%s not loaded: %s", what, why);
+        return NULL;
+    }
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(err, n, "%s not loaded: %s", what, dlerror());
+        return NULL;
+    }
+    for (int i = 0; i < count; i++)
+        if (!(*slots[i] = dlsym(lib, names[i]))) {
+            snprintf(err, n, "%s lacks %s", path, names[i]);
+            return NULL;
+        }
+    return lib;
+}
+
 const char *cft_cuda_message(void) {
     return err;
 }

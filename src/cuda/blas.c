@@ -41,24 +41,12 @@ static void load(void) {
     for (int i = 0; i < CFT_CUDA_MAX_DEV; i++)
         pthread_mutex_init(&bl.mu[i], NULL);
 #ifdef CFT_CUBLAS_PATH
-    char why[1100];
-    if (!cft_cuda_core->trusted(CFT_CUBLAS_PATH, why, sizeof why)) {
-        snprintf(load_err, sizeof load_err, "cuBLAS not loaded: %s", why);
-        return;
-    }
-    bl.lib = dlopen(CFT_CUBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (!bl.lib) {
-        snprintf(load_err, sizeof load_err, "cuBLAS not loaded: %s", dlerror());
-        return;
-    }
-#define SYM(f, n)                                                                                  \
-    if (!(*(void **)&bl.f = dlsym(bl.lib, n))) {                                                   \
-        snprintf(load_err, sizeof load_err, "%s lacks %s", CFT_CUBLAS_PATH, n);                    \
-        return;                                                                                    \
-    }
-    SYM(create, "cublasCreate_v2") SYM(status, "cublasGetStatusString");
-    SYM(sgemm, "cublasSgemmStridedBatched") SYM(dgemm, "cublasDgemmStridedBatched");
-#undef SYM
+    void **const slots[] = {(void **)&bl.create, (void **)&bl.status, (void **)&bl.sgemm,
+                            (void **)&bl.dgemm};
+    static const char *const names[] = {"cublasCreate_v2", "cublasGetStatusString",
+                                        "cublasSgemmStridedBatched", "cublasDgemmStridedBatched"};
+    bl.lib = cft_cuda_open_lib(CFT_CUBLAS_PATH, "cuBLAS", slots, names,
+                               (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
 #else
     snprintf(load_err, sizeof load_err, "built without cuBLAS");
 #endif

@@ -44,6 +44,11 @@ extern const cft_plugin_core *cft_cuda_core;
 int cft_cuda_on(int dev, const char *what);
 /* sets this thread's error message (the table's last_error) */
 void cft_cuda_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A library of the toolkit (cuBLAS, cuFFT, NVRTC) opened from path after
+ * the trust check, with its functions names[i] into *slots[i]; NULL with
+ * err set ("<what> not loaded: ...", or the first function missing). */
+void *cft_cuda_open_lib(const char *path, const char *what, void **const *slots,
+                        const char *const *names, int count, char *err, size_t n);
 /* this thread's error message ("" when none) */
 const char *cft_cuda_message(void);
 

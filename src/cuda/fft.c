@@ -34,25 +34,14 @@ static char load_err[1200];
 
 static void load(void) {
 #ifdef CFT_CUFFT_PATH
-    char why[1100];
-    if (!cft_cuda_core->trusted(CFT_CUFFT_PATH, why, sizeof why)) {
-        snprintf(load_err, sizeof load_err, "cuFFT not loaded: %s", why);
-        return;
-    }
-    ff.lib = dlopen(CFT_CUFFT_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (!ff.lib) {
-        snprintf(load_err, sizeof load_err, "cuFFT not loaded: %s", dlerror());
-        return;
-    }
-#define SYM(f, n)                                                                                  \
-    if (!(*(void **)&ff.f = dlsym(ff.lib, n))) {                                                   \
-        snprintf(load_err, sizeof load_err, "%s lacks %s", CFT_CUFFT_PATH, n);                     \
-        return;                                                                                    \
-    }
-    SYM(plan, "cufftPlanMany") SYM(c2c, "cufftExecC2C") SYM(r2c, "cufftExecR2C");
-    SYM(c2r, "cufftExecC2R") SYM(z2z, "cufftExecZ2Z") SYM(d2z, "cufftExecD2Z");
-    SYM(z2d, "cufftExecZ2D") SYM(destroy, "cufftDestroy");
-#undef SYM
+    void **const slots[] = {(void **)&ff.plan, (void **)&ff.c2c,    (void **)&ff.r2c,
+                            (void **)&ff.c2r,  (void **)&ff.z2z,    (void **)&ff.d2z,
+                            (void **)&ff.z2d,  (void **)&ff.destroy};
+    static const char *const names[] = {"cufftPlanMany", "cufftExecC2C", "cufftExecR2C",
+                                        "cufftExecC2R",  "cufftExecZ2Z", "cufftExecD2Z",
+                                        "cufftExecZ2D",  "cufftDestroy"};
+    ff.lib = cft_cuda_open_lib(CFT_CUFFT_PATH, "cuFFT", slots, names,
+                               (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
 #else
     snprintf(load_err, sizeof load_err, "built without cuFFT");
 #endif

@@ -63,7 +63,9 @@ static inline bool cft_fft_map_op(const cft_dev_op_api *api, const cft_dev_op *o
     d->odist = type == CFT_FFT_R2C ? half : N;
     d->out_numel = d->batch * d->odist;
     d->scale = scale ? pow((double)N, -0.5 * (double)scale) : 1.0;
-    return d->batch >= 1 && d->batch <= INT32_MAX && N >= 1;
+    /* cufftPlanMany and FFTW's plan_many take ints */
+    return d->batch >= 1 && d->batch <= INT32_MAX && N >= 1 && d->idist <= INT32_MAX &&
+           d->odist <= INT32_MAX;
 }
 
 #endif

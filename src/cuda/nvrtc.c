@@ -41,28 +41,16 @@ static char load_err[1200];
 
 static void load(void) {
 #ifdef CFT_NVRTC_PATH
-    char why[1100];
-    if (!cft_cuda_core->trusted(CFT_NVRTC_PATH, why, sizeof why)) {
-        snprintf(load_err, sizeof load_err, "NVRTC not loaded: %s", why);
-        return;
-    }
-    nv.lib = dlopen(CFT_NVRTC_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (!nv.lib) {
-        snprintf(load_err, sizeof load_err, "NVRTC not loaded: %s", dlerror());
-        return;
-    }
-#define SYM(f, n)                                                                                  \
-    if (!(*(void **)&nv.f = dlsym(nv.lib, n))) {                                                   \
-        snprintf(load_err, sizeof load_err, "%s lacks %s", CFT_NVRTC_PATH, n);                     \
-        return;                                                                                    \
-    }
-    SYM(version, "nvrtcVersion") SYM(create, "nvrtcCreateProgram");
-    SYM(compile, "nvrtcCompileProgram") SYM(log_size, "nvrtcGetProgramLogSize");
-    SYM(log, "nvrtcGetProgramLog") SYM(cubin_size, "nvrtcGetCUBINSize");
-    SYM(cubin, "nvrtcGetCUBIN") SYM(destroy, "nvrtcDestroyProgram");
-    SYM(error, "nvrtcGetErrorString");
-#undef SYM
-    if (nv.version(&nv.major, &nv.minor) != NVRTC_SUCCESS)
+    void **const slots[] = {(void **)&nv.version,  (void **)&nv.create,  (void **)&nv.compile,
+                            (void **)&nv.log_size, (void **)&nv.log,     (void **)&nv.cubin_size,
+                            (void **)&nv.cubin,    (void **)&nv.destroy, (void **)&nv.error};
+    static const char *const names[] = {
+        "nvrtcVersion",           "nvrtcCreateProgram",  "nvrtcCompileProgram",
+        "nvrtcGetProgramLogSize", "nvrtcGetProgramLog",  "nvrtcGetCUBINSize",
+        "nvrtcGetCUBIN",          "nvrtcDestroyProgram", "nvrtcGetErrorString"};
+    nv.lib = cft_cuda_open_lib(CFT_NVRTC_PATH, "NVRTC", slots, names,
+                               (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
+    if (nv.lib && nv.version(&nv.major, &nv.minor) != NVRTC_SUCCESS)
         snprintf(load_err, sizeof load_err, "nvrtcVersion failed");
 #else
     snprintf(load_err, sizeof load_err, "built without NVRTC");
