@@ -1245,7 +1245,7 @@ static cft_status run_on_device(jit_env *J, const cft_dev *d, int nin, cft_array
         S->cuda_src = cft__emit_cuda_source(P->ir, P->groups, S->loops, P->ngroups, false);
     const char *src = P->kernels ? S->cuda_src : NULL;
     pthread_mutex_unlock(&J->mu);
-    return cft__plan_run_on_device(d, P->ir, P->steps, P->nsteps, P->groups, src, in, out);
+    return cft__plan_run_on_device(d, P->ir, P->steps, P->nsteps, P->groups, P->aval, src, in, out);
 }
 
 static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {

@@ -31,17 +31,8 @@ static cft_array *run_eqns(const cft_ir *ir, const cft_group *g, cft_array **env
     return e;
 }
 
-/* the aval of var v of ir (an equation's output) */
-static const cft_aval *aval_of(const cft_ir *ir, int v) {
-    for (int q = 0; q < ir->neqn; q++)
-        for (int o = 0; o < ir->eqns[q].nout; o++)
-            if (ir->eqns[q].out[o]->id == v)
-                return &ir->eqns[q].out[o]->aval;
-    return NULL;
-}
-
-static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_group *g, int gi,
-                            const char *src, cft_array **env) {
+static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_aval *const *aval,
+                            const cft_group *g, int gi, const char *src, cft_array **env) {
     int nops = g->nin + g->nout;
     if (!src || nops > CFT_KMAX_OPS || !strchr(g->sig, ':')) /* no kernel recorded */
         return run_eqns(ir, g, env);
@@ -62,7 +53,7 @@ static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_group 
     int red_out = -1;
     for (int k = g->nin; k < nops; k++) {
         int v = g->out[k - g->nin];
-        const cft_aval *a = aval_of(ir, v);
+        const cft_aval *a = aval[v];
         if (!a)
             return run_eqns(ir, g, env);
         if (red && v == red->out[0]->id) { /* pre-filled with the reduction's identity */
@@ -117,8 +108,8 @@ static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_group 
 }
 
 cft_status cft__plan_run_on_device(const cft_dev *d, const cft_ir *ir, const cft_step *steps,
-                                   int nsteps, const cft_group *groups, const char *cuda_src,
-                                   cft_array *const *in, cft_array **out) {
+                                   int nsteps, const cft_group *groups, const cft_aval *const *aval,
+                                   const char *cuda_src, cft_array *const *in, cft_array **out) {
     cft_array **env = CFT_NEWN(cft_array *, ir->nvars + 1);
     if (!env)
         return cft__fail_outs(cft__oom(), ir->nout, out);
@@ -129,7 +120,7 @@ cft_status cft__plan_run_on_device(const cft_dev *d, const cft_ir *ir, const cft
     cft_array *err = NULL;
     for (int s = 0; s < nsteps && !err; s++)
         err = steps[s].group >= 0
-                  ? run_group(d, ir, &groups[steps[s].group], steps[s].group, cuda_src, env)
+                  ? run_group(d, ir, aval, &groups[steps[s].group], steps[s].group, cuda_src, env)
                   : cft__run_eqn(&ir->eqns[steps[s].eqn], env);
     if (err)
         return cft__fail_outs(err, ir->nout, out);

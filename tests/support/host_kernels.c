@@ -8,6 +8,7 @@
 #include "host_kernels.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -101,7 +102,7 @@ static void *build(const char *src, uint64_t h, char *err, unsigned long en) {
     pid_t pid;
     int rc = posix_spawnp(&pid, "c++", &fa, NULL, (char *const *)argv, environ), status = 1;
     posix_spawn_file_actions_destroy(&fa);
-    while (rc == 0 && waitpid(pid, &status, 0) < 0)
+    while (rc == 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     void *h2 = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0
                    ? dlopen(so, RTLD_NOW | RTLD_LOCAL)

@@ -214,35 +214,28 @@ static bool fft(const cft_dev_op *op) {
     memcpy(tmp, x.ptr, x.bytes);
     int sign = d.type == CFT_FFT_C2C_FWD ? FFTW_FORWARD : FFTW_BACKWARD, b = (int)d.batch;
     int id = (int)d.idist, od = (int)d.odist;
-    if (d.dbl) {
-        fftw_plan p =
-            d.type == CFT_FFT_R2C ? fftw_plan_many_dft_r2c(d.rank, d.n, b, tmp, NULL, 1, id, y.ptr,
-                                                           NULL, 1, od, FFTW_ESTIMATE)
-            : d.type == CFT_FFT_C2R ? fftw_plan_many_dft_c2r(d.rank, d.n, b, tmp, NULL, 1, id,
-                                                             y.ptr, NULL, 1, od, FFTW_ESTIMATE)
-                                    : fftw_plan_many_dft(d.rank, d.n, b, tmp, NULL, 1, id, y.ptr,
-                                                         NULL, 1, od, sign, FFTW_ESTIMATE);
-        fftw_execute(p);
-        fftw_destroy_plan(p);
-        double *o = y.ptr;
-        int64_t n = d.out_numel * (d.type == CFT_FFT_C2R ? 1 : 2);
-        for (int64_t i = 0; i < n && d.scale != 1.0; i++)
-            o[i] *= d.scale;
-    } else {
-        fftwf_plan p =
-            d.type == CFT_FFT_R2C ? fftwf_plan_many_dft_r2c(d.rank, d.n, b, tmp, NULL, 1, id, y.ptr,
-                                                            NULL, 1, od, FFTW_ESTIMATE)
-            : d.type == CFT_FFT_C2R ? fftwf_plan_many_dft_c2r(d.rank, d.n, b, tmp, NULL, 1, id,
-                                                              y.ptr, NULL, 1, od, FFTW_ESTIMATE)
-                                    : fftwf_plan_many_dft(d.rank, d.n, b, tmp, NULL, 1, id, y.ptr,
-                                                          NULL, 1, od, sign, FFTW_ESTIMATE);
-        fftwf_execute(p);
-        fftwf_destroy_plan(p);
-        float *o = y.ptr;
-        int64_t n = d.out_numel * (d.type == CFT_FFT_C2R ? 1 : 2);
-        for (int64_t i = 0; i < n && d.scale != 1.0; i++)
-            o[i] = (float)(o[i] * d.scale);
-    }
+    /* FFTW's double and float interfaces differ only in their prefix */
+#define RUN(P, T)                                                                                    \
+    do {                                                                                             \
+        P##_plan p =                                                                                 \
+            d.type == CFT_FFT_R2C   ? P##_plan_many_dft_r2c(d.rank, d.n, b, tmp, NULL, 1, id, y.ptr, \
+                                                            NULL, 1, od, FFTW_ESTIMATE)              \
+            : d.type == CFT_FFT_C2R ? P##_plan_many_dft_c2r(d.rank, d.n, b, tmp, NULL, 1, id,        \
+                                                            y.ptr, NULL, 1, od, FFTW_ESTIMATE)       \
+                                    : P##_plan_many_dft(d.rank, d.n, b, tmp, NULL, 1, id, y.ptr,     \
+                                                        NULL, 1, od, sign, FFTW_ESTIMATE);           \
+        P##_execute(p);                                                                              \
+        P##_destroy_plan(p);                                                                         \
+        T *o = y.ptr;                                                                                \
+        for (int64_t i = 0; i < reals && d.scale != 1.0; i++)                                        \
+            o[i] = (T)(o[i] * d.scale);                                                              \
+    } while (0)
+    int64_t reals = d.out_numel * (d.type == CFT_FFT_C2R ? 1 : 2);
+    if (d.dbl)
+        RUN(fftw, double);
+    else
+        RUN(fftwf, float);
+#undef RUN
     mprotect(rx, sx, PROT_NONE);
     mprotect(ry, sy, PROT_NONE);
     free(tmp);
