@@ -302,6 +302,10 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     const char *acc_t = "double", *simd = red ? red->prim->c_simd : NULL;
     /* max / min over floats: the NaN-free form inside the simd loop, NaN apart */
     bool nan_apart = simd && red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
+    /* ... and in the element's own type: a max is exact in any width, and
+     * a double accumulator halves the vector (sums keep double) */
+    if (nan_apart && red->in[0]->aval.dtype == red->out[0]->aval.dtype)
+        acc_t = cft__emit_ctype(red->out[0]->aval.dtype);
     const char *red_expr = red && simd && red->prim->c_iexpr ? red->prim->c_iexpr
                            : red                             ? red->prim->c_expr
                                                              : NULL;
@@ -343,7 +347,7 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
                           red_expr, nan_apart ? " nan_ |= x != x;" : "");
         else
             cft__emit_put(b, l, c,
-                          "            { const double x = %s; const double acc = rp[f%d + j]; "
+                          "            { const __typeof__(*rp) x = %s, acc = rp[f%d + j]; "
                           "rp[f%d + j] = (%s); }\n",
                           x, red_out, red_out, red->prim->c_expr);
     }
