@@ -135,6 +135,28 @@ const cft_dev *cft_device_of(const cft_array *x);
 /** Waits until everything queued on d has finished. */
 cft_status cft_device_synchronize(const cft_dev *d);
 
+/* Device memory goes through a caching allocator (as in PyTorch): memory
+ * of a released array (collected by the GC, or an intermediate of a
+ * jitted function at the end of its call) is kept and handed to the next
+ * allocation of the same size class, so a loop of calls stops asking the
+ * backend after its first iterations. CFT_DEVICE_CACHE=0 turns it off. */
+typedef struct {
+    size_t in_use;      /* bytes held by live arrays (as rounded by the cache) */
+    size_t peak_in_use; /* the most in_use has been */
+    size_t cached;      /* bytes released by arrays and kept for reuse */
+    uint64_t allocs;    /* allocations asked of the backend */
+    uint64_t releases;  /* blocks handed back to the backend */
+    uint64_t reuses;    /* allocations served from the cache */
+} cft_device_memory_stats;
+
+/** d's memory counts (torch.cuda.memory_stats); all zero for "cpu". */
+cft_status cft_device_memory(const cft_dev *d, cft_device_memory_stats *out);
+
+/** Hands d's cached memory back to the backend (torch.cuda.empty_cache),
+ *  after releasing the memory of arrays already collected. Memory of live
+ *  arrays stays. */
+cft_status cft_device_empty_cache(const cft_dev *d);
+
 /** The operation's primitive name ("add", "dot_general", ...). */
 const char *cft_dev_op_name(const cft_dev_op *op);
 /** Its number of inputs. */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "array/device_plugin.h"
+#include "array/device_pool.h"
 #include "core/cache.h"
 #include "core/error.h"
 #include "core/mem.h"
@@ -272,13 +273,19 @@ cft_array *cft__dev_fail(const cft_dev *d, const char *call, const char *what) {
 /* ---- memory: released when collected, through a queue ---- */
 
 typedef struct {
-    const cft_backend *b;
-    int index;
+    const cft_dev *d;
     void *ptr;
+    size_t bytes;
 } pending;
 static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
 static pending *queue;
 static size_t nqueue, capqueue;
+
+/* the bytes of a device array's buffer (x owns it) */
+static size_t dev_bytes(const cft_array *x) {
+    size_t n = (size_t)cft__numel(x->aval.shape, x->aval.ndim) * cft_dtype_size(x->aval.dtype);
+    return n ? n : 1;
+}
 
 static void on_collect(void *obj, void *arg) {
     (void)arg;
@@ -293,7 +300,8 @@ static void on_collect(void *obj, void *arg) {
         }
         queue = q, capqueue = c;
     }
-    queue[nqueue++] = (pending){x->dev->b, x->dev->index, x->data};
+    if (x->data) /* NULL: released already (cft__dev_release) */
+        queue[nqueue++] = (pending){x->dev, x->data, dev_bytes(x)};
     pthread_mutex_unlock(&qmu);
 }
 
@@ -307,7 +315,7 @@ static void drain(void) {
         }
         pending p = queue[--nqueue];
         pthread_mutex_unlock(&qmu);
-        p.b->release(p.b->ctx, p.index, p.ptr);
+        cft__pool_release(p.d, p.ptr, p.bytes);
     }
 }
 
@@ -326,7 +334,12 @@ cft_array *cft__dev_alloc(const cft_dev *d, const char *call, cft_dtype dt, cons
     x->kind = CFT_K_CONCRETE;
     x->aval = cft__aval(dt, shape, ndim);
     cft__row_major(shape, ndim, x->strides);
-    x->data = d->b->alloc(d->b->ctx, d->index, bytes ? bytes : 1);
+    x->data = cft__pool_alloc(d, bytes ? bytes : 1);
+    if (!x->data) { /* garbage may hold what is missing: collect it, and try again */
+        cft__collect();
+        drain();
+        x->data = cft__pool_alloc(d, bytes ? bytes : 1);
+    }
     if (!x->data)
         return cft__fail(CFT_E_NOMEM, "%s: out of memory on %s (%zu bytes)", call, d->name, bytes);
     x->dev = d, x->owner = x, x->committed = true;
@@ -343,6 +356,42 @@ cft_status cft_device_synchronize(const cft_dev *d) {
     drain();
     if (d->b && d->b->synchronize(d->b->ctx, d->index) != 0)
         return cft__set_last(cft__dev_fail(d, "cft_device_synchronize", "synchronising"));
+    return CFT_OK;
+}
+
+void cft__dev_release(cft_array *x) {
+    if (!cft__on_device(x) || x->owner != x || !x->data)
+        return;
+    void *ptr = x->data;
+    x->data = NULL; /* its finalizer then has nothing to queue */
+    cft__pool_release(x->dev, ptr, dev_bytes(x));
+}
+
+cft_status cft_device_memory(const cft_dev *d, cft_device_memory_stats *out) {
+    CFT_API("cft_device_memory");
+    if (!d || !out)
+        return cft__set_last(
+            cft__fail(CFT_E_ARG, "cft_device_memory: the %s is NULL", d ? "output" : "device"));
+    if (d->err)
+        return cft__set_last(d->err);
+    *out = (cft_device_memory_stats){0};
+    if (d->b) {
+        drain();
+        cft__pool_stats(d, out);
+    }
+    return CFT_OK;
+}
+
+cft_status cft_device_empty_cache(const cft_dev *d) {
+    CFT_API("cft_device_empty_cache");
+    if (!d)
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_device_empty_cache: the device is NULL"));
+    if (d->err)
+        return cft__set_last(d->err);
+    if (d->b) {
+        drain();
+        cft__pool_trim(d);
+    }
     return CFT_OK;
 }
 

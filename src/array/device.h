@@ -34,6 +34,10 @@ cft_array *cft__dev_read(const cft_array *x, int64_t off, void *out, const char 
 cft_array *cft__dev_from_host(const cft_dev *d, cft_array *x, const char *call);
 /* contiguous host bytes into a device array's buffer (dst fresh from cft__dev_alloc) */
 cft_array *cft__dev_write(cft_array *dst, const void *src, const char *call);
+/* releases x's device memory now (to the caching allocator), for an
+ * array nothing else can reach (an intermediate of a jitted plan): x must
+ * own its buffer; anything else is left alone */
+void cft__dev_release(cft_array *x);
 /* an error naming `call`, the device and the backend's message */
 cft_array *cft__dev_fail(const cft_dev *d, const char *call, const char *what);
 

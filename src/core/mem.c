@@ -206,6 +206,13 @@ void cft__run_collected(void) {
 #endif
 }
 
+void cft__collect(void) {
+#ifndef CFT_GC_OFF
+    GC_gcollect();
+#endif
+    cft__run_collected();
+}
+
 void *cft_alloc(size_t size) {
     return cft__new(size);
 }

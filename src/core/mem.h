@@ -31,6 +31,9 @@ void cft__keep(const void *p);
 void cft__on_collect(void *obj, void (*fn)(void *obj, void *arg), void *arg);
 /* Run the cft__on_collect callbacks of objects found unreachable so far. */
 void cft__run_collected(void);
+/* A full collection now, then the callbacks (for memory the GC does not
+ * see running out: a device's). */
+void cft__collect(void);
 /* Grow the collected heap to at least `bytes` now (unless the user chose
  * GC_INITIAL_HEAP_SIZE): fewer, later collections, for processes where a
  * pause costs more than the memory (ranks of a distributed job, where one

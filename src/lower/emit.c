@@ -61,6 +61,16 @@ const char *cft__emit_prelude(void) {
            "\n\n";
 }
 
+static void make_sig(cft_loop *lp, int nops) {
+    int n = 0; /* "<nd>:" then a stride class per operand, built without printf (per call) */
+    lp->sig[n++] = (char)('0' + lp->nd), lp->sig[n++] = ':';
+    for (int k = 0; k < nops && n < (int)sizeof lp->sig - 1; k++) {
+        int64_t s = lp->st[k][lp->nd - 1];
+        lp->sig[n++] = s == 0 ? '0' : s == 1 ? '1' : 'g';
+    }
+    lp->sig[n] = 0;
+}
+
 void cft__loop_of(const cft_aval *iter, int64_t (*st)[CFT_MAX_NDIM], int nops, cft_loop *lp) {
     memset(lp, 0, sizeof *lp);
     int nd = 0;
@@ -90,13 +100,58 @@ void cft__loop_of(const cft_aval *iter, int64_t (*st)[CFT_MAX_NDIM], int nops, c
         nd = 1;
     }
     lp->nd = nd;
-    int n = 0; /* "<nd>:" then a stride class per operand, built without printf (per call) */
-    lp->sig[n++] = (char)('0' + nd), lp->sig[n++] = ':';
-    for (int k = 0; k < nops && n < (int)sizeof lp->sig - 1; k++) {
-        int64_t s = lp->st[k][nd - 1];
-        lp->sig[n++] = s == 0 ? '0' : s == 1 ? '1' : 'g';
+    make_sig(lp, nops);
+}
+
+bool cft__loop_fit(const cft_aval *iter, int64_t (*st)[CFT_MAX_NDIM], int nops, const char *sig,
+                   cft_loop *lp) {
+    cft__loop_of(iter, st, nops, lp);
+    if (!strcmp(lp->sig, sig))
+        return true;
+    /* Fewer dims merged: the kernel's loop may keep apart dims these
+     * operands could merge (a broadcast input when it was planned, a
+     * contiguous copy now). Merging keeps the inner dim's strides, so the
+     * classes are those of the unmerged loop; merge from the outside until
+     * the kernel's number of dims. */
+    int want = sig[0] - '0', nd = 0;
+    cft_loop u;
+    memset(&u, 0, sizeof u);
+    for (int d = 0; d < iter->ndim; d++) {
+        if (iter->shape[d] == 1)
+            continue;
+        u.dims[nd] = iter->shape[d];
+        for (int k = 0; k < nops; k++)
+            u.st[k][nd] = st[k][d];
+        nd++;
     }
-    lp->sig[n] = 0;
+    if (nd < want)
+        return false;
+    for (int d = 1; d < nd && nd > want;) { /* merge d into d - 1 where contiguous */
+        bool merge = true;
+        for (int k = 0; k < nops && merge; k++)
+            merge = u.st[k][d] * u.dims[d] == u.st[k][d - 1];
+        if (!merge) {
+            d++;
+            continue;
+        }
+        u.dims[d - 1] *= u.dims[d];
+        for (int k = 0; k < nops; k++)
+            u.st[k][d - 1] = u.st[k][d];
+        for (int e = d; e < nd - 1; e++) {
+            u.dims[e] = u.dims[e + 1];
+            for (int k = 0; k < nops; k++)
+                u.st[k][e] = u.st[k][e + 1];
+        }
+        nd--;
+    }
+    u.nd = nd;
+    if (nd != want || nd < 1)
+        return false;
+    make_sig(&u, nops);
+    if (strcmp(u.sig, sig))
+        return false;
+    *lp = u;
+    return true;
 }
 
 void cft__emit_eqn(char **b, size_t *l, size_t *c, const cft_eqn *q, const char *const *names,

@@ -340,11 +340,11 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, out_dest
         }
         cft__group_strides(ir, g, ops, st);
         cft_loop lp;
-        cft__loop_of(&g->iter, st, nops, &lp);
         if (record) {
+            cft__loop_of(&g->iter, st, nops, &lp);
             *record = lp;
             memcpy(g->sig, lp.sig, sizeof g->sig);
-        } else if (!strcmp(lp.sig, g->sig)) {
+        } else if (cft__loop_fit(&g->iter, st, nops, g->sig, &lp)) {
             for (int k = g->nin; k < nops; k++)
                 if (cft_failed(ops[k]))
                     return ops[k];

@@ -37,12 +37,13 @@ static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_aval *
     if (!src || nops > CFT_KMAX_OPS || !strchr(g->sig, ':')) /* no kernel recorded */
         return run_eqns(ir, g, env);
     cft_array *ops[CFT_KMAX_OPS];
+    bool moved[CFT_KMAX_OPS] = {false};
     for (int k = 0; k < g->nin; k++) {
         cft_array *x = env[g->in[k]];
         if (x->kind != CFT_K_CONCRETE)
             return run_eqns(ir, g, env);
         if (!x->dev) /* a constant, or an uncommitted host input */
-            x = cft__dev_from_host(d, x, "cft_jit");
+            x = cft__dev_from_host(d, x, "cft_jit"), moved[k] = true;
         else if (x->dev != d)
             return run_eqns(ir, g, env); /* the dispatch names both devices */
         if (cft_failed(x))
@@ -72,9 +73,12 @@ static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_aval *
     int64_t st[CFT_KMAX_OPS][CFT_MAX_NDIM];
     cft__group_strides(ir, g, ops, st);
     cft_loop lp;
-    cft__loop_of(&g->iter, st, nops, &lp);
-    if (strcmp(lp.sig, g->sig)) /* not the loop the kernel was made for */
+    if (!cft__loop_fit(&g->iter, st, nops, g->sig, &lp)) { /* the kernel cannot run these */
+        for (int k = 0; k < nops; k++)
+            if (k >= g->nin || moved[k])
+                cft__dev_release(ops[k]);
         return run_eqns(ir, g, env);
+    }
     /* the kernel's argument: struct { char *p[nops]; int64_t d[nd]; int64_t s[nops * nd]; } */
     size_t size = sizeof(void *) * (size_t)nops + sizeof(int64_t) * (size_t)(lp.nd * (nops + 1));
     char *args = cft__new(size);
@@ -104,7 +108,34 @@ static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_aval *
         env[g->out[k2 - g->nin]] = ops[k2];
     for (int k2 = 0; k2 < nops; k2++)
         cft__keep(ops[k2]);
+    for (int k2 = 0; k2 < g->nin; k2++) /* the kernel's own copies of host operands */
+        if (moved[k2])
+            cft__dev_release(ops[k2]);
     return NULL;
+}
+
+static bool shares(const cft_array *o, cft_array *const *xs, int n) {
+    for (int i = 0; i < n; i++)
+        if (xs[i] && (xs[i] == o || xs[i]->owner == o))
+            return true;
+    return false;
+}
+
+/* The call's intermediates on the device that share no buffer with an
+ * input, a constant or an output go back to the device's cache now: the
+ * next call reuses them, instead of the backend allocating afresh until
+ * the GC finds them. */
+static void release_intermediates(const cft_ir *ir, cft_array **env, cft_array *const *in,
+                                  cft_array **out) {
+    for (int v = 0; v <= ir->nvars; v++) {
+        cft_array *x = env[v];
+        if (!cft__on_device(x) || !x->owner)
+            continue;
+        const cft_array *o = x->owner;
+        if (!shares(o, in, ir->nin) && !shares(o, out, ir->nout) &&
+            !shares(o, ir->constvals, ir->nconst))
+            cft__dev_release(x->owner);
+    }
 }
 
 cft_status cft__plan_run_on_device(const cft_dev *d, const cft_ir *ir, const cft_step *steps,
@@ -126,6 +157,7 @@ cft_status cft__plan_run_on_device(const cft_dev *d, const cft_ir *ir, const cft
         return cft__fail_outs(err, ir->nout, out);
     for (int i = 0; i < ir->nout; i++)
         out[i] = env[ir->outvars[i]->id];
+    release_intermediates(ir, env, in, out);
     return CFT_OK;
 }
 

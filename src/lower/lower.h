@@ -43,6 +43,10 @@ typedef struct {
 } cft_loop;
 /* collapse: st[k] are operand k's strides over the iteration shape */
 void cft__loop_of(const cft_aval *iter, int64_t (*st)[CFT_MAX_NDIM], int nops, cft_loop *lp);
+/* a loop over these strides that a kernel made for signature `sig` can
+ * run: the collapsed one, else one with fewer dims merged; false if none */
+bool cft__loop_fit(const cft_aval *iter, int64_t (*st)[CFT_MAX_NDIM], int nops, const char *sig,
+                   cft_loop *lp);
 
 /* C source of a kernel for group g with loop signature lp, named cft_k<id> */
 void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int id, char **buf,

@@ -63,9 +63,25 @@ static int count(void *ctx) {
     return 2;
 }
 
+static long limit_bytes; /* 0: none */
+
+void test_backend_set_limit(long bytes) {
+    pthread_mutex_lock(&mu);
+    limit_bytes = bytes;
+    pthread_mutex_unlock(&mu);
+}
+
 static void *alloc(void *ctx, int dev, size_t bytes) {
     (void)ctx, (void)dev;
     size_t size = page_round(bytes);
+    pthread_mutex_lock(&mu);
+    bool over = limit_bytes && live_bytes + (long)size > limit_bytes;
+    if (over)
+        snprintf(err, sizeof err, "out of memory (%ld live, %zu more, limit %ld)", live_bytes, size,
+                 limit_bytes);
+    pthread_mutex_unlock(&mu);
+    if (over)
+        return NULL;
     char *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;

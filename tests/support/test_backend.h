@@ -23,5 +23,8 @@ int test_backend_register_abi1(const char *name);
 test_backend_counts test_backend_counts_now(void);
 /* Bytes allocated and not yet released. */
 long test_backend_live_bytes(void);
+/* Allocations that would take the live bytes above `bytes` fail (out of
+ * device memory); 0: no limit. */
+void test_backend_set_limit(long bytes);
 
 #endif

@@ -1,0 +1,196 @@
+/* device_pool.c: the caching allocator of device memory (what PyTorch's
+ * CUDA caching allocator does, in its simplest form). Freed blocks are
+ * kept per device in bins of one size class each and handed out again
+ * for a request of the same class, so a jitted function called in a loop
+ * stops asking the backend (cudaMalloc synchronises the device) after its
+ * first calls. Classes: multiples of 512 bytes up to 1 MiB, above that
+ * four per power of two (at most 25% more than asked). A block is reused
+ * only after the array owning it was released (collected, or an
+ * intermediate of a jitted plan at the end of its call); device work is
+ * ordered on one stream per device, so work queued before the reuse has
+ * read it first. An allocation the backend refuses empties the device's
+ * cache and is tried once more. CFT_DEVICE_CACHE=0 turns caching off. */
+#include "array/device_pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct block {
+    void *ptr;
+    struct block *next;
+} block;
+
+typedef struct {
+    size_t size;
+    block *head;
+} bin;
+
+typedef struct pool {
+    const cft_dev *d;
+    bin *bins;
+    int nbins, capbins;
+    cft_device_memory_stats st;
+    struct pool *next;
+} pool;
+
+/* malloc memory (it holds no collected pointers); one lock for all */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pool *pools;
+static block *spare; /* unused block records */
+
+static bool caching(void) {
+    static _Atomic int on = -1;
+    int v = atomic_load_explicit(&on, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("CFT_DEVICE_CACHE");
+        v = !(e && !strcmp(e, "0"));
+        atomic_store_explicit(&on, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+static size_t size_class(size_t n) {
+    if (n <= ((size_t)1 << 20))
+        return (n + 511) & ~(size_t)511;
+    int top = 63 - __builtin_clzll((unsigned long long)n);
+    size_t step = (size_t)1 << (top - 2);
+    return n > SIZE_MAX - step ? n : (n + step - 1) & ~(step - 1);
+}
+
+/* d's pool, made on first use; under mu. NULL: out of memory */
+static pool *pool_of(const cft_dev *d) {
+    for (pool *p = pools; p; p = p->next)
+        if (p->d == d)
+            return p;
+    pool *p = calloc(1, sizeof *p);
+    if (p) {
+        p->d = d, p->next = pools;
+        pools = p;
+    }
+    return p;
+}
+
+static bin *bin_of(pool *p, size_t size, bool make) {
+    for (int i = 0; i < p->nbins; i++)
+        if (p->bins[i].size == size)
+            return &p->bins[i];
+    if (!make)
+        return NULL;
+    if (p->nbins == p->capbins) {
+        int c = p->capbins ? 2 * p->capbins : 16;
+        bin *nb = realloc(p->bins, (size_t)c * sizeof *nb);
+        if (!nb)
+            return NULL;
+        p->bins = nb, p->capbins = c;
+    }
+    p->bins[p->nbins] = (bin){size, NULL};
+    return &p->bins[p->nbins++];
+}
+
+/* under mu: unlinks every cached block of p into a list for the backend */
+static block *take_cache(pool *p) {
+    block *all = NULL;
+    for (int i = 0; i < p->nbins; i++)
+        while (p->bins[i].head) {
+            block *b = p->bins[i].head;
+            p->bins[i].head = b->next;
+            b->next = all, all = b;
+            p->st.cached -= p->bins[i].size;
+            p->st.releases++;
+        }
+    return all;
+}
+
+/* outside mu: the backend releases the list's blocks; the records are kept */
+static void give_back(const cft_dev *d, block *all) {
+    block *last = NULL;
+    for (block *b = all; b; b = b->next) {
+        d->b->release(d->b->ctx, d->index, b->ptr);
+        last = b;
+    }
+    if (last) {
+        pthread_mutex_lock(&mu);
+        last->next = spare, spare = all;
+        pthread_mutex_unlock(&mu);
+    }
+}
+
+static void *backend_alloc(const cft_dev *d, size_t size) {
+    void *ptr = d->b->alloc(d->b->ctx, d->index, size);
+    pthread_mutex_lock(&mu);
+    pool *p = pool_of(d);
+    if (p && ptr)
+        p->st.allocs++;
+    pthread_mutex_unlock(&mu);
+    return ptr;
+}
+
+void *cft__pool_alloc(const cft_dev *d, size_t bytes) {
+    size_t size = caching() ? size_class(bytes) : bytes;
+    void *ptr = NULL;
+    pthread_mutex_lock(&mu);
+    pool *p = pool_of(d);
+    bin *bn = p ? bin_of(p, size, false) : NULL;
+    if (bn && bn->head) {
+        block *b = bn->head;
+        bn->head = b->next;
+        ptr = b->ptr;
+        b->next = spare, spare = b;
+        p->st.cached -= size, p->st.reuses++;
+    }
+    pthread_mutex_unlock(&mu);
+    if (!ptr && !(ptr = backend_alloc(d, size))) {
+        cft__pool_trim(d); /* the cache back to the backend, and once more */
+        ptr = backend_alloc(d, size);
+    }
+    if (ptr) {
+        pthread_mutex_lock(&mu);
+        if ((p = pool_of(d))) {
+            p->st.in_use += size;
+            if (p->st.in_use > p->st.peak_in_use)
+                p->st.peak_in_use = p->st.in_use;
+        }
+        pthread_mutex_unlock(&mu);
+    }
+    return ptr;
+}
+
+void cft__pool_release(const cft_dev *d, void *ptr, size_t bytes) {
+    bool cache = caching();
+    size_t size = cache ? size_class(bytes) : bytes;
+    pthread_mutex_lock(&mu);
+    pool *p = pool_of(d);
+    if (p)
+        p->st.in_use -= p->st.in_use < size ? p->st.in_use : size;
+    bin *bn = cache && p ? bin_of(p, size, true) : NULL;
+    block *b = bn ? spare : NULL;
+    if (b)
+        spare = b->next;
+    else if (bn)
+        b = malloc(sizeof *b);
+    if (b) {
+        b->ptr = ptr, b->next = bn->head, bn->head = b;
+        p->st.cached += size;
+    } else if (p)
+        p->st.releases++;
+    pthread_mutex_unlock(&mu);
+    if (!b) /* not cached (off, or no memory for the record): straight back */
+        d->b->release(d->b->ctx, d->index, ptr);
+}
+
+void cft__pool_trim(const cft_dev *d) {
+    pthread_mutex_lock(&mu);
+    pool *p = pool_of(d);
+    block *all = p ? take_cache(p) : NULL;
+    pthread_mutex_unlock(&mu);
+    give_back(d, all);
+}
+
+void cft__pool_stats(const cft_dev *d, cft_device_memory_stats *out) {
+    pthread_mutex_lock(&mu);
+    pool *p = pool_of(d);
+    *out = p ? p->st : (cft_device_memory_stats){0};
+    pthread_mutex_unlock(&mu);
+}
