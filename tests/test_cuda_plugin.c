@@ -1,7 +1,8 @@
 /* test_cuda_plugin.c: what libcft_cuda.so does without a GPU. cft loads
  * it on cft_device("cuda:0") (here the device is the error "no CUDA
- * driver"; on a GPU machine a device); the plugin then opens cuBLAS and
- * cuFFT from the toolkit it was built with, and compiles CUDA C with NVRTC to CUBINs
+ * driver"; on a GPU machine a device); the plugin then opens cuBLAS,
+ * cuFFT and cuSOLVER from the toolkit it was built with (with every
+ * function it calls), and compiles CUDA C with NVRTC to CUBINs
  * for sm_80 and sm_90 through cft's private cache: a second compile is a
  * cache hit, a corrupted CUBIN is compiled again (never used), a kernel
  * that does not compile is an error carrying NVRTC's log, and four
@@ -126,6 +127,14 @@ int main(int argc, char **argv) {
         char err[1300] = "";
         CHECK(fft != NULL);
         CHECK_MSG(fft && fft(err, sizeof err) == 0, "%s", err);
+    }
+    TEST("cuSOLVER opens from the toolkit (and cuBLAS has trsmBatched); cholesky's kernels "
+         "compile") {
+        int (*solver)(char *, size_t);
+        *(void **)&solver = dlsym(h, "cft_cuda_solver_check");
+        char err[1300] = "";
+        CHECK(solver != NULL);
+        CHECK_MSG(solver && solver(err, sizeof err) == 0, "%s", err);
     }
     TEST("a kernel that does not compile: an error with NVRTC's log; a bad arch is refused") {
         size_t n = 0;

@@ -15,10 +15,12 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda/cuda_plugin.h"
 #include "cuda/gemm_map.h"
+#include "cuda/solver_map.h"
 
 static struct {
     void *lib;
@@ -30,6 +32,12 @@ static struct {
     cublasStatus_t (*dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                             const double *, const double *, int, long long, const double *, int,
                             long long, const double *, double *, int, long long, int);
+    cublasStatus_t (*strsm)(cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t,
+                            cublasDiagType_t, int, int, const float *, const float *const[], int,
+                            float *const[], int, int);
+    cublasStatus_t (*dtrsm)(cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t,
+                            cublasDiagType_t, int, int, const double *, const double *const[], int,
+                            double *const[], int, int);
     cublasHandle_t handle[CFT_CUDA_MAX_DEV];
     pthread_mutex_t mu[CFT_CUDA_MAX_DEV];
 } bl;
@@ -42,9 +50,10 @@ static void load(void) {
         pthread_mutex_init(&bl.mu[i], NULL);
 #ifdef CFT_CUBLAS_PATH
     void **const slots[] = {(void **)&bl.create, (void **)&bl.status, (void **)&bl.sgemm,
-                            (void **)&bl.dgemm};
-    static const char *const names[] = {"cublasCreate_v2", "cublasGetStatusString",
-                                        "cublasSgemmStridedBatched", "cublasDgemmStridedBatched"};
+                            (void **)&bl.dgemm,  (void **)&bl.strsm,  (void **)&bl.dtrsm};
+    static const char *const names[] = {"cublasCreate_v2",           "cublasGetStatusString",
+                                        "cublasSgemmStridedBatched", "cublasDgemmStridedBatched",
+                                        "cublasStrsmBatched",        "cublasDtrsmBatched"};
     bl.lib = cft_cuda_open_lib(CFT_CUBLAS_PATH, "cuBLAS", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
 #else
@@ -88,6 +97,84 @@ int cft_cuda_gemm(int dev, const cft_dev_op *op) {
         cft_cuda_fail("dot_general on cuda:%d: cuBLAS (m %lld, n %lld, k %lld, batch %lld): %s",
                       dev, (long long)d.m, (long long)d.n, (long long)d.k, (long long)d.batch,
                       bl.status(s));
+        return -1;
+    }
+    return 1;
+}
+
+/* device memory holding the batch's matrix pointers base + k * stride
+ * elements (trsmBatched takes arrays of pointers); 0 when out of memory */
+CUdeviceptr cft_cuda_ptr_array(void *base, int64_t stride, size_t elem, int64_t batch) {
+    void **h = malloc(sizeof(void *) * (size_t)batch);
+    CUdeviceptr p = 0;
+    if (!h)
+        return 0;
+    for (int64_t k = 0; k < batch; k++)
+        h[k] = (char *)base + (size_t)(k * stride) * elem;
+    if (cft_cu.alloc(&p, sizeof(void *) * (size_t)batch) != CUDA_SUCCESS ||
+        cft_cu.htod(p, h, sizeof(void *) * (size_t)batch) != CUDA_SUCCESS) {
+        if (p)
+            cft_cu.free(p);
+        p = 0;
+    }
+    free(h);
+    return p;
+}
+
+int cft_cuda_trsm(int dev, const cft_dev_op *op) {
+    cft_trsm_desc d;
+    if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_trsm_map_op(&cft_cuda_core->op, op, &d))
+        return 0;
+    pthread_once(&once, load);
+    if (load_err[0])
+        return 0;
+    if (cft_cuda_on(dev, "triangular_solve (cuBLAS)"))
+        return -1;
+    const cft_dev_op_api *api = &cft_cuda_core->op;
+    cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), x = api->out(op, 0);
+    size_t es = d.dbl ? sizeof(double) : sizeof(float);
+    CUdeviceptr pa = cft_cuda_ptr_array(a.ptr, d.sa, es, d.batch),
+                px = cft_cuda_ptr_array(x.ptr, d.sb, es, d.batch);
+    if (!pa || !px ||
+        cft_cu.dtod((CUdeviceptr)(uintptr_t)x.ptr, (CUdeviceptr)(uintptr_t)b.ptr, b.bytes) !=
+            CUDA_SUCCESS) { /* the solve is in place: X starts as B */
+        if (pa)
+            cft_cu.free(pa);
+        if (px)
+            cft_cu.free(px);
+        cft_cuda_fail("triangular_solve on cuda:%d: no device memory for %lld matrix pointers", dev,
+                      (long long)d.batch);
+        return -1;
+    }
+    pthread_mutex_lock(&bl.mu[dev]);
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (!bl.handle[dev])
+        s = bl.create(&bl.handle[dev]);
+    cublasSideMode_t side = d.left ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT;
+    cublasFillMode_t uplo = d.upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+    cublasOperation_t tr = d.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasDiagType_t diag = d.unit ? CUBLAS_DIAG_UNIT : CUBLAS_DIAG_NON_UNIT;
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        if (d.dbl) {
+            const double one = 1;
+            s = bl.dtrsm(bl.handle[dev], side, uplo, tr, diag, (int)d.m, (int)d.n, &one,
+                         (const double *const *)(uintptr_t)pa, (int)d.lda,
+                         (double *const *)(uintptr_t)px, (int)d.ldb, (int)d.batch);
+        } else {
+            const float one = 1;
+            s = bl.strsm(bl.handle[dev], side, uplo, tr, diag, (int)d.m, (int)d.n, &one,
+                         (const float *const *)(uintptr_t)pa, (int)d.lda,
+                         (float *const *)(uintptr_t)px, (int)d.ldb, (int)d.batch);
+        }
+    }
+    pthread_mutex_unlock(&bl.mu[dev]);
+    cft_cu.sync(); /* the pointer arrays are read by the queued solve */
+    cft_cu.free(pa);
+    cft_cu.free(px);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        cft_cuda_fail("triangular_solve on cuda:%d: cuBLAS trsmBatched (m %lld, n %lld, batch "
+                      "%lld): %s",
+                      dev, (long long)d.m, (long long)d.n, (long long)d.batch, bl.status(s));
         return -1;
     }
     return 1;

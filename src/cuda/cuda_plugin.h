@@ -57,11 +57,22 @@ const char *cft_cuda_message(void);
 int cft_cuda_gemm(int dev, const cft_dev_op *op);
 /* fft on cuFFT (fft.c): the same convention */
 int cft_cuda_fft(int dev, const cft_dev_op *op);
+/* triangular_solve on cuBLAS's trsmBatched (blas.c): the same convention */
+int cft_cuda_trsm(int dev, const cft_dev_op *op);
+/* cholesky on cuSOLVER's potrfBatched (solver.c): the same convention */
+int cft_cuda_cholesky(int dev, const cft_dev_op *op);
+/* device memory holding the pointers base + k * stride * elem, k < batch
+ * (for the batched calls); 0 when out of memory */
+CUdeviceptr cft_cuda_ptr_array(void *base, int64_t stride, size_t elem, int64_t batch);
 
 /* CUDA C compiled by NVRTC for sm_<major><minor>, through cft's private
  * cache (nvrtc.c): the CUBIN (malloc'd) and its size; *hit says whether
  * it came from the cache. 0, or -1 with the error set. */
 int cft_cuda_cubin(const char *src, int major, int minor, void **cubin, size_t *n, int *hit);
+/* src compiled for arch ("sm_XY") through the cache (for test_cuda_plugin:
+ * no GPU needed); whether it came from there; 0, or -1 with the message */
+int cft_cuda_compile_check(const char *src, const char *arch, size_t *n, int *hit, char *err,
+                           size_t en);
 /* launches kernel `entry` of src on device dev with its argument struct
  * (args, size bytes) as the parameter buffer, over nslot threads' work
  * (a grid-stride loop); 0, or -1 with the error set */

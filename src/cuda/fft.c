@@ -135,17 +135,11 @@ int cft_cuda_fft(int dev, const cft_dev_op *op) {
  * scale kernel compiles for sm_90 */
 __attribute__((visibility("default"))) int cft_cuda_fft_check(char *err, size_t en) {
     pthread_once(&once, load);
-    void *bin = NULL;
-    size_t n = 0;
-    int hit = 0;
     if (load_err[0]) {
         snprintf(err, en, "%s", load_err);
         return -1;
     }
-    if (cft_cuda_cubin(scale_src, 9, 0, &bin, &n, &hit)) {
-        snprintf(err, en, "%s", cft_cuda_message());
-        return -1;
-    }
-    free(bin);
-    return 0;
+    size_t n = 0;
+    int hit = 0;
+    return cft_cuda_compile_check(scale_src, "sm_90", &n, &hit, err, en);
 }

@@ -1,7 +1,10 @@
 /* host_kernels.c: the jit's CUDA C kernels run on the host, as the test
- * backend's run_kernel. The source (lower/emit_cuda.c: its prelude has a
- * host branch where blockIdx / threadIdx are thread-local variables) gets
- * a launcher per kernel that runs a grid of 3 blocks of 32 threads as
+ * backend's run_kernel, and the CUDA backend's own kernels (cholesky's
+ * steps, cuda/solver_map.h). The source (lower/emit_cuda.c: its prelude
+ * has a host branch where blockIdx / threadIdx are thread-local variables;
+ * a source without it gets the same) gets a launcher per kernel
+ * `__global__ void <name>(const struct <tag> a)` that runs a grid of 3
+ * blocks of 32 threads as
  * loops, so every grid-stride loop wraps; it is compiled by the C++
  * compiler (spawned without a shell) into a private temporary directory,
  * loaded, and kept for the process under a hash of the source. */
@@ -37,27 +40,37 @@ static uint64_t fnv(const char *s) {
     return h;
 }
 
-/* the source with a launcher after each kernel's definition */
+/* the host's stand-ins for CUDA's launch indices, for a source without
+ * the jit's prelude (which has its own) */
+static const char *shim = "struct cft_dim3 { unsigned x, y, z; };\n"
+                          "static thread_local cft_dim3 threadIdx, blockIdx, blockDim, gridDim;\n"
+                          "#define __global__\n#define __device__\n";
+
+/* the source with a launcher cft_launch_<name> for each kernel
+ * `__global__ void <name>(const struct <tag> a)` */
 static char *with_launchers(const char *src) {
     size_t cap = strlen(src) * 2 + 4096, len = 0;
     char *out = malloc(cap);
     if (!out)
         return NULL;
-    len += (size_t)snprintf(out, cap, "#include <string.h>\n%s\n", src);
-    for (const char *p = src; (p = strstr(p, "__global__ void cft_g"));) {
-        int k = atoi(p + strlen("__global__ void cft_g"));
-        p += 10;
-        char l[512];
+    len += (size_t)snprintf(out, cap, "#include <string.h>\n%s%s\n",
+                            strstr(src, "struct cft_dim3") ? "" : shim, src);
+    for (const char *p = src; (p = strstr(p, "__global__ void "));) {
+        p += strlen("__global__ void ");
+        char name[64], tag[64];
+        if (sscanf(p, "%63[A-Za-z0-9_](const struct %63[A-Za-z0-9_]", name, tag) != 2)
+            continue;
+        char l[640];
         int n =
             snprintf(l, sizeof l,
-                     "extern \"C\" void cft_launch_g%d(const void *args) {\n"
-                     "    struct cft_a%d a;\n    memcpy(&a, args, sizeof a);\n"
+                     "extern \"C\" void cft_launch_%s(const void *args) {\n"
+                     "    struct %s a;\n    memcpy(&a, args, sizeof a);\n"
                      "    gridDim = cft_dim3{3, 1, 1}, blockDim = cft_dim3{32, 1, 1};\n"
                      "    for (unsigned b = 0; b < 3; b++)\n"
                      "        for (unsigned t = 0; t < 32; t++) {\n"
                      "            blockIdx = cft_dim3{b, 0, 0}, threadIdx = cft_dim3{t, 0, 0};\n"
-                     "            cft_g%d(a);\n        }\n}\n",
-                     k, k, k);
+                     "            %s(a);\n        }\n}\n",
+                     name, tag, name);
         if (len + (size_t)n + 1 > cap) {
             char *grown = realloc(out, cap = cap * 2 + (size_t)n);
             if (!grown) {
@@ -132,12 +145,8 @@ int host_kernel_run(const char *source, const char *entry, const void *args, cha
     pthread_mutex_unlock(&mu);
     if (!so)
         return -1;
-    char name[64];
-    if (strncmp(entry, "cft_g", 5)) {
-        snprintf(err, n, "host kernels: no kernel %s", entry);
-        return -1;
-    }
-    snprintf(name, sizeof name, "cft_launch_g%s", entry + 5);
+    char name[128];
+    snprintf(name, sizeof name, "cft_launch_%s", entry);
     void (*launch)(const void *);
     *(void **)&launch = dlsym(so, name);
     if (!launch) {

@@ -3,10 +3,9 @@
 #ifndef HOST_KERNELS_H
 #define HOST_KERNELS_H
 
-/* Runs kernel `entry` ("cft_g<k>") of CUDA C `source` on the host with its
- * argument struct: the source is compiled once (C++ compiler, the
- * prelude's host shim, a launcher per kernel) and kept for the process.
- * 0, or -1 with the reason in err. */
+/* Runs kernel `entry` ("cft_g<k>", or any kernel taking one struct) of CUDA C `source` on the host
+ * with its argument struct: the source is compiled once (C++ compiler, the prelude's host shim, a
+ * launcher per kernel) and kept for the process. 0, or -1 with the reason in err. */
 int host_kernel_run(const char *source, const char *entry, const void *args, char *err,
                     unsigned long n);
 

@@ -8,7 +8,10 @@
  * strided batched GEMM by src/cuda/gemm_map.h, then OpenBLAS on the
  * opened device memory, so every product of the per-primitive tests
  * checks that mapping; fft likewise runs as the batched transform of
- * src/cuda/fft_map.h (what the CUDA backend gives cuFFT) with FFTW. A
+ * src/cuda/fft_map.h (what the CUDA backend gives cuFFT) with FFTW, and
+ * cholesky and triangular_solve as the column-major batched calls of
+ * src/cuda/solver_map.h (cuSOLVER's potrf, cuBLAS's trsm) with LAPACK and
+ * CBLAS per matrix. A
  * jitted function's fused kernels run here too
  * (run_kernel): their CUDA C compiled for the host (host_kernels.c) and
  * run on the opened mappings of their operands. Other operations run on
@@ -19,6 +22,7 @@
 
 #include <cblas.h>
 #include <fftw3.h>
+#include <lapacke.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,6 +34,7 @@
 #include "cft/cft.h"
 #include "cuda/fft_map.h"
 #include "cuda/gemm_map.h"
+#include "cuda/solver_map.h"
 #include "host_kernels.h"
 
 enum { MAX_LIVE = 1 << 16 };
@@ -260,6 +265,107 @@ static bool fft(const cft_dev_op *op) {
     return true;
 }
 
+/* opens the mappings of n buffers (under mu): false if one is not device memory */
+static bool open_all(const cft_dev_buf *b, int n, char **r, size_t *sz) {
+    for (int i = 0; i < n; i++)
+        if (!(r[i] = region(b[i].ptr, b[i].bytes, &sz[i])))
+            return false;
+    for (int i = 0; i < n; i++)
+        mprotect(r[i], sz[i], PROT_READ | PROT_WRITE);
+    return true;
+}
+static void close_all(int n, char **r, const size_t *sz) {
+    for (int i = 0; i < n; i++)
+        mprotect(r[i], sz[i], PROT_NONE);
+}
+
+static const cft_dev_op_api op_api = {cft_dev_op_name, cft_dev_op_nin, cft_dev_op_in,
+                                      cft_dev_op_out, cft_dev_op_param};
+
+/* cholesky as solver_map.h maps it (S, potrf of the column-major upper
+ * triangle, the row-major upper zeroed): 1 done, 0 not mapped, -1 failed */
+static int chol(const cft_dev_op *op) {
+    cft_chol_desc d;
+    if (!cft_chol_map_op(&op_api, op, &d))
+        return 0;
+    cft_dev_buf b[2] = {cft_dev_op_in(op, 0), cft_dev_op_out(op, 0)};
+    char *r[2];
+    size_t sz[2];
+    pthread_mutex_lock(&mu);
+    if (!open_all(b, 2, r, sz)) {
+        pthread_mutex_unlock(&mu);
+        return 0;
+    }
+    int64_t n = d.n, nn = n * n, bad = -1;
+    int info = 0;
+    /* steps 1 and 2 are the CUDA backend's own kernels, run on the host */
+    struct {
+        void *y;
+        const void *a;
+        long long n, total;
+    } p = {b[1].ptr, b[0].ptr, (long long)n, (long long)(d.batch * nn)};
+    char entry[32];
+    snprintf(entry, sizeof entry, "cft_chol_sym_%c", d.dbl ? 'd' : 'f');
+    int rc = host_kernel_run(CFT_CHOL_KERNELS, entry, &p, err, sizeof err);
+    for (int64_t k = 0; k < d.batch && !info && !rc; k++)
+        if ((info = d.dbl ? LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', (int)n,
+                                           (double *)b[1].ptr + k * nn, (int)n)
+                          : LAPACKE_spotrf(LAPACK_COL_MAJOR, 'U', (int)n,
+                                           (float *)b[1].ptr + k * nn, (int)n)) != 0)
+            bad = k;
+    p.a = p.y;
+    snprintf(entry, sizeof entry, "cft_chol_zero_%c", d.dbl ? 'd' : 'f');
+    if (!rc && !info)
+        rc = host_kernel_run(CFT_CHOL_KERNELS, entry, &p, err, sizeof err);
+    close_all(2, r, sz);
+    counts.solvers++;
+    pthread_mutex_unlock(&mu);
+    if (rc)
+        return -1;
+    if (info > 0)
+        snprintf(err, sizeof err,
+                 "cholesky on test: batch element %lld is not positive definite (leading minor "
+                 "of order %d)",
+                 (long long)bad, info);
+    else if (info < 0)
+        snprintf(err, sizeof err, "cholesky on test: potrf: info %d", info);
+    return info ? -1 : 1;
+}
+
+/* triangular_solve as solver_map.h maps it (column-major trsm on a copy of
+ * B): 1 done, 0 not mapped */
+static int trsm(const cft_dev_op *op) {
+    cft_trsm_desc d;
+    if (!cft_trsm_map_op(&op_api, op, &d))
+        return 0;
+    cft_dev_buf b[3] = {cft_dev_op_in(op, 0), cft_dev_op_in(op, 1), cft_dev_op_out(op, 0)};
+    char *r[3];
+    size_t sz[3];
+    pthread_mutex_lock(&mu);
+    if (!open_all(b, 3, r, sz)) {
+        pthread_mutex_unlock(&mu);
+        return 0;
+    }
+    memcpy(b[2].ptr, b[1].ptr, b[1].bytes);
+    CBLAS_SIDE side = d.left ? CblasLeft : CblasRight;
+    CBLAS_UPLO uplo = d.upper ? CblasUpper : CblasLower;
+    CBLAS_TRANSPOSE tr = d.trans ? CblasTrans : CblasNoTrans;
+    CBLAS_DIAG diag = d.unit ? CblasUnit : CblasNonUnit;
+    for (int64_t k = 0; k < d.batch; k++)
+        if (d.dbl)
+            cblas_dtrsm(CblasColMajor, side, uplo, tr, diag, (int)d.m, (int)d.n, 1.0,
+                        (const double *)b[0].ptr + k * d.sa, (int)d.lda,
+                        (double *)b[2].ptr + k * d.sb, (int)d.ldb);
+        else
+            cblas_strsm(CblasColMajor, side, uplo, tr, diag, (int)d.m, (int)d.n, 1.0f,
+                        (const float *)b[0].ptr + k * d.sa, (int)d.lda,
+                        (float *)b[2].ptr + k * d.sb, (int)d.ldb);
+    close_all(3, r, sz);
+    counts.solvers++;
+    pthread_mutex_unlock(&mu);
+    return 1;
+}
+
 static int run(void *ctx, int dev, const cft_dev_op *op) {
     (void)ctx, (void)dev;
     pthread_mutex_lock(&mu);
@@ -267,6 +373,11 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
     pthread_mutex_unlock(&mu);
     if (gemm(op) || fft(op))
         return 0;
+    int done = chol(op);
+    if (!done)
+        done = trsm(op);
+    if (done)
+        return done > 0 ? 0 : -1;
     if (cft_dev_op_run_on_host(op) != CFT_OK) {
         snprintf(err, sizeof err, "%s", cft_last_error_message());
         return -1;

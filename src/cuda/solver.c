@@ -1,0 +1,132 @@
+/* solver.c: cholesky on cuSOLVER in the CUDA backend, as
+ * cuda/solver_map.h maps it: a kernel writes the symmetric part of each
+ * matrix into the output, cusolverDn<S|D>potrfBatched factors its
+ * column-major upper triangle in place (the row-major lower one), and a
+ * second kernel zeroes the row-major upper triangle; the per-matrix info
+ * comes back to name a matrix that is not positive definite. cuSOLVER is
+ * opened at run time from the toolkit the backend was built with
+ * (CFT_CUSOLVER_PATH), after the trust check; one handle per device, used
+ * under that device's lock. Written against cuSOLVER 12 (CUDA 13); not
+ * yet run on a GPU (the mapping runs in test_device_linalg through the
+ * test backend, and test_cuda_plugin compiles the two kernels). */
+#include <cusolverDn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cuda/cuda_plugin.h"
+#include "cuda/solver_map.h"
+
+static struct {
+    void *lib;
+    cusolverStatus_t (*create)(cusolverDnHandle_t *);
+    cusolverStatus_t (*spotrf)(cusolverDnHandle_t, cublasFillMode_t, int, float *[], int, int *,
+                               int);
+    cusolverStatus_t (*dpotrf)(cusolverDnHandle_t, cublasFillMode_t, int, double *[], int, int *,
+                               int);
+    cusolverDnHandle_t handle[CFT_CUDA_MAX_DEV];
+    pthread_mutex_t mu[CFT_CUDA_MAX_DEV];
+} so;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char load_err[1200];
+
+static void load(void) {
+    for (int i = 0; i < CFT_CUDA_MAX_DEV; i++)
+        pthread_mutex_init(&so.mu[i], NULL);
+#ifdef CFT_CUSOLVER_PATH
+    void **const slots[] = {(void **)&so.create, (void **)&so.spotrf, (void **)&so.dpotrf};
+    static const char *const names[] = {"cusolverDnCreate", "cusolverDnSpotrfBatched",
+                                        "cusolverDnDpotrfBatched"};
+    so.lib = cft_cuda_open_lib(CFT_CUSOLVER_PATH, "cuSOLVER", slots, names,
+                               (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
+#else
+    snprintf(load_err, sizeof load_err, "built without cuSOLVER");
+#endif
+}
+
+static const char *chol_src = CFT_CHOL_KERNELS;
+
+/* step `which` ("sym" / "zero") of solver_map.h over the batch */
+static int chol_step(int dev, const char *which, void *y, const void *a, const cft_chol_desc *d) {
+    char entry[32];
+    snprintf(entry, sizeof entry, "cft_chol_%s_%c", which, d->dbl ? 'd' : 'f');
+    struct {
+        void *y;
+        const void *a;
+        long long n, total;
+    } p = {y, a, (long long)d->n, (long long)(d->batch * d->n * d->n)};
+    return cft_cuda_launch(dev, chol_src, entry, &p, sizeof p, p.total);
+}
+
+int cft_cuda_cholesky(int dev, const cft_dev_op *op) {
+    cft_chol_desc d;
+    if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_chol_map_op(&cft_cuda_core->op, op, &d))
+        return 0;
+    pthread_once(&once, load);
+    if (load_err[0])
+        return 0; /* no cuSOLVER: the caller's way */
+    if (cft_cuda_on(dev, "cholesky (cuSOLVER)"))
+        return -1;
+    cft_dev_buf a = cft_cuda_core->op.in(op, 0), y = cft_cuda_core->op.out(op, 0);
+    size_t es = d.dbl ? sizeof(double) : sizeof(float);
+    if (chol_step(dev, "sym", y.ptr, a.ptr, &d))
+        return -1;
+    CUdeviceptr ptrs = cft_cuda_ptr_array(y.ptr, d.n * d.n, es, d.batch), info = 0;
+    int *hinfo = malloc(sizeof(int) * (size_t)d.batch);
+    if (!ptrs || !hinfo || cft_cu.alloc(&info, sizeof(int) * (size_t)d.batch) != CUDA_SUCCESS) {
+        if (ptrs)
+            cft_cu.free(ptrs);
+        free(hinfo);
+        cft_cuda_fail("cholesky on cuda:%d: out of memory for a batch of %lld", dev,
+                      (long long)d.batch);
+        return -1;
+    }
+    pthread_mutex_lock(&so.mu[dev]);
+    cusolverStatus_t s = CUSOLVER_STATUS_SUCCESS;
+    if (!so.handle[dev])
+        s = so.create(&so.handle[dev]);
+    if (s == CUSOLVER_STATUS_SUCCESS)
+        s = d.dbl ? so.dpotrf(so.handle[dev], CUBLAS_FILL_MODE_UPPER, (int)d.n,
+                              (double **)(uintptr_t)ptrs, (int)d.n, (int *)(uintptr_t)info,
+                              (int)d.batch)
+                  : so.spotrf(so.handle[dev], CUBLAS_FILL_MODE_UPPER, (int)d.n,
+                              (float **)(uintptr_t)ptrs, (int)d.n, (int *)(uintptr_t)info,
+                              (int)d.batch);
+    pthread_mutex_unlock(&so.mu[dev]);
+    /* the copy waits for the factorisation (one stream) */
+    CUresult r = cft_cu.dtoh(hinfo, info, sizeof(int) * (size_t)d.batch);
+    cft_cu.free(ptrs);
+    cft_cu.free(info);
+    int rc = 1;
+    if (s != CUSOLVER_STATUS_SUCCESS || r != CUDA_SUCCESS) {
+        cft_cuda_fail("cholesky on cuda:%d: cuSOLVER potrfBatched (n %lld, batch %lld): %s %d", dev,
+                      (long long)d.n, (long long)d.batch,
+                      s != CUSOLVER_STATUS_SUCCESS ? "status" : "reading its info:", (int)s);
+        rc = -1;
+    }
+    for (int64_t k = 0; k < d.batch && rc > 0; k++)
+        if (hinfo[k] != 0) {
+            cft_cuda_fail("cholesky on cuda:%d: batch element %lld is not positive definite "
+                          "(leading minor of order %d)",
+                          dev, (long long)k, hinfo[k]);
+            rc = -1;
+        }
+    free(hinfo);
+    if (rc > 0 && chol_step(dev, "zero", y.ptr, y.ptr, &d))
+        rc = -1;
+    return rc;
+}
+
+/* for test_cuda_plugin: 0 when cuSOLVER is loaded and cholesky's kernels
+ * compile for sm_90, else -1 and why */
+__attribute__((visibility("default"))) int cft_cuda_solver_check(char *err, size_t en) {
+    pthread_once(&once, load);
+    if (load_err[0]) {
+        snprintf(err, en, "%s", load_err);
+        return -1;
+    }
+    size_t n = 0;
+    int hit = 0;
+    return cft_cuda_compile_check(chol_src, "sm_90", &n, &hit, err, en);
+}

@@ -1,0 +1,122 @@
+/* solver_map.h: cholesky and triangular_solve on contiguous row-major
+ * operands as the batched column-major calls of a LAPACK-style library:
+ * cuSOLVER's potrfBatched and cuBLAS's trsmBatched in the CUDA backend,
+ * LAPACK's potrf and CBLAS's trsm per matrix in the test backend
+ * (tests/support), which runs the same mapping on its own memory, so every
+ * cholesky and triangular_solve of the per-primitive tests checks it
+ * without a GPU. A row-major matrix read column-major is its transpose.
+ *
+ * cholesky factors S = (A + A^T) / 2 (as the host kernel does): the output
+ * first gets S (step 1, elementwise), which read column-major is S again;
+ * potrf of its *upper* triangle gives U with S = U^T U, stored at column
+ * j, row i <= j, that is row-major row j, column i: the lower triangle,
+ * holding U(i, j) = L(j, i). Then the row-major strict upper triangle,
+ * which potrf leaves as it was, is zeroed (step 2). potrf's info > 0 for a
+ * batch element: not positive definite, as on the host.
+ *
+ * triangular_solve: X = op(A)^-1 B (left) or B op(A)^-1 (right), B [M, N].
+ * Transposed, left is X^T op(A)^T = B^T: column-major, the solve from the
+ * right with the column-major A (A^T), the same op, the other triangle;
+ * right is the solve from the left. The output first gets a copy of B
+ * (the call solves in place). */
+#ifndef CFT_SOLVER_MAP_H
+#define CFT_SOLVER_MAP_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "array/device_plugin.h"
+
+typedef struct {
+    bool dbl;
+    int64_t n, batch; /* batch matrices of [n, n] */
+} cft_chol_desc;
+
+typedef struct {
+    bool dbl;
+    bool left;        /* column-major side: op(A) X = B (else X op(A) = B) */
+    bool upper;       /* column-major triangle of A read */
+    bool trans, unit; /* op(A) = A^T; unit diagonal (not read) */
+    int64_t m, n;     /* column-major X and B are [m, n] */
+    int64_t lda, ldb; /* column-major leading dims */
+    int64_t sa, sb;   /* elements between consecutive matrices */
+    int64_t batch;
+} cft_trsm_desc;
+
+static inline bool cft_solver_float(const cft_aval *a, bool *dbl) {
+    if (a->dtype != CFT_F32 && a->dtype != CFT_F64)
+        return false;
+    *dbl = a->dtype == CFT_F64;
+    return true;
+}
+
+/* batch and matrix size of x's leading dims and its last two; false when
+ * a size is 0 or exceeds an int (the libraries take ints) */
+static inline bool cft_solver_batch(const cft_aval *x, int64_t *batch) {
+    *batch = 1;
+    for (int i = 0; i < x->ndim - 2; i++)
+        *batch *= x->shape[i];
+    return x->ndim >= 2 && *batch > 0 && *batch <= INT_MAX && x->shape[x->ndim - 1] > 0 &&
+           x->shape[x->ndim - 1] <= INT_MAX && x->shape[x->ndim - 2] > 0 &&
+           x->shape[x->ndim - 2] <= INT_MAX;
+}
+
+static inline bool cft_chol_map_op(const cft_dev_op_api *api, const cft_dev_op *op,
+                                   cft_chol_desc *d) {
+    if (strcmp(api->name(op), "cholesky") || api->nin(op) != 1)
+        return false;
+    cft_dev_buf a = api->in(op, 0), y = api->out(op, 0);
+    if (!cft_solver_float(&a.aval, &d->dbl) || y.aval.dtype != a.aval.dtype ||
+        !cft_solver_batch(&a.aval, &d->batch))
+        return false;
+    d->n = a.aval.shape[a.aval.ndim - 1];
+    return a.aval.shape[a.aval.ndim - 2] == d->n && y.bytes == a.bytes;
+}
+
+static inline bool cft_trsm_map_op(const cft_dev_op_api *api, const cft_dev_op *op,
+                                   cft_trsm_desc *d) {
+    int64_t left, lower, trans, unit, ba, bb;
+    if (strcmp(api->name(op), "triangular_solve") || api->nin(op) != 2 ||
+        api->param(op, "left_side", &left, 1) != 1 || api->param(op, "lower", &lower, 1) != 1 ||
+        api->param(op, "transpose_a", &trans, 1) != 1 ||
+        api->param(op, "unit_diagonal", &unit, 1) != 1)
+        return false;
+    cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), x = api->out(op, 0);
+    if (!cft_solver_float(&a.aval, &d->dbl) || b.aval.dtype != a.aval.dtype ||
+        !cft_solver_batch(&a.aval, &ba) || !cft_solver_batch(&b.aval, &bb) || ba != bb ||
+        x.bytes != b.bytes)
+        return false;
+    int nd = b.aval.ndim;
+    int64_t M = b.aval.shape[nd - 2], N = b.aval.shape[nd - 1], m = a.aval.shape[nd - 1];
+    if (a.aval.ndim != nd || m != (left ? M : N))
+        return false;
+    /* column-major: B^T is [N, M], A^T is [m, m] */
+    d->left = !left, d->upper = lower != 0, d->trans = trans != 0, d->unit = unit != 0;
+    d->m = N, d->n = M, d->lda = m, d->ldb = N;
+    d->sa = m * m, d->sb = M * N, d->batch = ba;
+    return true;
+}
+
+/* Steps 1 and 2 of cholesky as CUDA C kernels over all batch * n * n
+ * elements (grid-stride loops; NVRTC in the CUDA backend): cft_chol_sym_<t>
+ * writes S of a into y, cft_chol_zero_<t> zeroes y's strict upper
+ * triangles. Their argument: struct { T *y; const T *a; long long n, total; }. */
+#define CFT_CHOL_KERNEL(T, t)                                                                      \
+    "struct cft_chol_" #t " { " #T " *y; const " #T " *a; long long n, total; };\n"                \
+    "extern \"C\" __global__ void cft_chol_sym_" #t "(const struct cft_chol_" #t " p) {\n"         \
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.total;\n"      \
+    "         i += (long long)gridDim.x * blockDim.x) {\n"                                         \
+    "        long long nn = p.n * p.n, base = i / nn * nn, r = i % nn / p.n, c = i % p.n;\n"       \
+    "        p.y[i] = r == c ? p.a[i]\n"                                                           \
+    "                        : (p.a[base + r * p.n + c] + p.a[base + c * p.n + r]) * (" #T         \
+    ")0.5;\n"                                                                                      \
+    "    }\n}\n"                                                                                   \
+    "extern \"C\" __global__ void cft_chol_zero_" #t "(const struct cft_chol_" #t " p) {\n"        \
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.total;\n"      \
+    "         i += (long long)gridDim.x * blockDim.x)\n"                                           \
+    "        if (i % p.n > i % (p.n * p.n) / p.n) p.y[i] = 0;\n}\n"
+#define CFT_CHOL_KERNELS CFT_CHOL_KERNEL(float, f) CFT_CHOL_KERNEL(double, d)
+
+#endif

@@ -1,0 +1,135 @@
+/* test_device_linalg.c: cholesky and triangular_solve on a device, as the
+ * test backend runs them (tests/support/test_backend.c): the batched
+ * column-major calls of src/cuda/solver_map.h, what the CUDA backend gives
+ * cuSOLVER (potrfBatched) and cuBLAS (trsmBatched), with LAPACK and CBLAS
+ * on the backend's own memory. So a mistake in the mapping (a triangle,
+ * a side, a leading dim, the output's zeroed half) fails here without a
+ * GPU.
+ *
+ * Checked against the host (tolerances: f64 1e-10, the same LAPACK
+ * routines on the other triangle round differently by a few ulps; f32
+ * 2e-4 relative, matrices of condition ~10): cholesky of batched SPD
+ * matrices in f32 and f64, and of a non-symmetric one (both factor
+ * (A + A^T) / 2); every triangular_solve (left / right, upper / lower,
+ * transposed or not, unit diagonal or not) on a batch, square and
+ * rectangular right-hand sides; a matrix that is not positive definite an
+ * error naming cholesky, the device and the batch element; the gradient
+ * of a log-determinant through cholesky and triangular solves on the
+ * device; and that the backend ran each of them itself (counts.solvers). */
+#include <string.h>
+
+#include "check.h"
+#include "support/test_backend.h"
+
+static cft_array *rnd(uint64_t seed, cft_dtype dt, const int64_t *shape, int nd) {
+    return cft_random_normal(cft_random_key(seed), dt, shape, nd);
+}
+
+/* batched SPD: X X^T / n + I */
+static cft_array *spd(uint64_t seed, cft_dtype dt, int64_t b, int64_t n) {
+    cft_array *x = rnd(seed, dt, (int64_t[]){b, n, n}, 3);
+    cft_array *eye = cft_eye(n, dt);
+    return cft_add(cft_mul_s(cft_matmul(x, cft_mT(x)), 1.0 / (double)n), eye);
+}
+
+static cft_array *to_host(cft_array *x) {
+    return cft_device_put(x, cft_device("cpu"));
+}
+
+static bool on(const cft_array *x, const cft_dev *d) {
+    return cft_device_of(x) == d;
+}
+
+/* 2 * sum(log(diag(cholesky(A)))) = log det A */
+static cft_status logdet(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *L = cft_linalg_cholesky(in[0]);
+    cft_array *y = cft_linalg_solve_triangular(L, in[1], false, true, false, false);
+    out[0] = cft_add(cft_mul_s(cft_sum(cft_log(cft_diagonal(L, 0, -2, -1)), NULL, 0, false), 2.0),
+                     cft_sum(cft_square(y), NULL, 0, false));
+    return CFT_OK;
+}
+
+int main(int argc, char **argv) {
+    check_init(argc, argv);
+    CHECK_EQ(test_backend_register(), 0);
+    const cft_dev *d = cft_device("test:0");
+    TEST("cholesky on a device: batched, f32 and f64, the host's factors") {
+        for (int f = 0; f < 2; f++) {
+            cft_dtype dt = f ? CFT_F64 : CFT_F32;
+            double tol = f ? 1e-10 : 2e-4;
+            for (int64_t n = 1; n <= 33; n += 8) {
+                cft_array *A = spd(10 + (uint64_t)n, dt, 3, n);
+                test_backend_counts c0 = test_backend_counts_now();
+                cft_array *L = cft_linalg_cholesky(cft_device_put(A, d));
+                CHECK_MSG(!cft_failed(L), "%s", cft_error_message(L));
+                CHECK(on(L, d));
+                CHECK_EQ(test_backend_counts_now().solvers - c0.solvers, 1);
+                CHECK_ARRAY_CLOSE(to_host(L), cft_linalg_cholesky(A), tol, tol);
+            }
+        }
+    }
+    TEST("cholesky of a non-symmetric matrix factors its symmetric part, as on the host") {
+        cft_array *A = spd(3, CFT_F64, 2, 6), *N = rnd(4, CFT_F64, (int64_t[]){2, 6, 6}, 3);
+        cft_array *B = cft_add(A, cft_sub(N, cft_mT(N))); /* A plus an antisymmetric part */
+        cft_array *L = cft_linalg_cholesky(cft_device_put(B, d));
+        CHECK_ARRAY_CLOSE(to_host(L), cft_linalg_cholesky(B), 1e-10, 1e-10);
+        CHECK_ARRAY_CLOSE(to_host(L), cft_linalg_cholesky(A), 1e-10, 1e-10);
+    }
+    TEST("every triangular_solve on a device: sides, triangles, op, unit diagonal") {
+        for (int f = 0; f < 2; f++) {
+            cft_dtype dt = f ? CFT_F64 : CFT_F32;
+            double tol = f ? 1e-10 : 2e-4;
+            /* well-conditioned triangles: a Cholesky factor of an SPD matrix */
+            cft_array *T = cft_linalg_cholesky(spd(20, dt, 2, 5));
+            cft_array *U = cft_mT(T), *Td = cft_device_put(T, d), *Ud = cft_device_put(U, d);
+            for (int k = 0; k < 16; k++) {
+                bool upper = k & 1, left = k & 2, tr = k & 4, unit = k & 8;
+                int64_t bs[3] = {2, left ? 5 : 3, left ? 3 : 5};
+                cft_array *Bm = rnd(30 + (uint64_t)k, dt, bs, 3);
+                cft_array *A = upper ? U : T, *Ad = upper ? Ud : Td;
+                test_backend_counts c0 = test_backend_counts_now();
+                cft_array *X =
+                    cft_linalg_solve_triangular(Ad, cft_device_put(Bm, d), upper, left, tr, unit);
+                CHECK_MSG(!cft_failed(X), "%s", cft_error_message(X));
+                CHECK(on(X, d));
+                CHECK_MSG(test_backend_counts_now().solvers - c0.solvers == 1,
+                          "upper %d left %d transpose %d unit %d: not the backend's", upper, left,
+                          tr, unit);
+                cft_array *want = cft_linalg_solve_triangular(A, Bm, upper, left, tr, unit);
+                CHECK_MSG(cft_max_abs_diff(to_host(X), want) <= tol * 10,
+                          "upper %d left %d transpose %d unit %d (%s): off by %g", upper, left, tr,
+                          unit, f ? "f64" : "f32", cft_max_abs_diff(to_host(X), want));
+            }
+        }
+    }
+    TEST("a matrix that is not positive definite: an error naming cholesky and the element") {
+        cft_array *A = spd(5, CFT_F64, 3, 4);
+        cft_array *neg = cft_concatenate(
+            (cft_array *[]){cft_slice(A, (int64_t[]){0, 0, 0}, (int64_t[]){1, 4, 4}, NULL),
+                            cft_neg(cft_slice(A, (int64_t[]){1, 0, 0}, (int64_t[]){2, 4, 4}, NULL)),
+                            cft_slice(A, (int64_t[]){2, 0, 0}, (int64_t[]){3, 4, 4}, NULL)},
+            3, 0);
+        cft_array *L = cft_linalg_cholesky(cft_device_put(neg, d));
+        CHECK(cft_failed(L));
+        const char *m = cft_error_message(L);
+        CHECK_MSG(strstr(m, "cholesky") && strstr(m, "test:0") &&
+                      strstr(m, "not positive definite") && strstr(m, "batch element 1"),
+                  "%s", m);
+    }
+    TEST("the gradient of a log-determinant through cholesky and solves, on a device") {
+        cft_array *A = spd(7, CFT_F64, 1, 6), *b = rnd(8, CFT_F64, (int64_t[]){1, 6, 2}, 3);
+        cft_fn *g = cft_grad(cft_fn_new(logdet, NULL, 2, 1), (int[]){0, 1}, 2);
+        cft_array *host[2] = {A, b}, *dev[2] = {cft_device_put(A, d), cft_device_put(b, d)};
+        cft_array *want[2], *got[2];
+        CHECK_EQ(cft_fn_call(g, host, want), CFT_OK);
+        test_backend_counts c0 = test_backend_counts_now();
+        CHECK_EQ(cft_fn_call(g, dev, got), CFT_OK);
+        CHECK(test_backend_counts_now().solvers - c0.solvers >= 3);
+        for (int k = 0; k < 2; k++) {
+            CHECK(on(got[k], d));
+            CHECK_ARRAY_CLOSE(to_host(got[k]), want[k], 1e-9, 1e-9);
+        }
+    }
+    return check_summary();
+}
