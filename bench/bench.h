@@ -11,6 +11,7 @@
 
 #include "cft/cft.h"
 #include "cft/device.h"
+#include "cft/profile.h"
 
 /* cft_init, and the thread count of this run: --threads N on the command
  * line, else cft's default (CFT_NUM_THREADS, else the cores this process
@@ -51,6 +52,9 @@ typedef void (*work_fn)(void *);
 /* median and min per call: cft_timer_blocked_autorange (torch's
  * blocked_autorange: a warm-up call, blocks of at least 10 us, 0.6 s of
  * blocks in all) */
+/* With CFT_BENCH_PROFILE set, each measurement is followed by 100 calls
+ * under cft's profiler, whose table goes to stderr (before the JSON line
+ * of that measurement). */
 static inline void timeit(work_fn w, void *arg, double *median, double *min) {
     cft_measurement m;
     if (cft_timer_blocked_autorange(w, arg, 0.6, &m) != CFT_OK) {
@@ -58,6 +62,16 @@ static inline void timeit(work_fn w, void *arg, double *median, double *min) {
         return;
     }
     *median = m.median * 1e3, *min = m.min * 1e3;
+    if (getenv("CFT_BENCH_PROFILE")) {
+        static int nth;
+        cft_profile_start();
+        for (int i = 0; i < 100; i++)
+            w(arg);
+        cft_profile_stop(NULL);
+        fprintf(stderr, "-- measurement %d: median %.4f ms; 100 calls profiled:\n", ++nth,
+                *median);
+        cft_profile_table(stderr, 25);
+    }
 }
 
 /* --device NAME (cuda:0, test:0): the device this run measures on instead
