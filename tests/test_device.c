@@ -16,7 +16,9 @@
  * differently on the host path through the jit's fused kernels), the jit
  * running its fused groups as the backend's kernels, and primitive by
  * primitive on a backend of the first abi (no run_kernel); the
- * transfers of one op counted; and a read of device memory by the host crashing (in a
+ * transfers of one op counted; shape operations on a device as device
+ * views, a reshape of a transposed view copied by a kernel (no host
+ * transfer); and a read of device memory by the host crashing (in a
  * child process), the guarantee the rest rests on. */
 #include <pthread.h>
 #include <signal.h>
@@ -162,6 +164,33 @@ int main(int argc, char **argv) {
         CHECK(on(t, "test:0"));
         CHECK_ARRAY_CLOSE(t, cft_mul_s(h, 2.0), 0, 0);
         CHECK(on(cft_add(hd, b), "test:0")); /* b: uncommitted host array */
+    }
+    TEST("shape operations on a device: views, or a copy by the device's kernel") {
+        cft_array *xd = cft_device_put(x, d0), *bd = cft_device_put(b, d0);
+        test_backend_counts c0 = test_backend_counts_now();
+        cft_array *t = cft_mT(xd), *e = cft_expand_dims(bd, 0),
+                  *bc = cft_broadcast_to(bd, (int64_t[]){5, 3}, 2),
+                  *r = cft_reshape(xd, (int64_t[]){2, 10}, 2);
+        test_backend_counts c1 = test_backend_counts_now();
+        CHECK(on(t, "test:0") && on(e, "test:0") && on(bc, "test:0") && on(r, "test:0"));
+        CHECK_EQ(c1.runs - c0.runs, 0); /* views: the backend did nothing */
+        CHECK_EQ(c1.allocs - c0.allocs, 0);
+        /* a reshape of a transposed view needs its elements in order: a
+         * kernel copies them on the device, not the host (after the copy's
+         * first call, which compiles it on host copies) */
+        (void)cft_reshape(t, (int64_t[]){20}, 1);
+        c1 = test_backend_counts_now();
+        cft_array *rt = cft_reshape(t, (int64_t[]){20}, 1);
+        test_backend_counts c2 = test_backend_counts_now();
+        CHECK(on(rt, "test:0"));
+        CHECK_EQ(c2.to_host - c1.to_host, 0);
+        CHECK_EQ(c2.to_device - c1.to_device, 0);
+        CHECK(c2.kernels - c1.kernels >= 1);
+        CHECK_ARRAY_CLOSE(t, cft_mT(x), 0, 0);
+        CHECK_ARRAY_CLOSE(e, cft_expand_dims(b, 0), 0, 0);
+        CHECK_ARRAY_CLOSE(bc, cft_broadcast_to(b, (int64_t[]){5, 3}, 2), 0, 0);
+        CHECK_ARRAY_CLOSE(r, cft_reshape(x, (int64_t[]){2, 10}, 2), 0, 0);
+        CHECK_ARRAY_CLOSE(rt, cft_reshape(cft_mT(x), (int64_t[]){20}, 1), 0, 0);
     }
     TEST("two devices in one op are an error naming both") {
         cft_array *a = cft_device_put(x, d0), *c = cft_device_put(x, d1);

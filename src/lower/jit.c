@@ -71,6 +71,7 @@ typedef struct plan {
     int64_t *slot;          /* per var: arena offset in bytes, -1: none */
     cft_array **hdr;        /* per var: its arena array (data: offset only) */
     size_t arena_bytes;
+    cft_dev_consts *on_devices; /* constants and reduction inits per device (jit_device.c) */
 } plan;
 
 /* An arena: one call's intermediates. A traced plan keeps a pool of them;
@@ -1245,7 +1246,8 @@ static cft_status run_on_device(jit_env *J, const cft_dev *d, int nin, cft_array
         S->cuda_src = cft__emit_cuda_source(P->ir, P->groups, S->loops, P->ngroups, false);
     const char *src = P->kernels ? S->cuda_src : NULL;
     pthread_mutex_unlock(&J->mu);
-    return cft__plan_run_on_device(d, P->ir, P->steps, P->nsteps, P->groups, P->aval, src, in, out);
+    return cft__plan_run_on_device(d, P->ir, P->steps, P->nsteps, P->groups, P->ngroups, P->aval,
+                                   src, &P->on_devices, in, out);
 }
 
 static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "array/device.h"
@@ -31,8 +32,88 @@ static cft_array *run_eqns(const cft_ir *ir, const cft_group *g, cft_array **env
     return e;
 }
 
+struct cft_dev_consts {
+    const cft_dev *d;
+    cft_array **consts; /* per constant of the IR: its copy on d (NULL: used as it is) */
+    cft_array **inits;  /* per group: its reduction output's initial values on d, or NULL */
+    cft_dev_consts *next;
+};
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* the reduction output of group g (its var), or -1 */
+static int red_var(const cft_ir *ir, const cft_group *g) {
+    return g->reduce ? ir->eqns[g->eqns[g->neqn - 1]].out[0]->id : -1;
+}
+
+/* host constant c on d, in c's own layout where that is as small (a
+ * broadcast scalar stays one element with zero strides): the kernels were
+ * made for the strides the constants had on the host */
+static cft_array *const_on(const cft_dev *d, cft_array *c) {
+    const cft_aval *a = &c->aval;
+    int64_t span = 1, n = cft__numel(a->shape, a->ndim);
+    bool view = !c->conj && n > 0 && !cft__is_contig(c);
+    for (int i = 0; i < a->ndim && view; i++) {
+        view = c->strides[i] >= 0;
+        span += (a->shape[i] - 1) * c->strides[i];
+    }
+    if (!view || span > n)
+        return cft__dev_from_host(d, c, "cft_jit");
+    cft_array *buf = cft__dev_alloc(d, "cft_jit", a->dtype, &span, 1);
+    if (!cft_failed(buf))
+        buf = cft__dev_write(buf, cft__ptr(c), "cft_jit"); /* the span c's elements lie in */
+    cft__keep(c);
+    return cft_failed(buf) ? buf : cft__view(buf, a->shape, a->ndim, c->strides, 0);
+}
+
+/* What the plan keeps on d, made on its first call there: each host
+ * constant moved once (not once per call and group), each reduction's
+ * initial values once (a call then copies them on the device). NULL with
+ * *err on failure. */
+static cft_dev_consts *kept_on(const cft_dev *d, const cft_ir *ir, const cft_group *groups,
+                               int ngroups, const cft_aval *const *aval, cft_dev_consts **list,
+                               cft_array **err) {
+    pthread_mutex_lock(&kept_mu);
+    cft_dev_consts *k = *list;
+    while (k && k->d != d)
+        k = k->next;
+    if (!k && (k = CFT_NEW(cft_dev_consts))) {
+        k->d = d;
+        k->consts = CFT_NEWN(cft_array *, ir->nconst + 1);
+        k->inits = CFT_NEWN(cft_array *, ngroups + 1);
+        for (int i = 0; i < ir->nconst && k->consts && !*err; i++) {
+            cft_array *c = ir->constvals[i];
+            if (c && c->kind == CFT_K_CONCRETE && !c->dev && !cft_failed(c)) {
+                k->consts[i] = const_on(d, c);
+                if (cft_failed(k->consts[i]))
+                    *err = k->consts[i];
+            }
+        }
+        for (int gi = 0; gi < ngroups && k->inits && !*err; gi++) {
+            int v = red_var(ir, &groups[gi]);
+            const cft_aval *a = v >= 0 ? aval[v] : NULL;
+            if (!a)
+                continue;
+            cft_array *h = cft__alloc(a->dtype, a->shape, a->ndim);
+            if (!cft_failed(h))
+                cft__fill_init(h, ir->eqns[groups[gi].eqns[groups[gi].neqn - 1]].prim->c_init);
+            k->inits[gi] = cft_failed(h) ? h : cft__dev_from_host(d, h, "cft_jit");
+            if (cft_failed(k->inits[gi]))
+                *err = k->inits[gi];
+        }
+        if (!k->consts || !k->inits)
+            *err = cft__oom();
+        if (!*err)
+            k->next = *list, *list = k;
+    }
+    pthread_mutex_unlock(&kept_mu);
+    if (!k && !*err)
+        *err = cft__oom();
+    return *err ? NULL : k;
+}
+
 static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_aval *const *aval,
-                            const cft_group *g, int gi, const char *src, cft_array **env) {
+                            const cft_group *g, int gi, const char *src, const cft_dev_consts *kp,
+                            cft_array **env) {
     int nops = g->nin + g->nout;
     if (!src || nops > CFT_KMAX_OPS || !strchr(g->sig, ':')) /* no kernel recorded */
         return run_eqns(ir, g, env);
@@ -57,18 +138,17 @@ static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_aval *
         const cft_aval *a = aval[v];
         if (!a)
             return run_eqns(ir, g, env);
-        if (red && v == red->out[0]->id) { /* pre-filled with the reduction's identity */
-            red_out = k;
-            cft_array *h = cft__alloc(a->dtype, a->shape, a->ndim);
-            if (cft_failed(h))
-                return h;
-            cft__fill_init(h, red->prim->c_init);
-            ops[k] = cft__dev_from_host(d, h, "cft_jit");
-        } else {
-            ops[k] = cft__dev_alloc(d, "cft_jit", a->dtype, a->shape, a->ndim);
-        }
+        ops[k] = cft__dev_alloc(d, "cft_jit", a->dtype, a->shape, a->ndim);
         if (cft_failed(ops[k]))
             return ops[k];
+        if (red && v == red->out[0]->id) { /* pre-filled with the reduction's identity */
+            red_out = k;
+            const cft_array *init = kp->inits[gi];
+            size_t bytes = (size_t)cft__numel(a->shape, a->ndim) * cft_dtype_size(a->dtype);
+            if (!init || (bytes && d->b->copy(d->b->ctx, d->index, cft__ptr(ops[k]), cft__ptr(init),
+                                              bytes) != 0))
+                return cft__dev_fail(d, "cft_jit", "setting a reduction's initial values");
+        }
     }
     int64_t st[CFT_KMAX_OPS][CFT_MAX_NDIM];
     cft__group_strides(ir, g, ops, st);
@@ -126,38 +206,40 @@ static bool shares(const cft_array *o, cft_array *const *xs, int n) {
  * next call reuses them, instead of the backend allocating afresh until
  * the GC finds them. */
 static void release_intermediates(const cft_ir *ir, cft_array **env, cft_array *const *in,
-                                  cft_array **out) {
+                                  cft_array **out, const cft_dev_consts *kp) {
     for (int v = 0; v <= ir->nvars; v++) {
         cft_array *x = env[v];
         if (!cft__on_device(x) || !x->owner)
             continue;
         const cft_array *o = x->owner;
         if (!shares(o, in, ir->nin) && !shares(o, out, ir->nout) &&
-            !shares(o, ir->constvals, ir->nconst))
+            !shares(o, ir->constvals, ir->nconst) && !shares(o, kp->consts, ir->nconst))
             cft__dev_release(x->owner);
     }
 }
 
 cft_status cft__plan_run_on_device(const cft_dev *d, const cft_ir *ir, const cft_step *steps,
-                                   int nsteps, const cft_group *groups, const cft_aval *const *aval,
-                                   const char *cuda_src, cft_array *const *in, cft_array **out) {
-    cft_array **env = CFT_NEWN(cft_array *, ir->nvars + 1);
+                                   int nsteps, const cft_group *groups, int ngroups,
+                                   const cft_aval *const *aval, const char *cuda_src,
+                                   cft_dev_consts **kept, cft_array *const *in, cft_array **out) {
+    cft_array *err = NULL;
+    const cft_dev_consts *kp = kept_on(d, ir, groups, ngroups, aval, kept, &err);
+    cft_array **env = err ? NULL : CFT_NEWN(cft_array *, ir->nvars + 1);
     if (!env)
-        return cft__fail_outs(cft__oom(), ir->nout, out);
+        return cft__fail_outs(err ? err : cft__oom(), ir->nout, out);
     for (int i = 0; i < ir->nconst; i++)
-        env[ir->constvars[i]->id] = ir->constvals[i];
+        env[ir->constvars[i]->id] = kp->consts[i] ? kp->consts[i] : ir->constvals[i];
     for (int i = 0; i < ir->nin; i++)
         env[ir->invars[i]->id] = in[i];
-    cft_array *err = NULL;
     for (int s = 0; s < nsteps && !err; s++)
-        err = steps[s].group >= 0
-                  ? run_group(d, ir, aval, &groups[steps[s].group], steps[s].group, cuda_src, env)
-                  : cft__run_eqn(&ir->eqns[steps[s].eqn], env);
+        err = steps[s].group >= 0 ? run_group(d, ir, aval, &groups[steps[s].group], steps[s].group,
+                                              cuda_src, kp, env)
+                                  : cft__run_eqn(&ir->eqns[steps[s].eqn], env);
     if (err)
         return cft__fail_outs(err, ir->nout, out);
     for (int i = 0; i < ir->nout; i++)
         out[i] = env[ir->outvars[i]->id];
-    release_intermediates(ir, env, in, out);
+    release_intermediates(ir, env, in, out, kp);
     return CFT_OK;
 }
 
@@ -211,6 +293,57 @@ static int eager_kernel(const cft_prim *p, const cft_params *par, int nin, cft_a
     return st == CFT_OK ? 1 : -1;
 }
 
+/* A contiguous copy of a device view as one kernel of the backend (CUDA C,
+ * compiled like the jit's): element i of the copy reads the view's element
+ * at the offset of i's index, moved as raw bytes of the element's size. */
+#define COPY_KERNEL(T, t)                                                                          \
+    "struct cft_copy_" #t " { " #T " *y; const " #T " *x; long long n, nd, dims[8], st[8]; };\n"   \
+    "extern \"C\" __global__ void cft_copy_" #t "(const struct cft_copy_" #t " a) {\n"             \
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n;\n"          \
+    "         i += (long long)gridDim.x * blockDim.x) {\n"                                         \
+    "        long long r = i, off = 0;\n"                                                          \
+    "        for (long long d = a.nd - 1; d >= 0; d--) {\n"                                        \
+    "            off += r % a.dims[d] * a.st[d];\n            r /= a.dims[d];\n        }\n"        \
+    "        a.y[i] = a.x[off];\n    }\n}\n"
+static const char *copy_src =
+    "struct cft_b16 { unsigned long long lo, hi; };\n" COPY_KERNEL(unsigned char, 1)
+        COPY_KERNEL(unsigned short, 2) COPY_KERNEL(unsigned int, 4)
+            COPY_KERNEL(unsigned long long, 8) COPY_KERNEL(struct cft_b16, 16);
+_Static_assert(CFT_MAX_NDIM == 8, "the copy kernel's struct holds 8 dims");
+
+static int contig_kernel(cft_array *x, cft_array **y) {
+    const cft_dev *d = x->dev;
+    const cft_aval *a = &x->aval;
+    size_t es = cft_dtype_size(a->dtype);
+    if (x->conj || (es != 1 && es != 2 && es != 4 && es != 8 && es != 16))
+        return 0;
+    *y = cft__dev_alloc(d, "cft_jit", a->dtype, a->shape, a->ndim);
+    if (cft_failed(*y))
+        return -1;
+    struct {
+        void *y;
+        const void *x;
+        long long n, nd, dims[8], st[8];
+    } k = {cft__ptr(*y), cft__ptr(x), (long long)cft__numel(a->shape, a->ndim), a->ndim, {0}, {0}};
+    for (int i = 0; i < a->ndim; i++)
+        k.dims[i] = a->shape[i], k.st[i] = x->strides[i];
+    char entry[32];
+    snprintf(entry, sizeof entry, "cft_copy_%zu", es);
+    void *ptrs[2] = {k.y, (void *)k.x};
+    cft_dev_kernel kd = {copy_src, entry, &k, sizeof k, k.n, 2, ptrs};
+    if (k.n > 0 && d->b->run_kernel(d->b->ctx, d->index, &kd) != 0) {
+        *y = cft__dev_fail(d, "cft_jit", "copying a view into place");
+        return -1;
+    }
+    cft__keep(x);
+    return 1;
+}
+
+/* named at static link time (-u, cft-static.pc and CMake's cft_static) so
+ * that this file, and its constructor below, is linked into every program */
+const int cft__jit_device_linked = 1;
+
 __attribute__((constructor)) static void register_eager(void) {
     cft__dev_set_eager(eager_kernel);
+    cft__dev_set_contig(contig_kernel);
 }

@@ -80,9 +80,14 @@ void cft__fill_init(cft_array *a, const char *init);
 /* A lowered plan run on device d (jit_device.c): its equations through
  * the dispatch, its groups as d's kernels from cuda_src (NULL: as their
  * equations); aval[v] is the aval of each var an equation produces. */
+/* What a plan keeps on a device it ran on (jit_device.c): its constants
+ * and each reduction group's initial values, moved there on its first call
+ * there (one list per plan, one entry per device). */
+typedef struct cft_dev_consts cft_dev_consts;
 cft_status cft__plan_run_on_device(const struct cft_dev *d, const cft_ir *ir, const cft_step *steps,
-                                   int nsteps, const cft_group *groups, const cft_aval *const *aval,
-                                   const char *cuda_src, cft_array *const *in, cft_array **out);
+                                   int nsteps, const cft_group *groups, int ngroups,
+                                   const cft_aval *const *aval, const char *cuda_src,
+                                   cft_dev_consts **kept, cft_array *const *in, cft_array **out);
 
 /* CUDA C (emit_cuda.c). The prelude serves NVRTC and, with a shim that
  * runs a grid as loops, the host C++ compiler. A group's kernel is

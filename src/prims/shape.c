@@ -180,7 +180,7 @@ const cft_prim cft_p_broadcast_in_dim = {
     .name = "broadcast_in_dim",
     .nin = 1,
     .nout = 1,
-    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONJ_AWARE,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONJ_AWARE | CFT_PRIM_VIEW,
     .pnames = {"shape", "dims"},
     .shape = bid_shape,
     .impl = bid_impl,
@@ -232,7 +232,8 @@ static cft_array *reshape_shape(const cft_aval *in, int nin, const cft_params *p
 static cft_array *reshape_impl(cft_array *const *in, int nin, const cft_params *p,
                                cft_array **out) {
     (void)nin;
-    cft_array *x = cft__contig(in[0]);
+    /* (a contiguous device array stays where it is: a device view) */
+    cft_array *x = cft__is_contig(in[0]) ? in[0] : cft__contig(in[0]);
     int64_t st[CFT_MAX_NDIM];
     cft__row_major(p->v[0], p->n[0], st);
     out[0] = cft__view(x, p->v[0], p->n[0], st, x->offset);
@@ -309,7 +310,7 @@ const cft_prim cft_p_reshape = {
     .name = "reshape",
     .nin = 1,
     .nout = 1,
-    .flags = CFT_PRIM_LINEAR,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_VIEW_CONTIG,
     .pnames = {"shape"},
     .shape = reshape_shape,
     .impl = reshape_impl,
@@ -458,7 +459,7 @@ const cft_prim cft_p_transpose = {
     .name = "transpose",
     .nin = 1,
     .nout = 1,
-    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONJ_AWARE,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONJ_AWARE | CFT_PRIM_VIEW,
     .pnames = {"perm"},
     .shape = transpose_shape,
     .impl = transpose_impl,
@@ -627,7 +628,7 @@ const cft_prim cft_p_squeeze = {
     .name = "squeeze",
     .nin = 1,
     .nout = 1,
-    .flags = CFT_PRIM_LINEAR,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_VIEW,
     .pnames = {"axes"},
     .shape = squeeze_shape,
     .impl = squeeze_impl,
@@ -639,7 +640,7 @@ const cft_prim cft_p_expand_dims = {
     .name = "expand_dims",
     .nin = 1,
     .nout = 1,
-    .flags = CFT_PRIM_LINEAR,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_VIEW,
     .pnames = {"axes"},
     .shape = expand_shape,
     .impl = expand_impl,

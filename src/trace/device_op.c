@@ -27,6 +27,23 @@ struct cft_dev_op {
 
 static _Atomic cft_dev_eager_fn eager_hook;
 
+static _Atomic cft_dev_contig_fn contig_hook;
+
+void cft__dev_set_contig(cft_dev_contig_fn f) {
+    atomic_store(&contig_hook, f);
+}
+
+/* a contiguous copy of device view x on its device: by a kernel where the
+ * backend runs them, else through the host */
+static cft_array *dev_contig(cft_array *x, const char *call) {
+    cft_dev_contig_fn f = atomic_load(&contig_hook);
+    cft_array *y = NULL;
+    int done = f && x->dev->b->run_kernel ? f(x, &y) : 0;
+    if (done)
+        return y;
+    return cft__dev_from_host(x->dev, cft__dev_to_host(x, call), call);
+}
+
 void cft__dev_set_eager(cft_dev_eager_fn f) {
     atomic_store(&eager_hook, f);
 }
@@ -165,6 +182,15 @@ cft_array *cft__dev_run(const cft_prim *p, const cft_params *par, int nin, cft_a
             }
         return e;
     }
+    /* a view (broadcast, transpose, reshape of a contiguous array...) of a
+     * device array: the host impl makes it without reading data */
+    if (nin == 1 && cft__on_device(in[0]) && in[0]->dev == d && !in[0]->conj &&
+        (p->flags & (CFT_PRIM_VIEW | CFT_PRIM_VIEW_CONTIG))) {
+        cft_array *x = in[0];
+        if (!(p->flags & CFT_PRIM_VIEW) && !cft__is_contig(x))
+            x = dev_contig(x, p->name);
+        return cft_failed(x) ? x : p->impl(&x, 1, par, out);
+    }
     cft_array *din[nin > 0 ? nin : 1];
     for (int i = 0; i < nin; i++) {
         cft_array *x = in[i];
@@ -173,8 +199,8 @@ cft_array *cft__dev_run(const cft_prim *p, const cft_params *par, int nin, cft_a
                              d->name);
         if (!x->dev) /* uncommitted host input: moved to d */
             x = cft__dev_from_host(d, x, p->name);
-        else if (!cft__is_contig(x)) /* a view of device memory: made contiguous (via the host) */
-            x = cft__dev_from_host(d, cft__dev_to_host(x, p->name), p->name);
+        else if (!cft__is_contig(x)) /* a view of device memory: made contiguous */
+            x = dev_contig(x, p->name);
         if (cft_failed(x))
             return x;
         din[i] = x;

@@ -20,19 +20,22 @@ typedef struct cft_params {
 } cft_params;
 
 enum {
-    CFT_PRIM_LINEAR = 1u,       /* has a transpose rule (linear in some inputs) */
-    CFT_PRIM_NONDIFF = 2u,      /* outputs have zero derivative: no jvp rule */
-    CFT_PRIM_ELEMENTWISE = 4u,  /* same-shape inputs, output of that shape */
-    CFT_PRIM_REDUCTION = 8u,    /* reduces over the axes in parameter slot 0 */
-    CFT_PRIM_CONTRACTION = 16u, /* GEMM-like work (dot, conv): what checkpoint policies save */
-    CFT_PRIM_CONJ_AWARE = 32u,  /* impl reads conjugate views (cft_array.conj) itself; other
-                                   impls get them materialised by cft__run_impl */
-    CFT_PRIM_EFFECT = 64u,      /* has effects beyond its outputs (starts or finishes
-                                   communication): never constant-folded or merged by CSE */
-    CFT_PRIM_EARLY = 128u,      /* starts asynchronous work: the jit runs it as soon as its
-                                   inputs exist, so the work overlaps what follows */
-    CFT_PRIM_RANDOM = 256u,     /* uses its input 0, a key (draws, splits, folds): the traces
-                                   on the stack may replace the key (vmap's randomness) */
+    CFT_PRIM_LINEAR = 1u,         /* has a transpose rule (linear in some inputs) */
+    CFT_PRIM_NONDIFF = 2u,        /* outputs have zero derivative: no jvp rule */
+    CFT_PRIM_ELEMENTWISE = 4u,    /* same-shape inputs, output of that shape */
+    CFT_PRIM_REDUCTION = 8u,      /* reduces over the axes in parameter slot 0 */
+    CFT_PRIM_CONTRACTION = 16u,   /* GEMM-like work (dot, conv): what checkpoint policies save */
+    CFT_PRIM_CONJ_AWARE = 32u,    /* impl reads conjugate views (cft_array.conj) itself; other
+                                     impls get them materialised by cft__run_impl */
+    CFT_PRIM_EFFECT = 64u,        /* has effects beyond its outputs (starts or finishes
+                                     communication): never constant-folded or merged by CSE */
+    CFT_PRIM_EARLY = 128u,        /* starts asynchronous work: the jit runs it as soon as its
+                                     inputs exist, so the work overlaps what follows */
+    CFT_PRIM_RANDOM = 256u,       /* uses its input 0, a key (draws, splits, folds): the traces
+                                     on the stack may replace the key (vmap's randomness) */
+    CFT_PRIM_VIEW = 512u,         /* impl returns a view of input 0 (strides, offset) and reads
+                                     no data: on a device it runs as it is, a device view */
+    CFT_PRIM_VIEW_CONTIG = 1024u, /* the same when input 0 is contiguous (reshape) */
 };
 
 struct cft_eqn;

@@ -77,6 +77,11 @@ cft_array *cft__dev_run(const cft_prim *p, const cft_params *par, int nin, cft_a
 typedef int (*cft_dev_eager_fn)(const cft_prim *p, const cft_params *par, int nin,
                                 cft_array *const *in, int nout, cft_array **out);
 void cft__dev_set_eager(cft_dev_eager_fn f);
+/* A contiguous copy of device array x made on its device (by a kernel:
+ * lower/jit_device.c registers how): 1 with *y set, -1 with the error in
+ * *y, 0 to decline (the copy then goes through the host). */
+typedef int (*cft_dev_contig_fn)(cft_array *x, cft_array **y);
+void cft__dev_set_contig(cft_dev_contig_fn f);
 /* Abstract evaluation only: check and compute output avals. */
 cft_array *cft__abstract_eval(const cft_prim *p, const cft_params *par, int nin, const cft_aval *in,
                               cft_aval *out);
