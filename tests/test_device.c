@@ -192,6 +192,29 @@ int main(int argc, char **argv) {
         CHECK_ARRAY_CLOSE(r, cft_reshape(x, (int64_t[]){2, 10}, 2), 0, 0);
         CHECK_ARRAY_CLOSE(rt, cft_reshape(cft_mT(x), (int64_t[]){20}, 1), 0, 0);
     }
+    TEST("a product with one batched operand: one strided batched GEMM, the other shared") {
+        /* (vmap of a product over one operand) [a free, L, b free] and
+         * [L, a free, b free], plain and transposed inside the loop */
+        cft_array *a2 = rnd(41, (int64_t[]){5, 4}, 2), *bl = rnd(42, (int64_t[]){3, 4, 6}, 3),
+                  *blt = rnd(43, (int64_t[]){3, 6, 4}, 3), *al = rnd(44, (int64_t[]){3, 4, 5}, 3),
+                  *b2 = rnd(45, (int64_t[]){4, 6}, 2);
+        struct {
+            cft_array *a, *b;
+            int lc, rc;
+        } cases[3] = {{a2, bl, 1, 1}, {a2, blt, 1, 2}, {al, b2, 1, 0}};
+        for (int c = 0; c < 3; c++) {
+            cft_array *want = cft_dot_general(cases[c].a, cases[c].b, &cases[c].lc, &cases[c].rc,
+                                              1, NULL, NULL, 0);
+            test_backend_counts c0 = test_backend_counts_now();
+            cft_array *got =
+                cft_dot_general(cft_device_put(cases[c].a, d0), cft_device_put(cases[c].b, d0),
+                                &cases[c].lc, &cases[c].rc, 1, NULL, NULL, 0);
+            test_backend_counts c1 = test_backend_counts_now();
+            CHECK_MSG(c1.gemms - c0.gemms == 1, "case %d: not one of the backend's GEMMs", c);
+            CHECK(on(got, "test:0"));
+            CHECK_ARRAY_CLOSE(got, want, 1e-5, 1e-6);
+        }
+    }
     TEST("two devices in one op are an error naming both") {
         cft_array *a = cft_device_put(x, d0), *c = cft_device_put(x, d1);
         cft_array *r = cft_add(a, c);

@@ -4,7 +4,8 @@
  * meta-step (value_and_grad through 2 inner SGD steps of 8 tasks, the
  * model of examples/maml.h, then Adam), and an ensemble of 8 MLPs (vmap
  * of value_and_grad over stacked parameters, shared data); each also
- * under cft_jit. Every output must be on the device and equal the host's
+ * under cft_jit, whose second call must move nothing between the host and
+ * the device (on the test backend). Every output must be on the device and equal the host's
  * (f32: rtol 1e-5, atol 1e-6; on the test backend the same host kernels
  * run, so they agree far closer). The device is CFT_TEST_DEVICE, default
  * test:0 (tests/support/test_backend.c); ctest runs it there and as
@@ -33,9 +34,23 @@ static void same(cft_fn *f, int nin, cft_array *const *in, int nout, const cft_d
     for (int i = 0; i < nin; i++)
         din[i] = cft_device_put(in[i], d);
     CHECK_EQ(cft_fn_call(f, in, want), CFT_OK);
-    for (int pass = 0; pass < 2; pass++) {
-        cft_fn *g = pass ? cft_jit(f) : f;
+    for (int pass = 0; pass < 3; pass++) {
+        static cft_fn *g;
+        g = pass == 0 ? f : pass == 1 ? cft_jit(f) : g;
+        bool test = !strncmp(cft_device_name(d), "test", 4);
+        test_backend_counts c0 = test ? test_backend_counts_now() : (test_backend_counts){0};
         CHECK_EQ(cft_fn_call(g, din, got), CFT_OK);
+        if (pass == 2 && test) { /* the jitted program again: all on the device */
+            test_backend_counts c1 = test_backend_counts_now();
+            printf("  a second jitted call: %ld copies in, %ld out, %ld kernels, %ld runs\n",
+                   c1.to_device - c0.to_device, c1.to_host - c0.to_host, c1.kernels - c0.kernels,
+                   c1.runs - c0.runs);
+            const char *kern = getenv("TEST_BACKEND_KERNELS");
+            if (!kern || strcmp(kern, "0")) /* constants kept there, views, GEMMs, kernels */
+                CHECK_MSG(c1.to_device == c0.to_device && c1.to_host == c0.to_host,
+                          "%ld copies to the device and %ld to the host in one call",
+                          c1.to_device - c0.to_device, c1.to_host - c0.to_host);
+        }
         for (int k = 0; k < nout; k++) {
             CHECK_MSG(!strcmp(cft_device_name(cft_device_of(got[k])), cft_device_name(d)),
                       "%s output %d on %s", pass ? "jit" : "plain", k,

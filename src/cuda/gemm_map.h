@@ -9,7 +9,9 @@
  * operand's other dims are its free dims (in order) then its contracted
  * dims (in the order of lc / rc), or the contracted dims then the free
  * ones (a transposed operand). The output, [batch, lhs free, rhs free],
- * is then C[t] = op(A[t]) op(B[t]) with C row-major [m, n]. */
+ * is then C[t] = op(A[t]) op(B[t]) with C row-major [m, n]. Without batch
+ * dims, the first free dim of one operand may be the batch instead, the
+ * other operand shared (a zero stride): see cft_gemm_map. */
 #ifndef CFT_GEMM_MAP_H
 #define CFT_GEMM_MAP_H
 
@@ -84,8 +86,27 @@ static inline bool cft_gemm_map(const cft_aval *a, const cft_aval *b, const int6
          a_trans = cft_gemm_dims_are(a->ndim, nb, lc, nc, fa, nfa),
          b_plain = cft_gemm_dims_are(b->ndim, nb, rc, nc, fb, nfb),
          b_trans = cft_gemm_dims_are(b->ndim, nb, fb, nfb, rc, nc);
-    if ((!a_plain && !a_trans) || (!b_plain && !b_trans))
-        return false;
+    /* Without batch dims, one operand's first free dim may lead it as the
+     * loop of a batch, the other operand shared (stride 0): vmap of a
+     * product with one batched operand. Its products land interleaved in
+     * the output ([a free, L, b free] or [L, a free, b free]). */
+    int loop = 0; /* 1: a's first free dim, 2: b's */
+    int64_t nl = 1;
+    if ((!a_plain && !a_trans) || (!b_plain && !b_trans)) {
+        if (nb != 0 || nfa < 1 || nfb < 1)
+            return false;
+        bool al_plain = fa[0] == 0 && cft_gemm_dims_are(a->ndim, 1, fa + 1, nfa - 1, lc, nc),
+             al_trans = fa[0] == 0 && cft_gemm_dims_are(a->ndim, 1, lc, nc, fa + 1, nfa - 1),
+             bl_plain = fb[0] == 0 && cft_gemm_dims_are(b->ndim, 1, rc, nc, fb + 1, nfb - 1),
+             bl_trans = fb[0] == 0 && cft_gemm_dims_are(b->ndim, 1, fb + 1, nfb - 1, rc, nc);
+        if ((al_plain || al_trans) && (b_plain || b_trans) && !a_plain && !a_trans)
+            loop = 1, nl = a->shape[0], a_plain = al_plain, m /= nl > 0 ? nl : 1;
+        else if ((bl_plain || bl_trans) && (a_plain || a_trans))
+            loop = 2, nl = b->shape[0], b_plain = bl_plain, n /= nl > 0 ? nl : 1;
+        else
+            return false;
+        batch = nl;
+    }
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX ||
         batch > INT_MAX)
         return false;
@@ -93,6 +114,10 @@ static inline bool cft_gemm_map(const cft_aval *a, const cft_aval *b, const int6
     d->m = m, d->n = n, d->k = k, d->batch = batch;
     d->lda = d->ta ? m : k, d->ldb = d->tb ? k : n, d->ldc = n;
     d->sa = m * k, d->sb = k * n, d->sc = m * n;
+    if (loop == 1) /* C [L, m, n]: A[t] = a[t], B shared */
+        d->sb = 0;
+    if (loop == 2) /* C [m, L, n]: A shared, B[t] = b[t], rows of C nl * n apart */
+        d->sa = 0, d->ldc = nl * n, d->sc = n;
     return true;
 }
 
