@@ -128,6 +128,15 @@ int main(int argc, char **argv) {
         CHECK(fft != NULL);
         CHECK_MSG(fft && fft(err, sizeof err) == 0, "%s", err);
     }
+#ifdef CFT_CUDA_STUB
+    TEST("every CUDA driver function the backend calls exists (the toolkit's stub libcuda)") {
+        int (*drv)(const char *, char *, size_t);
+        *(void **)&drv = dlsym(h, "cft_cuda_driver_check");
+        char err[1300] = "";
+        CHECK(drv != NULL);
+        CHECK_MSG(drv && drv(CFT_CUDA_STUB, err, sizeof err) == 0, "%s", err);
+    }
+#endif
     TEST("cuSOLVER opens from the toolkit (and cuBLAS has trsmBatched); cholesky's kernels "
          "compile") {
         int (*solver)(char *, size_t);

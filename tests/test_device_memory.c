@@ -14,6 +14,7 @@
  * error naming the call and the device; four threads allocating and
  * releasing at once keep the counts consistent; "cpu" has no counts. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -50,6 +51,7 @@ static void *churn(void *arg) {
 
 int main(int argc, char **argv) {
     check_init(argc, argv);
+    setenv("TEST_BACKEND_GRAPHS", "0", 1); /* plans run step by step (graphs: test_device_graph) */
     CHECK_EQ(test_backend_register(), 0);
     const cft_dev *d0 = cft_device("test:0"), *d1 = cft_device("test:1");
     TEST("\"cpu\" has no device memory; bad arguments are errors") {

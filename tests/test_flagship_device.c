@@ -4,8 +4,9 @@
  * meta-step (value_and_grad through 2 inner SGD steps of 8 tasks, the
  * model of examples/maml.h, then Adam), and an ensemble of 8 MLPs (vmap
  * of value_and_grad over stacked parameters, shared data); each also
- * under cft_jit, whose second call must move nothing between the host and
- * the device (on the test backend). Every output must be on the device and equal the host's
+ * under cft_jit, called four times: the second call must move nothing
+ * between the host and the device, the third and fourth replay the plan's
+ * recording (on the test backend). Every output must be on the device and equal the host's
  * (f32: rtol 1e-5, atol 1e-6; on the test backend the same host kernels
  * run, so they agree far closer). The device is CFT_TEST_DEVICE, default
  * test:0 (tests/support/test_backend.c); ctest runs it there and as
@@ -34,12 +35,15 @@ static void same(cft_fn *f, int nin, cft_array *const *in, int nout, const cft_d
     for (int i = 0; i < nin; i++)
         din[i] = cft_device_put(in[i], d);
     CHECK_EQ(cft_fn_call(f, in, want), CFT_OK);
-    for (int pass = 0; pass < 3; pass++) {
+    for (int pass = 0; pass < 5; pass++) { /* plain; jitted 4 times (the third captures) */
         static cft_fn *g;
         g = pass == 0 ? f : pass == 1 ? cft_jit(f) : g;
         bool test = !strncmp(cft_device_name(d), "test", 4);
         test_backend_counts c0 = test ? test_backend_counts_now() : (test_backend_counts){0};
         CHECK_EQ(cft_fn_call(g, din, got), CFT_OK);
+        if (pass == 4 && test)
+            printf("  the fourth jitted call: %ld replays\n",
+                   test_backend_counts_now().graphs - c0.graphs);
         if (pass == 2 && test) { /* the jitted program again: all on the device */
             test_backend_counts c1 = test_backend_counts_now();
             printf("  a second jitted call: %ld copies in, %ld out, %ld kernels, %ld runs\n",
@@ -119,6 +123,9 @@ int main(int argc, char **argv) {
             if (!k || strcmp(k, "0"))
                 CHECK_MSG(c.kernels > 20, "%ld fused kernels", c.kernels);
             CHECK_MSG(c.gemms > 50, "%ld products ran as the backend's GEMMs", c.gemms);
+            const char *gr = getenv("TEST_BACKEND_GRAPHS");
+            if ((!k || strcmp(k, "0")) && (!gr || strcmp(gr, "0"))) /* each program replayed */
+                CHECK_MSG(c.graphs >= 6, "%ld graph replays", c.graphs);
         }
     return check_summary();
 }

@@ -71,8 +71,9 @@ typedef struct {
 } cft_dev_kernel;
 
 /* The version of cft_backend below; tables of abi 1 (without run_kernel)
- * are accepted too, any other is refused. */
-#define CFT_BACKEND_ABI 2
+ * and 2 (without the graph functions) are accepted too, any other is
+ * refused. */
+#define CFT_BACKEND_ABI 3
 
 /* A backend's table. Every function gets the backend's ctx and the device
  * index. Integer results: 0 on success; on failure last_error(ctx) says
@@ -102,6 +103,19 @@ typedef struct cft_backend {
     int (*run_kernel)(void *ctx, int dev, const cft_dev_kernel *k);
     /* abi 2: CFT_BACKEND_* flags */
     unsigned flags;
+    /* abi 3, optional (NULL: no graphs), all four or none. Between
+     * begin_capture and end_capture, what the calling thread asks of
+     * device dev (kernels, operations, copies between device buffers) is
+     * recorded, not run; allocations still happen at once. end_capture
+     * gives the recording (a CUDA graph), or fails when something could
+     * not be recorded (a copy to or from the host, an operation run on the
+     * host); either way capture ends. launch_graph replays a recording on
+     * the same device memory; release_graph frees it. The jit captures a
+     * plan's steps on a device once and replays them (cft_jit). */
+    int (*begin_capture)(void *ctx, int dev);
+    int (*end_capture)(void *ctx, int dev, void **graph);
+    int (*launch_graph)(void *ctx, int dev, void *graph);
+    void (*release_graph)(void *ctx, int dev, void *graph);
 } cft_backend;
 
 /* cft_backend.flags: eager elementwise operations and reductions run as

@@ -52,7 +52,7 @@ cft_status cft_register_backend(const cft_backend *b) {
     CFT_API("cft_register_backend");
     if (!b)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_register_backend: the table is NULL"));
-    if (b->abi != CFT_BACKEND_ABI && b->abi != 1)
+    if (b->abi != CFT_BACKEND_ABI && b->abi != 1 && b->abi != 2)
         return cft__set_last(cft__fail(CFT_E_ARG,
                                        "cft_register_backend: table of abi %d, this cft takes 1 "
                                        "to %d",
@@ -78,10 +78,16 @@ cft_status cft_register_backend(const cft_backend *b) {
         e = cft__fail(CFT_E_ARG, "cft_register_backend: %d backends registered already",
                       MAX_BACKENDS);
     if (!e) {
-        /* a table of abi 1 ends before run_kernel */
+        /* a table of abi 1 ends before run_kernel, one of abi 2 before begin_capture */
         memset(&backends[nbackends], 0, sizeof backends[nbackends]);
         memcpy(&backends[nbackends], b,
-               b->abi == 1 ? offsetof(cft_backend, run_kernel) : sizeof(cft_backend));
+               b->abi == 1   ? offsetof(cft_backend, run_kernel)
+               : b->abi == 2 ? offsetof(cft_backend, begin_capture)
+                             : sizeof(cft_backend));
+        cft_backend *nb = &backends[nbackends];
+        if (!nb->begin_capture || !nb->end_capture || !nb->launch_graph || !nb->release_graph)
+            nb->begin_capture = NULL, nb->end_capture = NULL, nb->launch_graph = NULL,
+            nb->release_graph = NULL; /* all four or none */
         backends[nbackends].name = cft__strdup(b->name);
         nbackends++;
     }
@@ -319,6 +325,26 @@ static void drain(void) {
     }
 }
 
+static _Thread_local cft_dev_capture *capture;
+
+void cft__dev_capture(cft_dev_capture *c) {
+    capture = c;
+}
+
+static void captured(cft_array *x) {
+    cft_dev_capture *c = capture;
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 64;
+        cft_array **a = cft__realloc(c->arrs, sizeof *a * (size_t)cap);
+        if (!a) {
+            c->failed = true;
+            return;
+        }
+        c->arrs = a, c->cap = cap;
+    }
+    c->arrs[c->n++] = x;
+}
+
 cft_array *cft__dev_alloc(const cft_dev *d, const char *call, cft_dtype dt, const int64_t *shape,
                           int ndim) {
     size_t bytes;
@@ -344,6 +370,8 @@ cft_array *cft__dev_alloc(const cft_dev *d, const char *call, cft_dtype dt, cons
         return cft__fail(CFT_E_NOMEM, "%s: out of memory on %s (%zu bytes)", call, d->name, bytes);
     x->dev = d, x->owner = x, x->committed = true;
     cft__on_collect(x, on_collect, NULL);
+    if (capture)
+        captured(x);
     return x;
 }
 
@@ -360,7 +388,7 @@ cft_status cft_device_synchronize(const cft_dev *d) {
 }
 
 void cft__dev_release(cft_array *x) {
-    if (!cft__on_device(x) || x->owner != x || !x->data)
+    if (!cft__on_device(x) || x->owner != x || !x->data || capture)
         return;
     void *ptr = x->data;
     x->data = NULL; /* its finalizer then has nothing to queue */

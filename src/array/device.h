@@ -38,6 +38,16 @@ cft_array *cft__dev_write(cft_array *dst, const void *src, const char *call);
  * array nothing else can reach (an intermediate of a jitted plan): x must
  * own its buffer; anything else is left alone */
 void cft__dev_release(cft_array *x);
+/* While a jitted plan is captured on this thread (lower/jit_device.c):
+ * every device array allocated is appended to c, which the caller keeps
+ * (the recording points at their memory), and cft__dev_release does
+ * nothing. NULL ends it. */
+typedef struct {
+    cft_array **arrs; /* collected memory */
+    int n, cap;
+    bool failed; /* an allocation could not be recorded */
+} cft_dev_capture;
+void cft__dev_capture(cft_dev_capture *c);
 /* an error naming `call`, the device and the backend's message */
 cft_array *cft__dev_fail(const cft_dev *d, const char *call, const char *what);
 

@@ -16,6 +16,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -70,25 +71,65 @@ const char *cft_cuda_error_name(CUresult r) {
     return s ? s : "an unknown CUDA error";
 }
 
+/* the driver's functions the backend calls: slot in cft_cuda_driver, name */
+#define DRV(f, n)                                                                                  \
+    { offsetof(cft_cuda_driver, f), n }
+static const struct {
+    size_t off;
+    const char *name;
+} driver_syms[] = {
+    DRV(init, "cuInit"),
+    DRV(count, "cuDeviceGetCount"),
+    DRV(get, "cuDeviceGet"),
+    DRV(retain, "cuDevicePrimaryCtxRetain"),
+    DRV(set, "cuCtxSetCurrent"),
+    DRV(alloc, "cuMemAlloc_v2"),
+    DRV(free, "cuMemFree_v2"),
+    DRV(htod, "cuMemcpyHtoD_v2"),
+    DRV(dtoh, "cuMemcpyDtoH_v2"),
+    DRV(dtod, "cuMemcpyDtoD_v2"),
+    DRV(sync, "cuCtxSynchronize"),
+    DRV(name, "cuGetErrorName"),
+    DRV(attr, "cuDeviceGetAttribute"),
+    DRV(load_data, "cuModuleLoadData"),
+    DRV(function, "cuModuleGetFunction"),
+    DRV(launch, "cuLaunchKernel"),
+    DRV(stream_create, "cuStreamCreate"),
+    DRV(stream_sync, "cuStreamSynchronize"),
+    DRV(htod_async, "cuMemcpyHtoDAsync_v2"),
+    DRV(dtoh_async, "cuMemcpyDtoHAsync_v2"),
+    DRV(dtod_async, "cuMemcpyDtoDAsync_v2"),
+    DRV(begin_capture, "cuStreamBeginCapture_v2"),
+    DRV(end_capture, "cuStreamEndCapture"),
+    DRV(instantiate, "cuGraphInstantiateWithFlags"),
+    DRV(graph_launch, "cuGraphLaunch"),
+    DRV(exec_destroy, "cuGraphExecDestroy"),
+    DRV(graph_destroy, "cuGraphDestroy"),
+};
+#undef DRV
+
+/* every function of driver_syms from lib into *t: NULL, or the first missing */
+static const char *resolve(void *lib, cft_cuda_driver *t) {
+    for (size_t i = 0; i < sizeof driver_syms / sizeof *driver_syms; i++) {
+        void *f = dlsym(lib, driver_syms[i].name);
+        if (!f)
+            return driver_syms[i].name;
+        memcpy((char *)t + driver_syms[i].off, &f, sizeof f);
+    }
+    return NULL;
+}
+
 static void load(void) {
     cu.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!cu.lib) {
         snprintf(init_err, sizeof init_err, "no CUDA driver (libcuda.so.1: %s)", dlerror());
         return;
     }
-#define SYM(f, n)                                                                                  \
-    if (!(*(void **)&cu.f = dlsym(cu.lib, n))) {                                                   \
-        snprintf(init_err, sizeof init_err, "the CUDA driver lacks %s", n);                        \
-        return;                                                                                    \
+    const char *missing = resolve(cu.lib, &cu);
+    if (missing) {
+        snprintf(init_err, sizeof init_err, "the CUDA driver lacks %s", missing);
+        return;
     }
-    SYM(init, "cuInit") SYM(count, "cuDeviceGetCount") SYM(get, "cuDeviceGet");
-    SYM(retain, "cuDevicePrimaryCtxRetain") SYM(set, "cuCtxSetCurrent");
-    SYM(alloc, "cuMemAlloc_v2") SYM(free, "cuMemFree_v2") SYM(htod, "cuMemcpyHtoD_v2");
-    SYM(dtoh, "cuMemcpyDtoH_v2") SYM(dtod, "cuMemcpyDtoD_v2") SYM(sync, "cuCtxSynchronize");
-    SYM(name, "cuGetErrorName") SYM(attr, "cuDeviceGetAttribute");
-    SYM(load_data, "cuModuleLoadData") SYM(function, "cuModuleGetFunction");
-    SYM(launch, "cuLaunchKernel");
-#undef SYM
     CUresult r = cu.init(0);
     if (r != CUDA_SUCCESS) {
         snprintf(init_err, sizeof init_err, "no usable CUDA device (cuInit: %s)",
@@ -103,7 +144,9 @@ static void load(void) {
         cu.ndev = CFT_CUDA_MAX_DEV;
     for (int i = 0; i < cu.ndev; i++) {
         CUdevice d;
-        if ((r = cu.get(&d, i)) != CUDA_SUCCESS || (r = cu.retain(&cu.ctx[i], d)) != CUDA_SUCCESS) {
+        if ((r = cu.get(&d, i)) != CUDA_SUCCESS || (r = cu.retain(&cu.ctx[i], d)) != CUDA_SUCCESS ||
+            (r = cu.set(cu.ctx[i])) != CUDA_SUCCESS ||
+            (r = cu.stream_create(&cu.stream[i], CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
             snprintf(init_err, sizeof init_err, "device %d: %s", i, cft_cuda_error_name(r));
             return;
         }
@@ -151,26 +194,33 @@ static void release(void *ctx, int dev, void *ptr) {
         check(cu.free((CUdeviceptr)(uintptr_t)ptr), "cuMemFree");
 }
 
+/* copies with the host are ordered on the device's stream and waited for
+ * (the host's memory may go as soon as they return) */
 static int to_device(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
     (void)ctx;
-    return cft_cuda_on(dev, "cuMemcpyHtoD")
+    return cft_cuda_on(dev, "cuMemcpyHtoDAsync") ||
+                   check(cu.htod_async((CUdeviceptr)(uintptr_t)dst, src, bytes, cu.stream[dev]),
+                         "cuMemcpyHtoDAsync")
                ? -1
-               : check(cu.htod((CUdeviceptr)(uintptr_t)dst, src, bytes), "cuMemcpyHtoD");
+               : check(cu.stream_sync(cu.stream[dev]), "cuStreamSynchronize");
 }
 
 static int to_host(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
     (void)ctx;
-    return cft_cuda_on(dev, "cuMemcpyDtoH")
+    return cft_cuda_on(dev, "cuMemcpyDtoHAsync") ||
+                   check(cu.dtoh_async(dst, (CUdeviceptr)(uintptr_t)src, bytes, cu.stream[dev]),
+                         "cuMemcpyDtoHAsync")
                ? -1
-               : check(cu.dtoh(dst, (CUdeviceptr)(uintptr_t)src, bytes), "cuMemcpyDtoH");
+               : check(cu.stream_sync(cu.stream[dev]), "cuStreamSynchronize");
 }
 
 static int copy(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
     (void)ctx;
-    return cft_cuda_on(dev, "cuMemcpyDtoD")
+    return cft_cuda_on(dev, "cuMemcpyDtoDAsync")
                ? -1
-               : check(cu.dtod((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes),
-                       "cuMemcpyDtoD");
+               : check(cu.dtod_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src,
+                                     bytes, cu.stream[dev]),
+                       "cuMemcpyDtoDAsync");
 }
 
 static int run(void *ctx, int dev, const cft_dev_op *op) {
@@ -198,12 +248,69 @@ static int run_kernel(void *ctx, int dev, const cft_dev_kernel *k) {
 
 static int synchronize(void *ctx, int dev) {
     (void)ctx;
-    return cft_cuda_on(dev, "cuCtxSynchronize") ? -1 : check(cu.sync(), "cuCtxSynchronize");
+    return cft_cuda_on(dev, "cuStreamSynchronize")
+               ? -1
+               : check(cu.stream_sync(cu.stream[dev]), "cuStreamSynchronize");
+}
+
+/* CUDA graphs: the device's stream captured (relaxed: allocations may
+ * happen meanwhile), the graph instantiated once and launched on it */
+static int begin_capture(void *ctx, int dev) {
+    (void)ctx;
+    return cft_cuda_on(dev, "cuStreamBeginCapture")
+               ? -1
+               : check(cu.begin_capture(cu.stream[dev], CU_STREAM_CAPTURE_MODE_RELAXED),
+                       "cuStreamBeginCapture");
+}
+
+static int end_capture(void *ctx, int dev, void **graph) {
+    (void)ctx;
+    CUgraph g = NULL;
+    CUgraphExec x = NULL;
+    *graph = NULL;
+    if (cft_cuda_on(dev, "cuStreamEndCapture") ||
+        check(cu.end_capture(cu.stream[dev], &g), "cuStreamEndCapture (the capture failed)"))
+        return -1;
+    int rc = check(cu.instantiate(&x, g, 0), "cuGraphInstantiateWithFlags");
+    cu.graph_destroy(g);
+    *graph = x;
+    return rc;
+}
+
+static int launch_graph(void *ctx, int dev, void *graph) {
+    (void)ctx;
+    return cft_cuda_on(dev, "cuGraphLaunch")
+               ? -1
+               : check(cu.graph_launch((CUgraphExec)graph, cu.stream[dev]), "cuGraphLaunch");
+}
+
+static void release_graph(void *ctx, int dev, void *graph) {
+    (void)ctx;
+    if (!cft_cuda_on(dev, "cuGraphExecDestroy"))
+        check(cu.exec_destroy((CUgraphExec)graph), "cuGraphExecDestroy");
 }
 
 static const char *last_error(void *ctx) {
     (void)ctx;
     return err[0] ? err : NULL;
+}
+
+/* for test_cuda_plugin: every driver function the backend calls resolves
+ * in the library at path (the toolkit's stub libcuda.so: no GPU needed);
+ * 0, or -1 and why */
+__attribute__((visibility("default"))) int cft_cuda_driver_check(const char *path, char *e,
+                                                                 size_t n) {
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(e, n, "%s: %s", path, dlerror());
+        return -1;
+    }
+    cft_cuda_driver t;
+    const char *missing = resolve(lib, &t);
+    if (missing)
+        snprintf(e, n, "%s lacks %s", path, missing);
+    dlclose(lib);
+    return missing ? -1 : 0;
 }
 
 /* called by cft (array/device.c) once, with the core functions the
@@ -223,6 +330,10 @@ __attribute__((visibility("default"))) int cft_cuda_backend_register(const cft_p
                      synchronize,
                      last_error,
                      run_kernel,
-                     CFT_BACKEND_EAGER_KERNELS};
+                     CFT_BACKEND_EAGER_KERNELS,
+                     begin_capture,
+                     end_capture,
+                     launch_graph,
+                     release_graph};
     return core->register_backend(&b) == CFT_OK ? 0 : -1;
 }

@@ -32,6 +32,7 @@ static struct {
     cublasStatus_t (*dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                             const double *, const double *, int, long long, const double *, int,
                             long long, const double *, double *, int, long long, int);
+    cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
     cublasStatus_t (*strsm)(cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t,
                             cublasDiagType_t, int, int, const float *, const float *const[], int,
                             float *const[], int, int);
@@ -49,11 +50,13 @@ static void load(void) {
     for (int i = 0; i < CFT_CUDA_MAX_DEV; i++)
         pthread_mutex_init(&bl.mu[i], NULL);
 #ifdef CFT_CUBLAS_PATH
-    void **const slots[] = {(void **)&bl.create, (void **)&bl.status, (void **)&bl.sgemm,
-                            (void **)&bl.dgemm,  (void **)&bl.strsm,  (void **)&bl.dtrsm};
+    void **const slots[] = {(void **)&bl.create,    (void **)&bl.status, (void **)&bl.sgemm,
+                            (void **)&bl.dgemm,     (void **)&bl.strsm,  (void **)&bl.dtrsm,
+                            (void **)&bl.set_stream};
     static const char *const names[] = {"cublasCreate_v2",           "cublasGetStatusString",
                                         "cublasSgemmStridedBatched", "cublasDgemmStridedBatched",
-                                        "cublasStrsmBatched",        "cublasDtrsmBatched"};
+                                        "cublasStrsmBatched",        "cublasDtrsmBatched",
+                                        "cublasSetStream_v2"};
     bl.lib = cft_cuda_open_lib(CFT_CUBLAS_PATH, "cuBLAS", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
 #else
@@ -72,8 +75,10 @@ int cft_cuda_gemm(int dev, const cft_dev_op *op) {
         return -1;
     pthread_mutex_lock(&bl.mu[dev]);
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    if (!bl.handle[dev])
-        s = bl.create(&bl.handle[dev]);
+    if (!bl.handle[dev] && (s = bl.create(&bl.handle[dev])) == CUBLAS_STATUS_SUCCESS &&
+        (s = bl.set_stream(bl.handle[dev], (cudaStream_t)cft_cu.stream[dev])) !=
+            CUBLAS_STATUS_SUCCESS)
+        bl.handle[dev] = NULL; /* (a handle without the device's stream is not used) */
     if (s == CUBLAS_STATUS_SUCCESS) {
         const cft_dev_op_api *api = &cft_cuda_core->op;
         cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), c = api->out(op, 0);
@@ -136,8 +141,8 @@ int cft_cuda_trsm(int dev, const cft_dev_op *op) {
     CUdeviceptr pa = cft_cuda_ptr_array(a.ptr, d.sa, es, d.batch),
                 px = cft_cuda_ptr_array(x.ptr, d.sb, es, d.batch);
     if (!pa || !px ||
-        cft_cu.dtod((CUdeviceptr)(uintptr_t)x.ptr, (CUdeviceptr)(uintptr_t)b.ptr, b.bytes) !=
-            CUDA_SUCCESS) { /* the solve is in place: X starts as B */
+        cft_cu.dtod_async((CUdeviceptr)(uintptr_t)x.ptr, (CUdeviceptr)(uintptr_t)b.ptr, b.bytes,
+                          cft_cu.stream[dev]) != CUDA_SUCCESS) { /* in place: X starts as B */
         if (pa)
             cft_cu.free(pa);
         if (px)
@@ -148,8 +153,10 @@ int cft_cuda_trsm(int dev, const cft_dev_op *op) {
     }
     pthread_mutex_lock(&bl.mu[dev]);
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    if (!bl.handle[dev])
-        s = bl.create(&bl.handle[dev]);
+    if (!bl.handle[dev] && (s = bl.create(&bl.handle[dev])) == CUBLAS_STATUS_SUCCESS &&
+        (s = bl.set_stream(bl.handle[dev], (cudaStream_t)cft_cu.stream[dev])) !=
+            CUBLAS_STATUS_SUCCESS)
+        bl.handle[dev] = NULL; /* (a handle without the device's stream is not used) */
     cublasSideMode_t side = d.left ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT;
     cublasFillMode_t uplo = d.upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
     cublasOperation_t tr = d.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -168,7 +175,7 @@ int cft_cuda_trsm(int dev, const cft_dev_op *op) {
         }
     }
     pthread_mutex_unlock(&bl.mu[dev]);
-    cft_cu.sync(); /* the pointer arrays are read by the queued solve */
+    cft_cu.stream_sync(cft_cu.stream[dev]); /* the queued solve reads the pointer arrays */
     cft_cu.free(pa);
     cft_cu.free(px);
     if (s != CUBLAS_STATUS_SUCCESS) {

@@ -28,8 +28,22 @@ typedef struct {
     CUresult (*function)(CUfunction *, CUmodule, const char *);
     CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                        unsigned, CUstream, void **, void **);
+    CUresult (*stream_create)(CUstream *, unsigned);
+    CUresult (*stream_sync)(CUstream);
+    CUresult (*htod_async)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*dtoh_async)(void *, CUdeviceptr, size_t, CUstream);
+    CUresult (*dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*begin_capture)(CUstream, CUstreamCaptureMode);
+    CUresult (*end_capture)(CUstream, CUgraph *);
+    CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*graph_launch)(CUgraphExec, CUstream);
+    CUresult (*exec_destroy)(CUgraphExec);
+    CUresult (*graph_destroy)(CUgraph);
     CUcontext ctx[CFT_CUDA_MAX_DEV];
     CUdevice dev[CFT_CUDA_MAX_DEV];
+    /* each device's one stream: every kernel, library call and copy of the
+     * backend is ordered on it (and a plan's graph is captured from it) */
+    CUstream stream[CFT_CUDA_MAX_DEV];
     int ndev;
 } cft_cuda_driver;
 extern cft_cuda_driver cft_cu;

@@ -27,6 +27,7 @@ static struct {
     cufftResult (*d2z)(cufftHandle, cufftDoubleReal *, cufftDoubleComplex *);
     cufftResult (*z2d)(cufftHandle, cufftDoubleComplex *, cufftDoubleReal *);
     cufftResult (*destroy)(cufftHandle);
+    cufftResult (*set_stream)(cufftHandle, cudaStream_t);
 } ff;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -34,12 +35,12 @@ static char load_err[1200];
 
 static void load(void) {
 #ifdef CFT_CUFFT_PATH
-    void **const slots[] = {(void **)&ff.plan, (void **)&ff.c2c,    (void **)&ff.r2c,
-                            (void **)&ff.c2r,  (void **)&ff.z2z,    (void **)&ff.d2z,
-                            (void **)&ff.z2d,  (void **)&ff.destroy};
+    void **const slots[] = {(void **)&ff.plan, (void **)&ff.c2c,     (void **)&ff.r2c,
+                            (void **)&ff.c2r,  (void **)&ff.z2z,     (void **)&ff.d2z,
+                            (void **)&ff.z2d,  (void **)&ff.destroy, (void **)&ff.set_stream};
     static const char *const names[] = {"cufftPlanMany", "cufftExecC2C", "cufftExecR2C",
                                         "cufftExecC2R",  "cufftExecZ2Z", "cufftExecD2Z",
-                                        "cufftExecZ2D",  "cufftDestroy"};
+                                        "cufftExecZ2D",  "cufftDestroy", "cufftSetStream"};
     ff.lib = cft_cuda_open_lib(CFT_CUFFT_PATH, "cuFFT", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
 #else
@@ -90,6 +91,9 @@ int cft_cuda_fft(int dev, const cft_dev_op *op) {
     cufftHandle plan;
     cufftResult r = ff.plan(&plan, d.rank, d.n, NULL, 1, (int)d.idist, NULL, 1, (int)d.odist,
                             types[d.dbl][d.type], (int)d.batch);
+    if (r == CUFFT_SUCCESS &&
+        (r = ff.set_stream(plan, (cudaStream_t)cft_cu.stream[dev])) != CUFFT_SUCCESS)
+        ff.destroy(plan);
     if (r != CUFFT_SUCCESS) {
         cft_cuda_fail("fft on cuda:%d: cufftPlanMany (rank %d, batch %lld): cuFFT error %d", dev,
                       d.rank, (long long)d.batch, (int)r);
@@ -99,7 +103,8 @@ int cft_cuda_fft(int dev, const cft_dev_op *op) {
     CUdeviceptr copy = 0;
     if (d.type == CFT_FFT_C2R) { /* cuFFT may overwrite a c2r input */
         if (cft_cu.alloc(&copy, x.bytes) != CUDA_SUCCESS ||
-            cft_cu.dtod(copy, (CUdeviceptr)(uintptr_t)x.ptr, x.bytes) != CUDA_SUCCESS) {
+            cft_cu.dtod_async(copy, (CUdeviceptr)(uintptr_t)x.ptr, x.bytes, cft_cu.stream[dev]) !=
+                CUDA_SUCCESS) {
             ff.destroy(plan);
             if (copy)
                 cft_cu.free(copy);
@@ -118,6 +123,8 @@ int cft_cuda_fft(int dev, const cft_dev_op *op) {
         r = d.type == CFT_FFT_R2C   ? ff.r2c(plan, in, y.ptr)
             : d.type == CFT_FFT_C2R ? ff.c2r(plan, in, y.ptr)
                                     : ff.c2c(plan, in, y.ptr, sign);
+    if (copy) /* (the transform reads it: wait before it goes) */
+        cft_cu.stream_sync(cft_cu.stream[dev]);
     ff.destroy(plan);
     if (copy)
         cft_cu.free(copy);

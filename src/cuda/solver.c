@@ -20,6 +20,7 @@
 static struct {
     void *lib;
     cusolverStatus_t (*create)(cusolverDnHandle_t *);
+    cusolverStatus_t (*set_stream)(cusolverDnHandle_t, cudaStream_t);
     cusolverStatus_t (*spotrf)(cusolverDnHandle_t, cublasFillMode_t, int, float *[], int, int *,
                                int);
     cusolverStatus_t (*dpotrf)(cusolverDnHandle_t, cublasFillMode_t, int, double *[], int, int *,
@@ -35,9 +36,10 @@ static void load(void) {
     for (int i = 0; i < CFT_CUDA_MAX_DEV; i++)
         pthread_mutex_init(&so.mu[i], NULL);
 #ifdef CFT_CUSOLVER_PATH
-    void **const slots[] = {(void **)&so.create, (void **)&so.spotrf, (void **)&so.dpotrf};
+    void **const slots[] = {(void **)&so.create, (void **)&so.spotrf, (void **)&so.dpotrf,
+                            (void **)&so.set_stream};
     static const char *const names[] = {"cusolverDnCreate", "cusolverDnSpotrfBatched",
-                                        "cusolverDnDpotrfBatched"};
+                                        "cusolverDnDpotrfBatched", "cusolverDnSetStream"};
     so.lib = cft_cuda_open_lib(CFT_CUSOLVER_PATH, "cuSOLVER", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
 #else
@@ -84,8 +86,10 @@ int cft_cuda_cholesky(int dev, const cft_dev_op *op) {
     }
     pthread_mutex_lock(&so.mu[dev]);
     cusolverStatus_t s = CUSOLVER_STATUS_SUCCESS;
-    if (!so.handle[dev])
-        s = so.create(&so.handle[dev]);
+    if (!so.handle[dev] && (s = so.create(&so.handle[dev])) == CUSOLVER_STATUS_SUCCESS &&
+        (s = so.set_stream(so.handle[dev], (cudaStream_t)cft_cu.stream[dev])) !=
+            CUSOLVER_STATUS_SUCCESS)
+        so.handle[dev] = NULL;
     if (s == CUSOLVER_STATUS_SUCCESS)
         s = d.dbl ? so.dpotrf(so.handle[dev], CUBLAS_FILL_MODE_UPPER, (int)d.n,
                               (double **)(uintptr_t)ptrs, (int)d.n, (int *)(uintptr_t)info,
@@ -94,8 +98,10 @@ int cft_cuda_cholesky(int dev, const cft_dev_op *op) {
                               (float **)(uintptr_t)ptrs, (int)d.n, (int *)(uintptr_t)info,
                               (int)d.batch);
     pthread_mutex_unlock(&so.mu[dev]);
-    /* the copy waits for the factorisation (one stream) */
-    CUresult r = cft_cu.dtoh(hinfo, info, sizeof(int) * (size_t)d.batch);
+    /* the infos after the factorisation, on the device's stream */
+    CUresult r = cft_cu.dtoh_async(hinfo, info, sizeof(int) * (size_t)d.batch, cft_cu.stream[dev]);
+    if (r == CUDA_SUCCESS)
+        r = cft_cu.stream_sync(cft_cu.stream[dev]);
     cft_cu.free(ptrs);
     cft_cu.free(info);
     int rc = 1;

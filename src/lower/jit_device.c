@@ -11,6 +11,7 @@
  * runs as its equations instead, as on the host. Also here: eager
  * operations as kernels (the end of the file). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -34,8 +35,10 @@ static cft_array *run_eqns(const cft_ir *ir, const cft_group *g, cft_array **env
 
 struct cft_dev_consts {
     const cft_dev *d;
-    cft_array **consts; /* per constant of the IR: its copy on d (NULL: used as it is) */
-    cft_array **inits;  /* per group: its reduction output's initial values on d, or NULL */
+    cft_array **consts;   /* per constant of the IR: its copy on d (NULL: used as it is) */
+    cft_array **inits;    /* per group: its reduction output's initial values on d, or NULL */
+    _Atomic int runs;     /* calls on d so far */
+    cft_dev_graph *graph; /* its recording there (jit_graph.c) */
     cft_dev_consts *next;
 };
 static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -218,24 +221,85 @@ static void release_intermediates(const cft_ir *ir, cft_array **env, cft_array *
     }
 }
 
+/* A contiguous copy of a device view as one kernel of the backend (CUDA C,
+ * compiled like the jit's): element i of the copy reads the view's element
+ * at the offset of i's index, moved as raw bytes of the element's size. */
+#define COPY_KERNEL(T, t)                                                                          \
+    "struct cft_copy_" #t " { " #T " *y; const " #T " *x; long long n, nd, dims[8], st[8]; };\n"   \
+    "extern \"C\" __global__ void cft_copy_" #t "(const struct cft_copy_" #t " a) {\n"             \
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n;\n"          \
+    "         i += (long long)gridDim.x * blockDim.x) {\n"                                         \
+    "        long long r = i, off = 0;\n"                                                          \
+    "        for (long long d = a.nd - 1; d >= 0; d--) {\n"                                        \
+    "            off += r % a.dims[d] * a.st[d];\n            r /= a.dims[d];\n        }\n"        \
+    "        a.y[i] = a.x[off];\n    }\n}\n"
+static const char *copy_src =
+    "struct cft_b16 { unsigned long long lo, hi; };\n" COPY_KERNEL(unsigned char, 1)
+        COPY_KERNEL(unsigned short, 2) COPY_KERNEL(unsigned int, 4)
+            COPY_KERNEL(unsigned long long, 8) COPY_KERNEL(struct cft_b16, 16);
+_Static_assert(CFT_MAX_NDIM == 8, "the copy kernel's struct holds 8 dims");
+
+static int contig_kernel(cft_array *x, cft_array **y) {
+    const cft_dev *d = x->dev;
+    const cft_aval *a = &x->aval;
+    size_t es = cft_dtype_size(a->dtype);
+    if (x->conj || (es != 1 && es != 2 && es != 4 && es != 8 && es != 16))
+        return 0;
+    *y = cft__dev_alloc(d, "cft_jit", a->dtype, a->shape, a->ndim);
+    if (cft_failed(*y))
+        return -1;
+    struct {
+        void *y;
+        const void *x;
+        long long n, nd, dims[8], st[8];
+    } k = {cft__ptr(*y), cft__ptr(x), (long long)cft__numel(a->shape, a->ndim), a->ndim, {0}, {0}};
+    for (int i = 0; i < a->ndim; i++)
+        k.dims[i] = a->shape[i], k.st[i] = x->strides[i];
+    char entry[32];
+    snprintf(entry, sizeof entry, "cft_copy_%zu", es);
+    void *ptrs[2] = {k.y, (void *)k.x};
+    cft_dev_kernel kd = {copy_src, entry, &k, sizeof k, k.n, 2, ptrs};
+    if (k.n > 0 && d->b->run_kernel(d->b->ctx, d->index, &kd) != 0) {
+        *y = cft__dev_fail(d, "cft_jit", "copying a view into place");
+        return -1;
+    }
+    cft__keep(x);
+    return 1;
+}
+
+/* the plan's steps into env (inputs in, constants kept on d) */
+static cft_array *run_steps(const cft_dev_plan *p, cft_array *const *in, cft_array **env) {
+    const cft_ir *ir = p->ir;
+    for (int i = 0; i < ir->nconst; i++)
+        env[ir->constvars[i]->id] = p->kp->consts[i] ? p->kp->consts[i] : ir->constvals[i];
+    for (int i = 0; i < ir->nin; i++)
+        env[ir->invars[i]->id] = in[i];
+    cft_array *err = NULL;
+    for (int s = 0; s < p->nsteps && !err; s++) {
+        int gi = p->steps[s].group;
+        err = gi >= 0 ? run_group(p->d, ir, p->aval, &p->groups[gi], gi, p->cuda_src, p->kp, env)
+                      : cft__run_eqn(&ir->eqns[p->steps[s].eqn], env);
+    }
+    return err;
+}
+
 cft_status cft__plan_run_on_device(const cft_dev *d, const cft_ir *ir, const cft_step *steps,
                                    int nsteps, const cft_group *groups, int ngroups,
                                    const cft_aval *const *aval, const char *cuda_src,
                                    cft_dev_consts **kept, cft_array *const *in, cft_array **out) {
     cft_array *err = NULL;
-    const cft_dev_consts *kp = kept_on(d, ir, groups, ngroups, aval, kept, &err);
-    cft_array **env = err ? NULL : CFT_NEWN(cft_array *, ir->nvars + 1);
-    if (!env)
-        return cft__fail_outs(err ? err : cft__oom(), ir->nout, out);
-    for (int i = 0; i < ir->nconst; i++)
-        env[ir->constvars[i]->id] = kp->consts[i] ? kp->consts[i] : ir->constvals[i];
-    for (int i = 0; i < ir->nin; i++)
-        env[ir->invars[i]->id] = in[i];
-    for (int s = 0; s < nsteps && !err; s++)
-        err = steps[s].group >= 0 ? run_group(d, ir, aval, &groups[steps[s].group], steps[s].group,
-                                              cuda_src, kp, env)
-                                  : cft__run_eqn(&ir->eqns[steps[s].eqn], env);
+    cft_dev_consts *kp = kept_on(d, ir, groups, ngroups, aval, kept, &err);
     if (err)
+        return cft__fail_outs(err, ir->nout, out);
+    cft_dev_plan p = {d, ir, steps, nsteps, groups, aval, cuda_src, kp, contig_kernel};
+    int runs = atomic_fetch_add(&kp->runs, 1);
+    int g = cft__graph_run(&p, &kp->graph, runs, run_steps, in, out);
+    if (g)
+        return g > 0 ? CFT_OK : cft__fail_outs(out[0], ir->nout, out);
+    cft_array **env = CFT_NEWN(cft_array *, ir->nvars + 1);
+    if (!env)
+        return cft__fail_outs(cft__oom(), ir->nout, out);
+    if ((err = run_steps(&p, in, env)))
         return cft__fail_outs(err, ir->nout, out);
     for (int i = 0; i < ir->nout; i++)
         out[i] = env[ir->outvars[i]->id];
@@ -291,52 +355,6 @@ static int eager_kernel(const cft_prim *p, const cft_params *par, int nin, cft_a
     cft_status st = cft_fn_call(o->jit, in, out);
     in_eager = false;
     return st == CFT_OK ? 1 : -1;
-}
-
-/* A contiguous copy of a device view as one kernel of the backend (CUDA C,
- * compiled like the jit's): element i of the copy reads the view's element
- * at the offset of i's index, moved as raw bytes of the element's size. */
-#define COPY_KERNEL(T, t)                                                                          \
-    "struct cft_copy_" #t " { " #T " *y; const " #T " *x; long long n, nd, dims[8], st[8]; };\n"   \
-    "extern \"C\" __global__ void cft_copy_" #t "(const struct cft_copy_" #t " a) {\n"             \
-    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n;\n"          \
-    "         i += (long long)gridDim.x * blockDim.x) {\n"                                         \
-    "        long long r = i, off = 0;\n"                                                          \
-    "        for (long long d = a.nd - 1; d >= 0; d--) {\n"                                        \
-    "            off += r % a.dims[d] * a.st[d];\n            r /= a.dims[d];\n        }\n"        \
-    "        a.y[i] = a.x[off];\n    }\n}\n"
-static const char *copy_src =
-    "struct cft_b16 { unsigned long long lo, hi; };\n" COPY_KERNEL(unsigned char, 1)
-        COPY_KERNEL(unsigned short, 2) COPY_KERNEL(unsigned int, 4)
-            COPY_KERNEL(unsigned long long, 8) COPY_KERNEL(struct cft_b16, 16);
-_Static_assert(CFT_MAX_NDIM == 8, "the copy kernel's struct holds 8 dims");
-
-static int contig_kernel(cft_array *x, cft_array **y) {
-    const cft_dev *d = x->dev;
-    const cft_aval *a = &x->aval;
-    size_t es = cft_dtype_size(a->dtype);
-    if (x->conj || (es != 1 && es != 2 && es != 4 && es != 8 && es != 16))
-        return 0;
-    *y = cft__dev_alloc(d, "cft_jit", a->dtype, a->shape, a->ndim);
-    if (cft_failed(*y))
-        return -1;
-    struct {
-        void *y;
-        const void *x;
-        long long n, nd, dims[8], st[8];
-    } k = {cft__ptr(*y), cft__ptr(x), (long long)cft__numel(a->shape, a->ndim), a->ndim, {0}, {0}};
-    for (int i = 0; i < a->ndim; i++)
-        k.dims[i] = a->shape[i], k.st[i] = x->strides[i];
-    char entry[32];
-    snprintf(entry, sizeof entry, "cft_copy_%zu", es);
-    void *ptrs[2] = {k.y, (void *)k.x};
-    cft_dev_kernel kd = {copy_src, entry, &k, sizeof k, k.n, 2, ptrs};
-    if (k.n > 0 && d->b->run_kernel(d->b->ctx, d->index, &kd) != 0) {
-        *y = cft__dev_fail(d, "cft_jit", "copying a view into place");
-        return -1;
-    }
-    cft__keep(x);
-    return 1;
 }
 
 /* named at static link time (-u, cft-static.pc and CMake's cft_static) so

@@ -80,10 +80,40 @@ void cft__fill_init(cft_array *a, const char *init);
 /* A lowered plan run on device d (jit_device.c): its equations through
  * the dispatch, its groups as d's kernels from cuda_src (NULL: as their
  * equations); aval[v] is the aval of each var an equation produces. */
+/* A plan as it runs on a device (jit_device.c), and one run of its steps
+ * into env: NULL, or the error. */
+typedef struct cft_dev_consts cft_dev_consts;
+typedef struct {
+    const struct cft_dev *d;
+    const cft_ir *ir;
+    const cft_step *steps;
+    int nsteps;
+    const cft_group *groups;
+    const cft_aval *const *aval;
+    const char *cuda_src;
+    const cft_dev_consts *kp;
+    /* a contiguous copy of device view x on its device: 1 (*y set), -1
+     * (the error in *y) or 0 (cannot) */
+    int (*contig)(cft_array *x, cft_array **y);
+} cft_dev_plan;
+typedef cft_array *(*cft_dev_steps_fn)(const cft_dev_plan *p, cft_array *const *in,
+                                       cft_array **env);
+
+/* CUDA graphs (jit_graph.c): a plan's steps on a device whose backend
+ * captures (cft_backend.begin_capture...) are recorded once, on buffers
+ * of their own, and replayed: the inputs copied into the captured ones,
+ * the outputs out of them. 1: done (out set); 0: declined (not capturable,
+ * not yet warm, inputs that are views...: run the steps); -1: failed (the
+ * error in out). *g is the plan's graph state on that device. */
+typedef struct cft_dev_graph cft_dev_graph;
+int cft__graph_run(const cft_dev_plan *p, cft_dev_graph **g, int runs, cft_dev_steps_fn steps,
+                   cft_array *const *in, cft_array **out);
+/* whether this thread is capturing (nested plans then run plainly) */
+bool cft__graph_capturing(void);
+
 /* What a plan keeps on a device it ran on (jit_device.c): its constants
  * and each reduction group's initial values, moved there on its first call
  * there (one list per plan, one entry per device). */
-typedef struct cft_dev_consts cft_dev_consts;
 cft_status cft__plan_run_on_device(const struct cft_dev *d, const cft_ir *ir, const cft_step *steps,
                                    int nsteps, const cft_group *groups, int ngroups,
                                    const cft_aval *const *aval, const char *cuda_src,

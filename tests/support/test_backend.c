@@ -36,6 +36,7 @@
 #include "cuda/gemm_map.h"
 #include "cuda/solver_map.h"
 #include "host_kernels.h"
+#include "test_graph.h"
 
 enum { MAX_LIVE = 1 << 16 };
 
@@ -139,17 +140,20 @@ static int move(void *dst, const void *src, size_t bytes, const void *dev_side, 
 }
 
 static int to_device(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
+    if (test_graph_recording())
+        test_graph_spoil("a copy from the host");
     (void)ctx, (void)dev;
     return move(dst, src, bytes, dst, true);
 }
 
 static int to_host(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
+    if (test_graph_recording())
+        test_graph_spoil("a copy to the host");
     (void)ctx, (void)dev;
     return move(dst, src, bytes, src, false);
 }
 
-static int copy(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
-    (void)ctx, (void)dev;
+static int copy_now(void *dst, const void *src, size_t bytes) {
     pthread_mutex_lock(&mu);
     size_t sd = 0, ss = 0;
     char *rd = region(dst, bytes, &sd), *rs = region(src, bytes, &ss);
@@ -168,20 +172,26 @@ static int copy(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
     return 0;
 }
 
+static int copy(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
+    (void)ctx, (void)dev;
+    return test_graph_recording() ? test_graph_copy(dst, src, bytes) : copy_now(dst, src, bytes);
+}
+
+static const cft_dev_op_api op_api = {cft_dev_op_name, cft_dev_op_nin, cft_dev_op_in,
+                                      cft_dev_op_out, cft_dev_op_param};
+
 /* dot_general as the mapped GEMM on the operands' opened mappings; false
  * when the mapping does not apply (the host fallback runs it) */
-static bool gemm(const cft_dev_op *op) {
-    if (strcmp(cft_dev_op_name(op), "dot_general"))
+static bool gemm(const cft_dev_op_api *api, const cft_dev_op *op) {
+    if (strcmp(api->name(op), "dot_general"))
         return false;
     pthread_mutex_lock(&mu);
     counts.dots++;
     pthread_mutex_unlock(&mu);
     cft_gemm_desc d;
-    static const cft_dev_op_api api = {cft_dev_op_name, cft_dev_op_nin, cft_dev_op_in,
-                                       cft_dev_op_out, cft_dev_op_param};
-    if (!cft_gemm_map_op(&api, op, &d))
+    if (!cft_gemm_map_op(api, op, &d))
         return false;
-    cft_dev_buf a = cft_dev_op_in(op, 0), b = cft_dev_op_in(op, 1), c = cft_dev_op_out(op, 0);
+    cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), c = api->out(op, 0);
     cft_dtype dt = c.aval.dtype;
     pthread_mutex_lock(&mu);
     size_t sz[3];
@@ -214,13 +224,11 @@ static bool gemm(const cft_dev_op *op) {
 
 /* fft as the mapped batched transform (cuda/fft_map.h), with FFTW on the
  * opened mappings; false when the mapping does not apply */
-static bool fft(const cft_dev_op *op) {
-    static const cft_dev_op_api api = {cft_dev_op_name, cft_dev_op_nin, cft_dev_op_in,
-                                       cft_dev_op_out, cft_dev_op_param};
+static bool fft(const cft_dev_op_api *api, const cft_dev_op *op) {
     cft_fft_desc d;
-    if (!cft_fft_map_op(&api, op, &d))
+    if (!cft_fft_map_op(api, op, &d))
         return false;
-    cft_dev_buf x = cft_dev_op_in(op, 0), y = cft_dev_op_out(op, 0);
+    cft_dev_buf x = api->in(op, 0), y = api->out(op, 0);
     pthread_mutex_lock(&mu);
     size_t sx = 0, sy = 0;
     char *rx = region(x.ptr, x.bytes, &sx), *ry = region(y.ptr, y.bytes, &sy);
@@ -279,9 +287,6 @@ static void close_all(int n, char **r, const size_t *sz) {
         mprotect(r[i], sz[i], PROT_NONE);
 }
 
-static const cft_dev_op_api op_api = {cft_dev_op_name, cft_dev_op_nin, cft_dev_op_in,
-                                      cft_dev_op_out, cft_dev_op_param};
-
 /* cholesky as solver_map.h maps it (S, potrf of the column-major upper
  * triangle, the row-major upper zeroed): 1 done, 0 not mapped, -1 failed */
 static int chol(const cft_dev_op *op) {
@@ -334,11 +339,11 @@ static int chol(const cft_dev_op *op) {
 
 /* triangular_solve as solver_map.h maps it (column-major trsm on a copy of
  * B): 1 done, 0 not mapped */
-static int trsm(const cft_dev_op *op) {
+static int trsm(const cft_dev_op_api *api, const cft_dev_op *op) {
     cft_trsm_desc d;
-    if (!cft_trsm_map_op(&op_api, op, &d))
+    if (!cft_trsm_map_op(api, op, &d))
         return 0;
-    cft_dev_buf b[3] = {cft_dev_op_in(op, 0), cft_dev_op_in(op, 1), cft_dev_op_out(op, 0)};
+    cft_dev_buf b[3] = {api->in(op, 0), api->in(op, 1), api->out(op, 0)};
     char *r[3];
     size_t sz[3];
     pthread_mutex_lock(&mu);
@@ -366,16 +371,31 @@ static int trsm(const cft_dev_op *op) {
     return 1;
 }
 
+/* the operations a recording replays (read through api): 1 done, 0 not
+ * mapped (a recording could not replay it) */
+static int run_mapped(const cft_dev_op_api *api, const cft_dev_op *op) {
+    return gemm(api, op) || fft(api, op) || trsm(api, op) ? 1 : 0;
+}
+
 static int run(void *ctx, int dev, const cft_dev_op *op) {
     (void)ctx, (void)dev;
     pthread_mutex_lock(&mu);
     counts.runs++;
     pthread_mutex_unlock(&mu);
-    if (gemm(op) || fft(op))
+    if (test_graph_recording()) { /* what a replay can run is recorded; the rest spoils it */
+        cft_gemm_desc g;
+        cft_fft_desc f;
+        cft_trsm_desc t;
+        if (cft_gemm_map_op(&op_api, op, &g) || cft_fft_map_op(&op_api, op, &f) ||
+            cft_trsm_map_op(&op_api, op, &t))
+            test_graph_op(&op_api, op);
+        else
+            test_graph_spoil("an operation on the host");
+        return 0;
+    }
+    if (run_mapped(&op_api, op))
         return 0;
     int done = chol(op);
-    if (!done)
-        done = trsm(op);
     if (done)
         return done > 0 ? 0 : -1;
     if (cft_dev_op_run_on_host(op) != CFT_OK) {
@@ -385,8 +405,7 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
     return 0;
 }
 
-static int run_kernel(void *ctx, int dev, const cft_dev_kernel *k) {
-    (void)ctx, (void)dev;
+static int kernel_now(const cft_dev_kernel *k) {
     pthread_mutex_lock(&mu);
     size_t sz[64];
     char *r[64];
@@ -408,6 +427,37 @@ static int run_kernel(void *ctx, int dev, const cft_dev_kernel *k) {
     counts.kernels += rc == 0;
     pthread_mutex_unlock(&mu);
     return rc;
+}
+
+static int run_kernel(void *ctx, int dev, const cft_dev_kernel *k) {
+    (void)ctx, (void)dev;
+    if (test_graph_recording())
+        return test_graph_kernel(k);
+    return kernel_now(k);
+}
+
+static int begin_capture(void *ctx, int dev) {
+    (void)ctx;
+    return test_graph_begin(dev);
+}
+static int end_capture(void *ctx, int dev, void **graph) {
+    (void)ctx, (void)dev;
+    int rc = test_graph_end(graph);
+    if (rc)
+        snprintf(err, sizeof err, "test backend: not captured: %s", test_graph_why());
+    return rc;
+}
+static int launch_graph(void *ctx, int dev, void *graph) {
+    (void)ctx, (void)dev;
+    static const test_graph_exec x = {kernel_now, run_mapped, copy_now};
+    pthread_mutex_lock(&mu);
+    counts.graphs++;
+    pthread_mutex_unlock(&mu);
+    return test_graph_launch(graph, &x);
+}
+static void release_graph(void *ctx, int dev, void *graph) {
+    (void)ctx, (void)dev;
+    test_graph_release(graph);
 }
 
 static int sync_(void *ctx, int dev) {
@@ -432,6 +482,10 @@ int test_backend_register_as(const char *name, unsigned flags) {
     b.run = run, b.synchronize = sync_, b.last_error = last_error;
     b.run_kernel = e && !strcmp(e, "0") ? NULL : run_kernel;
     b.flags = flags;
+    const char *g = getenv("TEST_BACKEND_GRAPHS");
+    if (b.run_kernel && !(g && !strcmp(g, "0")))
+        b.begin_capture = begin_capture, b.end_capture = end_capture, b.launch_graph = launch_graph,
+        b.release_graph = release_graph;
     return cft_register_backend(&b) == CFT_OK ? 0 : -1;
 }
 

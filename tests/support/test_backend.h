@@ -10,6 +10,7 @@ typedef struct {
     long kernels; /* the jit's fused kernels run (run_kernel) */
     long ffts;    /* ffts the backend ran itself (fft_map.h + FFTW) */
     long solvers; /* cholesky / triangular_solve it ran itself (solver_map.h + LAPACK) */
+    long graphs;  /* recordings replayed (launch_graph) */
     long bytes_to_device, bytes_to_host;
 } test_backend_counts;
 
