@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "array/array.h"
+#include "array/device.h"
 #include "core/error.h"
 #include "core/mem.h"
 #include "dist/dist.h"
@@ -19,6 +20,7 @@ struct cft_dist_work {
     int size;
     bool waited;
     cft_array *result;
+    const cft_dev *dev; /* the input's device: the result goes back there */
 };
 
 static MPI_Op mpi_op(cft_dist_op op) {
@@ -124,7 +126,16 @@ cft_array *cft_dist_wait(cft_dist_work *w) {
         y = cft_mul_s(y, 1.0 / w->size);
     if (w->back_to != y->aval.dtype)
         y = cft_astype(y, w->back_to);
+    if (w->dev) /* a device array's collective ran on a host copy: back to its device */
+        y = cft_device_put(y, w->dev);
     return w->result = y;
+}
+
+/* w's result goes back to the device x lives on (when it does) */
+static cft_dist_work *to_dev_of(cft_dist_work *w, const cft_array *x) {
+    if (w && !w->waited && cft__on_device(x))
+        w->dev = x->dev;
+    return w;
 }
 
 bool cft_dist_is_completed(const cft_dist_work *w) {
@@ -159,7 +170,7 @@ cft_dist_work *cft_dist_all_reduce_async(cft_dist_group *g, cft_array *x, cft_di
     dist_req *r = new_req(REQ_ALLREDUCE, call, g, xc, out, cft_array_size(xc));
     if (r)
         r->op = mpi_op(op);
-    return launch(r, out, op, cft_dtype_is_half(dt) ? dt : out->aval.dtype, g->size);
+    return to_dev_of(launch(r, out, op, cft_dtype_is_half(dt) ? dt : out->aval.dtype, g->size), x);
 }
 
 cft_array *cft_dist_all_reduce(cft_dist_group *g, cft_array *x, cft_dist_op op) {
@@ -236,7 +247,7 @@ cft_dist_work *cft_dist_broadcast_async(cft_dist_group *g, cft_array *x, int roo
     dist_req *r = new_req(REQ_BCAST, call, g, xc, out, cft_array_size(xc));
     if (r)
         r->peer = root;
-    return launch(r, out, CFT_DIST_SUM, out->aval.dtype, g->size);
+    return to_dev_of(launch(r, out, CFT_DIST_SUM, out->aval.dtype, g->size), x);
 }
 
 cft_array *cft_dist_broadcast(cft_dist_group *g, cft_array *x, int root) {
@@ -268,8 +279,9 @@ cft_dist_work *cft_dist_all_gather_async(cft_dist_group *g, cft_array *x, bool s
     cft_array *out = cft__alloc(a->dtype, shape, nd);
     if (cft_failed(out))
         return failed_work(out);
-    return launch(new_req(REQ_ALLGATHER, call, g, xc, out, cft_array_size(xc)), out, CFT_DIST_SUM,
-                  a->dtype, g->size);
+    return to_dev_of(launch(new_req(REQ_ALLGATHER, call, g, xc, out, cft_array_size(xc)), out,
+                            CFT_DIST_SUM, a->dtype, g->size),
+                     x);
 }
 
 cft_array *cft_dist_all_gather(cft_dist_group *g, cft_array *x, bool stack) {
@@ -299,7 +311,8 @@ cft_array *cft_dist_reduce_scatter(cft_dist_group *g, cft_array *x, cft_dist_op 
     dist_req *r = new_req(REQ_REDUCE_SCATTER, call, g, xc, out, cft_array_size(out));
     if (r)
         r->op = mpi_op(op);
-    return BLOCKING(launch(r, out, op, cft_dtype_is_half(dt) ? dt : out->aval.dtype, g->size));
+    return BLOCKING(
+        to_dev_of(launch(r, out, op, cft_dtype_is_half(dt) ? dt : out->aval.dtype, g->size), x));
 }
 
 cft_array *cft_dist_all_to_all(cft_dist_group *g, cft_array *x) {
@@ -315,8 +328,10 @@ cft_array *cft_dist_all_to_all(cft_dist_group *g, cft_array *x) {
     cft_array *out = cft__alloc(a->dtype, a->shape, a->ndim);
     if (cft_failed(out))
         return out;
-    return BLOCKING(launch(new_req(REQ_ALLTOALL, call, g, xc, out, cft_array_size(xc) / g->size),
-                           out, CFT_DIST_SUM, a->dtype, g->size));
+    return BLOCKING(
+        to_dev_of(launch(new_req(REQ_ALLTOALL, call, g, xc, out, cft_array_size(xc) / g->size), out,
+                         CFT_DIST_SUM, a->dtype, g->size),
+                  x));
 }
 
 cft_status cft_dist_barrier(cft_dist_group *g) {

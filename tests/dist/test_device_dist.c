@@ -1,0 +1,95 @@
+// np: 2
+/* test_device_dist.c (mpirun, 2 ranks): collectives and DDP with arrays on
+ * a device (the "test" backend, tests/support/test_backend.c, one per
+ * rank). A collective of a device array runs on a host copy through MPI
+ * (no device-aware transport yet) and its result comes back to the input's
+ * device, committed there; DDP with parameters and batches on the device
+ * gives gradients on the device equal to one process's over the whole
+ * batch (f32: rtol 1e-5, atol 1e-6, sums in another order). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cft/cft.h"
+#include "cft/dist.h"
+#include "check.h"
+#include "support/test_backend.h"
+
+enum { B = 8, D = 4, C = 3 };
+
+static cft_status loss_fn(void *env, const cft_tree *p, int nin, cft_array *const *in, int nout,
+                          cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *z = cft_add(cft_matmul(in[0], cft_tree_get(p, "w")), cft_tree_get(p, "b"));
+    out[0] = cft_mean(cft_square(cft_sub(z, in[1])), NULL, 0, false);
+    return CFT_OK;
+}
+
+static bool on(const cft_array *x, const cft_dev *d) {
+    return cft_device_of(x) == d;
+}
+
+int main(int argc, char **argv) {
+    check_init(1, argv);
+    CHECK_EQ(cft_dist_init(&argc, &argv), CFT_OK);
+    CHECK_EQ(test_backend_register(), 0);
+    const cft_dev *d = cft_device("test:0");
+    cft_dist_group *w = cft_dist_world();
+    int rank = cft_dist_rank(w), size = cft_dist_size(w);
+    cft_array *mine = cft_full(rank + 1, CFT_F32, (int64_t[]){size * 2, 3}, 2);
+    cft_array *md = cft_device_put(mine, d);
+    TEST("rank %d: collectives of device arrays come back on the device", rank) {
+        cft_array *s = cft_dist_all_reduce(w, md, CFT_DIST_SUM);
+        CHECK(on(s, d));
+        CHECK_ARRAY_CLOSE(s, cft_full(size * (size + 1) / 2, CFT_F32, (int64_t[]){size * 2, 3}, 2),
+                          0, 0);
+        cft_array *m = cft_dist_wait(cft_dist_all_reduce_async(w, md, CFT_DIST_MEAN));
+        CHECK(on(m, d));
+        CHECK_CLOSE(cft_item_at(m, 0), (size + 1) / 2.0, 1e-6, 0);
+        cft_array *bc = cft_dist_broadcast(w, md, 1);
+        CHECK(on(bc, d));
+        CHECK_CLOSE(cft_item_at(bc, 5), 2.0, 0, 0);
+        cft_array *ag = cft_dist_all_gather(w, md, true);
+        CHECK(on(ag, d));
+        CHECK_EQ(cft_array_dim(ag, 0), size);
+        CHECK_CLOSE(cft_item_at(ag, cft_array_size(ag) - 1), size, 0, 0);
+        cft_array *rs = cft_dist_reduce_scatter(w, md, CFT_DIST_SUM);
+        CHECK(on(rs, d));
+        CHECK_EQ(cft_array_dim(rs, 0), 2);
+        cft_array *aa = cft_dist_all_to_all(w, md);
+        CHECK(on(aa, d));
+        /* a host array stays on the host */
+        CHECK(on(cft_dist_all_reduce(w, mine, CFT_DIST_SUM), cft_device("cpu")));
+    }
+    TEST("rank %d: DDP with parameters and batch on the device", rank) {
+        cft_array *X = cft_random_normal(cft_random_key(3), CFT_F32, (int64_t[]){B, D}, 2),
+                  *Y = cft_random_normal(cft_random_key(4), CFT_F32, (int64_t[]){B, C}, 2);
+        cft_tree *p = cft_tree_new();
+        p = cft_tree_set(p, "w",
+                         cft_random_normal(cft_random_key(1), CFT_F32, (int64_t[]){D, C}, 2));
+        p = cft_tree_set(p, "b", cft_full(0.1, CFT_F32, (int64_t[]){C}, 1));
+        cft_fn *loss = cft_tree_fn_new(loss_fn, NULL, p, 2, 1);
+        cft_array *ref[3];
+        CHECK_EQ(cft_fn_call(cft_value_and_grad(loss, (int[]){0, 1}, 2, false),
+                             (cft_array *[]){cft_tree_at(p, 0), cft_tree_at(p, 1), X, Y}, ref),
+                 CFT_OK);
+        cft_tree *pd = cft_tree_new();
+        for (int i = 0; i < cft_tree_size(p); i++)
+            pd = cft_tree_set(pd, cft_tree_name(p, i), cft_device_put(cft_tree_at(p, i), d));
+        int64_t lo = B / size * rank, hi = lo + B / size;
+        cft_array *xl = cft_slice(X, (int64_t[]){lo, 0}, (int64_t[]){hi, D}, NULL),
+                  *yl = cft_slice(Y, (int64_t[]){lo, 0}, (int64_t[]){hi, C}, NULL);
+        cft_ddp *dd = cft_ddp_new(w, cft_tree_fn_new(loss_fn, NULL, pd, 2, 1), pd, NULL);
+        cft_tree *g = NULL;
+        cft_status st = cft_ddp_step(
+            dd, pd, (cft_array *[]){cft_device_put(xl, d), cft_device_put(yl, d)}, NULL, NULL, &g);
+        CHECK_MSG(st == CFT_OK, "%s", cft_last_error_message());
+        for (int i = 0; st == CFT_OK && i < 2; i++) {
+            cft_array *gi = cft_tree_get(g, cft_tree_name(p, i));
+            CHECK_MSG(on(gi, d), "gradient %s on %s", cft_tree_name(p, i),
+                      cft_device_name(cft_device_of(gi)));
+            CHECK_ARRAY_CLOSE(gi, ref[1 + i], 1e-5, 1e-6);
+        }
+    }
+    CHECK_EQ(cft_dist_finalize(), CFT_OK);
+    return check_summary();
+}
