@@ -281,7 +281,7 @@ cft_array *cft__dev_fail(const cft_dev *d, const char *call, const char *what) {
 typedef struct {
     const cft_dev *d;
     void *ptr;
-    size_t bytes;
+    size_t bytes; /* 0: ptr is a graph of the backend's (release_graph) */
 } pending;
 static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
 static pending *queue;
@@ -293,9 +293,7 @@ static size_t dev_bytes(const cft_array *x) {
     return n ? n : 1;
 }
 
-static void on_collect(void *obj, void *arg) {
-    (void)arg;
-    cft_array *x = obj;
+static void enqueue(pending p) {
     pthread_mutex_lock(&qmu);
     if (nqueue == capqueue) { /* malloc, not the collector's heap, inside a finalizer */
         size_t c = capqueue ? 2 * capqueue : 64;
@@ -306,9 +304,20 @@ static void on_collect(void *obj, void *arg) {
         }
         queue = q, capqueue = c;
     }
-    if (x->data) /* NULL: released already (cft__dev_release) */
-        queue[nqueue++] = (pending){x->dev, x->data, dev_bytes(x)};
+    queue[nqueue++] = p;
     pthread_mutex_unlock(&qmu);
+}
+
+static void on_collect(void *obj, void *arg) {
+    (void)arg;
+    cft_array *x = obj;
+    if (x->data) /* NULL: released already (cft__dev_release) */
+        enqueue((pending){x->dev, x->data, dev_bytes(x)});
+}
+
+void cft__dev_release_graph_later(const cft_dev *d, void *graph) {
+    if (graph && d->b->release_graph)
+        enqueue((pending){d, graph, 0});
 }
 
 static void drain(void) {
@@ -321,7 +330,10 @@ static void drain(void) {
         }
         pending p = queue[--nqueue];
         pthread_mutex_unlock(&qmu);
-        cft__pool_release(p.d, p.ptr, p.bytes);
+        if (p.bytes)
+            cft__pool_release(p.d, p.ptr, p.bytes);
+        else
+            p.d->b->release_graph(p.d->b->ctx, p.d->index, p.ptr);
     }
 }
 

@@ -48,6 +48,9 @@ typedef struct {
     bool failed; /* an allocation could not be recorded */
 } cft_dev_capture;
 void cft__dev_capture(cft_dev_capture *c);
+/* graph (from d's end_capture) released at the next drain of the release
+ * queue: for a finalizer, which must only queue work */
+void cft__dev_release_graph_later(const cft_dev *d, void *graph);
 /* an error naming `call`, the device and the backend's message */
 cft_array *cft__dev_fail(const cft_dev *d, const char *call, const char *what);
 

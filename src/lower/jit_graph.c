@@ -12,7 +12,9 @@
  * views, on the host or on another device run the plan's steps as usual.
  * One call at a time replays a given graph (its buffers are shared).
  * CFT_DEVICE_GRAPHS=0 turns graphs off. The recording lives as long as
- * the plan. */
+ * the plan: when the collector finds the plan's graph state unreachable,
+ * the backend's release_graph is queued (array/device.c's release
+ * queue). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,6 +28,7 @@
 
 struct cft_dev_graph {
     pthread_mutex_t mu;
+    const cft_dev *d;
     int state; /* 0: not tried, 1: recorded, -1: not capturable */
     void *graph;
     cft_array **in;       /* the recording's inputs */
@@ -113,6 +116,13 @@ static void capture(cft_dev_graph *g, const cft_dev_plan *p, cft_dev_steps_fn st
     g->state = 1;
 }
 
+static void collected(void *obj, void *arg) {
+    (void)arg;
+    cft_dev_graph *g = obj;
+    if (g->state == 1)
+        cft__dev_release_graph_later(g->d, g->graph);
+}
+
 int cft__graph_run(const cft_dev_plan *p, cft_dev_graph **gp, int runs, cft_dev_steps_fn steps,
                    cft_array *const *in, cft_array **out) {
     const cft_dev *d = p->d;
@@ -126,6 +136,8 @@ int cft__graph_run(const cft_dev_plan *p, cft_dev_graph **gp, int runs, cft_dev_
     cft_dev_graph *g = *gp;
     if (!g && (g = CFT_NEW(cft_dev_graph))) {
         pthread_mutex_init(&g->mu, NULL);
+        g->d = d;
+        cft__on_collect(g, collected, NULL); /* the recording goes with the plan */
         *gp = g;
     }
     pthread_mutex_unlock(&make_mu);

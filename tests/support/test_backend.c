@@ -457,6 +457,9 @@ static int launch_graph(void *ctx, int dev, void *graph) {
 }
 static void release_graph(void *ctx, int dev, void *graph) {
     (void)ctx, (void)dev;
+    pthread_mutex_lock(&mu);
+    counts.graphs_released++;
+    pthread_mutex_unlock(&mu);
     test_graph_release(graph);
 }
 

@@ -11,6 +11,7 @@ typedef struct {
     long ffts;    /* ffts the backend ran itself (fft_map.h + FFTW) */
     long solvers; /* cholesky / triangular_solve it ran itself (solver_map.h + LAPACK) */
     long graphs;  /* recordings replayed (launch_graph) */
+    long graphs_released;
     long bytes_to_device, bytes_to_host;
 } test_backend_counts;
 
