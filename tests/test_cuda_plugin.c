@@ -144,6 +144,10 @@ int main(int argc, char **argv) {
         char err[1300] = "";
         CHECK(solver != NULL);
         CHECK_MSG(solver && solver(err, sizeof err) == 0, "%s", err);
+        int (*lu)(char *, size_t);
+        *(void **)&lu = dlsym(h, "cft_cuda_lu_check");
+        CHECK(lu != NULL);
+        CHECK_MSG(lu && lu(err, sizeof err) == 0, "%s", err);
     }
     TEST("a kernel that does not compile: an error with NVRTC's log; a bad arch is refused") {
         size_t n = 0;

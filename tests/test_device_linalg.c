@@ -13,7 +13,10 @@
  * (A + A^T) / 2); every triangular_solve (left / right, upper / lower,
  * transposed or not, unit diagonal or not) on a batch, square and
  * rectangular right-hand sides; a matrix that is not positive definite an
- * error naming cholesky, the device and the batch element; the gradient
+ * error naming cholesky, the device and the batch element; solve (LU:
+ * getrf, two right solves, the pivots' row swaps as the CUDA backend's
+ * kernel) in f32/f64 on batches that need pivoting, a singular element
+ * named, and the gradient of a solve (which solves with A^T); the gradient
  * of a log-determinant through cholesky and triangular solves on the
  * device; and that the backend ran each of them itself (counts.solvers). */
 #include <string.h>
@@ -38,6 +41,13 @@ static cft_array *to_host(cft_array *x) {
 
 static bool on(const cft_array *x, const cft_dev *d) {
     return cft_device_of(x) == d;
+}
+
+/* sum(solve(A, b)^2): its gradient solves with A^T on the device */
+static cft_status solve_sq(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_sum(cft_square(cft_linalg_solve(in[0], in[1])), NULL, 0, false);
+    return CFT_OK;
 }
 
 /* 2 * sum(log(diag(cholesky(A)))) = log det A */
@@ -103,6 +113,39 @@ int main(int argc, char **argv) {
             }
         }
     }
+    TEST("solve (LU) on a device: batched, f32 and f64, the host's solutions") {
+        for (int f = 0; f < 2; f++) {
+            cft_dtype dt = f ? CFT_F64 : CFT_F32;
+            double tol = f ? 1e-10 : 1e-4;
+            for (int64_t n = 1; n <= 17; n += 4) {
+                /* well-conditioned, not symmetric, pivoting needed */
+                cft_array *A = cft_add(rnd(50 + (uint64_t)n, dt, (int64_t[]){3, n, n}, 3),
+                                       cft_mul_s(cft_eye(n, dt), 0.5 * (double)n));
+                A = cft_flip(A, (int[]){1}, 1); /* rows reversed: the pivots move them back */
+                cft_array *B = rnd(60 + (uint64_t)n, dt, (int64_t[]){3, n, 2}, 3);
+                test_backend_counts c0 = test_backend_counts_now();
+                cft_array *X = cft_linalg_solve(cft_device_put(A, d), cft_device_put(B, d));
+                CHECK_MSG(!cft_failed(X), "%s", cft_error_message(X));
+                CHECK(on(X, d));
+                CHECK_EQ(test_backend_counts_now().solvers - c0.solvers, 1);
+                CHECK_ARRAY_CLOSE(to_host(X), cft_linalg_solve(A, B), tol, tol);
+            }
+        }
+    }
+    TEST("a singular matrix: an error naming solve and the element") {
+        cft_array *A = rnd(70, CFT_F64, (int64_t[]){2, 3, 3}, 3);
+        cft_array *Z = cft_concatenate(
+            (cft_array *[]){cft_slice(A, (int64_t[]){0, 0, 0}, (int64_t[]){1, 3, 3}, NULL),
+                            cft_zeros(CFT_F64, (int64_t[]){1, 3, 3}, 3)},
+            2, 0);
+        cft_array *X = cft_linalg_solve(
+            cft_device_put(Z, d), cft_device_put(rnd(71, CFT_F64, (int64_t[]){2, 3, 1}, 3), d));
+        CHECK(cft_failed(X));
+        const char *m = cft_error_message(X);
+        CHECK_MSG(strstr(m, "solve") && strstr(m, "test:0") && strstr(m, "singular") &&
+                      strstr(m, "batch element 1"),
+                  "%s", m);
+    }
     TEST("a matrix that is not positive definite: an error naming cholesky and the element") {
         cft_array *A = spd(5, CFT_F64, 3, 4);
         cft_array *neg = cft_concatenate(
@@ -130,6 +173,20 @@ int main(int argc, char **argv) {
             CHECK(on(got[k], d));
             CHECK_ARRAY_CLOSE(to_host(got[k]), want[k], 1e-9, 1e-9);
         }
+    }
+    TEST("the gradient of a solve (A^T solves in its transpose) on a device") {
+        cft_array *A = cft_add(rnd(80, CFT_F64, (int64_t[]){2, 5, 5}, 3),
+                               cft_mul_s(cft_eye(5, CFT_F64), 3.0)),
+                  *b = rnd(81, CFT_F64, (int64_t[]){2, 5, 3}, 3);
+        cft_fn *g = cft_grad(cft_fn_new(solve_sq, NULL, 2, 1), (int[]){0, 1}, 2);
+        cft_array *want[2], *got[2];
+        CHECK_EQ(cft_fn_call(g, (cft_array *[]){A, b}, want), CFT_OK);
+        test_backend_counts c0 = test_backend_counts_now();
+        CHECK_EQ(cft_fn_call(g, (cft_array *[]){cft_device_put(A, d), cft_device_put(b, d)}, got),
+                 CFT_OK);
+        CHECK(test_backend_counts_now().solvers - c0.solvers >= 2);
+        for (int k = 0; k < 2; k++)
+            CHECK_ARRAY_CLOSE(to_host(got[k]), want[k], 1e-9, 1e-9);
     }
     return check_summary();
 }

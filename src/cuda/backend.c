@@ -7,8 +7,8 @@
  * never a crash or a link failure. Memory is the driver's (cuMemAlloc on
  * each device's primary context), copies are cuMemcpy*, dot_general runs
  * on cuBLAS (blas.c) where it maps to a strided batched GEMM, fft on cuFFT
- * (fft.c), cholesky on cuSOLVER (solver.c) and triangular_solve on cuBLAS's
- * batched trsm (blas.c), a jitted
+ * (fft.c), cholesky on cuSOLVER (solver.c), triangular_solve and solve on
+ * cuBLAS's batched trsm and getrf (blas.c), a jitted
  * function's fused groups, and eager elementwise operations and
  * reductions, run as NVRTC-compiled kernels (nvrtc.c, run_kernel), and the
  * other operations run on the host through cft_dev_op_run_on_host. Written against the driver API
@@ -232,6 +232,8 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
         done = cft_cuda_cholesky(dev, op);
     if (!done)
         done = cft_cuda_trsm(dev, op);
+    if (!done)
+        done = cft_cuda_lu(dev, op);
     if (done)
         return done > 0 ? 0 : -1;
     if (cft_cuda_core->run_on_host(op) != CFT_OK) {

@@ -33,6 +33,8 @@ static struct {
                             const double *, const double *, int, long long, const double *, int,
                             long long, const double *, double *, int, long long, int);
     cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+    cublasStatus_t (*sgetrf)(cublasHandle_t, int, float *const[], int, int *, int *, int);
+    cublasStatus_t (*dgetrf)(cublasHandle_t, int, double *const[], int, int *, int *, int);
     cublasStatus_t (*strsm)(cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t,
                             cublasDiagType_t, int, int, const float *, const float *const[], int,
                             float *const[], int, int);
@@ -50,18 +52,50 @@ static void load(void) {
     for (int i = 0; i < CFT_CUDA_MAX_DEV; i++)
         pthread_mutex_init(&bl.mu[i], NULL);
 #ifdef CFT_CUBLAS_PATH
-    void **const slots[] = {(void **)&bl.create,    (void **)&bl.status, (void **)&bl.sgemm,
-                            (void **)&bl.dgemm,     (void **)&bl.strsm,  (void **)&bl.dtrsm,
-                            (void **)&bl.set_stream};
-    static const char *const names[] = {"cublasCreate_v2",           "cublasGetStatusString",
-                                        "cublasSgemmStridedBatched", "cublasDgemmStridedBatched",
-                                        "cublasStrsmBatched",        "cublasDtrsmBatched",
-                                        "cublasSetStream_v2"};
+    void **const slots[] = {(void **)&bl.create,     (void **)&bl.status, (void **)&bl.sgemm,
+                            (void **)&bl.dgemm,      (void **)&bl.strsm,  (void **)&bl.dtrsm,
+                            (void **)&bl.set_stream, (void **)&bl.sgetrf, (void **)&bl.dgetrf};
+    static const char *const names[] = {
+        "cublasCreate_v2",           "cublasGetStatusString", "cublasSgemmStridedBatched",
+        "cublasDgemmStridedBatched", "cublasStrsmBatched",    "cublasDtrsmBatched",
+        "cublasSetStream_v2",        "cublasSgetrfBatched",   "cublasDgetrfBatched"};
     bl.lib = cft_cuda_open_lib(CFT_CUBLAS_PATH, "cuBLAS", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
 #else
     snprintf(load_err, sizeof load_err, "built without cuBLAS");
 #endif
+}
+
+/* device dev's handle (made on first use, on the device's stream), its
+ * lock taken (released by the caller, whatever the status) */
+static cublasStatus_t lock_handle(int dev) {
+    pthread_mutex_lock(&bl.mu[dev]);
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (!bl.handle[dev] && (s = bl.create(&bl.handle[dev])) == CUBLAS_STATUS_SUCCESS &&
+        (s = bl.set_stream(bl.handle[dev], (cudaStream_t)cft_cu.stream[dev])) !=
+            CUBLAS_STATUS_SUCCESS)
+        bl.handle[dev] = NULL; /* (a handle without the device's stream is not used) */
+    return s;
+}
+
+/* trsmBatched of pointer arrays pa (lda) and px (ldb), under the lock */
+static cublasStatus_t trsm_batched(int dev, bool dbl, bool left, bool upper, bool trans, bool unit,
+                                   int64_t m, int64_t n, CUdeviceptr pa, int64_t lda,
+                                   CUdeviceptr px, int64_t ldb, int64_t batch) {
+    cublasSideMode_t side = left ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT;
+    cublasFillMode_t uplo = upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+    cublasOperation_t tr = trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasDiagType_t diag = unit ? CUBLAS_DIAG_UNIT : CUBLAS_DIAG_NON_UNIT;
+    if (dbl) {
+        const double one = 1;
+        return bl.dtrsm(bl.handle[dev], side, uplo, tr, diag, (int)m, (int)n, &one,
+                        (const double *const *)(uintptr_t)pa, (int)lda,
+                        (double *const *)(uintptr_t)px, (int)ldb, (int)batch);
+    }
+    const float one = 1;
+    return bl.strsm(bl.handle[dev], side, uplo, tr, diag, (int)m, (int)n, &one,
+                    (const float *const *)(uintptr_t)pa, (int)lda, (float *const *)(uintptr_t)px,
+                    (int)ldb, (int)batch);
 }
 
 int cft_cuda_gemm(int dev, const cft_dev_op *op) {
@@ -73,12 +107,7 @@ int cft_cuda_gemm(int dev, const cft_dev_op *op) {
         return 0; /* no cuBLAS: the caller's way */
     if (cft_cuda_on(dev, "dot_general (cuBLAS)"))
         return -1;
-    pthread_mutex_lock(&bl.mu[dev]);
-    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    if (!bl.handle[dev] && (s = bl.create(&bl.handle[dev])) == CUBLAS_STATUS_SUCCESS &&
-        (s = bl.set_stream(bl.handle[dev], (cudaStream_t)cft_cu.stream[dev])) !=
-            CUBLAS_STATUS_SUCCESS)
-        bl.handle[dev] = NULL; /* (a handle without the device's stream is not used) */
+    cublasStatus_t s = lock_handle(dev);
     if (s == CUBLAS_STATUS_SUCCESS) {
         const cft_dev_op_api *api = &cft_cuda_core->op;
         cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), c = api->out(op, 0);
@@ -151,29 +180,10 @@ int cft_cuda_trsm(int dev, const cft_dev_op *op) {
                       (long long)d.batch);
         return -1;
     }
-    pthread_mutex_lock(&bl.mu[dev]);
-    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    if (!bl.handle[dev] && (s = bl.create(&bl.handle[dev])) == CUBLAS_STATUS_SUCCESS &&
-        (s = bl.set_stream(bl.handle[dev], (cudaStream_t)cft_cu.stream[dev])) !=
-            CUBLAS_STATUS_SUCCESS)
-        bl.handle[dev] = NULL; /* (a handle without the device's stream is not used) */
-    cublasSideMode_t side = d.left ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT;
-    cublasFillMode_t uplo = d.upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
-    cublasOperation_t tr = d.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasDiagType_t diag = d.unit ? CUBLAS_DIAG_UNIT : CUBLAS_DIAG_NON_UNIT;
-    if (s == CUBLAS_STATUS_SUCCESS) {
-        if (d.dbl) {
-            const double one = 1;
-            s = bl.dtrsm(bl.handle[dev], side, uplo, tr, diag, (int)d.m, (int)d.n, &one,
-                         (const double *const *)(uintptr_t)pa, (int)d.lda,
-                         (double *const *)(uintptr_t)px, (int)d.ldb, (int)d.batch);
-        } else {
-            const float one = 1;
-            s = bl.strsm(bl.handle[dev], side, uplo, tr, diag, (int)d.m, (int)d.n, &one,
-                         (const float *const *)(uintptr_t)pa, (int)d.lda,
-                         (float *const *)(uintptr_t)px, (int)d.ldb, (int)d.batch);
-        }
-    }
+    cublasStatus_t s = lock_handle(dev);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = trsm_batched(dev, d.dbl, d.left, d.upper, d.trans, d.unit, d.m, d.n, pa, d.lda, px,
+                         d.ldb, d.batch);
     pthread_mutex_unlock(&bl.mu[dev]);
     cft_cu.stream_sync(cft_cu.stream[dev]); /* the queued solve reads the pointer arrays */
     cft_cu.free(pa);
@@ -185,6 +195,94 @@ int cft_cuda_trsm(int dev, const cft_dev_op *op) {
         return -1;
     }
     return 1;
+}
+
+static const char *lu_src = CFT_LU_KERNELS;
+
+/* solve as solver_map.h maps it: getrfBatched on a copy of A, the two
+ * right solves on a copy of B, the pivots' row swaps as a kernel */
+int cft_cuda_lu(int dev, const cft_dev_op *op) {
+    cft_lu_desc d;
+    if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_lu_map_op(&cft_cuda_core->op, op, &d))
+        return 0;
+    pthread_once(&once, load);
+    if (load_err[0])
+        return 0;
+    if (cft_cuda_on(dev, "solve (cuBLAS)"))
+        return -1;
+    const cft_dev_op_api *api = &cft_cuda_core->op;
+    cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), x = api->out(op, 0);
+    size_t es = d.dbl ? sizeof(double) : sizeof(float);
+    int64_t n = d.n, k = d.k, nn = n * n;
+    CUstream st = cft_cu.stream[dev];
+    CUdeviceptr fac = 0, piv = 0, info = 0, pf = 0, px = 0;
+    int *hinfo = malloc(sizeof(int) * (size_t)d.batch);
+    bool ok = hinfo && cft_cu.alloc(&fac, (size_t)(d.batch * nn) * es) == CUDA_SUCCESS &&
+              cft_cu.alloc(&piv, sizeof(int) * (size_t)(d.batch * n)) == CUDA_SUCCESS &&
+              cft_cu.alloc(&info, sizeof(int) * (size_t)d.batch) == CUDA_SUCCESS &&
+              (pf = cft_cuda_ptr_array((void *)(uintptr_t)fac, nn, es, d.batch)) &&
+              (px = cft_cuda_ptr_array(x.ptr, n * k, es, d.batch)) &&
+              cft_cu.dtod_async(fac, (CUdeviceptr)(uintptr_t)a.ptr, a.bytes, st) == CUDA_SUCCESS &&
+              cft_cu.dtod_async((CUdeviceptr)(uintptr_t)x.ptr, (CUdeviceptr)(uintptr_t)b.ptr,
+                                b.bytes, st) == CUDA_SUCCESS;
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (ok) {
+        s = lock_handle(dev);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = d.dbl ? bl.dgetrf(bl.handle[dev], (int)n, (double *const *)(uintptr_t)pf, (int)n,
+                                  (int *)(uintptr_t)piv, (int *)(uintptr_t)info, (int)d.batch)
+                      : bl.sgetrf(bl.handle[dev], (int)n, (float *const *)(uintptr_t)pf, (int)n,
+                                  (int *)(uintptr_t)piv, (int *)(uintptr_t)info, (int)d.batch);
+        pthread_mutex_unlock(&bl.mu[dev]);
+        ok = s == CUBLAS_STATUS_SUCCESS &&
+             cft_cu.dtoh_async(hinfo, info, sizeof(int) * (size_t)d.batch, st) == CUDA_SUCCESS &&
+             cft_cu.stream_sync(st) == CUDA_SUCCESS;
+    }
+    int64_t bad = -1;
+    for (int64_t m = 0; ok && m < d.batch && bad < 0; m++)
+        if (hinfo[m] != 0)
+            bad = m;
+    struct {
+        void *x;
+        const void *piv;
+        long long n, k, batch, fwd;
+    } sw = {x.ptr, (void *)(uintptr_t)piv, (long long)n, (long long)k, (long long)d.batch, 1};
+    const char *entry = d.dbl ? "cft_lu_swap_d" : "cft_lu_swap_f";
+    int rc = 0;
+    if (ok && bad < 0 && k) {
+        if (d.tr)
+            rc = cft_cuda_launch(dev, lu_src, entry, &sw, sizeof sw, d.batch * k);
+        if (!rc && (s = lock_handle(dev)) == CUBLAS_STATUS_SUCCESS)
+            for (int i = 0; i < 2 && s == CUBLAS_STATUS_SUCCESS; i++)
+                s = trsm_batched(dev, d.dbl, false, d.solve[i].upper, d.solve[i].trans,
+                                 d.solve[i].unit, k, n, pf, n, px, k, d.batch);
+        if (!rc)
+            pthread_mutex_unlock(&bl.mu[dev]);
+        sw.fwd = 0;
+        if (!rc && s == CUBLAS_STATUS_SUCCESS && !d.tr)
+            rc = cft_cuda_launch(dev, lu_src, entry, &sw, sizeof sw, d.batch * k);
+    }
+    cft_cu.stream_sync(st); /* the scratch memory goes */
+    CUdeviceptr scratch[5] = {fac, piv, info, pf, px};
+    for (int i = 0; i < 5; i++)
+        if (scratch[i])
+            cft_cu.free(scratch[i]);
+    if (!ok || s != CUBLAS_STATUS_SUCCESS)
+        cft_cuda_fail("solve on cuda:%d: cuBLAS getrf/trsm batched (n %lld, batch %lld): %s", dev,
+                      (long long)n, (long long)d.batch,
+                      s != CUBLAS_STATUS_SUCCESS ? bl.status(s) : "out of device memory");
+    else if (bad >= 0)
+        cft_cuda_fail("solve on cuda:%d: batch element %lld is singular (U[%d, %d] is zero)", dev,
+                      (long long)bad, hinfo[bad] - 1, hinfo[bad] - 1);
+    free(hinfo);
+    return !ok || s != CUBLAS_STATUS_SUCCESS || bad >= 0 || rc ? -1 : 1;
+}
+
+/* for test_cuda_plugin: the LU swap kernel compiles for sm_90 */
+__attribute__((visibility("default"))) int cft_cuda_lu_check(char *err, size_t en) {
+    size_t n = 0;
+    int hit = 0;
+    return cft_cuda_compile_check(lu_src, "sm_90", &n, &hit, err, en);
 }
 
 /* for test_cuda_plugin: 0 when cuBLAS is loaded, else -1 and why */

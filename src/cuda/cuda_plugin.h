@@ -73,6 +73,8 @@ int cft_cuda_gemm(int dev, const cft_dev_op *op);
 int cft_cuda_fft(int dev, const cft_dev_op *op);
 /* triangular_solve on cuBLAS's trsmBatched (blas.c): the same convention */
 int cft_cuda_trsm(int dev, const cft_dev_op *op);
+/* solve on cuBLAS's getrfBatched and trsmBatched (blas.c): the same convention */
+int cft_cuda_lu(int dev, const cft_dev_op *op);
 /* cholesky on cuSOLVER's potrfBatched (solver.c): the same convention */
 int cft_cuda_cholesky(int dev, const cft_dev_op *op);
 /* device memory holding the pointers base + k * stride * elem, k < batch

@@ -99,6 +99,66 @@ static inline bool cft_trsm_map_op(const cft_dev_op_api *api, const cft_dev_op *
     return true;
 }
 
+/* solve (LU with partial pivoting, as the host kernel does it): X = op(A)^-1
+ * B, A [n, n], B [n, k]. A copy of A read column-major is A^T, and getrf
+ * factors it: A^T = P L U (the host's LAPACK call, the same storage). On X
+ * (a copy of B, row-major [n, k]), the host then runs two row-major
+ * left triangular solves with the factor storage and swaps X's rows by
+ * the pivots (backwards after the solves for A X = B, forwards before
+ * them for A^T X = B). Column-major, X is [k, n] (ld k) and each of those
+ * solves is a right solve with the other triangle, the same op and
+ * diagonal (as triangular_solve above); the row swaps are
+ * cft_lu_swap_<t>. getrf's info > 0 for a batch element: singular. */
+typedef struct {
+    bool dbl, tr;
+    int64_t n, k, batch;
+    struct {
+        bool upper, trans, unit; /* column-major, side right, on the factor storage */
+    } solve[2];
+} cft_lu_desc;
+
+static inline bool cft_lu_map_op(const cft_dev_op_api *api, const cft_dev_op *op, cft_lu_desc *d) {
+    int64_t tr, ba, bb;
+    if (strcmp(api->name(op), "solve") || api->nin(op) != 2 ||
+        api->param(op, "transpose_a", &tr, 1) != 1)
+        return false;
+    cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), x = api->out(op, 0);
+    if (!cft_solver_float(&a.aval, &d->dbl) || b.aval.dtype != a.aval.dtype ||
+        !cft_solver_batch(&a.aval, &ba) || !cft_solver_batch(&b.aval, &bb) || ba != bb ||
+        x.bytes != b.bytes || a.aval.ndim != b.aval.ndim)
+        return false;
+    int nd = a.aval.ndim;
+    d->tr = tr != 0, d->batch = ba;
+    d->n = a.aval.shape[nd - 1], d->k = b.aval.shape[nd - 1];
+    if (b.aval.shape[nd - 2] != d->n)
+        return false;
+    /* the host's row-major solves: U^T (lower, non-unit) then L^T (upper,
+     * unit), or with tr: upper unit transposed, then lower non-unit
+     * transposed; column-major, the other triangle */
+    d->solve[0].upper = d->tr ? false : true, d->solve[0].trans = d->tr, d->solve[0].unit = d->tr;
+    d->solve[1].upper = d->tr ? true : false, d->solve[1].trans = d->tr, d->solve[1].unit = !d->tr;
+    return true;
+}
+
+/* the row swaps of X by getrf's (1-based) pivots, per matrix and column:
+ * struct { T *x; const int *piv; long long n, k, batch, fwd; } */
+#define CFT_LU_SWAP_KERNEL(T, t)                                                                   \
+    "struct cft_lu_swap_" #t " { " #T " *x; const int *piv; long long n, k, batch, fwd; };\n"      \
+    "extern \"C\" __global__ void cft_lu_swap_" #t "(const struct cft_lu_swap_" #t " a) {\n"       \
+    "    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < a.batch * "      \
+    "a.k;\n"                                                                                       \
+    "         t += (long long)gridDim.x * blockDim.x) {\n"                                         \
+    "        " #T " *x = a.x + t / a.k * a.n * a.k;\n"                                             \
+    "        const int *p = a.piv + t / a.k * a.n;\n"                                              \
+    "        long long c = t % a.k;\n"                                                             \
+    "        for (long long s = 0; s < a.n; s++) {\n"                                              \
+    "            long long i = a.fwd ? s : a.n - 1 - s, r = p[i] - 1;\n"                           \
+    "            if (r != i) {\n"                                                                  \
+    "                " #T " v = x[i * a.k + c];\n"                                                 \
+    "                x[i * a.k + c] = x[r * a.k + c];\n"                                           \
+    "                x[r * a.k + c] = v;\n            }\n        }\n    }\n}\n"
+#define CFT_LU_KERNELS CFT_LU_SWAP_KERNEL(float, f) CFT_LU_SWAP_KERNEL(double, d)
+
 /* Steps 1 and 2 of cholesky as CUDA C kernels over all batch * n * n
  * elements (grid-stride loops; NVRTC in the CUDA backend): cft_chol_sym_<t>
  * writes S of a into y, cft_chol_zero_<t> zeroes y's strict upper

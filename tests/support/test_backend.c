@@ -337,6 +337,77 @@ static int chol(const cft_dev_op *op) {
     return info ? -1 : 1;
 }
 
+/* solve as solver_map.h maps it (getrf on a copy of A, two column-major
+ * right solves on a copy of B, the row swaps as the CUDA backend's
+ * kernel): 1 done, 0 not mapped, -1 failed (singular) */
+_Static_assert(sizeof(lapack_int) == sizeof(int), "getrf's pivots as the kernel reads them");
+static int lu(const cft_dev_op_api *api, const cft_dev_op *op) {
+    cft_lu_desc d;
+    if (!cft_lu_map_op(api, op, &d))
+        return 0;
+    cft_dev_buf b[3] = {api->in(op, 0), api->in(op, 1), api->out(op, 0)};
+    int64_t n = d.n, k = d.k, nn = n * n;
+    size_t es = d.dbl ? 8 : 4;
+    char *fac = malloc((size_t)(d.batch * nn) * es);
+    int *piv = malloc(sizeof(int) * (size_t)(d.batch * n));
+    char *r[3];
+    size_t sz[3];
+    pthread_mutex_lock(&mu);
+    if (!fac || !piv || !open_all(b, 3, r, sz)) {
+        pthread_mutex_unlock(&mu);
+        free(fac), free(piv);
+        return 0;
+    }
+    memcpy(fac, b[0].ptr, (size_t)(d.batch * nn) * es);
+    memcpy(b[2].ptr, b[1].ptr, b[1].bytes);
+    int info = 0, rc = 0;
+    int64_t bad = -1;
+    for (int64_t m = 0; m < d.batch && !info; m++) {
+        lapack_int *pv = (lapack_int *)(piv + m * n);
+        info = d.dbl ? LAPACKE_dgetrf(LAPACK_COL_MAJOR, (int)n, (int)n, (double *)fac + m * nn,
+                                      (int)n, pv)
+                     : LAPACKE_sgetrf(LAPACK_COL_MAJOR, (int)n, (int)n, (float *)fac + m * nn,
+                                      (int)n, pv);
+        bad = info ? m : bad;
+    }
+    struct {
+        void *x;
+        const int *piv;
+        long long n, k, batch, fwd;
+    } sw = {b[2].ptr, piv, (long long)n, (long long)k, (long long)d.batch, 1};
+    const char *entry = d.dbl ? "cft_lu_swap_d" : "cft_lu_swap_f";
+    if (!info && d.tr && k)
+        rc = host_kernel_run(CFT_LU_KERNELS, entry, &sw, err, sizeof err);
+    for (int st = 0; st < 2 && !info && !rc && k; st++)
+        for (int64_t m = 0; m < d.batch; m++) {
+            CBLAS_UPLO up = d.solve[st].upper ? CblasUpper : CblasLower;
+            CBLAS_TRANSPOSE tr = d.solve[st].trans ? CblasTrans : CblasNoTrans;
+            CBLAS_DIAG dg = d.solve[st].unit ? CblasUnit : CblasNonUnit;
+            if (d.dbl)
+                cblas_dtrsm(CblasColMajor, CblasRight, up, tr, dg, (int)k, (int)n, 1.0,
+                            (const double *)fac + m * nn, (int)n, (double *)b[2].ptr + m * n * k,
+                            (int)k);
+            else
+                cblas_strsm(CblasColMajor, CblasRight, up, tr, dg, (int)k, (int)n, 1.0f,
+                            (const float *)fac + m * nn, (int)n, (float *)b[2].ptr + m * n * k,
+                            (int)k);
+        }
+    sw.fwd = 0;
+    if (!info && !d.tr && !rc && k)
+        rc = host_kernel_run(CFT_LU_KERNELS, entry, &sw, err, sizeof err);
+    close_all(3, r, sz);
+    counts.solvers++;
+    pthread_mutex_unlock(&mu);
+    free(fac), free(piv);
+    if (info > 0)
+        snprintf(err, sizeof err,
+                 "solve on test: batch element %lld is singular (U[%d, %d] is zero)",
+                 (long long)bad, info - 1, info - 1);
+    else if (info < 0)
+        snprintf(err, sizeof err, "solve on test: getrf: info %d", info);
+    return info || rc ? -1 : 1;
+}
+
 /* triangular_solve as solver_map.h maps it (column-major trsm on a copy of
  * B): 1 done, 0 not mapped */
 static int trsm(const cft_dev_op_api *api, const cft_dev_op *op) {
@@ -396,6 +467,8 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
     if (run_mapped(&op_api, op))
         return 0;
     int done = chol(op);
+    if (!done)
+        done = lu(&op_api, op);
     if (done)
         return done > 0 ? 0 : -1;
     if (cft_dev_op_run_on_host(op) != CFT_OK) {
