@@ -137,6 +137,13 @@ int main(int argc, char **argv) {
         CHECK_MSG(drv && drv(CFT_CUDA_STUB, err, sizeof err) == 0, "%s", err);
     }
 #endif
+    TEST("NCCL opens from the toolkit with every function the communicators use") {
+        int (*nccl)(char *, size_t);
+        *(void **)&nccl = dlsym(h, "cft_cuda_nccl_check");
+        char err[1300] = "";
+        CHECK(nccl != NULL);
+        CHECK_MSG(nccl && nccl(err, sizeof err) == 0, "%s", err);
+    }
     TEST("cuSOLVER opens from the toolkit (and cuBLAS has trsmBatched); cholesky's kernels "
          "compile") {
         int (*solver)(char *, size_t);

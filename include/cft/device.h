@@ -70,10 +70,17 @@ typedef struct {
     void *const *ptrs;
 } cft_dev_kernel;
 
-/* The version of cft_backend below; tables of abi 1 (without run_kernel)
- * and 2 (without the graph functions) are accepted too, any other is
- * refused. */
-#define CFT_BACKEND_ABI 3
+/* The version of cft_backend below; tables of abi 1 (without run_kernel),
+ * 2 (without the graph functions) and 3 (without the communicators) are
+ * accepted too, any other is refused. */
+#define CFT_BACKEND_ABI 4
+
+/* cft_backend.collective: what to do */
+enum { CFT_COLL_ALL_REDUCE, CFT_COLL_BROADCAST, CFT_COLL_ALL_GATHER, CFT_COLL_REDUCE_SCATTER };
+/* ... and how to reduce */
+enum { CFT_COLL_SUM, CFT_COLL_PROD, CFT_COLL_MAX, CFT_COLL_MIN };
+/* the most bytes of a communicator's id */
+#define CFT_COMM_ID_BYTES 256
 
 /* A backend's table. Every function gets the backend's ctx and the device
  * index. Integer results: 0 on success; on failure last_error(ctx) says
@@ -116,6 +123,26 @@ typedef struct cft_backend {
     int (*end_capture)(void *ctx, int dev, void **graph);
     int (*launch_graph)(void *ctx, int dev, void *graph);
     void (*release_graph)(void *ctx, int dev, void *graph);
+    /* abi 4, optional (NULL: collectives of this backend's arrays go
+     * through host copies and MPI), all five or none: communicators among
+     * processes for collectives on device memory (NCCL's, on cuda).
+     * comm_id writes a fresh id (*size bytes, at most CFT_COMM_ID_BYTES),
+     * made by one process and handed to the others by cft (over MPI).
+     * comm_init starts joining the communicator of nranks processes as
+     * `rank` without waiting for the others. comm_poll: 1 when it has
+     * formed and everything queued on it has finished, 0 not yet, -1 it
+     * failed (last_error says why). comm_abort ends it at once and frees
+     * it (a peer missed the deadline). collective queues one collective
+     * (CFT_COLL_*) of `count` elements per rank on the device's stream:
+     * reductions by op (CFT_COLL_SUM...), broadcast from root; all_gather
+     * and reduce_scatter as MPI's (count: each rank's part). */
+    int (*comm_id)(void *ctx, void *id, size_t *size);
+    int (*comm_init)(void *ctx, int dev, const void *id, size_t size, int nranks, int rank,
+                     void **comm);
+    int (*comm_poll)(void *ctx, int dev, void *comm);
+    void (*comm_abort)(void *ctx, int dev, void *comm);
+    int (*collective)(void *ctx, int dev, void *comm, int kind, const void *send, void *recv,
+                      size_t count, cft_dtype dt, int op, int root);
 } cft_backend;
 
 /* cft_backend.flags: eager elementwise operations and reductions run as

@@ -52,7 +52,7 @@ cft_status cft_register_backend(const cft_backend *b) {
     CFT_API("cft_register_backend");
     if (!b)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_register_backend: the table is NULL"));
-    if (b->abi != CFT_BACKEND_ABI && b->abi != 1 && b->abi != 2)
+    if (b->abi < 1 || b->abi > CFT_BACKEND_ABI)
         return cft__set_last(cft__fail(CFT_E_ARG,
                                        "cft_register_backend: table of abi %d, this cft takes 1 "
                                        "to %d",
@@ -78,16 +78,20 @@ cft_status cft_register_backend(const cft_backend *b) {
         e = cft__fail(CFT_E_ARG, "cft_register_backend: %d backends registered already",
                       MAX_BACKENDS);
     if (!e) {
-        /* a table of abi 1 ends before run_kernel, one of abi 2 before begin_capture */
+        /* a table of abi 1 ends before run_kernel, 2 before begin_capture, 3 before comm_id */
         memset(&backends[nbackends], 0, sizeof backends[nbackends]);
-        memcpy(&backends[nbackends], b,
-               b->abi == 1   ? offsetof(cft_backend, run_kernel)
-               : b->abi == 2 ? offsetof(cft_backend, begin_capture)
-                             : sizeof(cft_backend));
+        static const size_t ends[CFT_BACKEND_ABI + 1] = {
+            0, offsetof(cft_backend, run_kernel), offsetof(cft_backend, begin_capture),
+            offsetof(cft_backend, comm_id), sizeof(cft_backend)};
+        memcpy(&backends[nbackends], b, ends[b->abi]);
         cft_backend *nb = &backends[nbackends];
         if (!nb->begin_capture || !nb->end_capture || !nb->launch_graph || !nb->release_graph)
             nb->begin_capture = NULL, nb->end_capture = NULL, nb->launch_graph = NULL,
             nb->release_graph = NULL; /* all four or none */
+        if (!nb->comm_id || !nb->comm_init || !nb->comm_poll || !nb->comm_abort ||
+            !nb->collective)
+            nb->comm_id = NULL, nb->comm_init = NULL, nb->comm_poll = NULL, nb->comm_abort = NULL,
+            nb->collective = NULL; /* all five or none */
         backends[nbackends].name = cft__strdup(b->name);
         nbackends++;
     }

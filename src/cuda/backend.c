@@ -105,6 +105,7 @@ static const struct {
     DRV(graph_launch, "cuGraphLaunch"),
     DRV(exec_destroy, "cuGraphExecDestroy"),
     DRV(graph_destroy, "cuGraphDestroy"),
+    DRV(stream_query, "cuStreamQuery"),
 };
 #undef DRV
 
@@ -336,6 +337,11 @@ __attribute__((visibility("default"))) int cft_cuda_backend_register(const cft_p
                      begin_capture,
                      end_capture,
                      launch_graph,
-                     release_graph};
+                     release_graph,
+                     cft_cuda_comm_id,
+                     cft_cuda_comm_init,
+                     cft_cuda_comm_poll,
+                     cft_cuda_comm_abort,
+                     cft_cuda_collective};
     return core->register_backend(&b) == CFT_OK ? 0 : -1;
 }

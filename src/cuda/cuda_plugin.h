@@ -39,6 +39,7 @@ typedef struct {
     CUresult (*graph_launch)(CUgraphExec, CUstream);
     CUresult (*exec_destroy)(CUgraphExec);
     CUresult (*graph_destroy)(CUgraph);
+    CUresult (*stream_query)(CUstream);
     CUcontext ctx[CFT_CUDA_MAX_DEV];
     CUdevice dev[CFT_CUDA_MAX_DEV];
     /* each device's one stream: every kernel, library call and copy of the
@@ -77,6 +78,15 @@ int cft_cuda_trsm(int dev, const cft_dev_op *op);
 int cft_cuda_lu(int dev, const cft_dev_op *op);
 /* cholesky on cuSOLVER's potrfBatched (solver.c): the same convention */
 int cft_cuda_cholesky(int dev, const cft_dev_op *op);
+/* the communicators on NCCL (nccl.c): cft_backend's comm_id, comm_init,
+ * comm_poll, comm_abort and collective */
+int cft_cuda_comm_id(void *ctx, void *id, size_t *size);
+int cft_cuda_comm_init(void *ctx, int dev, const void *id, size_t size, int nranks, int rank,
+                       void **comm);
+int cft_cuda_comm_poll(void *ctx, int dev, void *comm);
+void cft_cuda_comm_abort(void *ctx, int dev, void *comm);
+int cft_cuda_collective(void *ctx, int dev, void *comm, int kind, const void *send, void *recv,
+                        size_t count, cft_dtype dt, int op, int root);
 /* device memory holding the pointers base + k * stride * elem, k < batch
  * (for the batched calls); 0 when out of memory */
 CUdeviceptr cft_cuda_ptr_array(void *base, int64_t stride, size_t elem, int64_t batch);

@@ -153,9 +153,25 @@ static cft_array *check_reduction(const char *call, cft_dtype dt, cft_dist_op op
     return NULL;
 }
 
+/* the collective on x's device communicator (device_coll.c), as a done
+ * work handle; NULL when x is not a device array that has one */
+static cft_dist_work *on_device(const char *call, cft_dist_group *g, cft_array *x, int kind,
+                                cft_dist_op op, int root, const int64_t *shape, int ndim,
+                                int64_t count) {
+    if (!g || !x || !cft__on_device(x) || (unsigned)op > CFT_DIST_PROD)
+        return NULL;
+    cft_array *y = cft__dist_device_coll(call, g, x, kind, op, root, shape, ndim, (size_t)count);
+    return y ? failed_work(y) : NULL; /* (a finished handle: its wait gives y) */
+}
+
 cft_dist_work *cft_dist_all_reduce_async(cft_dist_group *g, cft_array *x, cft_dist_op op) {
     CFT_API("cft_dist_all_reduce");
     const char *call = "cft_dist_all_reduce";
+    cft_dist_work *dw = x ? on_device(call, g, x, CFT_COLL_ALL_REDUCE, op, 0, x->aval.shape,
+                                      x->aval.ndim, cft_array_size(x))
+                          : NULL;
+    if (dw)
+        return dw;
     cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
     if (e || (e = check_reduction(call, xc->aval.dtype, op)))
         return failed_work(e);
@@ -233,6 +249,12 @@ void cft__dist_scale(cft_array *v, double s) {
 cft_dist_work *cft_dist_broadcast_async(cft_dist_group *g, cft_array *x, int root) {
     CFT_API("cft_dist_broadcast");
     const char *call = "cft_dist_broadcast";
+    cft_dist_work *dw = x && g && root >= 0 && root < g->size
+                            ? on_device(call, g, x, CFT_COLL_BROADCAST, CFT_DIST_SUM, root,
+                                        x->aval.shape, x->aval.ndim, cft_array_size(x))
+                            : NULL;
+    if (dw)
+        return dw;
     cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
     if (e)
         return failed_work(e);
@@ -255,9 +277,31 @@ cft_array *cft_dist_broadcast(cft_dist_group *g, cft_array *x, int root) {
     return BLOCKING(cft_dist_broadcast_async(g, x, root));
 }
 
+/* all_gather's output shape: [size, x...] (stack) or [size * x0, ...]; false if none */
+static bool gather_shape(const cft_aval *a, int size, bool stack, int64_t *shape, int *nd) {
+    if ((!stack && a->ndim == 0) || (stack && a->ndim == CFT_MAX_NDIM))
+        return false;
+    *nd = 0;
+    if (stack)
+        shape[(*nd)++] = size;
+    for (int d = 0; d < a->ndim; d++)
+        shape[(*nd)++] = a->shape[d];
+    if (!stack)
+        shape[0] *= size;
+    return true;
+}
+
 cft_dist_work *cft_dist_all_gather_async(cft_dist_group *g, cft_array *x, bool stack) {
     CFT_API("cft_dist_all_gather");
     const char *call = "cft_dist_all_gather";
+    int64_t gs[CFT_MAX_NDIM];
+    int gnd = 0;
+    cft_dist_work *dw = x && g && gather_shape(&x->aval, g->size, stack, gs, &gnd)
+                            ? on_device(call, g, x, CFT_COLL_ALL_GATHER, CFT_DIST_SUM, 0, gs, gnd,
+                                        cft_array_size(x))
+                            : NULL;
+    if (dw)
+        return dw;
     cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
     if (e)
         return failed_work(e);
@@ -292,6 +336,16 @@ cft_array *cft_dist_all_gather(cft_dist_group *g, cft_array *x, bool stack) {
 cft_array *cft_dist_reduce_scatter(cft_dist_group *g, cft_array *x, cft_dist_op op) {
     CFT_API("cft_dist_reduce_scatter");
     const char *call = "cft_dist_reduce_scatter";
+    if (x && g && g->size > 0 && x->kind == CFT_K_CONCRETE && x->aval.ndim >= 1 &&
+        x->aval.shape[0] % g->size == 0) {
+        int64_t rs[CFT_MAX_NDIM];
+        memcpy(rs, x->aval.shape, sizeof(int64_t) * (size_t)x->aval.ndim);
+        rs[0] /= g->size;
+        cft_dist_work *dw = on_device(call, g, x, CFT_COLL_REDUCE_SCATTER, op, 0, rs, x->aval.ndim,
+                                      cft_array_size(x) / g->size);
+        if (dw)
+            return cft_dist_wait(dw);
+    }
     cft_array *xc = NULL, *e = prepare(call, g, x, &xc);
     if (e || (e = check_reduction(call, xc->aval.dtype, op)))
         return e;
@@ -300,11 +354,11 @@ cft_array *cft_dist_reduce_scatter(cft_dist_group *g, cft_array *x, cft_dist_op 
         return cft__fail(CFT_E_SHAPE, "%s: the leading dim of %s does not divide by %d ranks", call,
                          cft__av(a), g->size);
     cft_dtype dt = a->dtype;
-    if (cft_dtype_is_half(dt) || ((dt == CFT_I32 || dt == CFT_I64) && op == CFT_DIST_MEAN))
-        xc = cft_astype(xc, CFT_F32);
     int64_t shape[CFT_MAX_NDIM];
     memcpy(shape, a->shape, sizeof(int64_t) * (size_t)a->ndim);
     shape[0] /= g->size;
+    if (cft_dtype_is_half(dt) || ((dt == CFT_I32 || dt == CFT_I64) && op == CFT_DIST_MEAN))
+        xc = cft_astype(xc, CFT_F32);
     cft_array *out = cft__alloc(xc->aval.dtype, shape, a->ndim);
     if (cft_failed(out))
         return out;

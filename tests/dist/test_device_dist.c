@@ -1,12 +1,19 @@
 // np: 2
 /* test_device_dist.c (mpirun, 2 ranks): collectives and DDP with arrays on
  * a device (the "test" backend, tests/support/test_backend.c, one per
- * rank). A collective of a device array runs on a host copy through MPI
- * (no device-aware transport yet) and its result comes back to the input's
- * device, committed there; DDP with parameters and batches on the device
- * gives gradients on the device equal to one process's over the whole
- * batch (f32: rtol 1e-5, atol 1e-6, sums in another order). */
+ * rank, with communicators of its own: non-blocking MPI collectives on its
+ * device memory, what NCCL is to cuda). all_reduce (sum, mean, async),
+ * broadcast, all_gather and reduce_scatter of device arrays run on the
+ * device's communicator (nothing through the host) and give the right
+ * values on the device; all_to_all (no device form) goes through a host
+ * copy and comes back to the device; a host array's result stays on the
+ * host; DDP with parameters and batches on the device gives gradients on
+ * the device equal to one process's over the whole batch (f32: rtol 1e-5,
+ * atol 1e-6); a communicator that never forms is aborted after the
+ * deadline with an error naming the call, the device and the wait, and
+ * the group fails. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cft/cft.h"
@@ -38,25 +45,33 @@ int main(int argc, char **argv) {
     cft_array *mine = cft_full(rank + 1, CFT_F32, (int64_t[]){size * 2, 3}, 2);
     cft_array *md = cft_device_put(mine, d);
     TEST("rank %d: collectives of device arrays come back on the device", rank) {
+        test_backend_counts c0 = test_backend_counts_now();
         cft_array *s = cft_dist_all_reduce(w, md, CFT_DIST_SUM);
-        CHECK(on(s, d));
+        cft_array *bc = cft_dist_broadcast(w, md, 1);
+        cft_array *ag = cft_dist_all_gather(w, md, true);
+        cft_array *rs = cft_dist_reduce_scatter(w, md, CFT_DIST_SUM);
+        test_backend_counts c1 = test_backend_counts_now();
+        /* four on the device's communicator, nothing through the host */
+        CHECK_MSG(c1.collectives - c0.collectives == 4, "%ld on the device",
+                  c1.collectives - c0.collectives);
+        CHECK_MSG(c1.to_host == c0.to_host && c1.to_device == c0.to_device,
+                  "%ld copies out, %ld in", c1.to_host - c0.to_host, c1.to_device - c0.to_device);
+        CHECK(on(s, d) && on(bc, d) && on(ag, d) && on(rs, d));
         CHECK_ARRAY_CLOSE(s, cft_full(size * (size + 1) / 2, CFT_F32, (int64_t[]){size * 2, 3}, 2),
                           0, 0);
+        CHECK_ARRAY_CLOSE(bc, cft_full(2, CFT_F32, (int64_t[]){size * 2, 3}, 2), 0, 0);
+        CHECK_EQ(cft_array_dim(ag, 0), size);
+        for (int r = 0; r < size; r++)
+            CHECK_CLOSE(cft_item_at(ag, r * size * 6 + 5), r + 1, 0, 0);
+        CHECK_EQ(cft_array_dim(rs, 0), 2);
+        CHECK_ARRAY_CLOSE(rs, cft_full(size * (size + 1) / 2, CFT_F32, (int64_t[]){2, 3}, 2), 0, 0);
+        /* the mean (a sum, scaled on the device) and its asynchronous form */
         cft_array *m = cft_dist_wait(cft_dist_all_reduce_async(w, md, CFT_DIST_MEAN));
         CHECK(on(m, d));
         CHECK_CLOSE(cft_item_at(m, 0), (size + 1) / 2.0, 1e-6, 0);
-        cft_array *bc = cft_dist_broadcast(w, md, 1);
-        CHECK(on(bc, d));
-        CHECK_CLOSE(cft_item_at(bc, 5), 2.0, 0, 0);
-        cft_array *ag = cft_dist_all_gather(w, md, true);
-        CHECK(on(ag, d));
-        CHECK_EQ(cft_array_dim(ag, 0), size);
-        CHECK_CLOSE(cft_item_at(ag, cft_array_size(ag) - 1), size, 0, 0);
-        cft_array *rs = cft_dist_reduce_scatter(w, md, CFT_DIST_SUM);
-        CHECK(on(rs, d));
-        CHECK_EQ(cft_array_dim(rs, 0), 2);
-        cft_array *aa = cft_dist_all_to_all(w, md);
+        cft_array *aa = cft_dist_all_to_all(w, md); /* (no device all_to_all: the host's) */
         CHECK(on(aa, d));
+        CHECK_CLOSE(cft_item_at(aa, cft_array_size(aa) - 1), size, 0, 0);
         /* a host array stays on the host */
         CHECK(on(cft_dist_all_reduce(w, mine, CFT_DIST_SUM), cft_device("cpu")));
     }
@@ -89,6 +104,20 @@ int main(int argc, char **argv) {
                       cft_device_name(cft_device_of(gi)));
             CHECK_ARRAY_CLOSE(gi, ref[1 + i], 1e-5, 1e-6);
         }
+    }
+    TEST("rank %d: a device communicator that does not form: an error after the deadline", rank) {
+        setenv("TEST_BACKEND_COMM_STALL", "1", 1);
+        cft_dist_set_abort_on_timeout(false);
+        cft_dist_set_timeout(1.0);
+        const cft_dev *d1 = cft_device("test:1"); /* a new communicator */
+        cft_array *r = cft_dist_all_reduce(w, cft_device_put(mine, d1), CFT_DIST_SUM);
+        CHECK(cft_failed(r));
+        const char *m = cft_error_message(r);
+        CHECK_MSG(strstr(m, "cft_dist_all_reduce") && strstr(m, "test:1") &&
+                      strstr(m, "did not form within 1 s"),
+                  "%s", m);
+        /* the group has failed: later collectives say so at once */
+        CHECK(cft_failed(cft_dist_all_reduce(w, mine, CFT_DIST_SUM)));
     }
     CHECK_EQ(cft_dist_finalize(), CFT_OK);
     return check_summary();

@@ -536,6 +536,134 @@ static void release_graph(void *ctx, int dev, void *graph) {
     test_graph_release(graph);
 }
 
+#ifdef TEST_BACKEND_MPI
+/* Communicators (abi 4) for the dist tests: non-blocking MPI collectives
+ * on the world communicator over the opened device memory, which stays
+ * open until the collective completes. TEST_BACKEND_COMM_STALL=1: a
+ * communicator that never forms (the deadline test). */
+#include "dist/dist.h" /* cft__dist_mpi_lock: every MPI call under cft_dist's lock */
+
+typedef struct {
+    int rank, nranks;
+    bool stall;
+    MPI_Request req;
+    bool active;
+    char *r[2];
+    size_t sz[2];
+    int nr;
+} test_comm;
+
+static int comm_id(void *ctx, void *id, size_t *size) {
+    (void)ctx;
+    static const char tag[] = "test-comm";
+    if (*size < sizeof tag)
+        return -1;
+    memcpy(id, tag, sizeof tag);
+    *size = sizeof tag;
+    return 0;
+}
+
+static int comm_init(void *ctx, int dev, const void *id, size_t size, int nranks, int rank,
+                     void **comm) {
+    (void)ctx, (void)dev;
+    int world = 0;
+    cft__dist_mpi_lock();
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    cft__dist_mpi_unlock();
+    if (size != sizeof "test-comm" || memcmp(id, "test-comm", size) || nranks != world) {
+        snprintf(err, sizeof err, "test backend: not rank 0's id, or not the world (%d of %d)",
+                 nranks, world);
+        return -1;
+    }
+    test_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return -1;
+    const char *st = getenv("TEST_BACKEND_COMM_STALL");
+    c->rank = rank, c->nranks = nranks, c->stall = st && !strcmp(st, "1");
+    *comm = c;
+    return 0;
+}
+
+static int comm_poll(void *ctx, int dev, void *comm) {
+    (void)ctx, (void)dev;
+    test_comm *c = comm;
+    if (c->stall)
+        return 0;
+    if (!c->active)
+        return 1;
+    int done = 0;
+    cft__dist_mpi_lock();
+    MPI_Test(&c->req, &done, MPI_STATUS_IGNORE);
+    cft__dist_mpi_unlock();
+    if (!done)
+        return 0;
+    pthread_mutex_lock(&mu);
+    close_all(c->nr, c->r, c->sz);
+    pthread_mutex_unlock(&mu);
+    c->active = false;
+    return 1;
+}
+
+static void comm_abort(void *ctx, int dev, void *comm) {
+    (void)ctx, (void)dev;
+    test_comm *c = comm;
+    if (!c->active) /* (an MPI collective in flight cannot be cancelled: it is left) */
+        free(c);
+}
+
+static int collective(void *ctx, int dev, void *comm, int kind, const void *send, void *recv,
+                      size_t count, cft_dtype dt, int op, int root) {
+    (void)ctx, (void)dev;
+    test_comm *c = comm;
+    static const MPI_Op ops[] = {[CFT_COLL_SUM] = MPI_SUM,
+                                 [CFT_COLL_PROD] = MPI_PROD,
+                                 [CFT_COLL_MAX] = MPI_MAX,
+                                 [CFT_COLL_MIN] = MPI_MIN};
+    bool red = kind == CFT_COLL_ALL_REDUCE || kind == CFT_COLL_REDUCE_SCATTER;
+    MPI_Datatype t = dt == CFT_F32                               ? MPI_FLOAT
+                     : dt == CFT_F64                             ? MPI_DOUBLE
+                     : dt == CFT_I32                             ? MPI_INT32_T
+                     : dt == CFT_I64                             ? MPI_INT64_T
+                     : !red && (dt == CFT_F16 || dt == CFT_BF16) ? MPI_UINT16_T
+                     : !red && dt == CFT_BOOL                    ? MPI_UINT8_T
+                                                                 : MPI_DATATYPE_NULL;
+    if (t == MPI_DATATYPE_NULL || op < 0 || op > CFT_COLL_MIN) {
+        snprintf(err, sizeof err, "test backend: no collective of %s", cft_dtype_name(dt));
+        return -1;
+    }
+    size_t es = cft_dtype_size(dt);
+    size_t in_bytes = count * es * (kind == CFT_COLL_REDUCE_SCATTER ? (size_t)c->nranks : 1),
+           out_bytes = count * es * (kind == CFT_COLL_ALL_GATHER ? (size_t)c->nranks : 1);
+    cft_dev_buf b[2] = {{.ptr = (void *)send, .bytes = in_bytes},
+                        {.ptr = recv, .bytes = out_bytes}};
+    pthread_mutex_lock(&mu);
+    if (!open_all(b, 2, c->r, c->sz)) {
+        pthread_mutex_unlock(&mu);
+        snprintf(err, sizeof err, "test backend: a collective outside device memory");
+        return -1;
+    }
+    pthread_mutex_unlock(&mu);
+    c->nr = 2, c->active = true;
+    pthread_mutex_lock(&mu);
+    counts.collectives++;
+    pthread_mutex_unlock(&mu);
+    int n = (int)count;
+    cft__dist_mpi_lock();
+    if (kind == CFT_COLL_ALL_REDUCE)
+        MPI_Iallreduce(send, recv, n, t, ops[op], MPI_COMM_WORLD, &c->req);
+    else if (kind == CFT_COLL_BROADCAST) {
+        if (c->rank == root)
+            memcpy(recv, send, count * es);
+        MPI_Ibcast(recv, n, t, root, MPI_COMM_WORLD, &c->req);
+    } else if (kind == CFT_COLL_ALL_GATHER)
+        MPI_Iallgather(send, n, t, recv, n, t, MPI_COMM_WORLD, &c->req);
+    else
+        MPI_Ireduce_scatter_block(send, recv, n, t, ops[op], MPI_COMM_WORLD, &c->req);
+    cft__dist_mpi_unlock();
+    return 0;
+}
+#endif
+
 static int sync_(void *ctx, int dev) {
     (void)ctx, (void)dev;
     return 0;
@@ -558,6 +686,10 @@ int test_backend_register_as(const char *name, unsigned flags) {
     b.run = run, b.synchronize = sync_, b.last_error = last_error;
     b.run_kernel = e && !strcmp(e, "0") ? NULL : run_kernel;
     b.flags = flags;
+#ifdef TEST_BACKEND_MPI
+    b.comm_id = comm_id, b.comm_init = comm_init, b.comm_poll = comm_poll;
+    b.comm_abort = comm_abort, b.collective = collective;
+#endif
     const char *g = getenv("TEST_BACKEND_GRAPHS");
     if (b.run_kernel && !(g && !strcmp(g, "0")))
         b.begin_capture = begin_capture, b.end_capture = end_capture, b.launch_graph = launch_graph,

@@ -12,6 +12,7 @@ typedef struct {
     long solvers; /* cholesky / triangular_solve it ran itself (solver_map.h + LAPACK) */
     long graphs;  /* recordings replayed (launch_graph) */
     long graphs_released;
+    long collectives; /* on its communicators (built with TEST_BACKEND_MPI) */
     long bytes_to_device, bytes_to_host;
 } test_backend_counts;
 
