@@ -182,6 +182,8 @@ cft_array *cft__dev_run(const cft_prim *p, const cft_params *par, int nin, cft_a
             }
         return e;
     }
+    if (p->flags & CFT_PRIM_DEVICE_IMPL) /* (a collective: its own device path) */
+        return p->impl(in, nin, par, out);
     /* a view (broadcast, transpose, reshape of a contiguous array...) of a
      * device array: the host impl makes it without reading data */
     if (nin == 1 && cft__on_device(in[0]) && in[0]->dev == d && !in[0]->conj &&

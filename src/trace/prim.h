@@ -36,6 +36,8 @@ enum {
     CFT_PRIM_VIEW = 512u,         /* impl returns a view of input 0 (strides, offset) and reads
                                      no data: on a device it runs as it is, a device view */
     CFT_PRIM_VIEW_CONTIG = 1024u, /* the same when input 0 is contiguous (reshape) */
+    CFT_PRIM_DEVICE_IMPL = 2048u, /* impl takes device arrays itself and leaves its results on
+                                     their device (the collectives): the dispatch calls it */
 };
 
 struct cft_eqn;

@@ -5,7 +5,8 @@
  * device memory, what NCCL is to cuda). all_reduce (sum, mean, async),
  * broadcast, all_gather and reduce_scatter of device arrays run on the
  * device's communicator (nothing through the host) and give the right
- * values on the device; all_to_all (no device form) goes through a host
+ * values on the device, and so do psum and all_gather inside a jitted
+ * function; all_to_all (no device form) goes through a host
  * copy and comes back to the device; a host array's result stays on the
  * host; DDP with parameters and batches on the device gives gradients on
  * the device equal to one process's over the whole batch (f32: rtol 1e-5,
@@ -28,6 +29,14 @@ static cft_status loss_fn(void *env, const cft_tree *p, int nin, cft_array *cons
     (void)env, (void)nin, (void)nout;
     cft_array *z = cft_add(cft_matmul(in[0], cft_tree_get(p, "w")), cft_tree_get(p, "b"));
     out[0] = cft_mean(cft_square(cft_sub(z, in[1])), NULL, 0, false);
+    return CFT_OK;
+}
+
+/* (psum(2 x), all_gather(x)) over the group in env */
+static cft_status psum_twice(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)nin, (void)nout;
+    out[0] = cft_psum(cft_mul_s(in[0], 2.0), env);
+    out[1] = cft_all_gather(in[0], env);
     return CFT_OK;
 }
 
@@ -74,6 +83,21 @@ int main(int argc, char **argv) {
         CHECK_CLOSE(cft_item_at(aa, cft_array_size(aa) - 1), size, 0, 0);
         /* a host array stays on the host */
         CHECK(on(cft_dist_all_reduce(w, mine, CFT_DIST_SUM), cft_device("cpu")));
+    }
+    TEST("rank %d: psum and all_gather in a jitted function on the device", rank) {
+        cft_fn *f = cft_jit(cft_fn_new(psum_twice, w, 1, 2));
+        for (int call = 0; call < 4; call++) {
+            cft_array *out[2];
+            test_backend_counts c0 = test_backend_counts_now();
+            CHECK_EQ(cft_fn_call(f, (cft_array *[]){md}, out), CFT_OK);
+            test_backend_counts c1 = test_backend_counts_now();
+            CHECK_MSG(c1.collectives - c0.collectives == 2, "call %d: %ld on the device", call,
+                      c1.collectives - c0.collectives);
+            CHECK(on(out[0], d) && on(out[1], d));
+            CHECK_ARRAY_CLOSE(
+                out[0], cft_full(size * (size + 1), CFT_F32, (int64_t[]){size * 2, 3}, 2), 0, 0);
+            CHECK_EQ(cft_array_dim(out[1], 0), size);
+        }
     }
     TEST("rank %d: DDP with parameters and batch on the device", rank) {
         cft_array *X = cft_random_normal(cft_random_key(3), CFT_F32, (int64_t[]){B, D}, 2),
