@@ -8,16 +8,22 @@
  * ddp_start is CFT_PRIM_EARLY, so the jit runs it right after the last of
  * its gradients is computed, and the all_reduce runs on the communication
  * thread while the rest of the backward pass computes; the waits stay at
- * the end. Both have effects (never folded or merged) and no derivative. */
+ * the end. Both have effects (never folded or merged) and no derivative.
+ * Gradients on a device whose backend has communicators are reduced there,
+ * each on its own, when ddp_start runs (no overlap yet: the device path
+ * waits); on other devices the bucket goes through the host and the
+ * reduced gradients come back to the device. */
 #include <pthread.h>
 #include <string.h>
 
+#include "array/device.h"
 #include "core/vec.h"
 #include "dist/dist.h"
 #include "prims/rules.h"
 
 #define NSLOTS 4096
-static cft_dist_work *slots[NSLOTS]; /* static root: the GC sees the works */
+static cft_dist_work *slots[NSLOTS];  /* static root: the GC sees the works */
+static cft_array **dev_slots[NSLOTS]; /* device buckets: their reduced gradients */
 static int64_t next_id;
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -109,10 +115,22 @@ cft_array *cft__ddp_unpack(cft_array *v, cft_array *const *like, int n, cft_arra
 
 static cft_array *start_impl(cft_array *const *x, int nin, const cft_params *p, cft_array **y) {
     double bytes = 0; /* p->v[1]: run it now (a blocking call), the same on every rank */
-    cft_dist_work *w = cft__ddp_mean(group_of(p), x, nin, p->v[1][0] != 0, &bytes);
+    cft_dist_work *w = NULL;
+    cft_array **reduced = NULL;
+    if (cft__on_device(x[0]) && x[0]->dev->b->collective) {
+        /* gradients on a device with communicators: each one's mean there
+         * (no packing: that would be a host copy), now */
+        if (!(reduced = CFT_NEWN(cft_array *, nin)))
+            return cft__oom();
+        for (int i = 0; i < nin; i++)
+            if (cft_failed(reduced[i] = cft_dist_all_reduce(group_of(p), x[i], CFT_DIST_MEAN)))
+                return reduced[i];
+    } else
+        w = cft__ddp_mean(group_of(p), x, nin, p->v[1][0] != 0, &bytes);
     pthread_mutex_lock(&slot_mu);
     int64_t id = next_id++;
     slots[id % NSLOTS] = w;
+    dev_slots[id % NSLOTS] = reduced;
     pthread_mutex_unlock(&slot_mu);
     y[0] = cft_scalar((double)id, CFT_I64);
     return NULL;
@@ -134,25 +152,34 @@ static cft_array *wait_impl(cft_array *const *x, int nin, const cft_params *p, c
     (void)p;
     int64_t id = (int64_t)cft_item(x[0]);
     pthread_mutex_lock(&slot_mu);
-    cft_dist_work *w =
-        id >= 0 && id < next_id && next_id - id <= NSLOTS ? slots[id % NSLOTS] : NULL;
-    if (w)
-        slots[id % NSLOTS] = NULL;
+    bool mine = id >= 0 && id < next_id && next_id - id <= NSLOTS;
+    cft_dist_work *w = mine ? slots[id % NSLOTS] : NULL;
+    cft_array **reduced = mine ? dev_slots[id % NSLOTS] : NULL;
+    if (mine)
+        slots[id % NSLOTS] = NULL, dev_slots[id % NSLOTS] = NULL;
     pthread_mutex_unlock(&slot_mu);
+    if (reduced) {
+        memcpy(y, reduced, sizeof(cft_array *) * (size_t)(nin - 1));
+        return NULL;
+    }
     if (!w)
         return cft__fail(CFT_E_ARG, "ddp_wait: handle %lld is not a running all_reduce",
                          (long long)id);
     cft_array *r = cft_dist_wait(w);
     if (cft_failed(r))
         return r;
-    return cft__ddp_unpack(r, x + 1, nin - 1, y);
+    cft_array *e = cft__ddp_unpack(r, x + 1, nin - 1, y);
+    for (int i = 0; !e && i < nin - 1; i++) /* gradients of a device come back to it */
+        if (cft__on_device(x[1 + i]) && cft_failed(y[i] = cft_device_put(y[i], x[1 + i]->dev)))
+            e = y[i];
+    return e;
 }
 
 const cft_prim cft_p_ddp_start = {
     .name = "ddp_start",
     .nin = -1,
     .nout = 1,
-    .flags = CFT_PRIM_NONDIFF | CFT_PRIM_EFFECT | CFT_PRIM_EARLY,
+    .flags = CFT_PRIM_NONDIFF | CFT_PRIM_EFFECT | CFT_PRIM_EARLY | CFT_PRIM_DEVICE_IMPL,
     .pnames = {"group", "now"},
     .shape = start_shape,
     .impl = start_impl,
@@ -161,7 +188,7 @@ const cft_prim cft_p_ddp_wait = {
     .name = "ddp_wait",
     .nin = -1,
     .nout = -1,
-    .flags = CFT_PRIM_NONDIFF | CFT_PRIM_EFFECT,
+    .flags = CFT_PRIM_NONDIFF | CFT_PRIM_EFFECT | CFT_PRIM_DEVICE_IMPL,
     .shape = wait_shape,
     .impl = wait_impl,
     .nout_of = wait_nout,

@@ -9,7 +9,8 @@
  * function; all_to_all (no device form) goes through a host
  * copy and comes back to the device; a host array's result stays on the
  * host; DDP with parameters and batches on the device gives gradients on
- * the device equal to one process's over the whole batch (f32: rtol 1e-5,
+ * the device equal to one process's over the whole batch, on the
+ * communicators and on a device without them (three steps each) (f32: rtol 1e-5,
  * atol 1e-6); a communicator that never forms is aborted after the
  * deadline with an error naming the call, the device and the wait, and
  * the group fails. */
@@ -111,22 +112,39 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_fn_call(cft_value_and_grad(loss, (int[]){0, 1}, 2, false),
                              (cft_array *[]){cft_tree_at(p, 0), cft_tree_at(p, 1), X, Y}, ref),
                  CFT_OK);
-        cft_tree *pd = cft_tree_new();
-        for (int i = 0; i < cft_tree_size(p); i++)
-            pd = cft_tree_set(pd, cft_tree_name(p, i), cft_device_put(cft_tree_at(p, i), d));
         int64_t lo = B / size * rank, hi = lo + B / size;
         cft_array *xl = cft_slice(X, (int64_t[]){lo, 0}, (int64_t[]){hi, D}, NULL),
                   *yl = cft_slice(Y, (int64_t[]){lo, 0}, (int64_t[]){hi, C}, NULL);
-        cft_ddp *dd = cft_ddp_new(w, cft_tree_fn_new(loss_fn, NULL, pd, 2, 1), pd, NULL);
-        cft_tree *g = NULL;
-        cft_status st = cft_ddp_step(
-            dd, pd, (cft_array *[]){cft_device_put(xl, d), cft_device_put(yl, d)}, NULL, NULL, &g);
-        CHECK_MSG(st == CFT_OK, "%s", cft_last_error_message());
-        for (int i = 0; st == CFT_OK && i < 2; i++) {
-            cft_array *gi = cft_tree_get(g, cft_tree_name(p, i));
-            CHECK_MSG(on(gi, d), "gradient %s on %s", cft_tree_name(p, i),
-                      cft_device_name(cft_device_of(gi)));
-            CHECK_ARRAY_CLOSE(gi, ref[1 + i], 1e-5, 1e-6);
+        /* on test:0 (communicators: each gradient's mean there) and on a
+         * device without them (the bucket through the host) */
+        setenv("TEST_BACKEND_COMMS", "0", 1);
+        CHECK_EQ(test_backend_register_as("plain", 0), 0);
+        unsetenv("TEST_BACKEND_COMMS");
+        const cft_dev *devs[2] = {d, cft_device("plain:0")};
+        for (int k = 0; k < 2; k++) {
+            const cft_dev *dv = devs[k];
+            cft_tree *pk = cft_tree_new();
+            for (int i = 0; i < cft_tree_size(p); i++)
+                pk = cft_tree_set(pk, cft_tree_name(p, i), cft_device_put(cft_tree_at(p, i), dv));
+            cft_ddp *dd = cft_ddp_new(w, cft_tree_fn_new(loss_fn, NULL, pk, 2, 1), pk, NULL);
+            for (int step = 0; step < 3; step++) { /* (the jitted step: later calls replay) */
+                cft_tree *g = NULL;
+                test_backend_counts c0 = test_backend_counts_now();
+                cft_status st = cft_ddp_step(
+                    dd, pk, (cft_array *[]){cft_device_put(xl, dv), cft_device_put(yl, dv)}, NULL,
+                    NULL, &g);
+                test_backend_counts c1 = test_backend_counts_now();
+                CHECK_MSG(st == CFT_OK, "%s", cft_last_error_message());
+                CHECK_MSG(c1.collectives - c0.collectives == (k == 0 ? 2 : 0),
+                          "%s: %ld on the device's communicator", cft_device_name(dv),
+                          c1.collectives - c0.collectives);
+                for (int i = 0; st == CFT_OK && i < 2; i++) {
+                    cft_array *gi = cft_tree_get(g, cft_tree_name(p, i));
+                    CHECK_MSG(on(gi, dv), "gradient %s on %s", cft_tree_name(p, i),
+                              cft_device_name(cft_device_of(gi)));
+                    CHECK_ARRAY_CLOSE(gi, ref[1 + i], 1e-5, 1e-6);
+                }
+            }
         }
     }
     TEST("rank %d: a device communicator that does not form: an error after the deadline", rank) {

@@ -691,8 +691,10 @@ int test_backend_register_as(const char *name, unsigned flags) {
     b.run_kernel = e && !strcmp(e, "0") ? NULL : run_kernel;
     b.flags = flags;
 #ifdef TEST_BACKEND_MPI
-    b.comm_id = comm_id, b.comm_init = comm_init, b.comm_poll = comm_poll;
-    b.comm_abort = comm_abort, b.collective = collective;
+    const char *cm = getenv("TEST_BACKEND_COMMS");
+    if (!(cm && !strcmp(cm, "0")))
+        b.comm_id = comm_id, b.comm_init = comm_init, b.comm_poll = comm_poll,
+        b.comm_abort = comm_abort, b.collective = collective;
 #endif
     const char *g = getenv("TEST_BACKEND_GRAPHS");
     if (b.run_kernel && !(g && !strcmp(g, "0")))
