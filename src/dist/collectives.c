@@ -20,7 +20,8 @@ struct cft_dist_work {
     int size;
     bool waited;
     cft_array *result;
-    const cft_dev *dev; /* the input's device: the result goes back there */
+    const cft_dev *dev;            /* the input's device: the result goes back there */
+    cft_dist_dev_pending *devcoll; /* or: a collective running on that device's communicator */
 };
 
 static MPI_Op mpi_op(cft_dist_op op) {
@@ -119,6 +120,8 @@ cft_array *cft_dist_wait(cft_dist_work *w) {
     if (w->waited)
         return w->result;
     w->waited = true;
+    if (w->devcoll)
+        return w->result = cft__dist_device_coll_finish(w->devcoll);
     if (cft__dist_wait(w->r) != CFT_OK)
         return w->result = cft__fail(cft_last_error(), "%s", cft_last_error_message());
     cft_array *y = w->out;
@@ -139,7 +142,9 @@ static cft_dist_work *to_dev_of(cft_dist_work *w, const cft_array *x) {
 }
 
 bool cft_dist_is_completed(const cft_dist_work *w) {
-    return !w || w->waited || atomic_load(&w->r->state) >= 2;
+    if (!w || w->waited)
+        return true;
+    return w->devcoll ? cft__dist_device_coll_done(w->devcoll) : atomic_load(&w->r->state) >= 2;
 }
 
 /* an all_reduce's reduction and dtype agree? NULL, else the error */
@@ -153,15 +158,25 @@ static cft_array *check_reduction(const char *call, cft_dtype dt, cft_dist_op op
     return NULL;
 }
 
-/* the collective on x's device communicator (device_coll.c), as a done
- * work handle; NULL when x is not a device array that has one */
+/* the collective started on x's device communicator (device_coll.c), as
+ * a work handle (cft_dist_wait finishes it); NULL when x is not a device
+ * array that has one */
 static cft_dist_work *on_device(const char *call, cft_dist_group *g, cft_array *x, int kind,
                                 cft_dist_op op, int root, const int64_t *shape, int ndim,
                                 int64_t count) {
     if (!g || !x || !cft__on_device(x) || (unsigned)op > CFT_DIST_PROD)
         return NULL;
-    cft_array *y = cft__dist_device_coll(call, g, x, kind, op, root, shape, ndim, (size_t)count);
-    return y ? failed_work(y) : NULL; /* (a finished handle: its wait gives y) */
+    cft_dist_dev_pending *pend = NULL;
+    cft_array *err = NULL;
+    int r = cft__dist_device_coll_start(call, g, x, kind, op, root, shape, ndim, (size_t)count,
+                                        &pend, &err);
+    if (r <= 0)
+        return r < 0 ? failed_work(err) : NULL; /* (a finished handle: its wait gives err) */
+    cft_dist_work *w = CFT_NEW(cft_dist_work);
+    if (!w)
+        return failed_work(cft__oom());
+    w->devcoll = pend; /* running: cft_dist_wait finishes it */
+    return w;
 }
 
 cft_dist_work *cft_dist_all_reduce_async(cft_dist_group *g, cft_array *x, cft_dist_op op) {

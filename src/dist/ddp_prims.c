@@ -10,9 +10,9 @@
  * thread while the rest of the backward pass computes; the waits stay at
  * the end. Both have effects (never folded or merged) and no derivative.
  * Gradients on a device whose backend has communicators are reduced there,
- * each on its own, when ddp_start runs (no overlap yet: the device path
- * waits); on other devices the bucket goes through the host and the
- * reduced gradients come back to the device. */
+ * each on its own: started by ddp_start, waited for by ddp_wait; on other
+ * devices the bucket goes through the host and the reduced gradients come
+ * back to the device. */
 #include <pthread.h>
 #include <string.h>
 
@@ -22,8 +22,8 @@
 #include "prims/rules.h"
 
 #define NSLOTS 4096
-static cft_dist_work *slots[NSLOTS];  /* static root: the GC sees the works */
-static cft_array **dev_slots[NSLOTS]; /* device buckets: their reduced gradients */
+static cft_dist_work *slots[NSLOTS];      /* static root: the GC sees the works */
+static cft_dist_work **dev_slots[NSLOTS]; /* device buckets: one work per gradient */
 static int64_t next_id;
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -115,16 +115,15 @@ cft_array *cft__ddp_unpack(cft_array *v, cft_array *const *like, int n, cft_arra
 
 static cft_array *start_impl(cft_array *const *x, int nin, const cft_params *p, cft_array **y) {
     double bytes = 0; /* p->v[1]: run it now (a blocking call), the same on every rank */
-    cft_dist_work *w = NULL;
-    cft_array **reduced = NULL;
+    cft_dist_work *w = NULL, **reduced = NULL;
     if (cft__on_device(x[0]) && x[0]->dev->b->collective) {
-        /* gradients on a device with communicators: each one's mean there
-         * (no packing: that would be a host copy), now */
-        if (!(reduced = CFT_NEWN(cft_array *, nin)))
+        /* gradients on a device with communicators: each one's mean there,
+         * started now (no packing: that would be a host copy) and waited
+         * for by ddp_wait, so it overlaps what the device computes next */
+        if (!(reduced = CFT_NEWN(cft_dist_work *, nin)))
             return cft__oom();
         for (int i = 0; i < nin; i++)
-            if (cft_failed(reduced[i] = cft_dist_all_reduce(group_of(p), x[i], CFT_DIST_MEAN)))
-                return reduced[i];
+            reduced[i] = cft_dist_all_reduce_async(group_of(p), x[i], CFT_DIST_MEAN);
     } else
         w = cft__ddp_mean(group_of(p), x, nin, p->v[1][0] != 0, &bytes);
     pthread_mutex_lock(&slot_mu);
@@ -154,13 +153,16 @@ static cft_array *wait_impl(cft_array *const *x, int nin, const cft_params *p, c
     pthread_mutex_lock(&slot_mu);
     bool mine = id >= 0 && id < next_id && next_id - id <= NSLOTS;
     cft_dist_work *w = mine ? slots[id % NSLOTS] : NULL;
-    cft_array **reduced = mine ? dev_slots[id % NSLOTS] : NULL;
+    cft_dist_work **reduced = mine ? dev_slots[id % NSLOTS] : NULL;
     if (mine)
         slots[id % NSLOTS] = NULL, dev_slots[id % NSLOTS] = NULL;
     pthread_mutex_unlock(&slot_mu);
     if (reduced) {
-        memcpy(y, reduced, sizeof(cft_array *) * (size_t)(nin - 1));
-        return NULL;
+        cft_array *e = NULL;
+        for (int i = 0; i < nin - 1; i++) /* (every one waited, an error or not) */
+            if (cft_failed(y[i] = cft_dist_wait(reduced[i])) && !e)
+                e = y[i];
+        return e;
     }
     if (!w)
         return cft__fail(CFT_E_ARG, "ddp_wait: handle %lld is not a running all_reduce",

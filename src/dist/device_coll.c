@@ -150,49 +150,75 @@ static void drop(cft_dist_group *g, const cft_dev *d) {
     pthread_mutex_unlock(&mu);
 }
 
-cft_array *cft__dist_device_coll(const char *call, cft_dist_group *g, cft_array *x, int kind,
-                                 cft_dist_op op, int root, const int64_t *shape, int ndim,
-                                 size_t count) {
+struct cft_dist_dev_pending {
+    const char *call;
+    cft_dist_group *g;
+    const cft_dev *d;
+    void *comm;
+    cft_array *x, *out;
+    cft_dist_op op;
+    double t, deadline;
+};
+
+int cft__dist_device_coll_start(const char *call, cft_dist_group *g, cft_array *x, int kind,
+                                cft_dist_op op, int root, const int64_t *shape, int ndim,
+                                size_t count, cft_dist_dev_pending **pend, cft_array **err) {
     const cft_dev *d = x->dev;
     if (!d->b->collective || !cft__is_contig(x) || x->conj)
-        return NULL;
+        return 0;
     cft_dtype dt = x->aval.dtype;
     if (kind == CFT_COLL_ALL_REDUCE || kind == CFT_COLL_REDUCE_SCATTER) {
         if (dt == CFT_BOOL || cft_dtype_is_complex(dt) ||
             ((dt == CFT_I32 || dt == CFT_I64) && op == CFT_DIST_MEAN))
-            return NULL; /* the host path's promotions and errors */
+            return 0; /* the host path's promotions and errors */
     }
-    cft_array *e = cft__dist_check(call, g);
-    if (e)
-        return e;
-    void *c = comm_of(call, g, d, &e);
+    *err = cft__dist_check(call, g);
+    if (*err)
+        return -1;
+    void *c = comm_of(call, g, d, err);
     if (!c)
-        return e;
+        return -1;
     cft_array *out = cft__dev_alloc(d, call, dt, shape, ndim);
-    if (cft_failed(out))
-        return out;
+    cft_dist_dev_pending *p = CFT_NEW(cft_dist_dev_pending);
+    if (cft_failed(out) || !p) {
+        *err = cft_failed(out) ? out : cft__oom();
+        return -1;
+    }
     static const int ops[] = {[CFT_DIST_SUM] = CFT_COLL_SUM,
                               [CFT_DIST_MEAN] = CFT_COLL_SUM,
                               [CFT_DIST_MAX] = CFT_COLL_MAX,
                               [CFT_DIST_MIN] = CFT_COLL_MIN,
                               [CFT_DIST_PROD] = CFT_COLL_PROD};
-    double t = cft__dist_timeout();
     if (d->b->collective(d->b->ctx, d->index, c, kind, cft__ptr(x), cft__ptr(out), count, dt,
-                         ops[op], root) != 0)
-        return cft__fail(CFT_E_FOREIGN, "%s: %s: %s", call, d->name, backend_says(d));
-    int r = wait_for(d, c, now_s() + t);
-    if (r <= 0) {
-        cft_array *e2 =
-            r < 0 ? cft__fail(CFT_E_FOREIGN, "%s: %s: the collective failed: %s", call, d->name,
-                              backend_says(d))
-                  : cft__fail(CFT_E_FOREIGN,
-                              "%s: %s: the collective did not finish within %g s (a peer did "
-                              "not call it); the device communicator is aborted",
-                              call, d->name, t);
-        d->b->comm_abort(d->b->ctx, d->index, c);
-        drop(g, d);
-        return fail_group(g, e2);
+                         ops[op], root) != 0) {
+        *err = cft__fail(CFT_E_FOREIGN, "%s: %s: %s", call, d->name, backend_says(d));
+        return -1;
     }
-    cft__keep(x);
-    return op == CFT_DIST_MEAN ? cft_mul_s(out, 1.0 / g->size) : out;
+    double t = cft__dist_timeout();
+    *p = (cft_dist_dev_pending){call, g, d, c, x, out, op, t, now_s() + t};
+    *pend = p;
+    return 1;
+}
+
+bool cft__dist_device_coll_done(const cft_dist_dev_pending *p) {
+    return p->d->b->comm_poll(p->d->b->ctx, p->d->index, p->comm) != 0;
+}
+
+cft_array *cft__dist_device_coll_finish(cft_dist_dev_pending *p) {
+    const cft_dev *d = p->d;
+    int r = wait_for(d, p->comm, p->deadline);
+    if (r <= 0) {
+        cft_array *e2 = r < 0 ? cft__fail(CFT_E_FOREIGN, "%s: %s: the collective failed: %s",
+                                          p->call, d->name, backend_says(d))
+                              : cft__fail(CFT_E_FOREIGN,
+                                          "%s: %s: the collective did not finish within %g s (a "
+                                          "peer did not call it); the device communicator is "
+                                          "aborted",
+                                          p->call, d->name, p->t);
+        d->b->comm_abort(d->b->ctx, d->index, p->comm);
+        drop(p->g, d);
+        return fail_group(p->g, e2);
+    }
+    cft__keep(p->x);
+    return p->op == CFT_DIST_MEAN ? cft_mul_s(p->out, 1.0 / p->g->size) : p->out;
 }

@@ -92,13 +92,19 @@ void cft__dist_set_rpc_active(bool on);
 void cft__dist_run_on_comm(void (*fn)(void *), void *arg);
 
 /* A collective of device array x (contiguous) on its backend's
- * communicator (device_coll.c): the result on x's device (shape/ndim, as
- * the host path makes it; count elements per rank, as MPI's), an error
- * (a missed deadline fails the group), or NULL when the backend has no
- * communicators or the case is the host path's. */
-cft_array *cft__dist_device_coll(const char *call, struct cft_dist_group *g, cft_array *x,
-                                 int kind, cft_dist_op op, int root, const int64_t *shape,
-                                 int ndim, size_t count);
+ * communicator (device_coll.c), started: 1 with *pend (finish it with
+ * cft__dist_device_coll_finish: the result on x's device, shape/ndim as
+ * the host path makes it; count elements per rank, as MPI's), -1 with
+ * *err, or 0 when the backend has no communicators or the case is the
+ * host path's. The deadline runs from the start; a missed one aborts the
+ * communicator and fails the group. */
+typedef struct cft_dist_dev_pending cft_dist_dev_pending;
+int cft__dist_device_coll_start(const char *call, struct cft_dist_group *g, cft_array *x, int kind,
+                                cft_dist_op op, int root, const int64_t *shape, int ndim,
+                                size_t count, cft_dist_dev_pending **pend, cft_array **err);
+cft_array *cft__dist_device_coll_finish(cft_dist_dev_pending *p);
+/* whether it has finished (without waiting) */
+bool cft__dist_device_coll_done(const cft_dist_dev_pending *p);
 /* The group with this id (NULL if none). */
 struct cft_dist_group *cft__dist_group_by_id(int id);
 /* Error if the layer is not initialised or g is NULL/failed; else NULL. */

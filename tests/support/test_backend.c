@@ -543,14 +543,14 @@ static void release_graph(void *ctx, int dev, void *graph) {
  * communicator that never forms (the deadline test). */
 #include "dist/dist.h" /* cft__dist_mpi_lock: every MPI call under cft_dist's lock */
 
+enum { MAX_INFLIGHT = 64 };
 typedef struct {
     int rank, nranks;
     bool stall;
-    MPI_Request req;
-    bool active;
-    char *r[2];
-    size_t sz[2];
-    int nr;
+    int n; /* collectives in flight, each with its two mappings open */
+    MPI_Request req[MAX_INFLIGHT];
+    char *r[MAX_INFLIGHT][2];
+    size_t sz[MAX_INFLIGHT][2];
 } test_comm;
 
 static int comm_id(void *ctx, void *id, size_t *size) {
@@ -589,25 +589,26 @@ static int comm_poll(void *ctx, int dev, void *comm) {
     test_comm *c = comm;
     if (c->stall)
         return 0;
-    if (!c->active)
+    if (!c->n)
         return 1;
     int done = 0;
     cft__dist_mpi_lock();
-    MPI_Test(&c->req, &done, MPI_STATUS_IGNORE);
+    MPI_Testall(c->n, c->req, &done, MPI_STATUSES_IGNORE);
     cft__dist_mpi_unlock();
     if (!done)
         return 0;
     pthread_mutex_lock(&mu);
-    close_all(c->nr, c->r, c->sz);
+    for (int i = 0; i < c->n; i++)
+        close_all(2, c->r[i], c->sz[i]);
     pthread_mutex_unlock(&mu);
-    c->active = false;
+    c->n = 0;
     return 1;
 }
 
 static void comm_abort(void *ctx, int dev, void *comm) {
     (void)ctx, (void)dev;
     test_comm *c = comm;
-    if (!c->active) /* (an MPI collective in flight cannot be cancelled: it is left) */
+    if (!c->n) /* (an MPI collective in flight cannot be cancelled: it is left) */
         free(c);
 }
 
@@ -640,29 +641,33 @@ static int collective(void *ctx, int dev, void *comm, int kind, const void *send
            out_bytes = count * es * (kind == CFT_COLL_ALL_GATHER ? (size_t)c->nranks : 1);
     cft_dev_buf b[2] = {{.ptr = (void *)send, .bytes = in_bytes},
                         {.ptr = recv, .bytes = out_bytes}};
+    if (c->n == MAX_INFLIGHT) {
+        snprintf(err, sizeof err, "test backend: %d collectives in flight", MAX_INFLIGHT);
+        return -1;
+    }
+    int k = c->n;
     pthread_mutex_lock(&mu);
-    if (!open_all(b, 2, c->r, c->sz)) {
+    if (!open_all(b, 2, c->r[k], c->sz[k])) {
         pthread_mutex_unlock(&mu);
         snprintf(err, sizeof err, "test backend: a collective outside device memory");
         return -1;
     }
-    pthread_mutex_unlock(&mu);
-    c->nr = 2, c->active = true;
-    pthread_mutex_lock(&mu);
     counts.collectives++;
     pthread_mutex_unlock(&mu);
+    c->n++;
     int n = (int)count;
+    MPI_Request *rq = &c->req[k];
     cft__dist_mpi_lock();
     if (kind == CFT_COLL_ALL_REDUCE)
-        MPI_Iallreduce(send, recv, n, t, ops[op], MPI_COMM_WORLD, &c->req);
+        MPI_Iallreduce(send, recv, n, t, ops[op], MPI_COMM_WORLD, rq);
     else if (kind == CFT_COLL_BROADCAST) {
         if (c->rank == root)
             memcpy(recv, send, count * es);
-        MPI_Ibcast(recv, n, t, root, MPI_COMM_WORLD, &c->req);
+        MPI_Ibcast(recv, n, t, root, MPI_COMM_WORLD, rq);
     } else if (kind == CFT_COLL_ALL_GATHER)
-        MPI_Iallgather(send, n, t, recv, n, t, MPI_COMM_WORLD, &c->req);
+        MPI_Iallgather(send, n, t, recv, n, t, MPI_COMM_WORLD, rq);
     else
-        MPI_Ireduce_scatter_block(send, recv, n, t, ops[op], MPI_COMM_WORLD, &c->req);
+        MPI_Ireduce_scatter_block(send, recv, n, t, ops[op], MPI_COMM_WORLD, rq);
     cft__dist_mpi_unlock();
     return 0;
 }
