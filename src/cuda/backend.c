@@ -200,19 +200,21 @@ static void release(void *ctx, int dev, void *ptr) {
 static int to_device(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
     (void)ctx;
     return cft_cuda_on(dev, "cuMemcpyHtoDAsync") ||
-                   check(cu.htod_async((CUdeviceptr)(uintptr_t)dst, src, bytes, cu.stream[dev]),
-                         "cuMemcpyHtoDAsync")
+                   check(
+                       cu.htod_async((CUdeviceptr)(uintptr_t)dst, src, bytes, cft_cuda_stream(dev)),
+                       "cuMemcpyHtoDAsync")
                ? -1
-               : check(cu.stream_sync(cu.stream[dev]), "cuStreamSynchronize");
+               : check(cu.stream_sync(cft_cuda_stream(dev)), "cuStreamSynchronize");
 }
 
 static int to_host(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
     (void)ctx;
     return cft_cuda_on(dev, "cuMemcpyDtoHAsync") ||
-                   check(cu.dtoh_async(dst, (CUdeviceptr)(uintptr_t)src, bytes, cu.stream[dev]),
-                         "cuMemcpyDtoHAsync")
+                   check(
+                       cu.dtoh_async(dst, (CUdeviceptr)(uintptr_t)src, bytes, cft_cuda_stream(dev)),
+                       "cuMemcpyDtoHAsync")
                ? -1
-               : check(cu.stream_sync(cu.stream[dev]), "cuStreamSynchronize");
+               : check(cu.stream_sync(cft_cuda_stream(dev)), "cuStreamSynchronize");
 }
 
 static int copy(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
@@ -220,7 +222,7 @@ static int copy(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
     return cft_cuda_on(dev, "cuMemcpyDtoDAsync")
                ? -1
                : check(cu.dtod_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src,
-                                     bytes, cu.stream[dev]),
+                                     bytes, cft_cuda_stream(dev)),
                        "cuMemcpyDtoDAsync");
 }
 
@@ -253,17 +255,32 @@ static int synchronize(void *ctx, int dev) {
     (void)ctx;
     return cft_cuda_on(dev, "cuStreamSynchronize")
                ? -1
-               : check(cu.stream_sync(cu.stream[dev]), "cuStreamSynchronize");
+               : check(cu.stream_sync(cft_cuda_stream(dev)), "cuStreamSynchronize");
 }
 
-/* CUDA graphs: the device's stream captured (relaxed: allocations may
- * happen meanwhile), the graph instantiated once and launched on it */
+/* CUDA graphs: the capturing thread's work goes to a stream of its own
+ * (other threads' work on the device stays out of the graph), captured in
+ * relaxed mode (allocations may happen meanwhile); the graph is
+ * instantiated once and launched on the device's stream */
+static _Thread_local int capture_dev = -1;
+static _Thread_local CUstream capture_stream;
+
+CUstream cft_cuda_stream(int dev) {
+    return dev == capture_dev ? capture_stream : cu.stream[dev];
+}
+
 static int begin_capture(void *ctx, int dev) {
     (void)ctx;
-    return cft_cuda_on(dev, "cuStreamBeginCapture")
-               ? -1
-               : check(cu.begin_capture(cu.stream[dev], CU_STREAM_CAPTURE_MODE_RELAXED),
-                       "cuStreamBeginCapture");
+    if (capture_dev >= 0 || cft_cuda_on(dev, "cuStreamBeginCapture"))
+        return -1;
+    if (!capture_stream &&
+        check(cu.stream_create(&capture_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
+        return -1;
+    if (check(cu.begin_capture(capture_stream, CU_STREAM_CAPTURE_MODE_RELAXED),
+              "cuStreamBeginCapture"))
+        return -1;
+    capture_dev = dev;
+    return 0;
 }
 
 static int end_capture(void *ctx, int dev, void **graph) {
@@ -271,8 +288,10 @@ static int end_capture(void *ctx, int dev, void **graph) {
     CUgraph g = NULL;
     CUgraphExec x = NULL;
     *graph = NULL;
-    if (cft_cuda_on(dev, "cuStreamEndCapture") ||
-        check(cu.end_capture(cu.stream[dev], &g), "cuStreamEndCapture (the capture failed)"))
+    bool mine = capture_dev == dev;
+    capture_dev = -1;
+    if (!mine || cft_cuda_on(dev, "cuStreamEndCapture") ||
+        check(cu.end_capture(capture_stream, &g), "cuStreamEndCapture (the capture failed)"))
         return -1;
     int rc = check(cu.instantiate(&x, g, 0), "cuGraphInstantiateWithFlags");
     cu.graph_destroy(g);

@@ -66,15 +66,16 @@ static void load(void) {
 #endif
 }
 
-/* device dev's handle (made on first use, on the device's stream), its
- * lock taken (released by the caller, whatever the status) */
+/* device dev's handle (made on first use), on this thread's stream for
+ * dev (cft_cuda_stream: a capture stream while capturing), its lock taken
+ * (released by the caller, whatever the status) */
 static cublasStatus_t lock_handle(int dev) {
     pthread_mutex_lock(&bl.mu[dev]);
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    if (!bl.handle[dev] && (s = bl.create(&bl.handle[dev])) == CUBLAS_STATUS_SUCCESS &&
-        (s = bl.set_stream(bl.handle[dev], (cudaStream_t)cft_cu.stream[dev])) !=
-            CUBLAS_STATUS_SUCCESS)
-        bl.handle[dev] = NULL; /* (a handle without the device's stream is not used) */
+    if (!bl.handle[dev])
+        s = bl.create(&bl.handle[dev]);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = bl.set_stream(bl.handle[dev], (cudaStream_t)cft_cuda_stream(dev));
     return s;
 }
 
@@ -171,7 +172,7 @@ int cft_cuda_trsm(int dev, const cft_dev_op *op) {
                 px = cft_cuda_ptr_array(x.ptr, d.sb, es, d.batch);
     if (!pa || !px ||
         cft_cu.dtod_async((CUdeviceptr)(uintptr_t)x.ptr, (CUdeviceptr)(uintptr_t)b.ptr, b.bytes,
-                          cft_cu.stream[dev]) != CUDA_SUCCESS) { /* in place: X starts as B */
+                          cft_cuda_stream(dev)) != CUDA_SUCCESS) { /* in place: X starts as B */
         if (pa)
             cft_cu.free(pa);
         if (px)
@@ -185,7 +186,7 @@ int cft_cuda_trsm(int dev, const cft_dev_op *op) {
         s = trsm_batched(dev, d.dbl, d.left, d.upper, d.trans, d.unit, d.m, d.n, pa, d.lda, px,
                          d.ldb, d.batch);
     pthread_mutex_unlock(&bl.mu[dev]);
-    cft_cu.stream_sync(cft_cu.stream[dev]); /* the queued solve reads the pointer arrays */
+    cft_cu.stream_sync(cft_cuda_stream(dev)); /* the queued solve reads the pointer arrays */
     cft_cu.free(pa);
     cft_cu.free(px);
     if (s != CUBLAS_STATUS_SUCCESS) {
@@ -214,7 +215,7 @@ int cft_cuda_lu(int dev, const cft_dev_op *op) {
     cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), x = api->out(op, 0);
     size_t es = d.dbl ? sizeof(double) : sizeof(float);
     int64_t n = d.n, k = d.k, nn = n * n;
-    CUstream st = cft_cu.stream[dev];
+    CUstream st = cft_cuda_stream(dev);
     CUdeviceptr fac = 0, piv = 0, info = 0, pf = 0, px = 0;
     int *hinfo = malloc(sizeof(int) * (size_t)d.batch);
     bool ok = hinfo && cft_cu.alloc(&fac, (size_t)(d.batch * nn) * es) == CUDA_SUCCESS &&

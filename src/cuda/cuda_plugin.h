@@ -54,6 +54,10 @@ const char *cft_cuda_error_name(CUresult r);
 /* the core functions cft handed over at registration */
 extern const cft_plugin_core *cft_cuda_core;
 
+/* the stream this thread's work on device dev goes to: the device's own
+ * stream, or, while this thread captures a graph for dev, a capture stream
+ * of the thread's own (other threads' work is never captured) */
+CUstream cft_cuda_stream(int dev);
 /* makes device dev's context current on this thread; 0, or -1 with the
  * error set (naming `what`) */
 int cft_cuda_on(int dev, const char *what);

@@ -92,7 +92,7 @@ int cft_cuda_fft(int dev, const cft_dev_op *op) {
     cufftResult r = ff.plan(&plan, d.rank, d.n, NULL, 1, (int)d.idist, NULL, 1, (int)d.odist,
                             types[d.dbl][d.type], (int)d.batch);
     if (r == CUFFT_SUCCESS &&
-        (r = ff.set_stream(plan, (cudaStream_t)cft_cu.stream[dev])) != CUFFT_SUCCESS)
+        (r = ff.set_stream(plan, (cudaStream_t)cft_cuda_stream(dev))) != CUFFT_SUCCESS)
         ff.destroy(plan);
     if (r != CUFFT_SUCCESS) {
         cft_cuda_fail("fft on cuda:%d: cufftPlanMany (rank %d, batch %lld): cuFFT error %d", dev,
@@ -103,7 +103,7 @@ int cft_cuda_fft(int dev, const cft_dev_op *op) {
     CUdeviceptr copy = 0;
     if (d.type == CFT_FFT_C2R) { /* cuFFT may overwrite a c2r input */
         if (cft_cu.alloc(&copy, x.bytes) != CUDA_SUCCESS ||
-            cft_cu.dtod_async(copy, (CUdeviceptr)(uintptr_t)x.ptr, x.bytes, cft_cu.stream[dev]) !=
+            cft_cu.dtod_async(copy, (CUdeviceptr)(uintptr_t)x.ptr, x.bytes, cft_cuda_stream(dev)) !=
                 CUDA_SUCCESS) {
             ff.destroy(plan);
             if (copy)
@@ -124,7 +124,7 @@ int cft_cuda_fft(int dev, const cft_dev_op *op) {
             : d.type == CFT_FFT_C2R ? ff.c2r(plan, in, y.ptr)
                                     : ff.c2c(plan, in, y.ptr, sign);
     if (copy) /* (the transform reads it: wait before it goes) */
-        cft_cu.stream_sync(cft_cu.stream[dev]);
+        cft_cu.stream_sync(cft_cuda_stream(dev));
     ff.destroy(plan);
     if (copy)
         cft_cu.free(copy);

@@ -108,7 +108,7 @@ int cft_cuda_comm_poll(void *ctx, int dev, void *comm) {
         return nccl_fail("the NCCL communicator", state);
     if (cft_cuda_on(dev, "cuStreamQuery"))
         return -1;
-    CUresult q = cft_cu.stream_query(cft_cu.stream[dev]);
+    CUresult q = cft_cu.stream_query(cft_cuda_stream(dev));
     if (q == CUDA_ERROR_NOT_READY)
         return 0;
     if (q != CUDA_SUCCESS) {
@@ -161,7 +161,7 @@ int cft_cuda_collective(void *ctx, int dev, void *comm, int kind, const void *se
                                       [CFT_COLL_MIN] = ncclMin};
     if (op < 0 || op > CFT_COLL_MIN || cft_cuda_on(dev, "an NCCL collective"))
         return -1;
-    cudaStream_t s = (cudaStream_t)cft_cu.stream[dev];
+    cudaStream_t s = (cudaStream_t)cft_cuda_stream(dev);
     ncclComm_t c = comm;
     ncclResult_t r =
         kind == CFT_COLL_ALL_REDUCE   ? nc.all_reduce(send, recv, count, t, ops[op], c, s)

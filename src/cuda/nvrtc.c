@@ -198,7 +198,7 @@ int cft_cuda_launch(int dev, const char *src, const char *entry, const void *arg
         blocks = 65535;
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)args, CU_LAUNCH_PARAM_BUFFER_SIZE,
                      &size, CU_LAUNCH_PARAM_END};
-    r = cft_cu.launch(f, (unsigned)blocks, 1, 1, 256, 1, 1, 0, cft_cu.stream[dev], NULL, extra);
+    r = cft_cu.launch(f, (unsigned)blocks, 1, 1, 256, 1, 1, 0, cft_cuda_stream(dev), NULL, extra);
     if (r != CUDA_SUCCESS) {
         cft_cuda_fail("cuda:%d: launching %s (%lld blocks of 256): %s", dev, entry,
                       (long long)blocks, cft_cuda_error_name(r));

@@ -86,10 +86,10 @@ int cft_cuda_cholesky(int dev, const cft_dev_op *op) {
     }
     pthread_mutex_lock(&so.mu[dev]);
     cusolverStatus_t s = CUSOLVER_STATUS_SUCCESS;
-    if (!so.handle[dev] && (s = so.create(&so.handle[dev])) == CUSOLVER_STATUS_SUCCESS &&
-        (s = so.set_stream(so.handle[dev], (cudaStream_t)cft_cu.stream[dev])) !=
-            CUSOLVER_STATUS_SUCCESS)
-        so.handle[dev] = NULL;
+    if (!so.handle[dev])
+        s = so.create(&so.handle[dev]);
+    if (s == CUSOLVER_STATUS_SUCCESS) /* this thread's stream (a capture's, while capturing) */
+        s = so.set_stream(so.handle[dev], (cudaStream_t)cft_cuda_stream(dev));
     if (s == CUSOLVER_STATUS_SUCCESS)
         s = d.dbl ? so.dpotrf(so.handle[dev], CUBLAS_FILL_MODE_UPPER, (int)d.n,
                               (double **)(uintptr_t)ptrs, (int)d.n, (int *)(uintptr_t)info,
@@ -99,9 +99,10 @@ int cft_cuda_cholesky(int dev, const cft_dev_op *op) {
                               (int)d.batch);
     pthread_mutex_unlock(&so.mu[dev]);
     /* the infos after the factorisation, on the device's stream */
-    CUresult r = cft_cu.dtoh_async(hinfo, info, sizeof(int) * (size_t)d.batch, cft_cu.stream[dev]);
+    CUresult r =
+        cft_cu.dtoh_async(hinfo, info, sizeof(int) * (size_t)d.batch, cft_cuda_stream(dev));
     if (r == CUDA_SUCCESS)
-        r = cft_cu.stream_sync(cft_cu.stream[dev]);
+        r = cft_cu.stream_sync(cft_cuda_stream(dev));
     cft_cu.free(ptrs);
     cft_cu.free(info);
     int rc = 1;
