@@ -68,8 +68,7 @@ static inline void timeit(work_fn w, void *arg, double *median, double *min) {
         for (int i = 0; i < 100; i++)
             w(arg);
         cft_profile_stop(NULL);
-        fprintf(stderr, "-- measurement %d: median %.4f ms; 100 calls profiled:\n", ++nth,
-                *median);
+        fprintf(stderr, "-- measurement %d: median %.4f ms; 100 calls profiled:\n", ++nth, *median);
         cft_profile_table(stderr, 25);
     }
 }

@@ -203,8 +203,8 @@ int main(int argc, char **argv) {
             int lc, rc;
         } cases[3] = {{a2, bl, 1, 1}, {a2, blt, 1, 2}, {al, b2, 1, 0}};
         for (int c = 0; c < 3; c++) {
-            cft_array *want = cft_dot_general(cases[c].a, cases[c].b, &cases[c].lc, &cases[c].rc,
-                                              1, NULL, NULL, 0);
+            cft_array *want = cft_dot_general(cases[c].a, cases[c].b, &cases[c].lc, &cases[c].rc, 1,
+                                              NULL, NULL, 0);
             test_backend_counts c0 = test_backend_counts_now();
             cft_array *got =
                 cft_dot_general(cft_device_put(cases[c].a, d0), cft_device_put(cases[c].b, d0),

@@ -88,8 +88,7 @@ cft_status cft_register_backend(const cft_backend *b) {
         if (!nb->begin_capture || !nb->end_capture || !nb->launch_graph || !nb->release_graph)
             nb->begin_capture = NULL, nb->end_capture = NULL, nb->launch_graph = NULL,
             nb->release_graph = NULL; /* all four or none */
-        if (!nb->comm_id || !nb->comm_init || !nb->comm_poll || !nb->comm_abort ||
-            !nb->collective)
+        if (!nb->comm_id || !nb->comm_init || !nb->comm_poll || !nb->comm_abort || !nb->collective)
             nb->comm_id = NULL, nb->comm_init = NULL, nb->comm_poll = NULL, nb->comm_abort = NULL,
             nb->collective = NULL; /* all five or none */
         backends[nbackends].name = cft__strdup(b->name);
