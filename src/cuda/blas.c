@@ -281,9 +281,7 @@ int cft_cuda_lu(int dev, const cft_dev_op *op) {
 
 /* for test_cuda_plugin: the LU swap kernel compiles for sm_90 */
 __attribute__((visibility("default"))) int cft_cuda_lu_check(char *err, size_t en) {
-    size_t n = 0;
-    int hit = 0;
-    return cft_cuda_compile_check(lu_src, "sm_90", &n, &hit, err, en);
+    return cft_cuda_lib_kernel_check(NULL, lu_src, err, en);
 }
 
 /* for test_cuda_plugin: 0 when cuBLAS is loaded, else -1 and why */

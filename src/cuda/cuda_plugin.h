@@ -103,6 +103,9 @@ int cft_cuda_cubin(const char *src, int major, int minor, void **cubin, size_t *
  * no GPU needed); whether it came from there; 0, or -1 with the message */
 int cft_cuda_compile_check(const char *src, const char *arch, size_t *n, int *hit, char *err,
                            size_t en);
+/* for test_cuda_plugin: load_err (a library's loading error, "" or NULL
+ * when it loaded) as the error, else src compiled for sm_90 */
+int cft_cuda_lib_kernel_check(const char *load_err, const char *src, char *err, size_t en);
 /* launches kernel `entry` of src on device dev with its argument struct
  * (args, size bytes) as the parameter buffer, over nslot threads' work
  * (a grid-stride loop); 0, or -1 with the error set */

@@ -142,11 +142,5 @@ int cft_cuda_fft(int dev, const cft_dev_op *op) {
  * scale kernel compiles for sm_90 */
 __attribute__((visibility("default"))) int cft_cuda_fft_check(char *err, size_t en) {
     pthread_once(&once, load);
-    if (load_err[0]) {
-        snprintf(err, en, "%s", load_err);
-        return -1;
-    }
-    size_t n = 0;
-    int hit = 0;
-    return cft_cuda_compile_check(scale_src, "sm_90", &n, &hit, err, en);
+    return cft_cuda_lib_kernel_check(load_err, scale_src, err, en);
 }

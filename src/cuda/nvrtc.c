@@ -231,3 +231,13 @@ __attribute__((visibility("default"))) int cft_cuda_compile_check(const char *sr
         snprintf(err, en, "%s", cft_cuda_message());
     return rc;
 }
+
+int cft_cuda_lib_kernel_check(const char *load_err, const char *src, char *err, size_t en) {
+    if (load_err && load_err[0]) {
+        snprintf(err, en, "%s", load_err);
+        return -1;
+    }
+    size_t n = 0;
+    int hit = 0;
+    return cft_cuda_compile_check(src, "sm_90", &n, &hit, err, en);
+}

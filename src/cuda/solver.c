@@ -129,11 +129,5 @@ int cft_cuda_cholesky(int dev, const cft_dev_op *op) {
  * compile for sm_90, else -1 and why */
 __attribute__((visibility("default"))) int cft_cuda_solver_check(char *err, size_t en) {
     pthread_once(&once, load);
-    if (load_err[0]) {
-        snprintf(err, en, "%s", load_err);
-        return -1;
-    }
-    size_t n = 0;
-    int hit = 0;
-    return cft_cuda_compile_check(chol_src, "sm_90", &n, &hit, err, en);
+    return cft_cuda_lib_kernel_check(load_err, chol_src, err, en);
 }
