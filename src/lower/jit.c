@@ -72,6 +72,11 @@ typedef struct plan {
     cft_array **hdr;        /* per var: its arena array (data: offset only) */
     size_t arena_bytes;
     cft_dev_consts *on_devices; /* constants and reduction inits per device (jit_device.c) */
+    cft_rowseg *segs;           /* row-parallel segments (jit_rows.c) */
+    int nsegs;
+    int *seg_of;         /* per var: the segment that makes it in rows, -1: none */
+    int *seg_at;         /* per step: the segment that starts there, -1: none */
+    int64_t *scratch_at; /* per var: its place in a segment's thread buffers, -1: none */
 } plan;
 
 /* An arena: one call's intermediates. A traced plan keeps a pool of them;
@@ -425,6 +430,39 @@ static void compile_plan(plan *P, cft_loop *loops) {
     }
 }
 
+/* The row-parallel segments (jit_rows.c), among the vars that could get
+ * arena buffers. What a segment makes and only it reads lives in its
+ * threads' own buffers; the rest of what it makes is live in the arena
+ * from its first step on, since its threads run its steps at once and no
+ * thread may write where another still reads. */
+static void plan_rows(plan *P, int *def, int *end, bool *cand, const bool *out_root) {
+    const cft_ir *ir = P->ir;
+    bool *slot = CFT_NEWN(bool, ir->nvars + 1);
+    for (int v = 0; v < ir->nvars; v++)
+        slot[v] = def[v] >= 0 && cand[v] && !out_root[v] && P->root[v] == v &&
+                  cft__numel(P->aval[v]->shape, P->aval[v]->ndim) > 0;
+    P->seg_at = CFT_NEWN(int, P->nsteps + 1);
+    for (int s = 0; s < P->nsteps; s++)
+        P->seg_at[s] = -1;
+    const char *env = getenv("CFT_JIT_ROWS"); /* 0: no segments */
+    if (env && env[0] == '0')
+        return;
+    P->nsegs = cft__rows_find(ir, P->steps, P->nsteps, P->groups, P->kernels, P->aval, slot,
+                              P->last_step, P->root, &P->segs, &P->seg_of, &P->scratch_at);
+    for (int i = 0; i < P->nsegs; i++) {
+        const cft_rowseg *g = &P->segs[i];
+        P->seg_at[g->first] = i;
+        for (int v = 0; v < ir->nvars; v++)
+            if (P->scratch_at[v] >= 0) {
+                cand[v] = false;
+            } else if (def[v] >= g->first && def[v] <= g->last) {
+                def[v] = g->first;
+                if (end[v] < g->last)
+                    end[v] = g->last;
+            }
+    }
+}
+
 static void plan_memory(plan *P) {
     const cft_ir *ir = P->ir;
     int nv = ir->nvars;
@@ -448,6 +486,7 @@ static void plan_memory(plan *P) {
             }
         }
     }
+    plan_rows(P, def, end, cand, out_root);
     for (int v = 0; v < nv; v++) /* a view keeps its base alive */
         if (P->root[v] != v && end[v] > end[P->root[v]])
             end[P->root[v]] = end[v];
@@ -508,6 +547,10 @@ static void plan_memory(plan *P) {
 static void print_groups(const plan *P) {
     for (int s = 0; s < P->nsteps; s++) {
         const cft_step *st = &P->steps[s];
+        int si = P->seg_at ? P->seg_at[s] : -1;
+        if (si >= 0)
+            fprintf(stderr, "  rows %d: steps %d-%d over %lld rows, %zu bytes per thread\n", si, s,
+                    P->segs[si].last, (long long)P->segs[si].T, P->segs[si].scratch);
         if (st->group < 0) {
             fprintf(stderr, "  step %d: %s\n", s, P->ir->eqns[st->eqn].prim->name);
             continue;
@@ -611,6 +654,14 @@ static void profile_step(const plan *P, const cft_step *st, double t0) {
     cft__prof_event(name, q ? "op" : "kernel", t0, args);
 }
 
+static void profile_rows(const plan *P, int si, double t0) {
+    const cft_rowseg *g = &P->segs[si];
+    char name[64], args[64];
+    snprintf(name, sizeof name, "rows[%d steps]", g->last - g->first + 1);
+    snprintf(args, sizeof args, "\"rows\": %lld", (long long)g->T);
+    cft__prof_event(name, "kernel", t0, args);
+}
+
 static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
     const cft_ir *ir = P->ir;
     splan *S = P->S;
@@ -641,6 +692,20 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
         if (cur_donation) {
             cur_donation->step = s;
             cur_donation->elemwise = st->group >= 0 && !P->groups[st->group].reduce;
+        }
+        int si = !first && (A || !P->arena_bytes) && P->seg_at && !cur_donation && !timing
+                     ? P->seg_at[s]
+                     : -1;
+        if (si >= 0) { /* a row-parallel segment: all its steps at once */
+            cft_rows_plan rp = {ir,        P->steps,      P->groups, P->kernels,       P->segs,
+                                P->seg_of, P->scratch_at, P->aval,   A ? A->hdr : NULL};
+            int r = cft__rows_run(&rp, si, env, &err);
+            if (r != 0) {
+                if (prof)
+                    profile_rows(P, si, p0);
+                s = P->segs[si].last;
+                continue;
+            }
         }
         if (st->group >= 0) {
             if (record)

@@ -141,6 +141,44 @@ typedef void (*cft_kernel_fn)(char *const *ptrs, const int64_t *dims, const int6
  * loaded. */
 bool cft__compile(const char *src, int n, bool cxx, cft_kernel_fn *out, char *err, size_t en);
 
+/* Row-parallel segments (jit_rows.c): runs of steps that each compute
+ * rows of axis 0 (of size T, the vmapped axis of a batched plan) from the
+ * same rows of what the run made before, so each thread can run the whole
+ * run on its own rows with one fork and join (and keep its rows in its
+ * own cache) instead of one per step. */
+typedef struct {
+    int first, last; /* steps */
+    int64_t T;
+    double work;    /* elements the steps write, for the decision to split */
+    size_t scratch; /* bytes of a thread's own buffer (for T rows) */
+} cft_rowseg;
+/* The segments of a plan. has_slot[v]: var v can get a buffer (what the
+ * threads write their rows into); last_step and root as the plan has
+ * them. *seg_of gets, per var, the segment that makes it in rows (-1:
+ * none); *scratch_at, for a var that no step after its segment reads, its
+ * place in each thread's own buffer (-1: none; the others need the plan's
+ * arena). Returns the count. */
+int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cft_group *groups,
+                   const cft_kernel_fn *kernels, const cft_aval *const *aval, const bool *has_slot,
+                   const int *last_step, const int *root, cft_rowseg **segs, int **seg_of,
+                   int64_t **scratch_at);
+/* Segment si of a plan over env (the plan's values; full[v] the arena
+ * arrays), on as many threads as its rows allow (one included): 1 done
+ * (env holds what later steps read), 0 declined (run its steps one by
+ * one: a kernel cannot take the rows' strides), -1 failed (*err set). */
+typedef struct {
+    const cft_ir *ir;
+    const cft_step *steps;
+    const cft_group *groups;
+    const cft_kernel_fn *kernels;
+    const cft_rowseg *segs;
+    const int *seg_of;
+    const int64_t *scratch_at;
+    const cft_aval *const *aval;
+    cft_array *const *full;
+} cft_rows_plan;
+int cft__rows_run(const cft_rows_plan *rp, int si, cft_array **env, cft_array **err);
+
 /* CFT_DEBUG level */
 int cft__debug(void);
 /* threads for generated kernels */

@@ -640,6 +640,28 @@ static bool dot_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int axis,
     return true;
 }
 
+/* rows of the output's axis 0: a batch dim that is axis 0 of both
+ * operands (both cut), or, with no batch dims, lhs's axis 0 as its first
+ * free dim (lhs cut, rhs whole and not split) */
+static int dot_split_rows(const cft_params *p, const cft_aval *in, int nin, const bool *split,
+                          int64_t T, int64_t n, bool *slice, cft_params *q) {
+    (void)nin, (void)n;
+    *q = *p;
+    if (p->n[LB] > 0) {
+        if (p->v[LB][0] != 0 || p->v[RB][0] != 0 || in[0].shape[0] != T || in[1].shape[0] != T)
+            return -1;
+        slice[0] = slice[1] = true;
+        return 1;
+    }
+    for (int i = 0; i < p->n[LC]; i++)
+        if (p->v[LC][i] == 0)
+            return -1;
+    if (in[0].ndim < 1 || in[0].shape[0] != T || split[1])
+        return -1;
+    slice[0] = true, slice[1] = false;
+    return 1;
+}
+
 const cft_prim cft_p_dot_general = {
     .name = "dot_general",
     .nin = 2,
@@ -655,6 +677,7 @@ const cft_prim cft_p_dot_general = {
     .fold_transpose = dot_fold_transpose,
     .batch_sqnorm = dot_batch_sqnorm,
     .batch_wsum = dot_batch_wsum,
+    .split_rows = dot_split_rows,
 };
 
 cft_array *cft_dot_general(cft_array *a, cft_array *b, const int *lc, const int *rc, int nc,

@@ -176,6 +176,18 @@ static cft_array *bid_vmap(int64_t size, cft_array *const *x, const int *bdim, i
     ybdim[0] = 0;
     return NULL;
 }
+/* rows of axis 0 from rows of x's axis 0, mapped to it (the new shape's
+ * axis 0 becomes n) */
+static int bid_split_rows(const cft_params *p, const cft_aval *in, int nin, const bool *split,
+                          int64_t T, int64_t n, bool *slice, cft_params *q) {
+    (void)nin, (void)split;
+    if (in[0].ndim < 1 || p->v[1][0] != 0 || in[0].shape[0] != T || p->v[0][0] != T)
+        return -1;
+    *q = *p;
+    q->v[0][0] = n;
+    slice[0] = true;
+    return 1;
+}
 const cft_prim cft_p_broadcast_in_dim = {
     .name = "broadcast_in_dim",
     .nin = 1,
@@ -187,6 +199,7 @@ const cft_prim cft_p_broadcast_in_dim = {
     .jvp = bid_jvp,
     .transpose = bid_transpose,
     .vmap = bid_vmap,
+    .split_rows = bid_split_rows,
 };
 cft_array *cft_broadcast_in_dim(cft_array *x, const int64_t *shape, int ndim, const int *dims) {
     CFT_PROPAGATE("cft_broadcast_in_dim", x);

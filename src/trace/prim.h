@@ -129,6 +129,15 @@ typedef struct cft_prim {
                          cft_array **out);
     bool (*batch_wsum)(const struct cft_eqn *q, const cft_rewrite_ctx *c, int axis, int64_t nb,
                        cft_array *w, cft_array **out);
+    /* optional, for the jit's row-parallel segments (jit_rows.c): can this
+     * equation compute rows [lo, lo + n) of axis 0 of its output (of size T)
+     * from rows of its inputs? split[i]: input i is at hand only as those
+     * rows of its axis 0. Returns 1 when it can: slice[i] says which inputs
+     * to cut to the rows (every split one, and whole ones the rows need),
+     * *q the params for n rows; -1 when it cannot. (Without this rule, a
+     * view of whole inputs runs whole on every thread.) */
+    int (*split_rows)(const cft_params *p, const cft_aval *in, int nin, const bool *split,
+                      int64_t T, int64_t n, bool *slice, cft_params *q);
 } cft_prim;
 
 /* The batch_sqnorm / batch_wsum of var (through its producer's rule). */

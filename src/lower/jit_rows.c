@@ -1,0 +1,440 @@
+/* jit_rows.c: row-parallel segments of a plan. A batched plan (vmap over
+ * T tasks, models or examples) is mostly steps that compute rows of axis 0
+ * from the same rows of earlier results: fused kernels whose outputs keep
+ * axis 0, batched GEMMs, views. Where such steps follow one another, each
+ * thread runs all of them on its own rows, with one fork and join for the
+ * run instead of one per step, and its rows stay in its own cache. Which
+ * equations compute rows is said by each primitive (split_rows); a kernel
+ * does when no output reduces axis 0. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "array/array.h"
+#include "core/error.h"
+#include "core/mem.h"
+#include "core/par.h"
+#include "lower/lower.h"
+#include "trace/prim.h"
+#include "trace/trace.h"
+
+/* Fewer elements written than this in a segment: one thread's steps are
+ * cheaper than a fork (a step's own threads still run) */
+#define ROWS_MIN_WORK 65536.0
+/* Fewer steps of work than this: the fork per step that they save does
+ * not pay for the segment's own bookkeeping */
+#define ROWS_MIN_STEPS 4
+
+enum { REJECT = -1, WHOLE = 0, ROWS = 1 };
+
+static bool is_view(const cft_prim *p) {
+    return (p->flags & CFT_PRIM_VIEW) != 0;
+}
+
+static bool has_half(const cft_eqn *q) {
+    bool h = cft_dtype_is_half(q->out[0]->aval.dtype);
+    for (int i = 0; i < q->nin; i++)
+        h |= cft_dtype_is_half(q->in[i]->aval.dtype);
+    return h;
+}
+
+/* how equation q runs in a segment of T rows (T: 0 when none is open: then
+ * its output's axis 0) given which vars are split; *T_out its T */
+static int eqn_rows(const cft_eqn *q, const bool *split, const bool *has_slot, int64_t T,
+                    int64_t *T_out) {
+    const cft_prim *p = q->prim;
+    bool any = false, sp[CFT_KMAX_OPS] = {0}, slice[CFT_KMAX_OPS];
+    if (q->nout != 1 || q->nin > CFT_KMAX_OPS || (p->flags & (CFT_PRIM_EFFECT | CFT_PRIM_EARLY)))
+        return REJECT;
+    for (int i = 0; i < q->nin; i++)
+        any |= sp[i] = split[q->in[i]->id];
+    const cft_aval *o = &q->out[0]->aval;
+    if (!T && o->ndim > 0)
+        T = o->shape[0];
+    if (p->split_rows && T > 1 && o->ndim > 0 && o->shape[0] == T) {
+        cft_aval in[CFT_KMAX_OPS];
+        for (int i = 0; i < q->nin; i++)
+            in[i] = q->in[i]->aval;
+        cft_params qp;
+        if (p->split_rows(&q->params, in, q->nin, sp, T, T, slice, &qp) == ROWS &&
+            (is_view(p) || (p->impl_into && has_slot[q->out[0]->id] && !has_half(q)))) {
+            *T_out = T;
+            return ROWS;
+        }
+    }
+    return !any && is_view(p) ? WHOLE : REJECT;
+}
+
+/* whether group g runs on rows of T (T: 0 when none is open) */
+static bool group_rows(const cft_ir *ir, const cft_group *g, bool compiled, const bool *has_slot,
+                       int64_t T, int64_t *T_out) {
+    if (!compiled || g->iter.ndim < 1 || g->iter.shape[0] < 2 || (T && g->iter.shape[0] != T) ||
+        g->nin + g->nout > CFT_KMAX_OPS)
+        return false;
+    if (g->reduce) {
+        const cft_eqn *red = &ir->eqns[g->eqns[g->neqn - 1]];
+        for (int i = 0; i < red->params.n[0]; i++)
+            if (red->params.v[0][i] == 0)
+                return false;
+    }
+    for (int k = 0; k < g->nout; k++)
+        if (!has_slot[g->out[k]])
+            return false;
+    *T_out = g->iter.shape[0];
+    return true;
+}
+
+/* Greedy, in step order: a segment opens at a step that computes rows
+ * (not a view) and takes every following step that computes rows of the
+ * same T from what it holds in rows, or is a view of whole values; it
+ * closes before any other step and ends at its last step of work. */
+typedef struct {
+    const cft_ir *ir;
+    const cft_step *steps;
+    const cft_group *groups;
+    const cft_kernel_fn *kernels;
+    const bool *has_slot;
+    cft_rowseg *sv;
+    int ns, *seg_of, *made_at;
+    bool *mark, *none; /* split in the open segment; all false */
+    int open, nwork, last_work;
+    int64_t T;
+    double work;
+} finder;
+
+static void close_seg(finder *f) {
+    if (f->open < 0)
+        return;
+    bool keep = f->nwork >= ROWS_MIN_STEPS && f->work >= ROWS_MIN_WORK;
+    for (int v = 0; v < f->ir->nvars; v++)
+        if (f->mark[v]) {
+            if (keep && f->made_at[v] <= f->last_work)
+                f->seg_of[v] = f->ns;
+            f->mark[v] = false;
+        }
+    if (keep)
+        f->sv[f->ns++] = (cft_rowseg){f->open, f->last_work, f->T, f->work, 0};
+    f->open = -1, f->nwork = 0, f->work = 0, f->T = 0;
+}
+
+/* how step s runs in the open segment (or a new one when none is open) */
+static int step_rows(finder *f, int s, int64_t *t) {
+    const cft_step *st = &f->steps[s];
+    int64_t T = f->open >= 0 ? f->T : 0;
+    if (st->group >= 0)
+        return group_rows(f->ir, &f->groups[st->group], f->kernels && f->kernels[st->group],
+                          f->has_slot, T, t)
+                   ? ROWS
+                   : REJECT;
+    return eqn_rows(&f->ir->eqns[st->eqn], f->open >= 0 ? f->mark : f->none, f->has_slot, T, t);
+}
+
+static int64_t padded_bytes(const cft_aval *a) {
+    int64_t b = cft__numel(a->shape, a->ndim) * (int64_t)cft_dtype_size(a->dtype);
+    return (b + 63) / 64 * 64;
+}
+
+/* Each thread's own buffer for what segment si makes and reads only
+ * inside it: first fit, in step order, by the steps that read it last
+ * (views of it included), at the size of T rows (any thread's fewer rows
+ * fit the same places). */
+static void plan_scratch(const finder *f, int si, const int *last_step, const int *root,
+                         const cft_aval *const *aval, int64_t *at) {
+    cft_rowseg *g = &f->sv[si];
+    int nv = f->ir->nvars;
+    int *end = CFT_NEWN(int, nv + 1), *placed = CFT_NEWN(int, nv + 1), np = 0;
+    bool *own = CFT_NEWN(bool, nv + 1);
+    for (int v = 0; v < nv; v++)
+        own[v] = f->seg_of[v] == si && f->has_slot[v] && root[v] == v;
+    for (int v = 0; v < nv; v++) { /* read after the segment, itself or by a view: arena */
+        int r = root[v];
+        if (last_step[v] > g->last)
+            own[r] = false;
+        if (end[r] < last_step[v])
+            end[r] = last_step[v];
+    }
+    size_t total = 0;
+    for (int s = g->first; s <= g->last; s++)
+        for (int v = 0; v < nv; v++) {
+            if (!own[v] || f->made_at[v] != s)
+                continue;
+            int64_t bytes = padded_bytes(aval[v]);
+            int64_t off = 0;
+            for (bool moved = true; moved;) {
+                moved = false;
+                for (int i = 0; i < np; i++) {
+                    int w = placed[i];
+                    int64_t wb = padded_bytes(aval[w]);
+                    if (end[w] >= s && off < at[w] + wb && at[w] < off + bytes) {
+                        off = at[w] + wb;
+                        moved = true;
+                    }
+                }
+            }
+            at[v] = off;
+            placed[np++] = v;
+            if ((size_t)(off + bytes) > total)
+                total = (size_t)(off + bytes);
+        }
+    g->scratch = total;
+}
+
+int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cft_group *groups,
+                   const cft_kernel_fn *kernels, const cft_aval *const *aval, const bool *has_slot,
+                   const int *last_step, const int *root, cft_rowseg **segs, int **seg_of,
+                   int64_t **scratch_at) {
+    int nv = ir->nvars + 1;
+    finder f = {ir,
+                steps,
+                groups,
+                kernels,
+                has_slot,
+                CFT_NEWN(cft_rowseg, nsteps + 1),
+                0,
+                CFT_NEWN(int, nv),
+                CFT_NEWN(int, nv),
+                CFT_NEWN(bool, nv),
+                CFT_NEWN(bool, nv),
+                -1,
+                0,
+                -1,
+                0,
+                0};
+    for (int v = 0; v < nv; v++)
+        f.seg_of[v] = f.made_at[v] = -1;
+    for (int s = 0; s < nsteps; s++) {
+        int64_t t = 0;
+        int how = step_rows(&f, s, &t);
+        if (how == REJECT && f.open >= 0) {
+            close_seg(&f);
+            how = step_rows(&f, s, &t);
+        }
+        if (how != ROWS)
+            continue; /* a view of whole values: inside a segment, every thread makes it */
+        const cft_step *st = &steps[s];
+        bool work = st->group >= 0 || !is_view(ir->eqns[st->eqn].prim);
+        if (f.open < 0) {
+            if (!work)
+                continue;
+            f.open = s, f.T = t;
+        }
+        const cft_group *g = st->group >= 0 ? &groups[st->group] : NULL;
+        int nout = g ? g->nout : 1;
+        for (int k = 0; k < nout; k++) {
+            int v = g ? g->out[k] : ir->eqns[st->eqn].out[0]->id;
+            f.mark[v] = true, f.made_at[v] = s;
+        }
+        if (work) {
+            const cft_aval *a = g ? &g->iter : &ir->eqns[st->eqn].out[0]->aval;
+            f.work += (double)cft__numel(a->shape, a->ndim);
+            f.nwork++, f.last_work = s;
+        }
+    }
+    close_seg(&f);
+    int64_t *at = CFT_NEWN(int64_t, nv);
+    for (int v = 0; v < nv; v++)
+        at[v] = -1;
+    for (int i = 0; i < f.ns; i++)
+        plan_scratch(&f, i, last_step, root, aval, at);
+    *segs = f.sv;
+    *seg_of = f.seg_of;
+    *scratch_at = at;
+    return f.ns;
+}
+
+/* ---- running a segment ---- */
+
+typedef struct {
+    const cft_rows_plan *rp;
+    int si, nth;
+    cft_array *const *env; /* the plan's values before the segment */
+    cft_array *_Atomic err;
+    _Atomic bool declined;
+} rows_job;
+
+/* rows [lo, lo + n) of x's axis 0 */
+static cft_array *rows_of(const cft_array *x, int64_t lo, int64_t n) {
+    int64_t shape[CFT_MAX_NDIM];
+    memcpy(shape, x->aval.shape, sizeof(int64_t) * (size_t)x->aval.ndim);
+    shape[0] = n;
+    return cft__view(x, shape, x->aval.ndim, x->strides, x->offset + lo * x->strides[0]);
+}
+
+/* A thread's own buffer, kept for its next segment (the team's threads
+ * live as long as the process) */
+static _Thread_local char *own_buf;
+static _Thread_local size_t own_cap;
+static char *own_scratch(size_t bytes) {
+    if (bytes <= own_cap)
+        return own_buf;
+    size_t want = (bytes + bytes / 4 + 4095) / 4096 * 4096;
+    char *p = aligned_alloc(64, want);
+    if (!p)
+        return NULL;
+    free(own_buf);
+    own_buf = p, own_cap = want;
+    return p;
+}
+
+/* where var v's rows [lo, lo + n) go: the thread's buffer, or the arena */
+static cft_array *out_rows(const rows_job *J, int v, char *buf, int64_t lo, int64_t n) {
+    const cft_rows_plan *rp = J->rp;
+    if (rp->scratch_at[v] < 0)
+        return rows_of(rp->full[v], lo, n);
+    cft_array *h = CFT_NEW(cft_array);
+    h->kind = CFT_K_CONCRETE;
+    h->aval = *rp->aval[v];
+    h->aval.shape[0] = n;
+    cft__row_major(h->aval.shape, h->aval.ndim, h->strides);
+    h->data = buf;
+    h->offset = rp->scratch_at[v] / (int64_t)cft_dtype_size(h->aval.dtype);
+    return h;
+}
+
+/* group g's kernel on rows [lo, lo + n): whole inputs and arena outputs
+ * from row lo, what the segment made as it is; false: the kernel cannot
+ * take these strides (the segment is declined) */
+static bool group_on_rows(const rows_job *J, const cft_group *g, int gi, cft_array **envt,
+                          char *buf, int64_t lo, int64_t n) {
+    const cft_rows_plan *rp = J->rp;
+    int nops = g->nin + g->nout;
+    cft_array *ops[CFT_KMAX_OPS];
+    int64_t st[CFT_KMAX_OPS][CFT_MAX_NDIM];
+    for (int k = 0; k < g->nin; k++) {
+        ops[k] = envt[g->in[k]];
+        if (ops[k]->kind != CFT_K_CONCRETE)
+            return false;
+    }
+    for (int k = g->nin; k < nops; k++)
+        ops[k] = envt[g->out[k - g->nin]] = out_rows(J, g->out[k - g->nin], buf, lo, n);
+    cft__group_strides(rp->ir, g, ops, st); /* outputs: row-major over g->iter */
+    cft_aval iter = g->iter;
+    iter.shape[0] = n;
+    cft_loop lp;
+    if (!cft__loop_fit(&iter, st, nops, g->sig, &lp))
+        return false;
+    char *ptrs[CFT_KMAX_OPS];
+    int64_t flat[CFT_KMAX_OPS * CFT_MAX_NDIM];
+    for (int k = 0; k < nops; k++) {
+        bool whole = k < g->nin && rp->seg_of[g->in[k]] != J->si;
+        ptrs[k] = (char *)cft__ptr(ops[k]) +
+                  (whole ? lo * st[k][0] * (int64_t)cft_dtype_size(ops[k]->aval.dtype) : 0);
+        for (int d = 0; d < lp.nd; d++)
+            flat[k * lp.nd + d] = lp.st[k][d];
+    }
+    if (g->reduce) {
+        const cft_eqn *red = &rp->ir->eqns[g->eqns[g->neqn - 1]];
+        for (int k = g->nin; k < nops; k++)
+            if (g->out[k - g->nin] == red->out[0]->id)
+                cft__fill_init(ops[k], red->prim->c_init);
+    }
+    if (cft__numel(iter.shape, iter.ndim) > 0)
+        rp->kernels[gi](ptrs, lp.dims, flat, 1);
+    return true;
+}
+
+/* equation q on rows [lo, lo + n) (its output made in rows) or whole */
+static cft_array *eqn_on_rows(const rows_job *J, const cft_eqn *q, cft_array **envt, char *buf,
+                              int64_t lo, int64_t n) {
+    const cft_rows_plan *rp = J->rp;
+    const cft_prim *p = q->prim;
+    int o = q->out[0]->id;
+    if (rp->seg_of[o] != J->si)
+        return cft__run_eqn(q, envt); /* a view of whole values */
+    bool sp[CFT_KMAX_OPS], slice[CFT_KMAX_OPS];
+    cft_aval in[CFT_KMAX_OPS];
+    cft_array *args[CFT_KMAX_OPS];
+    for (int i = 0; i < q->nin; i++) {
+        sp[i] = rp->seg_of[q->in[i]->id] == J->si;
+        in[i] = q->in[i]->aval;
+    }
+    cft_params qp;
+    if (p->split_rows(&q->params, in, q->nin, sp, rp->segs[J->si].T, n, slice, &qp) != ROWS)
+        return cft__fail(CFT_E_ARG, "cft_jit: %s no longer computes rows", p->name);
+    for (int i = 0; i < q->nin; i++) {
+        cft_array *x = envt[q->in[i]->id];
+        args[i] = slice[i] && !sp[i] ? rows_of(x, lo, n) : x;
+    }
+    if (is_view(p)) {
+        cft_aval oav = q->out[0]->aval;
+        oav.shape[0] = n;
+        cft_array *res[1];
+        cft_array *e = cft__run_impl(p, &qp, q->nin, args, 1, &oav, res);
+        envt[o] = res[0];
+        return e;
+    }
+    for (int i = 0; i < q->nin; i++)
+        args[i] = cft__unconj(p, args[i]);
+    cft_array *dst = envt[o] = out_rows(J, o, buf, lo, n);
+    return p->impl_into(args, q->nin, &qp, dst);
+}
+
+static void rows_thread(void *ctx, int64_t t0, int64_t t1) {
+    rows_job *J = ctx;
+    const cft_rows_plan *rp = J->rp;
+    const cft_rowseg *sg = &rp->segs[J->si];
+    int nv = rp->ir->nvars + 1;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t lo = sg->T * t / J->nth, n = sg->T * (t + 1) / J->nth - lo;
+        char *buf = own_scratch(sg->scratch);
+        if (!buf) {
+            atomic_store(&J->declined, true);
+            return;
+        }
+        cft_array **envt = CFT_NEWN(cft_array *, nv); /* GC-scanned: it holds the rows */
+        memcpy(envt, J->env, sizeof(cft_array *) * (size_t)nv);
+        for (int s = sg->first; s <= sg->last; s++) {
+            if (atomic_load(&J->err) || atomic_load(&J->declined))
+                return;
+            const cft_step *st = &rp->steps[s];
+            cft_array *e = NULL;
+            if (st->group >= 0) {
+                if (!group_on_rows(J, &rp->groups[st->group], st->group, envt, buf, lo, n))
+                    atomic_store(&J->declined, true);
+            } else {
+                e = eqn_on_rows(J, &rp->ir->eqns[st->eqn], envt, buf, lo, n);
+            }
+            cft_array *none = NULL;
+            if (e)
+                atomic_compare_exchange_strong(&J->err, &none, e);
+        }
+    }
+}
+
+int cft__rows_run(const cft_rows_plan *rp, int si, cft_array **env, cft_array **err) {
+    const cft_rowseg *sg = &rp->segs[si];
+    int nth = cft__par_threads(sg->T / 2, 1e12);
+    rows_job J = {rp, si, nth, env, NULL, false};
+    cft__par_for(nth, 1e12, rows_thread, &J);
+    if (atomic_load(&J.err)) {
+        *err = atomic_load(&J.err);
+        return -1;
+    }
+    if (atomic_load(&J.declined))
+        return 0;
+    /* what later steps read: arena arrays, and views made again from them
+     * (what lived in the threads' buffers is read by no later step) */
+    for (int s = sg->first; s <= sg->last; s++) {
+        const cft_step *st = &rp->steps[s];
+        if (st->group >= 0) {
+            const cft_group *g = &rp->groups[st->group];
+            for (int k = 0; k < g->nout; k++)
+                if (rp->scratch_at[g->out[k]] < 0)
+                    env[g->out[k]] = rp->full[g->out[k]];
+            continue;
+        }
+        const cft_eqn *q = &rp->ir->eqns[st->eqn];
+        int o = q->out[0]->id;
+        if (!is_view(q->prim)) {
+            if (rp->scratch_at[o] < 0)
+                env[o] = rp->full[o];
+            continue;
+        }
+        bool have = true;
+        for (int i = 0; i < q->nin; i++)
+            have &= env[q->in[i]->id] != NULL;
+        if (have && (*err = cft__run_eqn(q, env)))
+            return -1;
+    }
+    return 1;
+}
