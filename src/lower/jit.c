@@ -77,6 +77,7 @@ typedef struct plan {
     int *seg_of;         /* per var: the segment that makes it in rows, -1: none */
     int *seg_at;         /* per step: the segment that starts there, -1: none */
     int64_t *scratch_at; /* per var: its place in a segment's thread buffers, -1: none */
+    bool *seg_sum;       /* per var: a segment's sum over its rows */
 } plan;
 
 /* An arena: one call's intermediates. A traced plan keeps a pool of them;
@@ -432,10 +433,11 @@ static void compile_plan(plan *P, cft_loop *loops) {
 
 /* The row-parallel segments (jit_rows.c), among the vars that could get
  * arena buffers. What a segment makes and only it reads lives in its
- * threads' own buffers; the rest of what it makes is live in the arena
+ * threads' own buffers (and in the arena as usual, for a run on one
+ * thread, step by step); the rest of what it makes is live in the arena
  * from its first step on, since its threads run its steps at once and no
  * thread may write where another still reads. */
-static void plan_rows(plan *P, int *def, int *end, bool *cand, const bool *out_root) {
+static void plan_rows(plan *P, int *def, int *end, const bool *cand, const bool *out_root) {
     const cft_ir *ir = P->ir;
     bool *slot = CFT_NEWN(bool, ir->nvars + 1);
     for (int v = 0; v < ir->nvars; v++)
@@ -447,14 +449,15 @@ static void plan_rows(plan *P, int *def, int *end, bool *cand, const bool *out_r
     const char *env = getenv("CFT_JIT_ROWS"); /* 0: no segments */
     if (env && env[0] == '0')
         return;
-    P->nsegs = cft__rows_find(ir, P->steps, P->nsteps, P->groups, P->kernels, P->aval, slot,
-                              P->last_step, P->root, &P->segs, &P->seg_of, &P->scratch_at);
+    P->nsegs =
+        cft__rows_find(ir, P->steps, P->nsteps, P->groups, P->kernels, P->aval, slot, P->last_step,
+                       P->root, &P->segs, &P->seg_of, &P->seg_sum, &P->scratch_at);
     for (int i = 0; i < P->nsegs; i++) {
         const cft_rowseg *g = &P->segs[i];
         P->seg_at[g->first] = i;
         for (int v = 0; v < ir->nvars; v++)
-            if (P->scratch_at[v] >= 0) {
-                cand[v] = false;
+            if (P->scratch_at[v] >= 0 && !P->seg_sum[v]) {
+                continue; /* an arena buffer too, for the segment run step by step */
             } else if (def[v] >= g->first && def[v] <= g->last) {
                 def[v] = g->first;
                 if (end[v] < g->last)
@@ -686,8 +689,11 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
     bool timing = cft__debug() >= 4, prof = cft__prof();
     cft__prof_in_plan++;
     cft_array *err = NULL;
+    int done_to = -1; /* the last step a segment ran */
     for (int s = 0; s < P->nsteps && !err; s++) {
         const cft_step *st = &P->steps[s];
+        if (s <= done_to)
+            continue;
         double t0 = timing ? now_ms() : 0, p0 = prof ? cft__prof_now() : 0;
         if (cur_donation) {
             cur_donation->step = s;
@@ -697,13 +703,14 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                      ? P->seg_at[s]
                      : -1;
         if (si >= 0) { /* a row-parallel segment: all its steps at once */
-            cft_rows_plan rp = {ir,        P->steps,      P->groups, P->kernels,       P->segs,
-                                P->seg_of, P->scratch_at, P->aval,   A ? A->hdr : NULL};
+            cft_rows_plan rp = {ir,      P->steps,         P->groups,  P->kernels,
+                                P->segs, P->seg_of,        P->seg_sum, P->scratch_at,
+                                P->aval, A ? A->hdr : NULL};
             int r = cft__rows_run(&rp, si, env, &err);
             if (r != 0) {
                 if (prof)
                     profile_rows(P, si, p0);
-                s = P->segs[si].last;
+                done_to = P->segs[si].last;
                 continue;
             }
         }

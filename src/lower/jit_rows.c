@@ -25,7 +25,12 @@
  * not pay for the segment's own bookkeeping */
 #define ROWS_MIN_STEPS 4
 
-enum { REJECT = -1, WHOLE = 0, ROWS = 1 };
+enum { REJECT = -1, WHOLE = 0, ROWS = 1, SUM = 2 };
+
+/* a sum over the rows can be added up from the threads' shares */
+static bool summable(cft_dtype dt) {
+    return dt == CFT_F32 || dt == CFT_F64;
+}
 
 static bool is_view(const cft_prim *p) {
     return (p->flags & CFT_PRIM_VIEW) != 0;
@@ -39,44 +44,68 @@ static bool has_half(const cft_eqn *q) {
 }
 
 /* how equation q runs in a segment of T rows (T: 0 when none is open: then
- * its output's axis 0) given which vars are split; *T_out its T */
-static int eqn_rows(const cft_eqn *q, const bool *split, const bool *has_slot, int64_t T,
-                    int64_t *T_out) {
+ * its output's axis 0) given which vars are split and which are sums not
+ * yet added up (pend); *T_out its T */
+static int eqn_rows(const cft_eqn *q, const bool *split, const bool *pend, const bool *has_slot,
+                    int64_t T, int64_t *T_out) {
     const cft_prim *p = q->prim;
-    bool any = false, sp[CFT_KMAX_OPS] = {0}, slice[CFT_KMAX_OPS];
+    bool any = false, sp[CFT_KMAX_OPS] = {0}, slice[CFT_KMAX_OPS], open = T > 0;
     if (q->nout != 1 || q->nin > CFT_KMAX_OPS || (p->flags & (CFT_PRIM_EFFECT | CFT_PRIM_EARLY)))
         return REJECT;
-    for (int i = 0; i < q->nin; i++)
+    for (int i = 0; i < q->nin; i++) {
         any |= sp[i] = split[q->in[i]->id];
+        if (pend[q->in[i]->id])
+            return REJECT;
+    }
     const cft_aval *o = &q->out[0]->aval;
     if (!T && o->ndim > 0)
         T = o->shape[0];
-    if (p->split_rows && T > 1 && o->ndim > 0 && o->shape[0] == T) {
+    bool into = p->impl_into && has_slot[q->out[0]->id] && !has_half(q);
+    if (p->split_rows && T > 1) {
         cft_aval in[CFT_KMAX_OPS];
         for (int i = 0; i < q->nin; i++)
             in[i] = q->in[i]->aval;
         cft_params qp;
-        if (p->split_rows(&q->params, in, q->nin, sp, T, T, slice, &qp) == ROWS &&
-            (is_view(p) || (p->impl_into && has_slot[q->out[0]->id] && !has_half(q)))) {
+        int r = p->split_rows(&q->params, in, q->nin, sp, T, T, slice, &qp);
+        if (r == ROWS && o->ndim > 0 && o->shape[0] == T && (is_view(p) || into)) {
             *T_out = T;
             return ROWS;
+        }
+        if (r == SUM && open && into && !is_view(p) && summable(o->dtype)) {
+            *T_out = T;
+            return SUM;
         }
     }
     return !any && is_view(p) ? WHOLE : REJECT;
 }
 
-/* whether group g runs on rows of T (T: 0 when none is open) */
-static bool group_rows(const cft_ir *ir, const cft_group *g, bool compiled, const bool *has_slot,
-                       int64_t T, int64_t *T_out) {
+/* whether group g's reduction sums over axis 0 (its output a sum over the rows) */
+static bool group_sums_rows(const cft_ir *ir, const cft_group *g) {
+    if (!g->reduce)
+        return false;
+    const cft_eqn *red = &ir->eqns[g->eqns[g->neqn - 1]];
+    for (int i = 0; i < red->params.n[0]; i++)
+        if (red->params.v[0][i] == 0)
+            return true;
+    return false;
+}
+
+/* whether group g runs on rows of T (T: 0 when none is open; a group
+ * that sums over the rows only joins an open segment) */
+static bool group_rows(const cft_ir *ir, const cft_group *g, bool compiled, const bool *pend,
+                       const bool *has_slot, int64_t T, int64_t *T_out) {
     if (!compiled || g->iter.ndim < 1 || g->iter.shape[0] < 2 || (T && g->iter.shape[0] != T) ||
         g->nin + g->nout > CFT_KMAX_OPS)
         return false;
-    if (g->reduce) {
+    if (group_sums_rows(ir, g)) {
         const cft_eqn *red = &ir->eqns[g->eqns[g->neqn - 1]];
-        for (int i = 0; i < red->params.n[0]; i++)
-            if (red->params.v[0][i] == 0)
-                return false;
+        if (!T || !red->prim->c_simd || strcmp(red->prim->c_simd, "+") ||
+            !summable(red->out[0]->aval.dtype))
+            return false;
     }
+    for (int k = 0; k < g->nin; k++)
+        if (pend[g->in[k]])
+            return false;
     for (int k = 0; k < g->nout; k++)
         if (!has_slot[g->out[k]])
             return false;
@@ -96,7 +125,8 @@ typedef struct {
     const bool *has_slot;
     cft_rowseg *sv;
     int ns, *seg_of, *made_at;
-    bool *mark, *none; /* split in the open segment; all false */
+    bool *mark, *none, *pend; /* split, summed over the rows in the open segment; all false */
+    bool *sum;                /* per var: a segment's sum over its rows */
     int open, nwork, last_work;
     int64_t T;
     double work;
@@ -107,10 +137,12 @@ static void close_seg(finder *f) {
         return;
     bool keep = f->nwork >= ROWS_MIN_STEPS && f->work >= ROWS_MIN_WORK;
     for (int v = 0; v < f->ir->nvars; v++)
-        if (f->mark[v]) {
-            if (keep && f->made_at[v] <= f->last_work)
+        if (f->mark[v] || f->pend[v]) {
+            if (keep && f->made_at[v] <= f->last_work) {
                 f->seg_of[v] = f->ns;
-            f->mark[v] = false;
+                f->sum[v] = f->pend[v];
+            }
+            f->mark[v] = f->pend[v] = false;
         }
     if (keep)
         f->sv[f->ns++] = (cft_rowseg){f->open, f->last_work, f->T, f->work, 0};
@@ -123,10 +155,11 @@ static int step_rows(finder *f, int s, int64_t *t) {
     int64_t T = f->open >= 0 ? f->T : 0;
     if (st->group >= 0)
         return group_rows(f->ir, &f->groups[st->group], f->kernels && f->kernels[st->group],
-                          f->has_slot, T, t)
+                          f->pend, f->has_slot, T, t)
                    ? ROWS
                    : REJECT;
-    return eqn_rows(&f->ir->eqns[st->eqn], f->open >= 0 ? f->mark : f->none, f->has_slot, T, t);
+    return eqn_rows(&f->ir->eqns[st->eqn], f->open >= 0 ? f->mark : f->none, f->pend, f->has_slot,
+                    T, t);
 }
 
 static int64_t padded_bytes(const cft_aval *a) {
@@ -153,6 +186,8 @@ static void plan_scratch(const finder *f, int si, const int *last_step, const in
         if (end[r] < last_step[v])
             end[r] = last_step[v];
     }
+    for (int v = 0; v < nv; v++) /* each thread's share of a sum, added up after the segment */
+        own[v] |= f->sum[v] && f->seg_of[v] == si;
     size_t total = 0;
     for (int s = g->first; s <= g->last; s++)
         for (int v = 0; v < nv; v++) {
@@ -182,24 +217,22 @@ static void plan_scratch(const finder *f, int si, const int *last_step, const in
 int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cft_group *groups,
                    const cft_kernel_fn *kernels, const cft_aval *const *aval, const bool *has_slot,
                    const int *last_step, const int *root, cft_rowseg **segs, int **seg_of,
-                   int64_t **scratch_at) {
+                   bool **sum, int64_t **scratch_at) {
     int nv = ir->nvars + 1;
-    finder f = {ir,
-                steps,
-                groups,
-                kernels,
-                has_slot,
-                CFT_NEWN(cft_rowseg, nsteps + 1),
-                0,
-                CFT_NEWN(int, nv),
-                CFT_NEWN(int, nv),
-                CFT_NEWN(bool, nv),
-                CFT_NEWN(bool, nv),
-                -1,
-                0,
-                -1,
-                0,
-                0};
+    finder f = {.ir = ir,
+                .steps = steps,
+                .groups = groups,
+                .kernels = kernels,
+                .has_slot = has_slot,
+                .sv = CFT_NEWN(cft_rowseg, nsteps + 1),
+                .seg_of = CFT_NEWN(int, nv),
+                .made_at = CFT_NEWN(int, nv),
+                .mark = CFT_NEWN(bool, nv),
+                .none = CFT_NEWN(bool, nv),
+                .pend = CFT_NEWN(bool, nv),
+                .sum = CFT_NEWN(bool, nv),
+                .open = -1,
+                .last_work = -1};
     for (int v = 0; v < nv; v++)
         f.seg_of[v] = f.made_at[v] = -1;
     for (int s = 0; s < nsteps; s++) {
@@ -209,7 +242,7 @@ int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cf
             close_seg(&f);
             how = step_rows(&f, s, &t);
         }
-        if (how != ROWS)
+        if (how != ROWS && how != SUM)
             continue; /* a view of whole values: inside a segment, every thread makes it */
         const cft_step *st = &steps[s];
         bool work = st->group >= 0 || !is_view(ir->eqns[st->eqn].prim);
@@ -220,9 +253,13 @@ int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cf
         }
         const cft_group *g = st->group >= 0 ? &groups[st->group] : NULL;
         int nout = g ? g->nout : 1;
+        const cft_eqn *red = g && g->reduce ? &ir->eqns[g->eqns[g->neqn - 1]] : NULL;
         for (int k = 0; k < nout; k++) {
             int v = g ? g->out[k] : ir->eqns[st->eqn].out[0]->id;
-            f.mark[v] = true, f.made_at[v] = s;
+            bool sum = how == SUM || (red && v == red->out[0]->id && group_sums_rows(ir, g));
+            f.pend[v] |= sum;
+            f.mark[v] |= !sum;
+            f.made_at[v] = s;
         }
         if (work) {
             const cft_aval *a = g ? &g->iter : &ir->eqns[st->eqn].out[0]->aval;
@@ -238,6 +275,7 @@ int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cf
         plan_scratch(&f, i, last_step, root, aval, at);
     *segs = f.sv;
     *seg_of = f.seg_of;
+    *sum = f.sum;
     *scratch_at = at;
     return f.ns;
 }
@@ -248,6 +286,7 @@ typedef struct {
     const cft_rows_plan *rp;
     int si, nth;
     cft_array *const *env; /* the plan's values before the segment */
+    char **bufs;           /* each thread's own buffer */
     cft_array *_Atomic err;
     _Atomic bool declined;
 } rows_job;
@@ -279,12 +318,16 @@ static char *own_scratch(size_t bytes) {
 /* where var v's rows [lo, lo + n) go: the thread's buffer, or the arena */
 static cft_array *out_rows(const rows_job *J, int v, char *buf, int64_t lo, int64_t n) {
     const cft_rows_plan *rp = J->rp;
+    bool sum = rp->sum[v];
+    if (sum && J->nth == 1) /* one thread's share is the sum */
+        return rp->full[v];
     if (rp->scratch_at[v] < 0)
         return rows_of(rp->full[v], lo, n);
     cft_array *h = CFT_NEW(cft_array);
     h->kind = CFT_K_CONCRETE;
     h->aval = *rp->aval[v];
-    h->aval.shape[0] = n;
+    if (!sum)
+        h->aval.shape[0] = n;
     cft__row_major(h->aval.shape, h->aval.ndim, h->strides);
     h->data = buf;
     h->offset = rp->scratch_at[v] / (int64_t)cft_dtype_size(h->aval.dtype);
@@ -349,7 +392,8 @@ static cft_array *eqn_on_rows(const rows_job *J, const cft_eqn *q, cft_array **e
         in[i] = q->in[i]->aval;
     }
     cft_params qp;
-    if (p->split_rows(&q->params, in, q->nin, sp, rp->segs[J->si].T, n, slice, &qp) != ROWS)
+    int how = p->split_rows(&q->params, in, q->nin, sp, rp->segs[J->si].T, n, slice, &qp);
+    if (how != (rp->sum[o] ? SUM : ROWS))
         return cft__fail(CFT_E_ARG, "cft_jit: %s no longer computes rows", p->name);
     for (int i = 0; i < q->nin; i++) {
         cft_array *x = envt[q->in[i]->id];
@@ -376,7 +420,7 @@ static void rows_thread(void *ctx, int64_t t0, int64_t t1) {
     int nv = rp->ir->nvars + 1;
     for (int64_t t = t0; t < t1; t++) {
         int64_t lo = sg->T * t / J->nth, n = sg->T * (t + 1) / J->nth - lo;
-        char *buf = own_scratch(sg->scratch);
+        char *buf = J->bufs[t] = own_scratch(sg->scratch);
         if (!buf) {
             atomic_store(&J->declined, true);
             return;
@@ -401,10 +445,43 @@ static void rows_thread(void *ctx, int64_t t0, int64_t t1) {
     }
 }
 
+/* var v's whole value after the segment into env: its arena array, the
+ * threads' shares added up there when it is a sum (in thread order: the
+ * same sums for the same thread count); nothing for what lived in the
+ * threads' buffers */
+static void whole_value(const rows_job *J, int v, cft_array **env) {
+    const cft_rows_plan *rp = J->rp;
+    if (rp->sum[v] && J->nth > 1) {
+        const cft_array *d = rp->full[v];
+        int64_t n = cft__numel(d->aval.shape, d->aval.ndim), at = rp->scratch_at[v];
+        if (d->aval.dtype == CFT_F32) {
+            float *y = cft__ptr(d);
+            memcpy(y, J->bufs[0] + at, sizeof(float) * (size_t)n);
+            for (int t = 1; t < J->nth; t++) {
+                const float *x = (const float *)(J->bufs[t] + at);
+                for (int64_t i = 0; i < n; i++)
+                    y[i] += x[i];
+            }
+        } else {
+            double *y = cft__ptr(d);
+            memcpy(y, J->bufs[0] + at, sizeof(double) * (size_t)n);
+            for (int t = 1; t < J->nth; t++) {
+                const double *x = (const double *)(J->bufs[t] + at);
+                for (int64_t i = 0; i < n; i++)
+                    y[i] += x[i];
+            }
+        }
+    }
+    if (rp->sum[v] || rp->scratch_at[v] < 0)
+        env[v] = rp->full[v];
+}
+
 int cft__rows_run(const cft_rows_plan *rp, int si, cft_array **env, cft_array **err) {
     const cft_rowseg *sg = &rp->segs[si];
     int nth = cft__par_threads(sg->T / 2, 1e12);
-    rows_job J = {rp, si, nth, env, NULL, false};
+    if (nth < 2) /* one thread: step by step, each step's own threads (if any) */
+        return 0;
+    rows_job J = {rp, si, nth, env, CFT_NEWN(char *, nth), NULL, false};
     cft__par_for(nth, 1e12, rows_thread, &J);
     if (atomic_load(&J.err)) {
         *err = atomic_load(&J.err);
@@ -419,15 +496,13 @@ int cft__rows_run(const cft_rows_plan *rp, int si, cft_array **env, cft_array **
         if (st->group >= 0) {
             const cft_group *g = &rp->groups[st->group];
             for (int k = 0; k < g->nout; k++)
-                if (rp->scratch_at[g->out[k]] < 0)
-                    env[g->out[k]] = rp->full[g->out[k]];
+                whole_value(&J, g->out[k], env);
             continue;
         }
         const cft_eqn *q = &rp->ir->eqns[st->eqn];
         int o = q->out[0]->id;
         if (!is_view(q->prim)) {
-            if (rp->scratch_at[o] < 0)
-                env[o] = rp->full[o];
+            whole_value(&J, o, env);
             continue;
         }
         bool have = true;

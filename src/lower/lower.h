@@ -155,17 +155,19 @@ typedef struct {
 /* The segments of a plan. has_slot[v]: var v can get a buffer (what the
  * threads write their rows into); last_step and root as the plan has
  * them. *seg_of gets, per var, the segment that makes it in rows (-1:
- * none); *scratch_at, for a var that no step after its segment reads, its
- * place in each thread's own buffer (-1: none; the others need the plan's
- * arena). Returns the count. */
+ * none); *sum, whether that var is a sum over the rows (each thread sums
+ * its rows, the shares are added up after the segment); *scratch_at, for
+ * a var that no step after its segment reads and for each share of a
+ * sum, its place in each thread's own buffer (-1: none; the others need
+ * the plan's arena). Returns the count. */
 int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cft_group *groups,
                    const cft_kernel_fn *kernels, const cft_aval *const *aval, const bool *has_slot,
                    const int *last_step, const int *root, cft_rowseg **segs, int **seg_of,
-                   int64_t **scratch_at);
+                   bool **sum, int64_t **scratch_at);
 /* Segment si of a plan over env (the plan's values; full[v] the arena
- * arrays), on as many threads as its rows allow (one included): 1 done
- * (env holds what later steps read), 0 declined (run its steps one by
- * one: a kernel cannot take the rows' strides), -1 failed (*err set). */
+ * arrays), on as many threads as its rows allow: 1 done (env holds what
+ * later steps read), 0 declined (run its steps one by one:
+ * one thread, or a kernel cannot take the rows' strides), -1 failed (*err set). */
 typedef struct {
     const cft_ir *ir;
     const cft_step *steps;
@@ -173,6 +175,7 @@ typedef struct {
     const cft_kernel_fn *kernels;
     const cft_rowseg *segs;
     const int *seg_of;
+    const bool *sum;
     const int64_t *scratch_at;
     const cft_aval *const *aval;
     cft_array *const *full;

@@ -642,7 +642,8 @@ static bool dot_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int axis,
 
 /* rows of the output's axis 0: a batch dim that is axis 0 of both
  * operands (both cut), or, with no batch dims, lhs's axis 0 as its first
- * free dim (lhs cut, rhs whole and not split) */
+ * free dim (lhs cut, rhs whole and not split); or a sum over the rows:
+ * axis 0 of both contracted (both cut) */
 static int dot_split_rows(const cft_params *p, const cft_aval *in, int nin, const bool *split,
                           int64_t T, int64_t n, bool *slice, cft_params *q) {
     (void)nin, (void)n;
@@ -654,8 +655,12 @@ static int dot_split_rows(const cft_params *p, const cft_aval *in, int nin, cons
         return 1;
     }
     for (int i = 0; i < p->n[LC]; i++)
-        if (p->v[LC][i] == 0)
-            return -1;
+        if (p->v[LC][i] == 0) { /* summed over the rows: each thread's share, added after */
+            if (p->v[RC][i] != 0 || in[0].shape[0] != T || in[1].shape[0] != T)
+                return -1;
+            slice[0] = slice[1] = true;
+            return 2;
+        }
     if (in[0].ndim < 1 || in[0].shape[0] != T || split[1])
         return -1;
     slice[0] = true, slice[1] = false;

@@ -134,8 +134,10 @@ typedef struct cft_prim {
      * from rows of its inputs? split[i]: input i is at hand only as those
      * rows of its axis 0. Returns 1 when it can: slice[i] says which inputs
      * to cut to the rows (every split one, and whole ones the rows need),
-     * *q the params for n rows; -1 when it cannot. (Without this rule, a
-     * view of whole inputs runs whole on every thread.) */
+     * *q the params for n rows; 2 when the output (not cut) is a sum over
+     * the rows, so that the sums of each thread's rows add up to it; -1
+     * when neither. (Without this rule, a view of whole inputs runs whole
+     * on every thread.) */
     int (*split_rows)(const cft_params *p, const cft_aval *in, int nin, const bool *split,
                       int64_t T, int64_t n, bool *slice, cft_params *q);
 } cft_prim;
