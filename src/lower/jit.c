@@ -78,6 +78,7 @@ typedef struct plan {
     int *seg_at;         /* per step: the segment that starts there, -1: none */
     int64_t *scratch_at; /* per var: its place in a segment's thread buffers, -1: none */
     bool *seg_sum;       /* per var: a segment's sum over its rows */
+    bool *seg_later;     /* per step: run after its segment */
 } plan;
 
 /* An arena: one call's intermediates. A traced plan keeps a pool of them;
@@ -451,7 +452,7 @@ static void plan_rows(plan *P, int *def, int *end, const bool *cand, const bool 
         return;
     P->nsegs =
         cft__rows_find(ir, P->steps, P->nsteps, P->groups, P->kernels, P->aval, slot, P->last_step,
-                       P->root, &P->segs, &P->seg_of, &P->seg_sum, &P->scratch_at);
+                       P->root, &P->segs, &P->seg_of, &P->seg_sum, &P->seg_later, &P->scratch_at);
     for (int i = 0; i < P->nsegs; i++) {
         const cft_rowseg *g = &P->segs[i];
         P->seg_at[g->first] = i;
@@ -554,6 +555,8 @@ static void print_groups(const plan *P) {
         if (si >= 0)
             fprintf(stderr, "  rows %d: steps %d-%d over %lld rows, %zu bytes per thread\n", si, s,
                     P->segs[si].last, (long long)P->segs[si].T, P->segs[si].scratch);
+        if (P->seg_later && P->seg_later[s])
+            fprintf(stderr, "  (after its segment)");
         if (st->group < 0) {
             fprintf(stderr, "  step %d: %s\n", s, P->ir->eqns[st->eqn].prim->name);
             continue;
@@ -689,10 +692,10 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
     bool timing = cft__debug() >= 4, prof = cft__prof();
     cft__prof_in_plan++;
     cft_array *err = NULL;
-    int done_to = -1; /* the last step a segment ran */
+    int done_to = -1; /* the last step of the segment that ran (its deferred steps still to run) */
     for (int s = 0; s < P->nsteps && !err; s++) {
         const cft_step *st = &P->steps[s];
-        if (s <= done_to)
+        if (s <= done_to && !P->seg_later[s])
             continue;
         double t0 = timing ? now_ms() : 0, p0 = prof ? cft__prof_now() : 0;
         if (cur_donation) {
@@ -703,9 +706,17 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                      ? P->seg_at[s]
                      : -1;
         if (si >= 0) { /* a row-parallel segment: all its steps at once */
-            cft_rows_plan rp = {ir,      P->steps,         P->groups,  P->kernels,
-                                P->segs, P->seg_of,        P->seg_sum, P->scratch_at,
-                                P->aval, A ? A->hdr : NULL};
+            cft_rows_plan rp = {.ir = ir,
+                                .steps = P->steps,
+                                .groups = P->groups,
+                                .kernels = P->kernels,
+                                .segs = P->segs,
+                                .seg_of = P->seg_of,
+                                .sum = P->seg_sum,
+                                .later = P->seg_later,
+                                .scratch_at = P->scratch_at,
+                                .aval = P->aval,
+                                .full = A ? A->hdr : NULL};
             int r = cft__rows_run(&rp, si, env, &err);
             if (r != 0) {
                 if (prof)

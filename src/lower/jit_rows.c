@@ -6,6 +6,7 @@
  * run instead of one per step, and its rows stay in its own cache. Which
  * equations compute rows is said by each primitive (split_rows); a kernel
  * does when no output reduces axis 0. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,9 +125,10 @@ typedef struct {
     const cft_kernel_fn *kernels;
     const bool *has_slot;
     cft_rowseg *sv;
-    int ns, *seg_of, *made_at;
+    int ns, nsteps, *seg_of, *made_at;
     bool *mark, *none, *pend; /* split, summed over the rows in the open segment; all false */
     bool *sum;                /* per var: a segment's sum over its rows */
+    bool *late, *later;       /* per var, per step: deferred to after the open segment */
     int open, nwork, last_work;
     int64_t T;
     double work;
@@ -138,15 +140,41 @@ static void close_seg(finder *f) {
     bool keep = f->nwork >= ROWS_MIN_STEPS && f->work >= ROWS_MIN_WORK;
     for (int v = 0; v < f->ir->nvars; v++)
         if (f->mark[v] || f->pend[v]) {
-            if (keep && f->made_at[v] <= f->last_work) {
+            if (keep && f->made_at[v] <= f->last_work && !f->late[v]) {
                 f->seg_of[v] = f->ns;
                 f->sum[v] = f->pend[v];
             }
-            f->mark[v] = f->pend[v] = false;
+            f->mark[v] = f->pend[v] = f->late[v] = false;
         }
+    for (int s = f->open; s < f->nsteps; s++) /* deferred past the end: in their place */
+        f->later[s] &= keep && s <= f->last_work;
     if (keep)
         f->sv[f->ns++] = (cft_rowseg){f->open, f->last_work, f->T, f->work, 0};
     f->open = -1, f->nwork = 0, f->work = 0, f->T = 0;
+}
+
+/* Step s, which cannot run in rows, can run after the open segment when
+ * it reads none of the segment's rows: deferred there, in step order, and
+ * nothing in the segment may read what it makes. So a gradient's sum added
+ * to another between two products over the rows does not end the
+ * segment. */
+static bool defer(finder *f, int s) {
+    const cft_step *st = &f->steps[s];
+    const cft_group *g = st->group >= 0 ? &f->groups[st->group] : NULL;
+    const cft_eqn *q = g ? NULL : &f->ir->eqns[st->eqn];
+    if (q && (q->prim->flags & (CFT_PRIM_EFFECT | CFT_PRIM_EARLY)))
+        return false;
+    int nin = g ? g->nin : q->nin, nout = g ? g->nout : q->nout;
+    for (int i = 0; i < nin; i++)
+        if (f->mark[g ? g->in[i] : q->in[i]->id])
+            return false;
+    for (int k = 0; k < nout; k++) {
+        int v = g ? g->out[k] : q->out[k]->id;
+        f->late[v] = f->pend[v] = true;
+        f->made_at[v] = s;
+    }
+    f->later[s] = true;
+    return true;
 }
 
 /* how step s runs in the open segment (or a new one when none is open) */
@@ -186,8 +214,12 @@ static void plan_scratch(const finder *f, int si, const int *last_step, const in
         if (end[r] < last_step[v])
             end[r] = last_step[v];
     }
-    for (int v = 0; v < nv; v++) /* each thread's share of a sum, added up after the segment */
-        own[v] |= f->sum[v] && f->seg_of[v] == si;
+    for (int v = 0; v < nv; v++) /* each thread's share of a sum, kept to be added up after */
+        if (f->sum[v] && f->seg_of[v] == si) {
+            own[v] = true;
+            if (end[v] < g->last)
+                end[v] = g->last;
+        }
     size_t total = 0;
     for (int s = g->first; s <= g->last; s++)
         for (int v = 0; v < nv; v++) {
@@ -217,7 +249,7 @@ static void plan_scratch(const finder *f, int si, const int *last_step, const in
 int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cft_group *groups,
                    const cft_kernel_fn *kernels, const cft_aval *const *aval, const bool *has_slot,
                    const int *last_step, const int *root, cft_rowseg **segs, int **seg_of,
-                   bool **sum, int64_t **scratch_at) {
+                   bool **sum, bool **later, int64_t **scratch_at) {
     int nv = ir->nvars + 1;
     finder f = {.ir = ir,
                 .steps = steps,
@@ -231,6 +263,9 @@ int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cf
                 .none = CFT_NEWN(bool, nv),
                 .pend = CFT_NEWN(bool, nv),
                 .sum = CFT_NEWN(bool, nv),
+                .late = CFT_NEWN(bool, nv),
+                .later = CFT_NEWN(bool, nsteps + 1),
+                .nsteps = nsteps,
                 .open = -1,
                 .last_work = -1};
     for (int v = 0; v < nv; v++)
@@ -239,6 +274,8 @@ int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cf
         int64_t t = 0;
         int how = step_rows(&f, s, &t);
         if (how == REJECT && f.open >= 0) {
+            if (defer(&f, s))
+                continue;
             close_seg(&f);
             how = step_rows(&f, s, &t);
         }
@@ -276,6 +313,7 @@ int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cf
     *segs = f.sv;
     *seg_of = f.seg_of;
     *sum = f.sum;
+    *later = f.later;
     *scratch_at = at;
     return f.ns;
 }
@@ -299,10 +337,15 @@ static cft_array *rows_of(const cft_array *x, int64_t lo, int64_t n) {
     return cft__view(x, shape, x->aval.ndim, x->strides, x->offset + lo * x->strides[0]);
 }
 
-/* A thread's own buffer, kept for its next segment (the team's threads
- * live as long as the process) */
+/* A thread's own buffer, kept for its next segment and freed when the
+ * thread exits (a pthread key's destructor) */
 static _Thread_local char *own_buf;
 static _Thread_local size_t own_cap;
+static pthread_key_t own_key;
+static pthread_once_t own_once = PTHREAD_ONCE_INIT;
+static void own_key_make(void) {
+    pthread_key_create(&own_key, free);
+}
 static char *own_scratch(size_t bytes) {
     if (bytes <= own_cap)
         return own_buf;
@@ -310,8 +353,10 @@ static char *own_scratch(size_t bytes) {
     char *p = aligned_alloc(64, want);
     if (!p)
         return NULL;
+    pthread_once(&own_once, own_key_make);
     free(own_buf);
     own_buf = p, own_cap = want;
+    pthread_setspecific(own_key, p);
     return p;
 }
 
@@ -432,6 +477,8 @@ static void rows_thread(void *ctx, int64_t t0, int64_t t1) {
                 return;
             const cft_step *st = &rp->steps[s];
             cft_array *e = NULL;
+            if (rp->later[s])
+                continue;
             if (st->group >= 0) {
                 if (!group_on_rows(J, &rp->groups[st->group], st->group, envt, buf, lo, n))
                     atomic_store(&J->declined, true);
@@ -493,6 +540,8 @@ int cft__rows_run(const cft_rows_plan *rp, int si, cft_array **env, cft_array **
      * (what lived in the threads' buffers is read by no later step) */
     for (int s = sg->first; s <= sg->last; s++) {
         const cft_step *st = &rp->steps[s];
+        if (rp->later[s])
+            continue;
         if (st->group >= 0) {
             const cft_group *g = &rp->groups[st->group];
             for (int k = 0; k < g->nout; k++)

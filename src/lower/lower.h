@@ -159,14 +159,17 @@ typedef struct {
  * its rows, the shares are added up after the segment); *scratch_at, for
  * a var that no step after its segment reads and for each share of a
  * sum, its place in each thread's own buffer (-1: none; the others need
- * the plan's arena). Returns the count. */
+ * the plan's arena); *later, per step, whether it is a step inside a
+ * segment's range that runs after the segment instead (in step order: it
+ * reads no rows, and the segment reads nothing it makes). Returns the
+ * count. */
 int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cft_group *groups,
                    const cft_kernel_fn *kernels, const cft_aval *const *aval, const bool *has_slot,
                    const int *last_step, const int *root, cft_rowseg **segs, int **seg_of,
-                   bool **sum, int64_t **scratch_at);
+                   bool **sum, bool **later, int64_t **scratch_at);
 /* Segment si of a plan over env (the plan's values; full[v] the arena
  * arrays), on as many threads as its rows allow: 1 done (env holds what
- * later steps read), 0 declined (run its steps one by one:
+ * later steps read; the steps it defers are still to run), 0 declined (run its steps one by one:
  * one thread, or a kernel cannot take the rows' strides), -1 failed (*err set). */
 typedef struct {
     const cft_ir *ir;
@@ -175,7 +178,7 @@ typedef struct {
     const cft_kernel_fn *kernels;
     const cft_rowseg *segs;
     const int *seg_of;
-    const bool *sum;
+    const bool *sum, *later;
     const int64_t *scratch_at;
     const cft_aval *const *aval;
     cft_array *const *full;
