@@ -35,16 +35,22 @@ static void maml_inputs(int T, uint64_t seed, cft_array **in) {
         in[NP + i] = rnd(seed + 10 + (uint64_t)i, (int64_t[]){T, K_SHOT, 1}, 3, 2.0);
 }
 
-/* (w [D,H], xs [T,N,D]), env: &T -> (sum over tasks of tanh(xs @ w) * 2 + 1, its
- * transpose per task (a view of a segment's value), relu of it reshaped) */
+/* (w [D,H], xs [T,N,D]) -> (the sum over tasks of h = tanh(xs @ w) * 2 +
+ * 1, the max over tasks of a transpose of r (a view of a segment's value
+ * read after it), the sum of r), r a product through reshapes, expand_dims
+ * and squeeze of the rows */
 static cft_status rows_prog(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    (void)nin, (void)nout;
+    (void)env, (void)nin, (void)nout;
+    const int64_t *xs = cft_array_shape(in[1]);
+    int64_t T = xs[0], N = xs[1], D = xs[2];
     cft_array *h = cft_add_s(cft_mul_s(cft_tanh(cft_matmul(in[1], in[0])), 2), 1);
     cft_array *g = cft_matmul(h, cft_transpose(in[0], NULL)); /* [T,N,D] */
-    cft_array *r = cft_relu(cft_mul(g, in[1]));
+    cft_array *gx = cft_reshape(cft_mul(g, in[1]), (int64_t[]){T, N * D}, 2);
+    gx = cft_squeeze(cft_expand_dims(cft_tanh(gx), 1), (int[]){1}, 1);
+    cft_array *r = cft_relu(cft_reshape(gx, (int64_t[]){T, N, D}, 3));
     out[0] = cft_sum(h, (int[]){0}, 1, false);
-    out[1] = cft_transpose(h, (int[]){0, 2, 1});
-    out[2] = cft_reshape(r, (int64_t[]){(int64_t)(env ? *(int *)env : 0), -1}, 2);
+    out[1] = cft_max(cft_transpose(r, (int[]){0, 2, 1}), (int[]){0}, 1, false);
+    out[2] = cft_sum(r, NULL, 0, false);
     return CFT_OK;
 }
 
@@ -110,7 +116,7 @@ int main(int argc, char **argv) {
         TEST("values read after a segment, %d rows", T) {
             cft_array *in[2] = {rnd(5, (int64_t[]){16, 48}, 2, 0.3),
                                 rnd(6, (int64_t[]){T, 24, 16}, 3, 1.0)};
-            same_at_threads(cft_fn_new(rows_prog, &T, 2, 3), in, 3);
+            same_at_threads(cft_fn_new(rows_prog, NULL, 2, 3), in, 3);
         }
     }
     TEST("the MAML plan runs in row segments on 2 threads") {

@@ -33,8 +33,10 @@ static bool summable(cft_dtype dt) {
     return dt == CFT_F32 || dt == CFT_F64;
 }
 
+/* a view of its input (or, for a reshape of a strided one, a copy): no
+ * arena buffer, cheap to make on every thread and again after */
 static bool is_view(const cft_prim *p) {
-    return (p->flags & CFT_PRIM_VIEW) != 0;
+    return (p->flags & (CFT_PRIM_VIEW | CFT_PRIM_VIEW_CONTIG)) != 0;
 }
 
 static bool has_half(const cft_eqn *q) {

@@ -319,6 +319,17 @@ static bool reshape_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int a
     return true;
 }
 
+/* rows of a reshape that keeps axis 0 (the rest of each row reshaped) */
+static int reshape_split_rows(const cft_params *p, const cft_aval *in, int nin, const bool *split,
+                              int64_t T, int64_t n, bool *slice, cft_params *q) {
+    (void)nin, (void)split, (void)n;
+    if (in[0].ndim < 1 || p->n[0] < 1 || in[0].shape[0] != T || p->v[0][0] != T)
+        return -1;
+    *q = *p;
+    q->v[0][0] = n;
+    slice[0] = true;
+    return 1;
+}
 const cft_prim cft_p_reshape = {
     .name = "reshape",
     .nin = 1,
@@ -330,6 +341,7 @@ const cft_prim cft_p_reshape = {
     .jvp = reshape_jvp,
     .transpose = reshape_transpose,
     .vmap = reshape_vmap,
+    .split_rows = reshape_split_rows,
     .batch_sqnorm = reshape_batch_sqnorm,
     .batch_wsum = reshape_batch_wsum,
 };
@@ -468,6 +480,16 @@ static bool transpose_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int
     return true;
 }
 
+/* rows of a transpose that keeps axis 0 first */
+static int transpose_split_rows(const cft_params *p, const cft_aval *in, int nin, const bool *split,
+                                int64_t T, int64_t n, bool *slice, cft_params *q) {
+    (void)nin, (void)split, (void)n;
+    if (in[0].ndim < 1 || p->v[0][0] != 0 || in[0].shape[0] != T)
+        return -1;
+    *q = *p;
+    slice[0] = true;
+    return 1;
+}
 const cft_prim cft_p_transpose = {
     .name = "transpose",
     .nin = 1,
@@ -479,6 +501,7 @@ const cft_prim cft_p_transpose = {
     .jvp = transpose_jvp,
     .transpose = transpose_transpose,
     .vmap = transpose_vmap,
+    .split_rows = transpose_split_rows,
     .simplify = transpose_simplify,
     .batch_sqnorm = transpose_batch_sqnorm,
     .batch_wsum = transpose_batch_wsum,
@@ -637,6 +660,19 @@ static cft_array *expand_vmap(int64_t size, cft_array *const *x, const int *bdim
     (void)size, (void)nin;
     return unit_vmap(&cft_p_expand_dims, x, bdim, p, y, ybdim);
 }
+/* rows of a squeeze of other axes than 0 */
+static int squeeze_split_rows(const cft_params *p, const cft_aval *in, int nin, const bool *split,
+                              int64_t T, int64_t n, bool *slice, cft_params *q) {
+    (void)nin, (void)split, (void)n;
+    if (in[0].ndim < 1 || in[0].shape[0] != T)
+        return -1;
+    for (int i = 0; i < p->n[0]; i++)
+        if (p->v[0][i] == 0)
+            return -1;
+    *q = *p;
+    slice[0] = true;
+    return 1;
+}
 const cft_prim cft_p_squeeze = {
     .name = "squeeze",
     .nin = 1,
@@ -648,7 +684,21 @@ const cft_prim cft_p_squeeze = {
     .jvp = squeeze_jvp,
     .transpose = unit_transpose,
     .vmap = squeeze_vmap,
+    .split_rows = squeeze_split_rows,
 };
+/* rows of new axes put after axis 0 */
+static int expand_split_rows(const cft_params *p, const cft_aval *in, int nin, const bool *split,
+                             int64_t T, int64_t n, bool *slice, cft_params *q) {
+    (void)nin, (void)split, (void)n;
+    if (in[0].ndim < 1 || in[0].shape[0] != T)
+        return -1;
+    for (int i = 0; i < p->n[0]; i++)
+        if (p->v[0][i] == 0)
+            return -1;
+    *q = *p;
+    slice[0] = true;
+    return 1;
+}
 const cft_prim cft_p_expand_dims = {
     .name = "expand_dims",
     .nin = 1,
@@ -660,6 +710,7 @@ const cft_prim cft_p_expand_dims = {
     .jvp = expand_jvp,
     .transpose = unit_transpose,
     .vmap = expand_vmap,
+    .split_rows = expand_split_rows,
 };
 cft_array *cft_squeeze(cft_array *x, const int *axes, int naxes) {
     CFT_PROPAGATE("cft_squeeze", x);
