@@ -63,18 +63,18 @@ static int eqn_rows(const cft_eqn *q, const bool *split, const bool *pend, const
     const cft_aval *o = &q->out[0]->aval;
     if (!T && o->ndim > 0)
         T = o->shape[0];
-    bool into = p->impl_into && has_slot[q->out[0]->id] && !has_half(q);
+    bool into = p->impl_into && !has_half(q), slot = has_slot[q->out[0]->id];
     if (p->split_rows && T > 1) {
         cft_aval in[CFT_KMAX_OPS];
         for (int i = 0; i < q->nin; i++)
             in[i] = q->in[i]->aval;
         cft_params qp;
         int r = p->split_rows(&q->params, in, q->nin, sp, T, T, slice, &qp);
-        if (r == ROWS && o->ndim > 0 && o->shape[0] == T && (is_view(p) || into)) {
+        if (r == ROWS && o->ndim > 0 && o->shape[0] == T && (is_view(p) || (into && slot))) {
             *T_out = T;
             return ROWS;
         }
-        if (r == SUM && open && into && !is_view(p) && summable(o->dtype)) {
+        if (r == SUM && open && into && !is_view(p) && summable(o->dtype)) { /* any place */
             *T_out = T;
             return SUM;
         }
@@ -109,8 +109,9 @@ static bool group_rows(const cft_ir *ir, const cft_group *g, bool compiled, cons
     for (int k = 0; k < g->nin; k++)
         if (pend[g->in[k]])
             return false;
-    for (int k = 0; k < g->nout; k++)
-        if (!has_slot[g->out[k]])
+    const cft_eqn *red = g->reduce ? &ir->eqns[g->eqns[g->neqn - 1]] : NULL;
+    for (int k = 0; k < g->nout; k++) /* rows go to the arena; a sum goes anywhere */
+        if (!has_slot[g->out[k]] && !(red && g->out[k] == red->out[0]->id && T))
             return false;
     *T_out = g->iter.shape[0];
     return true;
@@ -151,7 +152,7 @@ static void close_seg(finder *f) {
     for (int s = f->open; s < f->nsteps; s++) /* deferred past the end: in their place */
         f->later[s] &= keep && s <= f->last_work;
     if (keep)
-        f->sv[f->ns++] = (cft_rowseg){f->open, f->last_work, f->T, f->work, 0};
+        f->sv[f->ns++] = (cft_rowseg){f->open, f->last_work, f->T, f->work, 0, 0, NULL};
     f->open = -1, f->nwork = 0, f->work = 0, f->T = 0;
 }
 
@@ -248,6 +249,36 @@ static void plan_scratch(const finder *f, int si, const int *last_step, const in
     g->scratch = total;
 }
 
+/* the views of segment g to make again after it: those a later or
+ * deferred step reads, and the views they are made from */
+static void plan_again(const finder *f, cft_rowseg *g, const int *last_step) {
+    const cft_ir *ir = f->ir;
+    bool *need = CFT_NEWN(bool, ir->nvars + 1);
+    bool *again = CFT_NEWN(bool, g->last - g->first + 1);
+    for (int s = g->last; s >= g->first; s--) {
+        const cft_step *st = &f->steps[s];
+        if (st->group >= 0) {
+            const cft_group *gr = &f->groups[st->group];
+            for (int k = 0; k < gr->nin && f->later[s]; k++)
+                need[gr->in[k]] = true;
+            continue;
+        }
+        const cft_eqn *q = &ir->eqns[st->eqn];
+        bool view = is_view(q->prim) && !f->later[s], use = f->later[s];
+        for (int k = 0; view && k < q->nout; k++)
+            use |= last_step[q->out[k]->id] > g->last || need[q->out[k]->id];
+        if (!use)
+            continue;
+        again[s - g->first] = view;
+        for (int i = 0; i < q->nin; i++)
+            need[q->in[i]->id] = true;
+    }
+    g->again = CFT_NEWN(int, g->last - g->first + 1);
+    for (int s = g->first; s <= g->last; s++)
+        if (again[s - g->first])
+            g->again[g->nagain++] = s;
+}
+
 int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cft_group *groups,
                    const cft_kernel_fn *kernels, const cft_aval *const *aval, const bool *has_slot,
                    const int *last_step, const int *root, cft_rowseg **segs, int **seg_of,
@@ -310,8 +341,10 @@ int cft__rows_find(const cft_ir *ir, const cft_step *steps, int nsteps, const cf
     int64_t *at = CFT_NEWN(int64_t, nv);
     for (int v = 0; v < nv; v++)
         at[v] = -1;
-    for (int i = 0; i < f.ns; i++)
+    for (int i = 0; i < f.ns; i++) {
         plan_scratch(&f, i, last_step, root, aval, at);
+        plan_again(&f, &f.sv[i], last_step);
+    }
     *segs = f.sv;
     *seg_of = f.seg_of;
     *sum = f.sum;
@@ -366,8 +399,6 @@ static char *own_scratch(size_t bytes) {
 static cft_array *out_rows(const rows_job *J, int v, char *buf, int64_t lo, int64_t n) {
     const cft_rows_plan *rp = J->rp;
     bool sum = rp->sum[v];
-    if (sum && J->nth == 1) /* one thread's share is the sum */
-        return rp->full[v];
     if (rp->scratch_at[v] < 0)
         return rows_of(rp->full[v], lo, n);
     cft_array *h = CFT_NEW(cft_array);
@@ -495,15 +526,19 @@ static void rows_thread(void *ctx, int64_t t0, int64_t t1) {
 }
 
 /* var v's whole value after the segment into env: its arena array, the
- * threads' shares added up there when it is a sum (in thread order: the
- * same sums for the same thread count); nothing for what lived in the
- * threads' buffers */
-static void whole_value(const rows_job *J, int v, cft_array **env) {
+ * threads' shares added up there (or in a new array, for a sum the arena
+ * does not hold: an output) when it is a sum, in thread order: the same
+ * sums for the same thread count; nothing for what lived in the threads'
+ * buffers. NULL, or the error. */
+static cft_array *whole_value(const rows_job *J, int v, cft_array **env) {
     const cft_rows_plan *rp = J->rp;
-    if (rp->sum[v] && J->nth > 1) {
-        const cft_array *d = rp->full[v];
-        int64_t n = cft__numel(d->aval.shape, d->aval.ndim), at = rp->scratch_at[v];
-        if (d->aval.dtype == CFT_F32) {
+    cft_array *d = rp->full ? rp->full[v] : NULL;
+    if (rp->sum[v]) {
+        const cft_aval *a = rp->aval[v];
+        if (!d && cft_failed(d = cft__alloc(a->dtype, a->shape, a->ndim)))
+            return d;
+        int64_t n = cft__numel(a->shape, a->ndim), at = rp->scratch_at[v];
+        if (a->dtype == CFT_F32) {
             float *y = cft__ptr(d);
             memcpy(y, J->bufs[0] + at, sizeof(float) * (size_t)n);
             for (int t = 1; t < J->nth; t++) {
@@ -522,7 +557,8 @@ static void whole_value(const rows_job *J, int v, cft_array **env) {
         }
     }
     if (rp->sum[v] || rp->scratch_at[v] < 0)
-        env[v] = rp->full[v];
+        env[v] = d;
+    return NULL;
 }
 
 int cft__rows_run(const cft_rows_plan *rp, int si, cft_array **env, cft_array **err) {
@@ -547,20 +583,16 @@ int cft__rows_run(const cft_rows_plan *rp, int si, cft_array **env, cft_array **
         if (st->group >= 0) {
             const cft_group *g = &rp->groups[st->group];
             for (int k = 0; k < g->nout; k++)
-                whole_value(&J, g->out[k], env);
+                if ((*err = whole_value(&J, g->out[k], env)))
+                    return -1;
             continue;
         }
         const cft_eqn *q = &rp->ir->eqns[st->eqn];
-        int o = q->out[0]->id;
-        if (!is_view(q->prim)) {
-            whole_value(&J, o, env);
-            continue;
-        }
-        bool have = true;
-        for (int i = 0; i < q->nin; i++)
-            have &= env[q->in[i]->id] != NULL;
-        if (have && (*err = cft__run_eqn(q, env)))
+        if (!is_view(q->prim) && (*err = whole_value(&J, q->out[0]->id, env)))
             return -1;
     }
+    for (int i = 0; i < sg->nagain; i++)
+        if ((*err = cft__run_eqn(&rp->ir->eqns[rp->steps[sg->again[i]].eqn], env)))
+            return -1;
     return 1;
 }

@@ -149,8 +149,9 @@ bool cft__compile(const char *src, int n, bool cxx, cft_kernel_fn *out, char *er
 typedef struct {
     int first, last; /* steps */
     int64_t T;
-    double work;    /* elements the steps write, for the decision to split */
-    size_t scratch; /* bytes of a thread's own buffer (for T rows) */
+    double work;        /* elements the steps write, for the decision to split */
+    size_t scratch;     /* bytes of a thread's own buffer (for T rows) */
+    int nagain, *again; /* its views made again after it, whole (what later steps read) */
 } cft_rowseg;
 /* The segments of a plan. has_slot[v]: var v can get a buffer (what the
  * threads write their rows into); last_step and root as the plan has

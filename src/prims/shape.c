@@ -660,7 +660,8 @@ static cft_array *expand_vmap(int64_t size, cft_array *const *x, const int *bdim
     (void)size, (void)nin;
     return unit_vmap(&cft_p_expand_dims, x, bdim, p, y, ybdim);
 }
-/* rows of a squeeze of other axes than 0 */
+/* rows of a squeeze of other axes than 0, or of expand_dims putting new
+ * axes after axis 0 (both: axes that are not 0) */
 static int squeeze_split_rows(const cft_params *p, const cft_aval *in, int nin, const bool *split,
                               int64_t T, int64_t n, bool *slice, cft_params *q) {
     (void)nin, (void)split, (void)n;
@@ -686,19 +687,6 @@ const cft_prim cft_p_squeeze = {
     .vmap = squeeze_vmap,
     .split_rows = squeeze_split_rows,
 };
-/* rows of new axes put after axis 0 */
-static int expand_split_rows(const cft_params *p, const cft_aval *in, int nin, const bool *split,
-                             int64_t T, int64_t n, bool *slice, cft_params *q) {
-    (void)nin, (void)split, (void)n;
-    if (in[0].ndim < 1 || in[0].shape[0] != T)
-        return -1;
-    for (int i = 0; i < p->n[0]; i++)
-        if (p->v[0][i] == 0)
-            return -1;
-    *q = *p;
-    slice[0] = true;
-    return 1;
-}
 const cft_prim cft_p_expand_dims = {
     .name = "expand_dims",
     .nin = 1,
@@ -710,7 +698,7 @@ const cft_prim cft_p_expand_dims = {
     .jvp = expand_jvp,
     .transpose = unit_transpose,
     .vmap = expand_vmap,
-    .split_rows = expand_split_rows,
+    .split_rows = squeeze_split_rows,
 };
 cft_array *cft_squeeze(cft_array *x, const int *axes, int naxes) {
     CFT_PROPAGATE("cft_squeeze", x);
