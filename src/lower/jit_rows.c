@@ -134,7 +134,7 @@ typedef struct {
     bool *late, *later;       /* per var, per step: deferred to after the open segment */
     int open, nwork, last_work;
     int64_t T;
-    double work;
+    double work; /* elements the open segment's steps write */
 } finder;
 
 static void close_seg(finder *f) {
@@ -152,7 +152,7 @@ static void close_seg(finder *f) {
     for (int s = f->open; s < f->nsteps; s++) /* deferred past the end: in their place */
         f->later[s] &= keep && s <= f->last_work;
     if (keep)
-        f->sv[f->ns++] = (cft_rowseg){f->open, f->last_work, f->T, f->work, 0, 0, NULL};
+        f->sv[f->ns++] = (cft_rowseg){f->open, f->last_work, f->T, 0, 0, NULL};
     f->open = -1, f->nwork = 0, f->work = 0, f->T = 0;
 }
 

@@ -149,7 +149,6 @@ bool cft__compile(const char *src, int n, bool cxx, cft_kernel_fn *out, char *er
 typedef struct {
     int first, last; /* steps */
     int64_t T;
-    double work;        /* elements the steps write, for the decision to split */
     size_t scratch;     /* bytes of a thread's own buffer (for T rows) */
     int nagain, *again; /* its views made again after it, whole (what later steps read) */
 } cft_rowseg;
