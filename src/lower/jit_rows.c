@@ -39,13 +39,6 @@ static bool is_view(const cft_prim *p) {
     return (p->flags & (CFT_PRIM_VIEW | CFT_PRIM_VIEW_CONTIG)) != 0;
 }
 
-static bool has_half(const cft_eqn *q) {
-    bool h = cft_dtype_is_half(q->out[0]->aval.dtype);
-    for (int i = 0; i < q->nin; i++)
-        h |= cft_dtype_is_half(q->in[i]->aval.dtype);
-    return h;
-}
-
 /* how equation q runs in a segment of T rows (T: 0 when none is open: then
  * its output's axis 0) given which vars are split and which are sums not
  * yet added up (pend); *T_out its T */
@@ -63,7 +56,7 @@ static int eqn_rows(const cft_eqn *q, const bool *split, const bool *pend, const
     const cft_aval *o = &q->out[0]->aval;
     if (!T && o->ndim > 0)
         T = o->shape[0];
-    bool into = p->impl_into && !has_half(q), slot = has_slot[q->out[0]->id];
+    bool into = p->impl_into && !cft__eqn_has_half(q), slot = has_slot[q->out[0]->id];
     if (p->split_rows && T > 1) {
         cft_aval in[CFT_KMAX_OPS];
         for (int i = 0; i < q->nin; i++)

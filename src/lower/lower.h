@@ -74,6 +74,9 @@ cft_array *cft__run_eqn(const struct cft_eqn *q, cft_array **env);
 /* operand strides over the group's iteration shape (jit.c) */
 void cft__group_strides(const cft_ir *ir, const cft_group *g, cft_array *const *ops,
                         int64_t (*st)[CFT_MAX_NDIM]);
+/* whether equation q reads or writes halves (f16, bf16: those run through
+ * the eager impls, computed in f32) */
+bool cft__eqn_has_half(const struct cft_eqn *q);
 /* every element of a (f32 or f64) set to the reduction identity `init` */
 void cft__fill_init(cft_array *a, const char *init);
 

@@ -63,3 +63,10 @@ void cft__fill_init(cft_array *a, const char *init) {
             p[i] = v;
     }
 }
+
+bool cft__eqn_has_half(const cft_eqn *q) {
+    bool h = cft_dtype_is_half(q->out[0]->aval.dtype);
+    for (int i = 0; i < q->nin; i++)
+        h |= cft_dtype_is_half(q->in[i]->aval.dtype);
+    return h;
+}
