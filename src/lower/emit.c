@@ -284,11 +284,13 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
                   "    const int64_t units = rowpieces ? %d : own ? nouter * chunks : split0,\n"
                   "                  per = own ? 1 : nouter / split0;\n",
                   NPIECE);
-    cft__emit_put(
-        b, l, c,
-        "    #pragma omp parallel for num_threads(nth) if (nth > 1 && units > 1 && nouter * inner "
-        "> %d) schedule(static)\n",
-        CFT_KERNEL_PAR_MIN);
+    /* The loop over units is written twice: in a parallel region, and
+     * plain for one thread. (An `if` clause that turns the region off
+     * still costs a call into libgomp that allocates and frees a team,
+     * about 240 ns here: more than many small kernels' work.) */
+    char **ob = b, *lb = cft__new(4096);
+    size_t *ol = l, *oc = c, ll = 0, lc = 4096;
+    b = &lb, l = &ll, c = &lc;
     cft__emit_put(b, l, c, "    for (int64_t u = 0; u < units; u++) {\n");
     if (pieces) {
         cft__emit_put(b, l, c,
@@ -415,6 +417,12 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
             "        { const double x = acc; { const double acc = o%d[f%d]; o%d[f%d] = (%s); } }\n",
             red_out, red_out, red_out, red_out, red->prim->c_expr);
     cft__emit_put(b, l, c, "    }\n    }\n");
+    b = ob, l = ol, c = oc;
+    cft__emit_put(b, l, c,
+                  "    if (nth > 1 && units > 1 && nouter * inner > %d) {\n"
+                  "    #pragma omp parallel for num_threads(nth) schedule(static)\n%s"
+                  "    } else {\n%s    }\n",
+                  CFT_KERNEL_PAR_MIN, lb, lb);
     if (pieces)
         cft__emit_put(b, l, c,
                       "    if (rowpieces) {\n"
