@@ -39,6 +39,20 @@ bool cft__sgemm_small_fits(int64_t m, int64_t n, int64_t k) {
  * BLAS) */
 enum { MAX_COPY = 16384 };
 
+/* T [k, n] = B^T, B [n, k] with row stride ldb, in tiles of 16 x 16 that
+ * stay in L1 (row by row, a 128 x 128 B took 24.7 us: each write its own
+ * line; tiled 5.6 us) */
+static void transpose(const float *B, int n, int k, int ldb, float *T) {
+    enum { TB = 16 };
+    for (int i0 = 0; i0 < n; i0 += TB)
+        for (int j0 = 0; j0 < k; j0 += TB) {
+            int i1 = i0 + TB < n ? i0 + TB : n, j1 = j0 + TB < k ? j0 + TB : k;
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++)
+                    T[(int64_t)j * n + i] = B[(int64_t)i * ldb + j];
+        }
+}
+
 bool cft__sgemm_small(bool ta, bool tb, int m, int n, int k, const float *A, int lda,
                       const float *B, int ldb, float *C, int ldc) {
     if (m < 1 || n < 1 || k < 1)
@@ -50,9 +64,7 @@ bool cft__sgemm_small(bool ta, bool tb, int m, int n, int k, const float *A, int
                                       sizeof(float) * MAX_COPY);
         if (!bt_copy)
             return false;
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < k; j++)
-                bt_copy[(int64_t)j * n + i] = B[(int64_t)i * ldb + j];
+        transpose(B, n, k, ldb, bt_copy);
         B = bt_copy, ldb = n, tb = false;
     }
     const float alpha = 1, beta = 0;
