@@ -355,7 +355,43 @@ typedef struct {
     char **bufs;           /* each thread's own buffer */
     cft_array *_Atomic err;
     _Atomic bool declined;
+    /* the segment's sums over its rows: where each goes, and where its
+     * share lies in each thread's buffer; added up by the threads, each
+     * its own part of all their elements, after the segment */
+    struct share_sum {
+        int v;
+        cft_array *dst;
+        int64_t at, n;
+    } * sums;
+    int nsums;
+    int64_t total; /* elements of all the sums */
 } rows_job;
+
+/* elements [lo, hi) of all the sums, in thread order: y = share 0 + share
+ * 1 + ... (the same sums for the same thread count) */
+#define ADD_SHARES(T)                                                                              \
+    {                                                                                              \
+        T *y = (T *)cft__ptr(S->dst) + a;                                                          \
+        memcpy(y, (const T *)(J->bufs[0] + S->at) + a, sizeof(T) * (size_t)(b - a));               \
+        for (int t = 1; t < J->nth; t++) {                                                         \
+            const T *x = (const T *)(J->bufs[t] + S->at) + a;                                      \
+            for (int64_t i = 0; i < b - a; i++)                                                    \
+                y[i] += x[i];                                                                      \
+        }                                                                                          \
+    }
+static void add_shares(const rows_job *J, int64_t lo, int64_t hi) {
+    int64_t base = 0;
+    for (int k = 0; k < J->nsums; base += J->sums[k].n, k++) {
+        const struct share_sum *S = &J->sums[k];
+        int64_t a = lo > base ? lo - base : 0, b = hi - base < S->n ? hi - base : S->n;
+        if (a >= b)
+            continue;
+        if (S->dst->aval.dtype == CFT_F32)
+            ADD_SHARES(float)
+        else
+            ADD_SHARES(double)
+    }
+}
 
 /* rows [lo, lo + n) of x's axis 0 */
 static cft_array *rows_of(const cft_array *x, int64_t lo, int64_t n) {
@@ -494,13 +530,13 @@ static void rows_thread(void *ctx, int64_t t0, int64_t t1) {
         char *buf = J->bufs[t] = own_scratch(sg->scratch);
         if (!buf) {
             atomic_store(&J->declined, true);
-            return;
+            break;
         }
         cft_array **envt = CFT_NEWN(cft_array *, nv); /* GC-scanned: it holds the rows */
         memcpy(envt, J->env, sizeof(cft_array *) * (size_t)nv);
         for (int s = sg->first; s <= sg->last; s++) {
             if (atomic_load(&J->err) || atomic_load(&J->declined))
-                return;
+                break;
             const cft_step *st = &rp->steps[s];
             cft_array *e = NULL;
             if (rp->later[s])
@@ -516,6 +552,13 @@ static void rows_thread(void *ctx, int64_t t0, int64_t t1) {
                 atomic_compare_exchange_strong(&J->err, &none, e);
         }
     }
+    /* every thread's shares are complete: each adds up its part of them
+     * (every thread reaches the barrier, failed or not) */
+#pragma omp barrier
+    if (atomic_load(&J->err) || atomic_load(&J->declined))
+        return;
+    for (int64_t t = t0; t < t1; t++)
+        add_shares(J, J->total * t / J->nth, J->total * (t + 1) / J->nth);
 }
 
 /* var v's whole value after the segment into env: its arena array, the
@@ -526,31 +569,39 @@ static void rows_thread(void *ctx, int64_t t0, int64_t t1) {
 static cft_array *whole_value(const rows_job *J, int v, cft_array **env) {
     const cft_rows_plan *rp = J->rp;
     cft_array *d = rp->full ? rp->full[v] : NULL;
-    if (rp->sum[v]) {
-        const cft_aval *a = rp->aval[v];
-        if (!d && cft_failed(d = cft__alloc(a->dtype, a->shape, a->ndim)))
-            return d;
-        int64_t n = cft__numel(a->shape, a->ndim), at = rp->scratch_at[v];
-        if (a->dtype == CFT_F32) {
-            float *y = cft__ptr(d);
-            memcpy(y, J->bufs[0] + at, sizeof(float) * (size_t)n);
-            for (int t = 1; t < J->nth; t++) {
-                const float *x = (const float *)(J->bufs[t] + at);
-                for (int64_t i = 0; i < n; i++)
-                    y[i] += x[i];
-            }
-        } else {
-            double *y = cft__ptr(d);
-            memcpy(y, J->bufs[0] + at, sizeof(double) * (size_t)n);
-            for (int t = 1; t < J->nth; t++) {
-                const double *x = (const double *)(J->bufs[t] + at);
-                for (int64_t i = 0; i < n; i++)
-                    y[i] += x[i];
-            }
-        }
-    }
+    for (int k = 0; k < J->nsums && rp->sum[v]; k++)
+        if (J->sums[k].v == v)
+            d = J->sums[k].dst;
     if (rp->sum[v] || rp->scratch_at[v] < 0)
         env[v] = d;
+    return NULL;
+}
+
+/* where the segment's sums go (their arena arrays, or new ones for sums
+ * the arena does not hold: outputs), before the threads add them up */
+static cft_array *sum_places(rows_job *J) {
+    const cft_rows_plan *rp = J->rp;
+    const cft_rowseg *sg = &rp->segs[J->si];
+    J->sums = CFT_NEWN(struct share_sum, rp->ir->nvars + 1);
+    for (int s = sg->first; s <= sg->last; s++) {
+        const cft_step *st = &rp->steps[s];
+        if (rp->later[s] || (st->group < 0 && is_view(rp->ir->eqns[st->eqn].prim)))
+            continue;
+        const cft_group *g = st->group >= 0 ? &rp->groups[st->group] : NULL;
+        int nout = g ? g->nout : 1;
+        for (int k = 0; k < nout; k++) {
+            int v = g ? g->out[k] : rp->ir->eqns[st->eqn].out[0]->id;
+            if (!rp->sum[v])
+                continue;
+            const cft_aval *a = rp->aval[v];
+            cft_array *d = rp->full ? rp->full[v] : NULL;
+            if (!d && cft_failed(d = cft__alloc(a->dtype, a->shape, a->ndim)))
+                return d;
+            int64_t n = cft__numel(a->shape, a->ndim);
+            J->sums[J->nsums++] = (struct share_sum){v, d, rp->scratch_at[v], n};
+            J->total += n;
+        }
+    }
     return NULL;
 }
 
@@ -559,7 +610,9 @@ int cft__rows_run(const cft_rows_plan *rp, int si, cft_array **env, cft_array **
     int nth = cft__par_threads(sg->T / 2, 1e12);
     if (nth < 2) /* one thread: step by step, each step's own threads (if any) */
         return 0;
-    rows_job J = {rp, si, nth, env, CFT_NEWN(char *, nth), NULL, false};
+    rows_job J = {rp, si, nth, env, CFT_NEWN(char *, nth), NULL, false, NULL, 0, 0};
+    if ((*err = sum_places(&J)))
+        return -1;
     cft__par_for(nth, 1e12, rows_thread, &J);
     if (atomic_load(&J.err)) {
         *err = atomic_load(&J.err);
