@@ -552,8 +552,11 @@ static void rows_thread(void *ctx, int64_t t0, int64_t t1) {
                 atomic_compare_exchange_strong(&J->err, &none, e);
         }
     }
-    /* every thread's shares are complete: each adds up its part of them
-     * (every thread reaches the barrier, failed or not) */
+    /* every thread's shares are complete: each adds up its part of them.
+     * Every thread of the team reaches the barrier, failed or not:
+     * cft__par_for gives each of them a range of the nth threads' rows
+     * (nth ranges, never more threads than ranges), and serially the
+     * barrier is one of a team of one. */
 #pragma omp barrier
     if (atomic_load(&J->err) || atomic_load(&J->declined))
         return;
