@@ -54,7 +54,8 @@ const char *cft__emit_prelude(void) {
            "#define D2(n) float n##f(float, float) SIMD; double n(double, double) SIMD;\n"
            "D1(exp) D1(log) D1(log1p) D1(expm1) D1(sin) D1(cos) D1(tan) D1(tanh) D1(erf)\n"
            "D2(pow) D2(atan2)\n"
-           "#include <tgmath.h>\n#include <stdlib.h>\n\n"
+           "#include <tgmath.h>\n#include <stdlib.h>\n"
+           "int omp_get_thread_num(void); int omp_get_num_threads(void);\n\n"
     /* the special functions of the special rows, as one line of text */
 #define CFT_SF_EMIT(...) #__VA_ARGS__
 #include "prims/special_fns.h"
@@ -222,9 +223,18 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
         for (int k = g->nin; k < nops; k++)
             if (g->out[k - g->nin] == red->out[0]->id)
                 red_out = k, inner_reduced = cls[k] == '0';
-    cft__emit_put(
-        b, l, c,
-        "void cft_k%d(char *const *ptrs, const int64_t *dims, const int64_t *st, int nth) {\n", id);
+    /* The kernel is two functions: cft_k<id>_run runs units [ulo, uhi) of
+     * the loop below, and cft_k<id> calls it once on one thread, or once
+     * per thread of a parallel region over consecutive units (schedule
+     * static) when the kernel is big enough to share. (An `if` clause on
+     * the region instead still calls into libgomp, which allocates and
+     * frees a team: ~240 ns a call, more than many small kernels' work.)
+     * Both start with the same prelude (operands, sizes, how the units are
+     * cut), written once here into `pre` and `post` around the row-piece
+     * buffer, which the entry allocates and hands to the runs. */
+    char **ob = b, *pre = cft__new(4096), *post = cft__new(4096);
+    size_t *ol = l, *oc = c, lpre = 0, cpre = 4096, lpost = 0, cpost = 4096;
+    b = &pre, l = &lpre, c = &cpre;
     for (int k = 0; k < nops; k++) {
         int v = k < g->nin ? g->in[k] : g->out[k - g->nin];
         cft_dtype dt = cft__emit_var_dtype(ir, v);
@@ -266,12 +276,11 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
                       red_out * nd + nd - 1, 2 * NPIECE, 1 << 16, CFT_KERNEL_PAR_MIN);
         cft__emit_put(b, l, c, "    for (int d = 0; d < %d; d++) rowpieces &= st[%d + d] == 0;\n",
                       nd - 1, red_out * nd);
-        cft__emit_put(b, l, c,
-                      "    __typeof__(*o%d) *part = rowpieces ? malloc(sizeof(*o%d) * %d * inner) "
-                      ": 0;\n    if (!part) rowpieces = 0;\n",
-                      red_out, red_out, NPIECE);
     } else
         cft__emit_put(b, l, c, "    const int rowpieces = 0;\n");
+    b = &post, l = &lpost, c = &cpost;
+    if (pieces) /* the row-piece buffer (entry: allocated; run: handed in) */
+        cft__emit_put(b, l, c, "    if (!part) rowpieces = 0;\n");
     /* an elementwise group whose loop collapsed to few rows (a contiguous
      * array is one row) cuts its rows into nth pieces along j */
     cft__emit_put(
@@ -284,14 +293,16 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
                   "    const int64_t units = rowpieces ? %d : own ? nouter * chunks : split0,\n"
                   "                  per = own ? 1 : nouter / split0;\n",
                   NPIECE);
-    /* The loop over units is written twice: in a parallel region, and
-     * plain for one thread. (An `if` clause that turns the region off
-     * still costs a call into libgomp that allocates and frees a team,
-     * about 240 ns here: more than many small kernels' work.) */
-    char **ob = b, *lb = cft__new(4096);
-    size_t *ol = l, *oc = c, ll = 0, lc = 4096;
-    b = &lb, l = &ll, c = &lc;
-    cft__emit_put(b, l, c, "    for (int64_t u = 0; u < units; u++) {\n");
+    b = ob, l = ol, c = oc;
+    cft__emit_put(b, l, c,
+                  "static __attribute__((noinline)) void cft_k%d_run(char *const *ptrs, const "
+                  "int64_t *dims, const int64_t *st, int nth, void *part_, int64_t ulo, int64_t "
+                  "uhi) {\n%s",
+                  id, pre);
+    if (pieces)
+        cft__emit_put(b, l, c, "    __typeof__(*o%d) *part = part_;\n", red_out);
+    cft__emit_put(b, l, c, "%s", post);
+    cft__emit_put(b, l, c, "    for (int64_t u = ulo; u < uhi; u++) {\n");
     if (pieces) {
         cft__emit_put(b, l, c,
                       "    __typeof__(*o%d) *restrict rp = rowpieces ? part + u * inner : o%d;\n"
@@ -416,13 +427,27 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
             b, l, c,
             "        { const double x = acc; { const double acc = o%d[f%d]; o%d[f%d] = (%s); } }\n",
             red_out, red_out, red_out, red_out, red->prim->c_expr);
-    cft__emit_put(b, l, c, "    }\n    }\n");
-    b = ob, l = ol, c = oc;
+    cft__emit_put(b, l, c, "    }\n    }\n}\n\n");
+    cft__emit_put(
+        b, l, c,
+        "void cft_k%d(char *const *ptrs, const int64_t *dims, const int64_t *st, int nth) {\n%s",
+        id, pre);
+    if (pieces)
+        cft__emit_put(b, l, c,
+                      "    __typeof__(*o%d) *part = rowpieces ? malloc(sizeof(*o%d) * %d * inner) "
+                      ": 0;\n",
+                      red_out, red_out, NPIECE);
+    else
+        cft__emit_put(b, l, c, "    void *part = 0;\n");
     cft__emit_put(b, l, c,
-                  "    if (nth > 1 && units > 1 && nouter * inner > %d) {\n"
-                  "    #pragma omp parallel for num_threads(nth) schedule(static)\n%s"
-                  "    } else {\n%s    }\n",
-                  CFT_KERNEL_PAR_MIN, lb, lb);
+                  "%s    if (nth > 1 && units > 1 && nouter * inner > %d) {\n"
+                  "        #pragma omp parallel num_threads(nth)\n"
+                  "        { const int64_t t = omp_get_thread_num(), k = omp_get_num_threads();\n"
+                  "          cft_k%d_run(ptrs, dims, st, nth, part, units * t / k, units * (t + 1) "
+                  "/ k); }\n"
+                  "    } else\n"
+                  "        cft_k%d_run(ptrs, dims, st, nth, part, 0, units);\n",
+                  post, CFT_KERNEL_PAR_MIN, id, id);
     if (pieces)
         cft__emit_put(b, l, c,
                       "    if (rowpieces) {\n"
