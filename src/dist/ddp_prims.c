@@ -9,10 +9,13 @@
  * its gradients is computed, and the all_reduce runs on the communication
  * thread while the rest of the backward pass computes; the waits stay at
  * the end. Both have effects (never folded or merged) and no derivative.
- * Gradients on a device whose backend has communicators are reduced there,
- * each on its own: started by ddp_start, waited for by ddp_wait; on other
- * devices the bucket goes through the host and the reduced gradients come
- * back to the device. */
+ * Gradients on a device whose backend has communicators are reduced there:
+ * ddp_start copies them into one bucket on the device (the backend's device
+ * to device copies) and starts its mean, ddp_wait waits and hands out views
+ * of the reduced bucket, so a bucket is one collective there as on the
+ * host (a gradient that is not contiguous, or on another device, makes the
+ * bucket one collective per gradient); on other devices the bucket goes
+ * through the host and the reduced gradients come back to the device. */
 #include <pthread.h>
 #include <string.h>
 
@@ -100,12 +103,30 @@ cft_dist_work *cft__ddp_mean(cft_dist_group *g, cft_array *const *grads, int n, 
     return cft_dist_all_reduce_async(g, v, CFT_DIST_MEAN);
 }
 
+/* views of the reduced bucket, shaped as the gradients (no copies: on a
+ * device, a slice would go through the host) */
 cft_array *cft__ddp_unpack(cft_array *v, cft_array *const *like, int n, cft_array **out) {
+    if (!cft_failed(v) && !cft__is_contig(v))
+        v = cft__contig(v);
+    if (cft_failed(v)) { /* every output says why */
+        for (int i = 0; i < n; i++)
+            out[i] = v;
+        return v;
+    }
     int64_t at = 0;
     for (int i = 0; i < n; i++) {
-        int64_t k = cft_array_size(like[i]);
+        int64_t k = cft_array_size(like[i]), st[CFT_MAX_NDIM];
         cft_aval a = cft_array_aval(like[i]);
-        out[i] = cft_reshape(cft_slice(v, &at, (int64_t[]){at + k}, NULL), a.shape, a.ndim);
+        if (at + k > cft_array_size(v)) {
+            cft_array *e =
+                cft__fail(CFT_E_SHAPE, "ddp: a reduced bucket of %lld elements, %lld needed",
+                          (long long)cft_array_size(v), (long long)(at + k));
+            for (int j = 0; j < n; j++)
+                out[j] = e;
+            return e;
+        }
+        cft__row_major(a.shape, a.ndim, st);
+        out[i] = cft__view(v, a.shape, a.ndim, st, v->offset + at);
         at += k;
         if (cft_failed(out[i]))
             return out[i];
@@ -113,17 +134,47 @@ cft_array *cft__ddp_unpack(cft_array *v, cft_array *const *like, int n, cft_arra
     return NULL;
 }
 
+/* xs (contiguous, on device d) copied into one new vector on d; NULL when
+ * they are not all such (the caller reduces them one by one), or the error */
+static cft_array *device_bucket(const cft_dev *d, cft_array *const *xs, int n) {
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (xs[i]->dev != d || !cft__is_contig(xs[i]))
+            return NULL;
+        total += cft_array_size(xs[i]);
+    }
+    cft_dtype dt = cft_array_dtype(xs[0]);
+    cft_array *v = cft__dev_alloc(d, "ddp_start", dt, &total, 1);
+    if (cft_failed(v))
+        return v;
+    size_t es = cft_dtype_size(dt), at = 0;
+    for (int i = 0; i < n; i++) {
+        size_t k = (size_t)cft_array_size(xs[i]) * es;
+        if (k && d->b->copy(d->b->ctx, d->index, (char *)cft__ptr(v) + at, cft__ptr(xs[i]), k))
+            return cft__dev_fail(d, "ddp_start", "packing a bucket of gradients");
+        at += k;
+    }
+    return v;
+}
+
 static cft_array *start_impl(cft_array *const *x, int nin, const cft_params *p, cft_array **y) {
     double bytes = 0; /* p->v[1]: run it now (a blocking call), the same on every rank */
     cft_dist_work *w = NULL, **reduced = NULL;
+    cft_array *bucket = NULL;
     if (cft__on_device(x[0]) && x[0]->dev->b->collective) {
-        /* gradients on a device with communicators: each one's mean there,
-         * started now (no packing: that would be a host copy) and waited
-         * for by ddp_wait, so it overlaps what the device computes next */
-        if (!(reduced = CFT_NEWN(cft_dist_work *, nin)))
-            return cft__oom();
-        for (int i = 0; i < nin; i++)
-            reduced[i] = cft_dist_all_reduce_async(group_of(p), x[i], CFT_DIST_MEAN);
+        /* gradients on a device with communicators: the bucket's mean
+         * there, started now and waited for by ddp_wait, so it overlaps
+         * what the device computes next */
+        if (nin > 1 && (bucket = device_bucket(x[0]->dev, x, nin)) && cft_failed(bucket))
+            return bucket;
+        if (bucket) {
+            w = cft_dist_all_reduce_async(group_of(p), bucket, CFT_DIST_MEAN);
+        } else {
+            if (!(reduced = CFT_NEWN(cft_dist_work *, nin)))
+                return cft__oom();
+            for (int i = 0; i < nin; i++)
+                reduced[i] = cft_dist_all_reduce_async(group_of(p), x[i], CFT_DIST_MEAN);
+        }
     } else
         w = cft__ddp_mean(group_of(p), x, nin, p->v[1][0] != 0, &bytes);
     pthread_mutex_lock(&slot_mu);
@@ -172,7 +223,8 @@ static cft_array *wait_impl(cft_array *const *x, int nin, const cft_params *p, c
         return r;
     cft_array *e = cft__ddp_unpack(r, x + 1, nin - 1, y);
     for (int i = 0; !e && i < nin - 1; i++) /* gradients of a device come back to it */
-        if (cft__on_device(x[1 + i]) && cft_failed(y[i] = cft_device_put(y[i], x[1 + i]->dev)))
+        if (cft__on_device(x[1 + i]) && cft_device_of(y[i]) != x[1 + i]->dev &&
+            cft_failed(y[i] = cft_device_put(y[i], x[1 + i]->dev)))
             e = y[i];
     return e;
 }
