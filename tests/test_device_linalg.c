@@ -18,7 +18,11 @@
  * kernel) in f32/f64 on batches that need pivoting, a singular element
  * named, and the gradient of a solve (which solves with A^T); the gradient
  * of a log-determinant through cholesky and triangular solves on the
- * device; and that the backend ran each of them itself (counts.solvers). */
+ * device; slogdet (getrf, the signs and logs as the CUDA backend's
+ * kernel) on batches with pivoting and both signs, and of a singular
+ * matrix (sign 0, -inf); and that the backend ran each of them itself
+ * (counts.solvers). */
+#include <math.h>
 #include <string.h>
 
 #include "check.h"
@@ -173,6 +177,39 @@ int main(int argc, char **argv) {
             CHECK(on(got[k], d));
             CHECK_ARRAY_CLOSE(to_host(got[k]), want[k], 1e-9, 1e-9);
         }
+    }
+    TEST("slogdet on a device: batched, f32 and f64, signs of both kinds, the host's values") {
+        for (int f = 0; f < 2; f++) {
+            cft_dtype dt = f ? CFT_F64 : CFT_F32;
+            double tol = f ? 1e-10 : 1e-4;
+            for (int64_t n = 1; n <= 17; n += 4) {
+                /* rows reversed (pivoting; a sign from the row exchanges),
+                 * negative and positive determinants in one batch */
+                cft_array *A = cft_add(rnd(90 + (uint64_t)n, dt, (int64_t[]){4, n, n}, 3),
+                                       cft_mul_s(cft_eye(n, dt), 0.5 * (double)n));
+                A = cft_flip(A, (int[]){1}, 1);
+                A = cft_mul(A,
+                            cft_reshape(cft_from_f64((double[]){1, -1, 2, -0.5}, (int64_t[]){4}, 1),
+                                        (int64_t[]){4, 1, 1}, 3));
+                A = cft_astype(A, dt);
+                cft_array *s, *l, *hs, *hl;
+                test_backend_counts c0 = test_backend_counts_now();
+                CHECK_EQ(cft_linalg_slogdet(cft_device_put(A, d), &s, &l), CFT_OK);
+                CHECK_EQ(test_backend_counts_now().solvers - c0.solvers, 1);
+                CHECK(on(s, d) && on(l, d));
+                CHECK_EQ(cft_linalg_slogdet(A, &hs, &hl), CFT_OK);
+                CHECK_ARRAY_CLOSE(to_host(s), hs, 0, 0);
+                CHECK_ARRAY_CLOSE(to_host(l), hl, tol, tol);
+            }
+        }
+    }
+    TEST("slogdet of a singular matrix on a device: sign 0, logabsdet -inf, as on the host") {
+        double v[2][9] = {{1, 2, 3, 2, 4, 6, 1, 0, 1}, {2, 0, 0, 0, 3, 0, 0, 0, -1}};
+        cft_array *A = cft_from_f64(&v[0][0], (int64_t[]){2, 3, 3}, 3), *s, *l;
+        CHECK_EQ(cft_linalg_slogdet(cft_device_put(A, d), &s, &l), CFT_OK);
+        CHECK_ARRAY_CLOSE(to_host(s), cft_from_f64((double[]){0, -1}, (int64_t[]){2}, 1), 0, 0);
+        CHECK_ARRAY_CLOSE(
+            to_host(l), cft_from_f64((double[]){-INFINITY, log(6.0)}, (int64_t[]){2}, 1), 1e-12, 0);
     }
     TEST("the gradient of a solve (A^T solves in its transpose) on a device") {
         cft_array *A = cft_add(rnd(80, CFT_F64, (int64_t[]){2, 5, 5}, 3),

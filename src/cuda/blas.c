@@ -198,7 +198,32 @@ int cft_cuda_trsm(int dev, const cft_dev_op *op) {
     return 1;
 }
 
-static const char *lu_src = CFT_LU_KERNELS;
+static const char *lu_src = CFT_LU_KERNELS CFT_SLOGDET_KERNELS;
+
+/* getrfBatched of a copy of the batch of [n, n] matrices a, on dev's
+ * stream: sc gets the factors, (1-based) pivots, infos and the factors'
+ * pointer array (the caller frees what is set); false when memory, a copy
+ * or cuBLAS failed (*s: cuBLAS's status) */
+static bool getrf_copy(int dev, cft_dev_buf a, bool dbl, int64_t n, int64_t batch,
+                       CUdeviceptr sc[4], cublasStatus_t *s) {
+    size_t es = dbl ? sizeof(double) : sizeof(float);
+    int64_t nn = n * n;
+    if (cft_cu.alloc(&sc[0], (size_t)(batch * nn) * es) != CUDA_SUCCESS ||
+        cft_cu.alloc(&sc[1], sizeof(int) * (size_t)(batch * n)) != CUDA_SUCCESS ||
+        cft_cu.alloc(&sc[2], sizeof(int) * (size_t)batch) != CUDA_SUCCESS ||
+        !(sc[3] = cft_cuda_ptr_array((void *)(uintptr_t)sc[0], nn, es, batch)) ||
+        cft_cu.dtod_async(sc[0], (CUdeviceptr)(uintptr_t)a.ptr, a.bytes, cft_cuda_stream(dev)) !=
+            CUDA_SUCCESS)
+        return false;
+    *s = lock_handle(dev);
+    if (*s == CUBLAS_STATUS_SUCCESS)
+        *s = dbl ? bl.dgetrf(bl.handle[dev], (int)n, (double *const *)(uintptr_t)sc[3], (int)n,
+                             (int *)(uintptr_t)sc[1], (int *)(uintptr_t)sc[2], (int)batch)
+                 : bl.sgetrf(bl.handle[dev], (int)n, (float *const *)(uintptr_t)sc[3], (int)n,
+                             (int *)(uintptr_t)sc[1], (int *)(uintptr_t)sc[2], (int)batch);
+    pthread_mutex_unlock(&bl.mu[dev]);
+    return *s == CUBLAS_STATUS_SUCCESS;
+}
 
 /* solve as solver_map.h maps it: getrfBatched on a copy of A, the two
  * right solves on a copy of B, the pivots' row swaps as a kernel */
@@ -214,31 +239,20 @@ int cft_cuda_lu(int dev, const cft_dev_op *op) {
     const cft_dev_op_api *api = &cft_cuda_core->op;
     cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), x = api->out(op, 0);
     size_t es = d.dbl ? sizeof(double) : sizeof(float);
-    int64_t n = d.n, k = d.k, nn = n * n;
+    int64_t n = d.n, k = d.k;
     CUstream st = cft_cuda_stream(dev);
-    CUdeviceptr fac = 0, piv = 0, info = 0, pf = 0, px = 0;
+    CUdeviceptr sc[4] = {0}, px = 0; /* fac, piv, info, pf */
+    CUdeviceptr fac, piv, info, pf;
     int *hinfo = malloc(sizeof(int) * (size_t)d.batch);
-    bool ok = hinfo && cft_cu.alloc(&fac, (size_t)(d.batch * nn) * es) == CUDA_SUCCESS &&
-              cft_cu.alloc(&piv, sizeof(int) * (size_t)(d.batch * n)) == CUDA_SUCCESS &&
-              cft_cu.alloc(&info, sizeof(int) * (size_t)d.batch) == CUDA_SUCCESS &&
-              (pf = cft_cuda_ptr_array((void *)(uintptr_t)fac, nn, es, d.batch)) &&
-              (px = cft_cuda_ptr_array(x.ptr, n * k, es, d.batch)) &&
-              cft_cu.dtod_async(fac, (CUdeviceptr)(uintptr_t)a.ptr, a.bytes, st) == CUDA_SUCCESS &&
-              cft_cu.dtod_async((CUdeviceptr)(uintptr_t)x.ptr, (CUdeviceptr)(uintptr_t)b.ptr,
-                                b.bytes, st) == CUDA_SUCCESS;
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    if (ok) {
-        s = lock_handle(dev);
-        if (s == CUBLAS_STATUS_SUCCESS)
-            s = d.dbl ? bl.dgetrf(bl.handle[dev], (int)n, (double *const *)(uintptr_t)pf, (int)n,
-                                  (int *)(uintptr_t)piv, (int *)(uintptr_t)info, (int)d.batch)
-                      : bl.sgetrf(bl.handle[dev], (int)n, (float *const *)(uintptr_t)pf, (int)n,
-                                  (int *)(uintptr_t)piv, (int *)(uintptr_t)info, (int)d.batch);
-        pthread_mutex_unlock(&bl.mu[dev]);
-        ok = s == CUBLAS_STATUS_SUCCESS &&
-             cft_cu.dtoh_async(hinfo, info, sizeof(int) * (size_t)d.batch, st) == CUDA_SUCCESS &&
+    bool ok = hinfo && (px = cft_cuda_ptr_array(x.ptr, n * k, es, d.batch)) &&
+              cft_cu.dtod_async((CUdeviceptr)(uintptr_t)x.ptr, (CUdeviceptr)(uintptr_t)b.ptr,
+                                b.bytes, st) == CUDA_SUCCESS &&
+              getrf_copy(dev, a, d.dbl, n, d.batch, sc, &s);
+    fac = sc[0], piv = sc[1], info = sc[2], pf = sc[3];
+    if (ok)
+        ok = cft_cu.dtoh_async(hinfo, info, sizeof(int) * (size_t)d.batch, st) == CUDA_SUCCESS &&
              cft_cu.stream_sync(st) == CUDA_SUCCESS;
-    }
     int64_t bad = -1;
     for (int64_t m = 0; ok && m < d.batch && bad < 0; m++)
         if (hinfo[m] != 0)
@@ -279,7 +293,52 @@ int cft_cuda_lu(int dev, const cft_dev_op *op) {
     return !ok || s != CUBLAS_STATUS_SUCCESS || bad >= 0 || rc ? -1 : 1;
 }
 
-/* for test_cuda_plugin: the LU swap kernel compiles for sm_90 */
+/* slogdet as solver_map.h maps it: getrfBatched on a copy of A, then a
+ * kernel for each matrix's sign and logabsdet (a singular one: 0, -inf) */
+int cft_cuda_slogdet(int dev, const cft_dev_op *op) {
+    cft_slogdet_desc d;
+    if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_slogdet_map_op(&cft_cuda_core->op, op, &d))
+        return 0;
+    pthread_once(&once, load);
+    if (load_err[0])
+        return 0;
+    if (cft_cuda_on(dev, "slogdet (cuBLAS)"))
+        return -1;
+    const cft_dev_op_api *api = &cft_cuda_core->op;
+    cft_dev_buf a = api->in(op, 0), sg = api->out(op, 0), ld = api->out(op, 1);
+    int64_t n = d.n;
+    CUstream st = cft_cuda_stream(dev);
+    CUdeviceptr sc[4] = {0}; /* fac, piv, info, pf */
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    bool ok = getrf_copy(dev, a, d.dbl, n, d.batch, sc, &s);
+    struct {
+        const void *fac;
+        const void *piv, *info;
+        void *sign, *lad;
+        long long n, batch;
+    } k = {(void *)(uintptr_t)sc[0],
+           (void *)(uintptr_t)sc[1],
+           (void *)(uintptr_t)sc[2],
+           sg.ptr,
+           ld.ptr,
+           (long long)n,
+           (long long)d.batch};
+    int rc = ok && s == CUBLAS_STATUS_SUCCESS
+                 ? cft_cuda_launch(dev, lu_src, d.dbl ? "cft_slogdet_d" : "cft_slogdet_f", &k,
+                                   sizeof k, d.batch)
+                 : 0;
+    cft_cu.stream_sync(st); /* the scratch memory goes */
+    for (int i = 0; i < 4; i++)
+        if (sc[i])
+            cft_cu.free(sc[i]);
+    if (!ok || s != CUBLAS_STATUS_SUCCESS)
+        cft_cuda_fail("slogdet on cuda:%d: cuBLAS getrf batched (n %lld, batch %lld): %s", dev,
+                      (long long)n, (long long)d.batch,
+                      s != CUBLAS_STATUS_SUCCESS ? bl.status(s) : "out of device memory");
+    return !ok || s != CUBLAS_STATUS_SUCCESS || rc ? -1 : 1;
+}
+
+/* for test_cuda_plugin: the LU swap and slogdet kernels compile for sm_90 */
 __attribute__((visibility("default"))) int cft_cuda_lu_check(char *err, size_t en) {
     return cft_cuda_lib_kernel_check(NULL, lu_src, err, en);
 }

@@ -1,10 +1,11 @@
-/* solver_map.h: cholesky and triangular_solve on contiguous row-major
- * operands as the batched column-major calls of a LAPACK-style library:
- * cuSOLVER's potrfBatched and cuBLAS's trsmBatched in the CUDA backend,
- * LAPACK's potrf and CBLAS's trsm per matrix in the test backend
- * (tests/support), which runs the same mapping on its own memory, so every
- * cholesky and triangular_solve of the per-primitive tests checks it
- * without a GPU. A row-major matrix read column-major is its transpose.
+/* solver_map.h: cholesky, triangular_solve, solve and slogdet on
+ * contiguous row-major operands as the batched column-major calls of a
+ * LAPACK-style library: cuSOLVER's potrfBatched and cuBLAS's trsmBatched
+ * and getrfBatched in the CUDA backend, LAPACK's potrf and getrf and
+ * CBLAS's trsm per matrix in the test backend (tests/support), which runs
+ * the same mapping on its own memory, so every one of them in the
+ * per-primitive tests checks it without a GPU. A row-major matrix read column-major is its
+ * transpose.
  *
  * cholesky factors S = (A + A^T) / 2 (as the host kernel does): the output
  * first gets S (step 1, elementwise), which read column-major is S again;
@@ -158,6 +159,50 @@ static inline bool cft_lu_map_op(const cft_dev_op_api *api, const cft_dev_op *op
     "                x[i * a.k + c] = x[r * a.k + c];\n"                                           \
     "                x[r * a.k + c] = v;\n            }\n        }\n    }\n}\n"
 #define CFT_LU_KERNELS CFT_LU_SWAP_KERNEL(float, f) CFT_LU_SWAP_KERNEL(double, d)
+
+/* slogdet: getrf of a copy of A (read column-major, A^T: the same
+ * determinant), then per matrix the sign (the pivots' row exchanges and
+ * the negative diagonal entries of U) and the sum of log|U_ii|,
+ * accumulated in double as the host does; a singular matrix (getrf's
+ * info > 0) gives sign 0 and logabsdet -inf, as on the host. */
+typedef struct {
+    bool dbl;
+    int64_t n, batch;
+} cft_slogdet_desc;
+
+static inline bool cft_slogdet_map_op(const cft_dev_op_api *api, const cft_dev_op *op,
+                                      cft_slogdet_desc *d) {
+    if (strcmp(api->name(op), "slogdet") || api->nin(op) != 1)
+        return false;
+    cft_dev_buf a = api->in(op, 0), s = api->out(op, 0), l = api->out(op, 1);
+    if (!cft_solver_float(&a.aval, &d->dbl) || !cft_solver_batch(&a.aval, &d->batch) ||
+        s.aval.dtype != a.aval.dtype || l.aval.dtype != a.aval.dtype)
+        return false;
+    size_t es = d->dbl ? sizeof(double) : sizeof(float);
+    d->n = a.aval.shape[a.aval.ndim - 1];
+    return a.aval.shape[a.aval.ndim - 2] == d->n && s.bytes == (size_t)d->batch * es &&
+           l.bytes == s.bytes;
+}
+
+/* sign and logabsdet from getrf's factors (column-major [n, n] each),
+ * (1-based) pivots and infos, a thread per matrix:
+ * struct { const T *fac; const int *piv, *info; T *sign, *lad; long long n, batch; } */
+#define CFT_SLOGDET_KERNEL(T, t)                                                                   \
+    "struct cft_slogdet_" #t " { const " #T " *fac; const int *piv, *info; " #T " *sign, *lad; "   \
+    "long long n, batch; };\n"                                                                     \
+    "extern \"C\" __global__ void cft_slogdet_" #t "(const struct cft_slogdet_" #t " a) {\n"       \
+    "    for (long long m = (long long)blockIdx.x * blockDim.x + threadIdx.x; m < a.batch;\n"      \
+    "         m += (long long)gridDim.x * blockDim.x) {\n"                                         \
+    "        const " #T " *u = a.fac + m * a.n * a.n;\n"                                           \
+    "        double sign = 1, lad = 0;\n"                                                          \
+    "        for (long long i = 0; i < a.n; i++) {\n"                                              \
+    "            double d = u[i * a.n + i];\n"                                                     \
+    "            if (a.piv[m * a.n + i] != i + 1) sign = -sign;\n"                                 \
+    "            if (d < 0) sign = -sign;\n"                                                       \
+    "            lad += log(fabs(d));\n        }\n"                                                \
+    "        if (a.info[m] > 0) sign = 0, lad = log(0.0);\n"                                       \
+    "        a.sign[m] = (" #T ")sign, a.lad[m] = (" #T ")lad;\n    }\n}\n"
+#define CFT_SLOGDET_KERNELS CFT_SLOGDET_KERNEL(float, f) CFT_SLOGDET_KERNEL(double, d)
 
 /* Steps 1 and 2 of cholesky as CUDA C kernels over all batch * n * n
  * elements (grid-stride loops; NVRTC in the CUDA backend): cft_chol_sym_<t>

@@ -53,7 +53,7 @@ static char *with_launchers(const char *src) {
     char *out = malloc(cap);
     if (!out)
         return NULL;
-    len += (size_t)snprintf(out, cap, "#include <string.h>\n%s%s\n",
+    len += (size_t)snprintf(out, cap, "#include <math.h>\n#include <string.h>\n%s%s\n",
                             strstr(src, "struct cft_dim3") ? "" : shim, src);
     for (const char *p = src; (p = strstr(p, "__global__ void "));) {
         p += strlen("__global__ void ");

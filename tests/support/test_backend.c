@@ -408,6 +408,55 @@ static int lu(const cft_dev_op_api *api, const cft_dev_op *op) {
     return info || rc ? -1 : 1;
 }
 
+/* slogdet as solver_map.h maps it (getrf on a copy of A, the CUDA
+ * backend's kernel for the signs and logs): 1 done, 0 not mapped, -1
+ * failed */
+static int slogdet(const cft_dev_op_api *api, const cft_dev_op *op) {
+    cft_slogdet_desc d;
+    if (!cft_slogdet_map_op(api, op, &d))
+        return 0;
+    cft_dev_buf b[3] = {api->in(op, 0), api->out(op, 0), api->out(op, 1)};
+    int64_t n = d.n, nn = n * n;
+    size_t es = d.dbl ? 8 : 4;
+    char *fac = malloc((size_t)(d.batch * nn) * es);
+    int *piv = malloc(sizeof(int) * (size_t)(d.batch * n)),
+        *info = malloc(sizeof(int) * (size_t)d.batch);
+    char *r[3];
+    size_t sz[3];
+    pthread_mutex_lock(&mu);
+    if (!fac || !piv || !info || !open_all(b, 3, r, sz)) {
+        pthread_mutex_unlock(&mu);
+        free(fac), free(piv), free(info);
+        return 0;
+    }
+    memcpy(fac, b[0].ptr, (size_t)(d.batch * nn) * es);
+    int bad = 0;
+    for (int64_t m = 0; m < d.batch && !bad; m++) {
+        lapack_int *pv = (lapack_int *)(piv + m * n);
+        info[m] = d.dbl ? LAPACKE_dgetrf(LAPACK_COL_MAJOR, (int)n, (int)n, (double *)fac + m * nn,
+                                         (int)n, pv)
+                        : LAPACKE_sgetrf(LAPACK_COL_MAJOR, (int)n, (int)n, (float *)fac + m * nn,
+                                         (int)n, pv);
+        bad = info[m] < 0 ? info[m] : 0;
+    }
+    struct {
+        const void *fac;
+        const int *piv, *info;
+        void *sign, *lad;
+        long long n, batch;
+    } p = {fac, piv, info, b[1].ptr, b[2].ptr, (long long)n, (long long)d.batch};
+    int rc = bad ? 0
+                 : host_kernel_run(CFT_SLOGDET_KERNELS, d.dbl ? "cft_slogdet_d" : "cft_slogdet_f",
+                                   &p, err, sizeof err);
+    close_all(3, r, sz);
+    counts.solvers++;
+    pthread_mutex_unlock(&mu);
+    free(fac), free(piv), free(info);
+    if (bad)
+        snprintf(err, sizeof err, "slogdet on test: getrf: info %d", bad);
+    return bad || rc ? -1 : 1;
+}
+
 /* triangular_solve as solver_map.h maps it (column-major trsm on a copy of
  * B): 1 done, 0 not mapped */
 static int trsm(const cft_dev_op_api *api, const cft_dev_op *op) {
@@ -469,6 +518,8 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
     int done = chol(op);
     if (!done)
         done = lu(&op_api, op);
+    if (!done)
+        done = slogdet(&op_api, op);
     if (done)
         return done > 0 ? 0 : -1;
     if (cft_dev_op_run_on_host(op) != CFT_OK) {
