@@ -20,7 +20,10 @@
  * of a log-determinant through cholesky and triangular solves on the
  * device; slogdet (getrf, the signs and logs as the CUDA backend's
  * kernel) on batches with pivoting and both signs, and of a singular
- * matrix (sign 0, -inf); and that the backend ran each of them itself
+ * matrix (sign 0, -inf); eigh (syevd on the column-major upper triangle,
+ * V transposed by the CUDA backend's kernel) of non-symmetric batches
+ * (both read the lower triangle), eigenvalues to the host's and
+ * eigenvectors up to sign; and that the backend ran each of them itself
  * (counts.solvers). */
 #include <math.h>
 #include <string.h>
@@ -210,6 +213,30 @@ int main(int argc, char **argv) {
         CHECK_ARRAY_CLOSE(to_host(s), cft_from_f64((double[]){0, -1}, (int64_t[]){2}, 1), 0, 0);
         CHECK_ARRAY_CLOSE(
             to_host(l), cft_from_f64((double[]){-INFINITY, log(6.0)}, (int64_t[]){2}, 1), 1e-12, 0);
+    }
+    TEST("eigh on a device: batched, f32 and f64, the host's values; vectors up to sign") {
+        for (int f = 0; f < 2; f++) {
+            cft_dtype dt = f ? CFT_F64 : CFT_F32;
+            double tol = f ? 1e-9 : 2e-4;
+            for (int64_t n = 1; n <= 17; n += 4) {
+                /* not symmetric: both read the lower triangle */
+                cft_array *A = rnd(100 + (uint64_t)n, dt, (int64_t[]){3, n, n}, 3), *w, *V, *hw,
+                          *hV;
+                test_backend_counts c0 = test_backend_counts_now();
+                CHECK_EQ(cft_linalg_eigh(cft_device_put(A, d), &w, &V), CFT_OK);
+                CHECK_EQ(test_backend_counts_now().solvers - c0.solvers, 1);
+                CHECK(on(w, d) && on(V, d));
+                CHECK_EQ(cft_linalg_eigh(A, &hw, &hV), CFT_OK);
+                CHECK_ARRAY_CLOSE(to_host(w), hw, tol, tol);
+                /* each column the host's, or its negative: |V^T hV| = I */
+                cft_array *P = cft_abs(cft_matmul(cft_mT(to_host(V)), hV));
+                CHECK_MSG(
+                    cft_max_abs_diff(
+                        P, cft_broadcast_to(cft_eye(n, dt), (int64_t[]){3, n, n}, 3)) <= tol * 10,
+                    "n %lld (%s): eigenvectors off by %g", (long long)n, f ? "f64" : "f32",
+                    cft_max_abs_diff(P, cft_broadcast_to(cft_eye(n, dt), (int64_t[]){3, n, n}, 3)));
+            }
+        }
     }
     TEST("the gradient of a solve (A^T solves in its transpose) on a device") {
         cft_array *A = cft_add(rnd(80, CFT_F64, (int64_t[]){2, 5, 5}, 3),

@@ -81,8 +81,10 @@ int cft_cuda_trsm(int dev, const cft_dev_op *op);
 /* solve on cuBLAS's getrfBatched and trsmBatched (blas.c): the same convention */
 int cft_cuda_lu(int dev, const cft_dev_op *op);
 int cft_cuda_slogdet(int dev, const cft_dev_op *op);
-/* cholesky on cuSOLVER's potrfBatched (solver.c): the same convention */
+/* cholesky on cuSOLVER's potrfBatched, eigh on its syevjBatched (solver.c):
+ * the same convention */
 int cft_cuda_cholesky(int dev, const cft_dev_op *op);
+int cft_cuda_eigh(int dev, const cft_dev_op *op);
 /* the communicators on NCCL (nccl.c): cft_backend's comm_id, comm_init,
  * comm_poll, comm_abort and collective */
 int cft_cuda_comm_id(void *ctx, void *id, size_t *size);

@@ -1,4 +1,4 @@
-/* solver.c: cholesky on cuSOLVER in the CUDA backend, as
+/* solver.c: cholesky and eigh on cuSOLVER in the CUDA backend, as
  * cuda/solver_map.h maps it: a kernel writes the symmetric part of each
  * matrix into the output, cusolverDn<S|D>potrfBatched factors its
  * column-major upper triangle in place (the row-major lower one), and a
@@ -6,9 +6,11 @@
  * comes back to name a matrix that is not positive definite. cuSOLVER is
  * opened at run time from the toolkit the backend was built with
  * (CFT_CUSOLVER_PATH), after the trust check; one handle per device, used
- * under that device's lock. Written against cuSOLVER 12 (CUDA 13); not
- * yet run on a GPU (the mapping runs in test_device_linalg through the
- * test backend, and test_cuda_plugin compiles the two kernels). */
+ * under that device's lock. eigh: syevjBatched (Jacobi, up to 32 rows) on
+ * a copy of A, then a kernel that writes V row-major (cft_eigh_map_op).
+ * Written against cuSOLVER 12 (CUDA 13); not yet run on a GPU (the
+ * mappings run in test_device_linalg through the test backend, and
+ * test_cuda_plugin loads every symbol and compiles the kernels). */
 #include <cusolverDn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,6 +27,16 @@ static struct {
                                int);
     cusolverStatus_t (*dpotrf)(cusolverDnHandle_t, cublasFillMode_t, int, double *[], int, int *,
                                int);
+    cusolverStatus_t (*create_syevj)(syevjInfo_t *);
+    cusolverStatus_t (*destroy_syevj)(syevjInfo_t);
+    cusolverStatus_t (*ssyevj_size)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int,
+                                    const float *, int, const float *, int *, syevjInfo_t, int);
+    cusolverStatus_t (*dsyevj_size)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int,
+                                    const double *, int, const double *, int *, syevjInfo_t, int);
+    cusolverStatus_t (*ssyevj)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int,
+                               float *, int, float *, float *, int, int *, syevjInfo_t, int);
+    cusolverStatus_t (*dsyevj)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int,
+                               double *, int, double *, double *, int, int *, syevjInfo_t, int);
     cusolverDnHandle_t handle[CFT_CUDA_MAX_DEV];
     pthread_mutex_t mu[CFT_CUDA_MAX_DEV];
 } so;
@@ -36,10 +48,21 @@ static void load(void) {
     for (int i = 0; i < CFT_CUDA_MAX_DEV; i++)
         pthread_mutex_init(&so.mu[i], NULL);
 #ifdef CFT_CUSOLVER_PATH
-    void **const slots[] = {(void **)&so.create, (void **)&so.spotrf, (void **)&so.dpotrf,
-                            (void **)&so.set_stream};
-    static const char *const names[] = {"cusolverDnCreate", "cusolverDnSpotrfBatched",
-                                        "cusolverDnDpotrfBatched", "cusolverDnSetStream"};
+    void **const slots[] = {(void **)&so.create,       (void **)&so.spotrf,
+                            (void **)&so.dpotrf,       (void **)&so.set_stream,
+                            (void **)&so.create_syevj, (void **)&so.destroy_syevj,
+                            (void **)&so.ssyevj_size,  (void **)&so.dsyevj_size,
+                            (void **)&so.ssyevj,       (void **)&so.dsyevj};
+    static const char *const names[] = {"cusolverDnCreate",
+                                        "cusolverDnSpotrfBatched",
+                                        "cusolverDnDpotrfBatched",
+                                        "cusolverDnSetStream",
+                                        "cusolverDnCreateSyevjInfo",
+                                        "cusolverDnDestroySyevjInfo",
+                                        "cusolverDnSsyevjBatched_bufferSize",
+                                        "cusolverDnDsyevjBatched_bufferSize",
+                                        "cusolverDnSsyevjBatched",
+                                        "cusolverDnDsyevjBatched"};
     so.lib = cft_cuda_open_lib(CFT_CUSOLVER_PATH, "cuSOLVER", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
 #else
@@ -47,7 +70,7 @@ static void load(void) {
 #endif
 }
 
-static const char *chol_src = CFT_CHOL_KERNELS;
+static const char *chol_src = CFT_CHOL_KERNELS CFT_EIGH_KERNELS;
 
 /* step `which` ("sym" / "zero") of solver_map.h over the batch */
 static int chol_step(int dev, const char *which, void *y, const void *a, const cft_chol_desc *d) {
@@ -125,8 +148,96 @@ int cft_cuda_cholesky(int dev, const cft_dev_op *op) {
     return rc;
 }
 
-/* for test_cuda_plugin: 0 when cuSOLVER is loaded and cholesky's kernels
- * compile for sm_90, else -1 and why */
+/* eigh as solver_map.h maps it: syevjBatched (Jacobi; matrices of up to
+ * 32 rows, larger ones go to the caller's way) on a copy of A with 'U',
+ * the eigenvalues straight into the output, then the kernel that writes V
+ * row-major; a batch element that does not converge is named */
+enum { SYEVJ_MAX_N = 32 };
+int cft_cuda_eigh(int dev, const cft_dev_op *op) {
+    cft_eigh_desc d;
+    if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_eigh_map_op(&cft_cuda_core->op, op, &d) ||
+        d.n > SYEVJ_MAX_N)
+        return 0;
+    pthread_once(&once, load);
+    if (load_err[0])
+        return 0;
+    if (cft_cuda_on(dev, "eigh (cuSOLVER)"))
+        return -1;
+    const cft_dev_op_api *api = &cft_cuda_core->op;
+    cft_dev_buf a = api->in(op, 0), w = api->out(op, 0), v = api->out(op, 1);
+    size_t es = d.dbl ? sizeof(double) : sizeof(float);
+    CUstream st = cft_cuda_stream(dev);
+    CUdeviceptr fac = 0, info = 0, work = 0;
+    int *hinfo = malloc(sizeof(int) * (size_t)d.batch), lwork = 0, n = (int)d.n,
+        batch = (int)d.batch;
+    bool ok = hinfo && cft_cu.alloc(&fac, a.bytes) == CUDA_SUCCESS &&
+              cft_cu.alloc(&info, sizeof(int) * (size_t)d.batch) == CUDA_SUCCESS &&
+              cft_cu.dtod_async(fac, (CUdeviceptr)(uintptr_t)a.ptr, a.bytes, st) == CUDA_SUCCESS;
+    syevjInfo_t params = NULL;
+    cusolverStatus_t s = CUSOLVER_STATUS_SUCCESS;
+    cusolverEigMode_t job = CUSOLVER_EIG_MODE_VECTOR;
+    cublasFillMode_t up = CUBLAS_FILL_MODE_UPPER;
+    if (ok) {
+        pthread_mutex_lock(&so.mu[dev]);
+        if (!so.handle[dev])
+            s = so.create(&so.handle[dev]);
+        if (s == CUSOLVER_STATUS_SUCCESS)
+            s = so.set_stream(so.handle[dev], (cudaStream_t)st);
+        if (s == CUSOLVER_STATUS_SUCCESS)
+            s = so.create_syevj(&params);
+        if (s == CUSOLVER_STATUS_SUCCESS)
+            s = d.dbl ? so.dsyevj_size(so.handle[dev], job, up, n, (const double *)(uintptr_t)fac,
+                                       n, (const double *)w.ptr, &lwork, params, batch)
+                      : so.ssyevj_size(so.handle[dev], job, up, n, (const float *)(uintptr_t)fac, n,
+                                       (const float *)w.ptr, &lwork, params, batch);
+        if (s == CUSOLVER_STATUS_SUCCESS &&
+            cft_cu.alloc(&work, (size_t)(lwork > 0 ? lwork : 1) * es) != CUDA_SUCCESS)
+            ok = false;
+        if (ok && s == CUSOLVER_STATUS_SUCCESS)
+            s = d.dbl ? so.dsyevj(so.handle[dev], job, up, n, (double *)(uintptr_t)fac, n,
+                                  (double *)w.ptr, (double *)(uintptr_t)work, lwork,
+                                  (int *)(uintptr_t)info, params, batch)
+                      : so.ssyevj(so.handle[dev], job, up, n, (float *)(uintptr_t)fac, n,
+                                  (float *)w.ptr, (float *)(uintptr_t)work, lwork,
+                                  (int *)(uintptr_t)info, params, batch);
+        pthread_mutex_unlock(&so.mu[dev]);
+        ok = ok && s == CUSOLVER_STATUS_SUCCESS &&
+             cft_cu.dtoh_async(hinfo, info, sizeof(int) * (size_t)d.batch, st) == CUDA_SUCCESS &&
+             cft_cu.stream_sync(st) == CUDA_SUCCESS;
+    }
+    int64_t bad = -1;
+    for (int64_t m = 0; ok && m < d.batch && bad < 0; m++)
+        if (hinfo[m] != 0)
+            bad = m;
+    struct {
+        void *y;
+        const void *x;
+        long long n, total;
+    } t = {v.ptr, (void *)(uintptr_t)fac, (long long)d.n, (long long)(d.batch * d.n * d.n)};
+    int rc = ok && bad < 0
+                 ? cft_cuda_launch(dev, chol_src, d.dbl ? "cft_eigh_vt_d" : "cft_eigh_vt_f", &t,
+                                   sizeof t, t.total)
+                 : 0;
+    cft_cu.stream_sync(st); /* the scratch memory goes */
+    if (params)
+        so.destroy_syevj(params);
+    CUdeviceptr scratch[3] = {fac, info, work};
+    for (int i = 0; i < 3; i++)
+        if (scratch[i])
+            cft_cu.free(scratch[i]);
+    if (!ok || s != CUSOLVER_STATUS_SUCCESS)
+        cft_cuda_fail("eigh on cuda:%d: cuSOLVER syevjBatched (n %d, batch %d): %s %d", dev, n,
+                      batch, s != CUSOLVER_STATUS_SUCCESS ? "status" : "out of device memory",
+                      (int)s);
+    else if (bad >= 0)
+        cft_cuda_fail("eigh on cuda:%d: batch element %lld did not converge (info %d)", dev,
+                      (long long)bad, hinfo[bad]);
+    free(hinfo);
+    return !ok || s != CUSOLVER_STATUS_SUCCESS || bad >= 0 || rc ? -1 : 1;
+}
+
+/* for test_cuda_plugin: 0 when cuSOLVER is loaded and cholesky's and
+ * eigh's kernels compile for sm_90, else -1 and why */
 __attribute__((visibility("default"))) int cft_cuda_solver_check(char *err, size_t en) {
     pthread_once(&once, load);
     return cft_cuda_lib_kernel_check(load_err, chol_src, err, en);

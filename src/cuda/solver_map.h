@@ -1,11 +1,10 @@
-/* solver_map.h: cholesky, triangular_solve, solve and slogdet on
+/* solver_map.h: cholesky, triangular_solve, solve, slogdet and eigh on
  * contiguous row-major operands as the batched column-major calls of a
- * LAPACK-style library: cuSOLVER's potrfBatched and cuBLAS's trsmBatched
- * and getrfBatched in the CUDA backend, LAPACK's potrf and getrf and
- * CBLAS's trsm per matrix in the test backend (tests/support), which runs
- * the same mapping on its own memory, so every one of them in the
- * per-primitive tests checks it without a GPU. A row-major matrix read column-major is its
- * transpose.
+ * LAPACK-style library: cuSOLVER's potrfBatched and syevjBatched and
+ * cuBLAS's trsmBatched and getrfBatched in the CUDA backend, LAPACK's
+ * potrf, getrf and syevd and CBLAS's trsm per matrix in the test backend (tests/support), which
+ * runs the same mapping on its own memory, so every one of them in the per-primitive tests checks
+ * it without a GPU. A row-major matrix read column-major is its transpose.
  *
  * cholesky factors S = (A + A^T) / 2 (as the host kernel does): the output
  * first gets S (step 1, elementwise), which read column-major is S again;
@@ -203,6 +202,44 @@ static inline bool cft_slogdet_map_op(const cft_dev_op_api *api, const cft_dev_o
     "        if (a.info[m] > 0) sign = 0, lad = log(0.0);\n"                                       \
     "        a.sign[m] = (" #T ")sign, a.lad[m] = (" #T ")lad;\n    }\n}\n"
 #define CFT_SLOGDET_KERNELS CFT_SLOGDET_KERNEL(float, f) CFT_SLOGDET_KERNEL(double, d)
+
+/* eigh: the eigenvalues (ascending) and eigenvectors (V's columns) of the
+ * symmetric matrix that A's row-major lower triangle holds, as the host's
+ * LAPACKE_?syevd(ROW_MAJOR, 'L'). Read column-major, that triangle is the
+ * upper one of the same matrix, so a column-major solver given a copy of
+ * A and 'U' sees the same numbers; it leaves V column-major (read
+ * row-major, V^T), and cft_eigh_vt_<t> writes it row-major into the
+ * output. An eigenvector is defined up to its sign: another solver
+ * (cuSOLVER's Jacobi syevj) may give the other one. */
+typedef struct {
+    bool dbl;
+    int64_t n, batch;
+} cft_eigh_desc;
+
+static inline bool cft_eigh_map_op(const cft_dev_op_api *api, const cft_dev_op *op,
+                                   cft_eigh_desc *d) {
+    if (strcmp(api->name(op), "eigh") || api->nin(op) != 1)
+        return false;
+    cft_dev_buf a = api->in(op, 0), w = api->out(op, 0), v = api->out(op, 1);
+    if (!cft_solver_float(&a.aval, &d->dbl) || !cft_solver_batch(&a.aval, &d->batch) ||
+        w.aval.dtype != a.aval.dtype || v.aval.dtype != a.aval.dtype)
+        return false;
+    size_t es = d->dbl ? sizeof(double) : sizeof(float);
+    d->n = a.aval.shape[a.aval.ndim - 1];
+    return a.aval.shape[a.aval.ndim - 2] == d->n && v.bytes == a.bytes &&
+           w.bytes == (size_t)(d->batch * d->n) * es;
+}
+
+/* y = each n x n matrix of x transposed, over all batch * n * n elements:
+ * struct { T *y; const T *x; long long n, total; } */
+#define CFT_EIGH_KERNEL(T, t)                                                                      \
+    "struct cft_eigh_vt_" #t " { " #T " *y; const " #T " *x; long long n, total; };\n"             \
+    "extern \"C\" __global__ void cft_eigh_vt_" #t "(const struct cft_eigh_vt_" #t " a) {\n"       \
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.total;\n"      \
+    "         i += (long long)gridDim.x * blockDim.x) {\n"                                         \
+    "        long long nn = a.n * a.n, base = i / nn * nn, r = i % nn / a.n, c = i % a.n;\n"       \
+    "        a.y[i] = a.x[base + c * a.n + r];\n    }\n}\n"
+#define CFT_EIGH_KERNELS CFT_EIGH_KERNEL(float, f) CFT_EIGH_KERNEL(double, d)
 
 /* Steps 1 and 2 of cholesky as CUDA C kernels over all batch * n * n
  * elements (grid-stride loops; NVRTC in the CUDA backend): cft_chol_sym_<t>

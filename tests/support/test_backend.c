@@ -457,6 +457,52 @@ static int slogdet(const cft_dev_op_api *api, const cft_dev_op *op) {
     return bad || rc ? -1 : 1;
 }
 
+/* eigh as solver_map.h maps it (column-major syevd 'U' on a copy of A,
+ * the eigenvalues straight into the output, V transposed by the CUDA
+ * backend's kernel): 1 done, 0 not mapped, -1 failed */
+static int eigh(const cft_dev_op_api *api, const cft_dev_op *op) {
+    cft_eigh_desc d;
+    if (!cft_eigh_map_op(api, op, &d))
+        return 0;
+    cft_dev_buf b[3] = {api->in(op, 0), api->out(op, 0), api->out(op, 1)};
+    int64_t n = d.n, nn = n * n;
+    char *work = malloc(b[0].bytes ? b[0].bytes : 1);
+    char *r[3];
+    size_t sz[3];
+    pthread_mutex_lock(&mu);
+    if (!work || !open_all(b, 3, r, sz)) {
+        pthread_mutex_unlock(&mu);
+        free(work);
+        return 0;
+    }
+    memcpy(work, b[0].ptr, b[0].bytes);
+    int info = 0, rc = 0;
+    int64_t bad = -1;
+    for (int64_t m = 0; m < d.batch && !info; m++) {
+        info = d.dbl ? LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', (int)n, (double *)work + m * nn,
+                                      (int)n, (double *)b[1].ptr + m * n)
+                     : LAPACKE_ssyevd(LAPACK_COL_MAJOR, 'V', 'U', (int)n, (float *)work + m * nn,
+                                      (int)n, (float *)b[1].ptr + m * n);
+        bad = info ? m : bad;
+    }
+    struct {
+        void *y;
+        const void *x;
+        long long n, total;
+    } t = {b[2].ptr, work, (long long)n, (long long)(d.batch * nn)};
+    if (!info)
+        rc = host_kernel_run(CFT_EIGH_KERNELS, d.dbl ? "cft_eigh_vt_d" : "cft_eigh_vt_f", &t, err,
+                             sizeof err);
+    close_all(3, r, sz);
+    counts.solvers++;
+    pthread_mutex_unlock(&mu);
+    free(work);
+    if (info)
+        snprintf(err, sizeof err, "eigh on test: syevd failed on batch element %lld (info %d)",
+                 (long long)bad, info);
+    return info || rc ? -1 : 1;
+}
+
 /* triangular_solve as solver_map.h maps it (column-major trsm on a copy of
  * B): 1 done, 0 not mapped */
 static int trsm(const cft_dev_op_api *api, const cft_dev_op *op) {
@@ -520,6 +566,8 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
         done = lu(&op_api, op);
     if (!done)
         done = slogdet(&op_api, op);
+    if (!done)
+        done = eigh(&op_api, op);
     if (done)
         return done > 0 ? 0 : -1;
     if (cft_dev_op_run_on_host(op) != CFT_OK) {
