@@ -23,7 +23,9 @@
  * matrix (sign 0, -inf); eigh (syevd on the column-major upper triangle,
  * V transposed by the CUDA backend's kernel) of non-symmetric batches
  * (both read the lower triangle), eigenvalues to the host's and
- * eigenvectors up to sign; and that the backend ran each of them itself
+ * eigenvectors up to sign; qr (A written column-major, geqrf, R, orgqr,
+ * Q) of tall, wide and square batches against the host's Q and R and
+ * their product; and that the backend ran each of them itself
  * (counts.solvers). */
 #include <math.h>
 #include <string.h>
@@ -235,6 +237,26 @@ int main(int argc, char **argv) {
                         P, cft_broadcast_to(cft_eye(n, dt), (int64_t[]){3, n, n}, 3)) <= tol * 10,
                     "n %lld (%s): eigenvectors off by %g", (long long)n, f ? "f64" : "f32",
                     cft_max_abs_diff(P, cft_broadcast_to(cft_eye(n, dt), (int64_t[]){3, n, n}, 3)));
+            }
+        }
+    }
+    TEST("qr on a device: batched, tall, wide and square, f32 and f64, the host's Q and R") {
+        static const int64_t shapes[][2] = {{5, 3}, {3, 5}, {4, 4}, {1, 3}, {6, 1}, {17, 9}};
+        for (int f = 0; f < 2; f++) {
+            cft_dtype dt = f ? CFT_F64 : CFT_F32;
+            double tol = f ? 1e-10 : 1e-4;
+            for (int s = 0; s < 6; s++) {
+                int64_t m = shapes[s][0], n = shapes[s][1];
+                cft_array *A = rnd(120 + (uint64_t)s, dt, (int64_t[]){3, m, n}, 3), *Q, *R, *hQ,
+                          *hR;
+                test_backend_counts c0 = test_backend_counts_now();
+                CHECK_EQ(cft_linalg_qr(cft_device_put(A, d), &Q, &R), CFT_OK);
+                CHECK_EQ(test_backend_counts_now().solvers - c0.solvers, 1);
+                CHECK(on(Q, d) && on(R, d));
+                CHECK_EQ(cft_linalg_qr(A, &hQ, &hR), CFT_OK);
+                CHECK_ARRAY_CLOSE(to_host(Q), hQ, tol, tol);
+                CHECK_ARRAY_CLOSE(to_host(R), hR, tol, tol);
+                CHECK_ARRAY_CLOSE(cft_matmul(to_host(Q), to_host(R)), A, tol * 10, tol * 10);
             }
         }
     }

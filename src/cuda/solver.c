@@ -8,10 +8,13 @@
  * (CFT_CUSOLVER_PATH), after the trust check; one handle per device, used
  * under that device's lock. eigh: syevjBatched (Jacobi, up to 32 rows) on
  * a copy of A, then a kernel that writes V row-major (cft_eigh_map_op).
+ * qr: geqrf and orgqr per matrix between kernels that change the layout
+ * (cft_qr_map_op).
  * Written against cuSOLVER 12 (CUDA 13); not yet run on a GPU (the
  * mappings run in test_device_linalg through the test backend, and
  * test_cuda_plugin loads every symbol and compiles the kernels). */
 #include <cusolverDn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +40,20 @@ static struct {
                                float *, int, float *, float *, int, int *, syevjInfo_t, int);
     cusolverStatus_t (*dsyevj)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int,
                                double *, int, double *, double *, int, int *, syevjInfo_t, int);
+    cusolverStatus_t (*sgeqrf_size)(cusolverDnHandle_t, int, int, float *, int, int *);
+    cusolverStatus_t (*dgeqrf_size)(cusolverDnHandle_t, int, int, double *, int, int *);
+    cusolverStatus_t (*sgeqrf)(cusolverDnHandle_t, int, int, float *, int, float *, float *, int,
+                               int *);
+    cusolverStatus_t (*dgeqrf)(cusolverDnHandle_t, int, int, double *, int, double *, double *, int,
+                               int *);
+    cusolverStatus_t (*sorgqr_size)(cusolverDnHandle_t, int, int, int, const float *, int,
+                                    const float *, int *);
+    cusolverStatus_t (*dorgqr_size)(cusolverDnHandle_t, int, int, int, const double *, int,
+                                    const double *, int *);
+    cusolverStatus_t (*sorgqr)(cusolverDnHandle_t, int, int, int, float *, int, const float *,
+                               float *, int, int *);
+    cusolverStatus_t (*dorgqr)(cusolverDnHandle_t, int, int, int, double *, int, const double *,
+                               double *, int, int *);
     cusolverDnHandle_t handle[CFT_CUDA_MAX_DEV];
     pthread_mutex_t mu[CFT_CUDA_MAX_DEV];
 } so;
@@ -48,11 +65,13 @@ static void load(void) {
     for (int i = 0; i < CFT_CUDA_MAX_DEV; i++)
         pthread_mutex_init(&so.mu[i], NULL);
 #ifdef CFT_CUSOLVER_PATH
-    void **const slots[] = {(void **)&so.create,       (void **)&so.spotrf,
-                            (void **)&so.dpotrf,       (void **)&so.set_stream,
-                            (void **)&so.create_syevj, (void **)&so.destroy_syevj,
-                            (void **)&so.ssyevj_size,  (void **)&so.dsyevj_size,
-                            (void **)&so.ssyevj,       (void **)&so.dsyevj};
+    void **const slots[] = {
+        (void **)&so.create,      (void **)&so.spotrf,       (void **)&so.dpotrf,
+        (void **)&so.set_stream,  (void **)&so.create_syevj, (void **)&so.destroy_syevj,
+        (void **)&so.ssyevj_size, (void **)&so.dsyevj_size,  (void **)&so.ssyevj,
+        (void **)&so.dsyevj,      (void **)&so.sgeqrf_size,  (void **)&so.dgeqrf_size,
+        (void **)&so.sgeqrf,      (void **)&so.dgeqrf,       (void **)&so.sorgqr_size,
+        (void **)&so.dorgqr_size, (void **)&so.sorgqr,       (void **)&so.dorgqr};
     static const char *const names[] = {"cusolverDnCreate",
                                         "cusolverDnSpotrfBatched",
                                         "cusolverDnDpotrfBatched",
@@ -62,7 +81,15 @@ static void load(void) {
                                         "cusolverDnSsyevjBatched_bufferSize",
                                         "cusolverDnDsyevjBatched_bufferSize",
                                         "cusolverDnSsyevjBatched",
-                                        "cusolverDnDsyevjBatched"};
+                                        "cusolverDnDsyevjBatched",
+                                        "cusolverDnSgeqrf_bufferSize",
+                                        "cusolverDnDgeqrf_bufferSize",
+                                        "cusolverDnSgeqrf",
+                                        "cusolverDnDgeqrf",
+                                        "cusolverDnSorgqr_bufferSize",
+                                        "cusolverDnDorgqr_bufferSize",
+                                        "cusolverDnSorgqr",
+                                        "cusolverDnDorgqr"};
     so.lib = cft_cuda_open_lib(CFT_CUSOLVER_PATH, "cuSOLVER", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
 #else
@@ -70,7 +97,7 @@ static void load(void) {
 #endif
 }
 
-static const char *chol_src = CFT_CHOL_KERNELS CFT_EIGH_KERNELS;
+static const char *chol_src = CFT_CHOL_KERNELS CFT_EIGH_KERNELS CFT_QR_KERNELS;
 
 /* step `which` ("sym" / "zero") of solver_map.h over the batch */
 static int chol_step(int dev, const char *which, void *y, const void *a, const cft_chol_desc *d) {
@@ -236,8 +263,97 @@ int cft_cuda_eigh(int dev, const cft_dev_op *op) {
     return !ok || s != CUSOLVER_STATUS_SUCCESS || bad >= 0 || rc ? -1 : 1;
 }
 
-/* for test_cuda_plugin: 0 when cuSOLVER is loaded and cholesky's and
- * eigh's kernels compile for sm_90, else -1 and why */
+/* qr as solver_map.h maps it: A written column-major into a work buffer,
+ * then per matrix geqrf, R written row-major, orgqr; then Q written
+ * row-major. The matrices go one by one (cuSOLVER has no batched geqrf
+ * for every shape) on the device's stream. */
+int cft_cuda_qr(int dev, const cft_dev_op *op) {
+    cft_qr_desc d;
+    if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_qr_map_op(&cft_cuda_core->op, op, &d) ||
+        d.m > INT_MAX / (d.n > 0 ? d.n : 1))
+        return 0;
+    pthread_once(&once, load);
+    if (load_err[0])
+        return 0;
+    if (cft_cuda_on(dev, "qr (cuSOLVER)"))
+        return -1;
+    const cft_dev_op_api *api = &cft_cuda_core->op;
+    cft_dev_buf a = api->in(op, 0), q = api->out(op, 0), r = api->out(op, 1);
+    size_t es = d.dbl ? sizeof(double) : sizeof(float);
+    int m = (int)d.m, n = (int)d.n, k = (int)d.k, lw = 0, lw2 = 0, hinfo = 0;
+    int64_t mn = d.m * d.n;
+    CUstream st = cft_cuda_stream(dev);
+    CUdeviceptr work = 0, tau = 0, info = 0, ws = 0;
+    struct {
+        void *y;
+        const void *x;
+        long long m, n, k, total;
+    } t = {NULL, a.ptr, m, n, k, (long long)(d.batch * mn)};
+    bool ok = cft_cu.alloc(&work, a.bytes ? a.bytes : es) == CUDA_SUCCESS &&
+              cft_cu.alloc(&tau, (size_t)(k + 1) * es) == CUDA_SUCCESS &&
+              cft_cu.alloc(&info, sizeof(int)) == CUDA_SUCCESS;
+    int rc = 0;
+    t.y = (void *)(uintptr_t)work;
+    if (ok && k)
+        rc = cft_cuda_launch(dev, chol_src, d.dbl ? "cft_qr_in_d" : "cft_qr_in_f", &t, sizeof t,
+                             t.total);
+    cusolverStatus_t s = CUSOLVER_STATUS_SUCCESS;
+    pthread_mutex_lock(&so.mu[dev]);
+    if (ok && !rc && k) {
+        void *w0 = (void *)(uintptr_t)work, *tp = (void *)(uintptr_t)tau;
+        if (!so.handle[dev])
+            s = so.create(&so.handle[dev]);
+        if (s == CUSOLVER_STATUS_SUCCESS) /* this thread's stream (a capture's, while capturing) */
+            s = so.set_stream(so.handle[dev], (cudaStream_t)st);
+        if (s == CUSOLVER_STATUS_SUCCESS)
+            s = d.dbl ? so.dgeqrf_size(so.handle[dev], m, n, w0, m, &lw)
+                      : so.sgeqrf_size(so.handle[dev], m, n, w0, m, &lw);
+        if (s == CUSOLVER_STATUS_SUCCESS)
+            s = d.dbl ? so.dorgqr_size(so.handle[dev], m, k, k, w0, m, tp, &lw2)
+                      : so.sorgqr_size(so.handle[dev], m, k, k, w0, m, tp, &lw2);
+        lw = lw > lw2 ? lw : lw2;
+        if (s == CUSOLVER_STATUS_SUCCESS)
+            ok = cft_cu.alloc(&ws, (size_t)(lw > 0 ? lw : 1) * es) == CUDA_SUCCESS;
+        void *wp = (void *)(uintptr_t)ws;
+        int *ip = (int *)(uintptr_t)info;
+        for (int64_t e = 0; ok && !rc && s == CUSOLVER_STATUS_SUCCESS && e < d.batch; e++) {
+            char *w = (char *)(uintptr_t)work + (size_t)(e * mn) * es;
+            s = d.dbl ? so.dgeqrf(so.handle[dev], m, n, (double *)w, m, tp, wp, lw, ip)
+                      : so.sgeqrf(so.handle[dev], m, n, (float *)w, m, tp, wp, lw, ip);
+            t.y = (char *)r.ptr + (size_t)(e * k * n) * es, t.x = w, t.total = (long long)k * n;
+            if (s == CUSOLVER_STATUS_SUCCESS) /* R, before orgqr overwrites the triangle */
+                rc = cft_cuda_launch(dev, chol_src, d.dbl ? "cft_qr_r_d" : "cft_qr_r_f", &t,
+                                     sizeof t, t.total);
+            if (s == CUSOLVER_STATUS_SUCCESS && !rc)
+                s = d.dbl ? so.dorgqr(so.handle[dev], m, k, k, (double *)w, m, tp, wp, lw, ip)
+                          : so.sorgqr(so.handle[dev], m, k, k, (float *)w, m, tp, wp, lw, ip);
+        }
+    }
+    pthread_mutex_unlock(&so.mu[dev]);
+    t.y = q.ptr, t.x = (void *)(uintptr_t)work, t.total = (long long)(d.batch * d.m * d.k);
+    if (ok && !rc && s == CUSOLVER_STATUS_SUCCESS && k)
+        rc = cft_cuda_launch(dev, chol_src, d.dbl ? "cft_qr_q_d" : "cft_qr_q_f", &t, sizeof t,
+                             t.total);
+    if (ok && info) /* the last call's info (an argument error: the first would stop them) */
+        ok = cft_cu.dtoh_async(&hinfo, info, sizeof(int), st) == CUDA_SUCCESS;
+    cft_cu.stream_sync(st); /* the scratch memory goes */
+    CUdeviceptr scratch[4] = {work, tau, info, ws};
+    for (int i = 0; i < 4; i++)
+        if (scratch[i])
+            cft_cu.free(scratch[i]);
+    if (!ok || s != CUSOLVER_STATUS_SUCCESS || hinfo)
+        cft_cuda_fail("qr on cuda:%d: cuSOLVER geqrf / orgqr (m %d, n %d, batch %lld): %s %d", dev,
+                      m, n, (long long)d.batch,
+                      !ok                            ? "out of device memory"
+                      : s != CUSOLVER_STATUS_SUCCESS ? "status"
+                                                     : "info",
+                      s != CUSOLVER_STATUS_SUCCESS ? (int)s : hinfo);
+    return !ok || s != CUSOLVER_STATUS_SUCCESS || hinfo || rc ? -1 : 1;
+}
+
+/* for test_cuda_plugin: 0 when cuSOLVER is loaded and the kernels of
+ * cholesky, eigh and qr compile for sm_90, else -1 and why */
+
 __attribute__((visibility("default"))) int cft_cuda_solver_check(char *err, size_t en) {
     pthread_once(&once, load);
     return cft_cuda_lib_kernel_check(load_err, chol_src, err, en);

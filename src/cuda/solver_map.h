@@ -1,8 +1,9 @@
-/* solver_map.h: cholesky, triangular_solve, solve, slogdet and eigh on
+/* solver_map.h: cholesky, triangular_solve, solve, slogdet, eigh and qr on
  * contiguous row-major operands as the batched column-major calls of a
- * LAPACK-style library: cuSOLVER's potrfBatched and syevjBatched and
- * cuBLAS's trsmBatched and getrfBatched in the CUDA backend, LAPACK's
- * potrf, getrf and syevd and CBLAS's trsm per matrix in the test backend (tests/support), which
+ * LAPACK-style library: cuSOLVER's potrfBatched, syevjBatched, geqrf and
+ * orgqr and cuBLAS's trsmBatched and getrfBatched in the CUDA backend,
+ * LAPACK's potrf, getrf, syevd, geqrf and orgqr and CBLAS's trsm per
+ * matrix in the test backend (tests/support), which
  * runs the same mapping on its own memory, so every one of them in the per-primitive tests checks
  * it without a GPU. A row-major matrix read column-major is its transpose.
  *
@@ -240,6 +241,56 @@ static inline bool cft_eigh_map_op(const cft_dev_op_api *api, const cft_dev_op *
     "        long long nn = a.n * a.n, base = i / nn * nn, r = i % nn / a.n, c = i % a.n;\n"       \
     "        a.y[i] = a.x[base + c * a.n + r];\n    }\n}\n"
 #define CFT_EIGH_KERNELS CFT_EIGH_KERNEL(float, f) CFT_EIGH_KERNEL(double, d)
+
+/* qr (reduced, as the host's LAPACKE geqrf / orgqr): A [m, n] row-major
+ * is first written column-major into a work buffer (cft_qr_in_<t>: the
+ * same matrix, so the column-major geqrf and orgqr factor A itself, not
+ * A^T), then R [k, n] (cft_qr_r_<t>: the upper triangle of geqrf's result)
+ * and Q [m, k] (cft_qr_q_<t>: the first k columns orgqr leaves) are
+ * written row-major, k = min(m, n). The libraries' calls are per matrix:
+ * geqrf (with tau, k per matrix) and orgqr. */
+typedef struct {
+    bool dbl;
+    int64_t m, n, k, batch;
+} cft_qr_desc;
+
+static inline bool cft_qr_map_op(const cft_dev_op_api *api, const cft_dev_op *op, cft_qr_desc *d) {
+    if (strcmp(api->name(op), "qr") || api->nin(op) != 1)
+        return false;
+    cft_dev_buf a = api->in(op, 0), q = api->out(op, 0), r = api->out(op, 1);
+    if (!cft_solver_float(&a.aval, &d->dbl) || !cft_solver_batch(&a.aval, &d->batch) ||
+        q.aval.dtype != a.aval.dtype || r.aval.dtype != a.aval.dtype)
+        return false;
+    size_t es = d->dbl ? sizeof(double) : sizeof(float);
+    int nd = a.aval.ndim;
+    d->m = a.aval.shape[nd - 2], d->n = a.aval.shape[nd - 1];
+    d->k = d->m < d->n ? d->m : d->n;
+    return q.bytes == (size_t)(d->batch * d->m * d->k) * es &&
+           r.bytes == (size_t)(d->batch * d->k * d->n) * es;
+}
+
+/* over all batch * (rows * cols) elements of the output: struct { T *y;
+ * const T *x; long long m, n, k, total; }. in: y (work, column-major
+ * [m, n]) from x = A (row-major); r: y = R (row-major [k, n]) from x (the
+ * work); q: y = Q (row-major [m, k]) from x (the work) */
+#define CFT_QR_KERNEL(T, t)                                                                        \
+    "struct cft_qr_" #t " { " #T " *y; const " #T " *x; long long m, n, k, total; };\n"            \
+    "extern \"C\" __global__ void cft_qr_in_" #t "(const struct cft_qr_" #t " a) {\n"              \
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.total;\n"      \
+    "         i += (long long)gridDim.x * blockDim.x) {\n"                                         \
+    "        long long mn = a.m * a.n, b = i / mn, r = i % mn / a.n, c = i % a.n;\n"               \
+    "        a.y[b * mn + c * a.m + r] = a.x[i];\n    }\n}\n"                                      \
+    "extern \"C\" __global__ void cft_qr_r_" #t "(const struct cft_qr_" #t " a) {\n"               \
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.total;\n"      \
+    "         i += (long long)gridDim.x * blockDim.x) {\n"                                         \
+    "        long long kn = a.k * a.n, b = i / kn, r = i % kn / a.n, c = i % a.n;\n"               \
+    "        a.y[i] = c >= r ? a.x[b * a.m * a.n + c * a.m + r] : (" #T ")0;\n    }\n}\n"          \
+    "extern \"C\" __global__ void cft_qr_q_" #t "(const struct cft_qr_" #t " a) {\n"               \
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.total;\n"      \
+    "         i += (long long)gridDim.x * blockDim.x) {\n"                                         \
+    "        long long mk = a.m * a.k, b = i / mk, r = i % mk / a.k, c = i % a.k;\n"               \
+    "        a.y[i] = a.x[b * a.m * a.n + c * a.m + r];\n    }\n}\n"
+#define CFT_QR_KERNELS CFT_QR_KERNEL(float, f) CFT_QR_KERNEL(double, d)
 
 /* Steps 1 and 2 of cholesky as CUDA C kernels over all batch * n * n
  * elements (grid-stride loops; NVRTC in the CUDA backend): cft_chol_sym_<t>

@@ -503,6 +503,72 @@ static int eigh(const cft_dev_op_api *api, const cft_dev_op *op) {
     return info || rc ? -1 : 1;
 }
 
+/* qr as solver_map.h maps it (A written column-major, geqrf and orgqr per
+ * matrix, R and Q written row-major, all by the CUDA backend's kernels):
+ * 1 done, 0 not mapped, -1 failed */
+static int qr(const cft_dev_op_api *api, const cft_dev_op *op) {
+    cft_qr_desc d;
+    if (!cft_qr_map_op(api, op, &d))
+        return 0;
+    cft_dev_buf b[3] = {api->in(op, 0), api->out(op, 0), api->out(op, 1)};
+    int64_t m = d.m, n = d.n, k = d.k, mn = m * n;
+    size_t es = d.dbl ? 8 : 4;
+    char *work = malloc(b[0].bytes ? b[0].bytes : 1), *tau = malloc((size_t)(k + 1) * es);
+    char *r[3];
+    size_t sz[3];
+    pthread_mutex_lock(&mu);
+    if (!work || !tau || !open_all(b, 3, r, sz)) {
+        pthread_mutex_unlock(&mu);
+        free(work), free(tau);
+        return 0;
+    }
+    struct {
+        void *y;
+        const void *x;
+        long long m, n, k, total;
+    } t = {work, b[0].ptr, (long long)m, (long long)n, (long long)k, (long long)(d.batch * mn)};
+    int info = 0, rc = host_kernel_run(CFT_QR_KERNELS, d.dbl ? "cft_qr_in_d" : "cft_qr_in_f", &t,
+                                       err, sizeof err);
+    for (int64_t e = 0; e < d.batch && k && !info && !rc; e++) {
+        char *w = work + (size_t)(e * mn) * es;
+        info = d.dbl ? LAPACKE_dgeqrf(LAPACK_COL_MAJOR, (int)m, (int)n, (double *)w, (int)m,
+                                      (double *)tau)
+                     : LAPACKE_sgeqrf(LAPACK_COL_MAJOR, (int)m, (int)n, (float *)w, (int)m,
+                                      (float *)tau);
+        if (info)
+            break;
+        /* R before orgqr overwrites the triangle: this matrix's rows */
+        struct {
+            void *y;
+            const void *x;
+            long long m, n, k, total;
+        } tr = {(char *)b[2].ptr + (size_t)(e * k * n) * es,
+                w,
+                (long long)m,
+                (long long)n,
+                (long long)k,
+                (long long)(k * n)};
+        rc = host_kernel_run(CFT_QR_KERNELS, d.dbl ? "cft_qr_r_d" : "cft_qr_r_f", &tr, err,
+                             sizeof err);
+        info = rc      ? 0
+               : d.dbl ? LAPACKE_dorgqr(LAPACK_COL_MAJOR, (int)m, (int)k, (int)k, (double *)w,
+                                        (int)m, (const double *)tau)
+                       : LAPACKE_sorgqr(LAPACK_COL_MAJOR, (int)m, (int)k, (int)k, (float *)w,
+                                        (int)m, (const float *)tau);
+    }
+    t.y = b[1].ptr, t.x = work, t.total = (long long)(d.batch * m * k);
+    if (!info && !rc && k)
+        rc = host_kernel_run(CFT_QR_KERNELS, d.dbl ? "cft_qr_q_d" : "cft_qr_q_f", &t, err,
+                             sizeof err);
+    close_all(3, r, sz);
+    counts.solvers++;
+    pthread_mutex_unlock(&mu);
+    free(work), free(tau);
+    if (info)
+        snprintf(err, sizeof err, "qr on test: geqrf / orgqr: info %d", info);
+    return info || rc ? -1 : 1;
+}
+
 /* triangular_solve as solver_map.h maps it (column-major trsm on a copy of
  * B): 1 done, 0 not mapped */
 static int trsm(const cft_dev_op_api *api, const cft_dev_op *op) {
@@ -568,6 +634,8 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
         done = slogdet(&op_api, op);
     if (!done)
         done = eigh(&op_api, op);
+    if (!done)
+        done = qr(&op_api, op);
     if (done)
         return done > 0 ? 0 : -1;
     if (cft_dev_op_run_on_host(op) != CFT_OK) {
