@@ -25,8 +25,10 @@
  * (both read the lower triangle), eigenvalues to the host's and
  * eigenvectors up to sign; qr (A written column-major, geqrf, R, orgqr,
  * Q) of tall, wide and square batches against the host's Q and R and
- * their product; and that the backend ran each of them itself
- * (counts.solvers). */
+ * their product; svd (gesvd on A as it lies when wide, else on A written
+ * column-major) of the same shapes, singular values to the host's, U
+ * diag(s) Vh = A, vectors up to sign; and that the backend ran each of
+ * them itself (counts.solvers). */
 #include <math.h>
 #include <string.h>
 
@@ -257,6 +259,34 @@ int main(int argc, char **argv) {
                 CHECK_ARRAY_CLOSE(to_host(Q), hQ, tol, tol);
                 CHECK_ARRAY_CLOSE(to_host(R), hR, tol, tol);
                 CHECK_ARRAY_CLOSE(cft_matmul(to_host(Q), to_host(R)), A, tol * 10, tol * 10);
+            }
+        }
+    }
+    TEST("svd on a device: batched, tall, wide and square, f32 and f64; vectors up to sign") {
+        static const int64_t shapes[][2] = {{5, 3}, {3, 5}, {4, 4}, {1, 3}, {6, 1}, {9, 17}};
+        for (int f = 0; f < 2; f++) {
+            cft_dtype dt = f ? CFT_F64 : CFT_F32;
+            double tol = f ? 1e-9 : 2e-4;
+            for (int sh = 0; sh < 6; sh++) {
+                int64_t m = shapes[sh][0], n = shapes[sh][1], k = m < n ? m : n;
+                cft_array *A = rnd(140 + (uint64_t)sh, dt, (int64_t[]){3, m, n}, 3), *U, *S, *Vh,
+                          *hU, *hS, *hVh;
+                test_backend_counts c0 = test_backend_counts_now();
+                CHECK_EQ(cft_linalg_svd(cft_device_put(A, d), &U, &S, &Vh), CFT_OK);
+                CHECK_EQ(test_backend_counts_now().solvers - c0.solvers, 1);
+                CHECK(on(U, d) && on(S, d) && on(Vh, d));
+                CHECK_EQ(cft_linalg_svd(A, &hU, &hS, &hVh), CFT_OK);
+                U = to_host(U), S = to_host(S), Vh = to_host(Vh);
+                CHECK_ARRAY_CLOSE(S, hS, tol, tol);
+                /* U diag(s) Vh = A; each singular vector the host's or its
+                 * negative (random matrices: distinct singular values) */
+                CHECK_ARRAY_CLOSE(cft_matmul(cft_mul(U, cft_expand_dims(S, -2)), Vh), A, tol * 10,
+                                  tol * 10);
+                cft_array *I = cft_broadcast_to(cft_eye(k, dt), (int64_t[]){3, k, k}, 3);
+                double du = cft_max_abs_diff(cft_abs(cft_matmul(cft_mT(U), hU)), I),
+                       dv = cft_max_abs_diff(cft_abs(cft_matmul(Vh, cft_mT(hVh))), I);
+                CHECK_MSG(du <= tol * 10 && dv <= tol * 10, "[%lld, %lld] %s: U off by %g, V by %g",
+                          (long long)m, (long long)n, f ? "f64" : "f32", du, dv);
             }
         }
     }

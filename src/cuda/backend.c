@@ -243,6 +243,8 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
         done = cft_cuda_eigh(dev, op);
     if (!done)
         done = cft_cuda_qr(dev, op);
+    if (!done)
+        done = cft_cuda_svd(dev, op);
     if (done)
         return done > 0 ? 0 : -1;
     if (cft_cuda_core->run_on_host(op) != CFT_OK) {

@@ -87,6 +87,8 @@ int cft_cuda_cholesky(int dev, const cft_dev_op *op);
 int cft_cuda_eigh(int dev, const cft_dev_op *op);
 /* qr on cuSOLVER's geqrf and orgqr (solver.c): the same convention */
 int cft_cuda_qr(int dev, const cft_dev_op *op);
+/* svd on cuSOLVER's gesvd (solver.c): the same convention */
+int cft_cuda_svd(int dev, const cft_dev_op *op);
 /* the communicators on NCCL (nccl.c): cft_backend's comm_id, comm_init,
  * comm_poll, comm_abort and collective */
 int cft_cuda_comm_id(void *ctx, void *id, size_t *size);

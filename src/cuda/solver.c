@@ -1,4 +1,4 @@
-/* solver.c: cholesky and eigh on cuSOLVER in the CUDA backend, as
+/* solver.c: cholesky, eigh, qr and svd on cuSOLVER in the CUDA backend, as
  * cuda/solver_map.h maps it: a kernel writes the symmetric part of each
  * matrix into the output, cusolverDn<S|D>potrfBatched factors its
  * column-major upper triangle in place (the row-major lower one), and a
@@ -9,7 +9,7 @@
  * under that device's lock. eigh: syevjBatched (Jacobi, up to 32 rows) on
  * a copy of A, then a kernel that writes V row-major (cft_eigh_map_op).
  * qr: geqrf and orgqr per matrix between kernels that change the layout
- * (cft_qr_map_op).
+ * (cft_qr_map_op); svd: gesvd per matrix likewise (cft_svd_map_op).
  * Written against cuSOLVER 12 (CUDA 13); not yet run on a GPU (the
  * mappings run in test_device_linalg through the test backend, and
  * test_cuda_plugin loads every symbol and compiles the kernels). */
@@ -54,6 +54,13 @@ static struct {
                                float *, int, int *);
     cusolverStatus_t (*dorgqr)(cusolverDnHandle_t, int, int, int, double *, int, const double *,
                                double *, int, int *);
+    cusolverStatus_t (*sgesvd_size)(cusolverDnHandle_t, int, int, int *);
+    cusolverStatus_t (*dgesvd_size)(cusolverDnHandle_t, int, int, int *);
+    cusolverStatus_t (*sgesvd)(cusolverDnHandle_t, signed char, signed char, int, int, float *, int,
+                               float *, float *, int, float *, int, float *, int, float *, int *);
+    cusolverStatus_t (*dgesvd)(cusolverDnHandle_t, signed char, signed char, int, int, double *,
+                               int, double *, double *, int, double *, int, double *, int, double *,
+                               int *);
     cusolverDnHandle_t handle[CFT_CUDA_MAX_DEV];
     pthread_mutex_t mu[CFT_CUDA_MAX_DEV];
 } so;
@@ -71,7 +78,9 @@ static void load(void) {
         (void **)&so.ssyevj_size, (void **)&so.dsyevj_size,  (void **)&so.ssyevj,
         (void **)&so.dsyevj,      (void **)&so.sgeqrf_size,  (void **)&so.dgeqrf_size,
         (void **)&so.sgeqrf,      (void **)&so.dgeqrf,       (void **)&so.sorgqr_size,
-        (void **)&so.dorgqr_size, (void **)&so.sorgqr,       (void **)&so.dorgqr};
+        (void **)&so.dorgqr_size, (void **)&so.sorgqr,       (void **)&so.dorgqr,
+        (void **)&so.sgesvd_size, (void **)&so.dgesvd_size,  (void **)&so.sgesvd,
+        (void **)&so.dgesvd};
     static const char *const names[] = {"cusolverDnCreate",
                                         "cusolverDnSpotrfBatched",
                                         "cusolverDnDpotrfBatched",
@@ -89,7 +98,11 @@ static void load(void) {
                                         "cusolverDnSorgqr_bufferSize",
                                         "cusolverDnDorgqr_bufferSize",
                                         "cusolverDnSorgqr",
-                                        "cusolverDnDorgqr"};
+                                        "cusolverDnDorgqr",
+                                        "cusolverDnSgesvd_bufferSize",
+                                        "cusolverDnDgesvd_bufferSize",
+                                        "cusolverDnSgesvd",
+                                        "cusolverDnDgesvd"};
     so.lib = cft_cuda_open_lib(CFT_CUSOLVER_PATH, "cuSOLVER", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
 #else
@@ -97,7 +110,7 @@ static void load(void) {
 #endif
 }
 
-static const char *chol_src = CFT_CHOL_KERNELS CFT_EIGH_KERNELS CFT_QR_KERNELS;
+static const char *chol_src = CFT_CHOL_KERNELS CFT_EIGH_KERNELS CFT_QR_KERNELS CFT_SVD_KERNELS;
 
 /* step `which` ("sym" / "zero") of solver_map.h over the batch */
 static int chol_step(int dev, const char *which, void *y, const void *a, const cft_chol_desc *d) {
@@ -351,8 +364,101 @@ int cft_cuda_qr(int dev, const cft_dev_op *op) {
     return !ok || s != CUSOLVER_STATUS_SUCCESS || hinfo || rc ? -1 : 1;
 }
 
+/* svd as solver_map.h maps it: gesvd ('S', 'S') one matrix at a time on W,
+ * a column-major copy with rows >= cols (A as it lies when m < n, the
+ * solver then writing the outputs in place; else A written column-major
+ * and U and VT written row-major after) */
+int cft_cuda_svd(int dev, const cft_dev_op *op) {
+    cft_svd_desc d;
+    if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_svd_map_op(&cft_cuda_core->op, op, &d) ||
+        d.rows > INT_MAX / d.cols)
+        return 0;
+    pthread_once(&once, load);
+    if (load_err[0])
+        return 0;
+    if (cft_cuda_on(dev, "svd (cuSOLVER)"))
+        return -1;
+    const cft_dev_op_api *api = &cft_cuda_core->op;
+    cft_dev_buf a = api->in(op, 0), uo = api->out(op, 0), so_ = api->out(op, 1),
+                vo = api->out(op, 2);
+    size_t es = d.dbl ? sizeof(double) : sizeof(float);
+    int rows = (int)d.rows, cols = (int)d.cols, k = (int)d.k, lw = 0, hinfo = 0;
+    int64_t rc = d.rows * d.cols;
+    CUstream st = cft_cuda_stream(dev);
+    CUdeviceptr w = 0, u = 0, vt = 0, info = 0, ws = 0;
+    bool ok = cft_cu.alloc(&w, a.bytes) == CUDA_SUCCESS &&
+              cft_cu.alloc(&info, sizeof(int)) == CUDA_SUCCESS &&
+              (d.tr || (cft_cu.alloc(&u, (size_t)(d.batch * d.rows * d.k) * es) == CUDA_SUCCESS &&
+                        cft_cu.alloc(&vt, (size_t)(d.batch * d.k * d.cols) * es) == CUDA_SUCCESS));
+    struct {
+        void *y;
+        const void *x;
+        long long rows, cols, total;
+    } t = {(void *)(uintptr_t)w, a.ptr, (long long)d.n, (long long)d.m, (long long)(d.batch * rc)};
+    const char *kern = d.dbl ? "cft_svd_t_d" : "cft_svd_t_f";
+    int rcode = 0;
+    if (ok && d.tr)
+        ok = cft_cu.dtod_async(w, (CUdeviceptr)(uintptr_t)a.ptr, a.bytes, st) == CUDA_SUCCESS;
+    else if (ok)
+        rcode = cft_cuda_launch(dev, chol_src, kern, &t, sizeof t, t.total);
+    /* with tr, U is Vh row-major and VT is U row-major: in place */
+    char *U = d.tr ? (char *)vo.ptr : (char *)(uintptr_t)u,
+         *VT = d.tr ? (char *)uo.ptr : (char *)(uintptr_t)vt;
+    cusolverStatus_t s = CUSOLVER_STATUS_SUCCESS;
+    pthread_mutex_lock(&so.mu[dev]);
+    if (ok && !rcode) {
+        if (!so.handle[dev])
+            s = so.create(&so.handle[dev]);
+        if (s == CUSOLVER_STATUS_SUCCESS) /* this thread's stream (a capture's, while capturing) */
+            s = so.set_stream(so.handle[dev], (cudaStream_t)st);
+        if (s == CUSOLVER_STATUS_SUCCESS)
+            s = d.dbl ? so.dgesvd_size(so.handle[dev], rows, cols, &lw)
+                      : so.sgesvd_size(so.handle[dev], rows, cols, &lw);
+        if (s == CUSOLVER_STATUS_SUCCESS)
+            ok = cft_cu.alloc(&ws, (size_t)(lw > 0 ? lw : 1) * es) == CUDA_SUCCESS;
+        int *ip = (int *)(uintptr_t)info;
+        for (int64_t e = 0; ok && s == CUSOLVER_STATUS_SUCCESS && e < d.batch; e++) {
+            char *we = (char *)(uintptr_t)w + (size_t)(e * rc) * es,
+                 *se = (char *)so_.ptr + (size_t)(e * k) * es,
+                 *ue = U + (size_t)(e * d.rows * d.k) * es,
+                 *ve = VT + (size_t)(e * d.k * d.cols) * es;
+            s = d.dbl ? so.dgesvd(so.handle[dev], 'S', 'S', rows, cols, (double *)we, rows,
+                                  (double *)se, (double *)ue, rows, (double *)ve, k,
+                                  (double *)(uintptr_t)ws, lw, NULL, ip)
+                      : so.sgesvd(so.handle[dev], 'S', 'S', rows, cols, (float *)we, rows,
+                                  (float *)se, (float *)ue, rows, (float *)ve, k,
+                                  (float *)(uintptr_t)ws, lw, NULL, ip);
+        }
+    }
+    pthread_mutex_unlock(&so.mu[dev]);
+    if (ok && !rcode && s == CUSOLVER_STATUS_SUCCESS && !d.tr) { /* U, VT row-major */
+        t.y = uo.ptr, t.x = (void *)(uintptr_t)u, t.rows = d.m, t.cols = k;
+        t.total = (long long)(d.batch * d.m * d.k);
+        rcode = cft_cuda_launch(dev, chol_src, kern, &t, sizeof t, t.total);
+        t.y = vo.ptr, t.x = (void *)(uintptr_t)vt, t.rows = k, t.cols = d.n;
+        t.total = (long long)(d.batch * d.k * d.n);
+        if (!rcode)
+            rcode = cft_cuda_launch(dev, chol_src, kern, &t, sizeof t, t.total);
+    }
+    if (ok && info) /* the last call's info (an argument error would stop the first) */
+        ok = cft_cu.dtoh_async(&hinfo, info, sizeof(int), st) == CUDA_SUCCESS;
+    cft_cu.stream_sync(st); /* the scratch memory goes */
+    CUdeviceptr scratch[5] = {w, u, vt, info, ws};
+    for (int i = 0; i < 5; i++)
+        if (scratch[i])
+            cft_cu.free(scratch[i]);
+    if (!ok || s != CUSOLVER_STATUS_SUCCESS || hinfo)
+        cft_cuda_fail("svd on cuda:%d: cuSOLVER gesvd (m %lld, n %lld, batch %lld): %s %d", dev,
+                      (long long)d.m, (long long)d.n, (long long)d.batch,
+                      !ok                            ? "out of device memory"
+                      : s != CUSOLVER_STATUS_SUCCESS ? "status"
+                                                     : "info (did not converge)",
+                      s != CUSOLVER_STATUS_SUCCESS ? (int)s : hinfo);
+    return !ok || s != CUSOLVER_STATUS_SUCCESS || hinfo || rcode ? -1 : 1;
+}
+
 /* for test_cuda_plugin: 0 when cuSOLVER is loaded and the kernels of
- * cholesky, eigh and qr compile for sm_90, else -1 and why */
+ * cholesky, eigh, qr and svd compile for sm_90, else -1 and why */
 
 __attribute__((visibility("default"))) int cft_cuda_solver_check(char *err, size_t en) {
     pthread_once(&once, load);

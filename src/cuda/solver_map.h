@@ -1,9 +1,9 @@
-/* solver_map.h: cholesky, triangular_solve, solve, slogdet, eigh and qr on
+/* solver_map.h: cholesky, triangular_solve, solve, slogdet, eigh, qr and svd on
  * contiguous row-major operands as the batched column-major calls of a
- * LAPACK-style library: cuSOLVER's potrfBatched, syevjBatched, geqrf and
- * orgqr and cuBLAS's trsmBatched and getrfBatched in the CUDA backend,
- * LAPACK's potrf, getrf, syevd, geqrf and orgqr and CBLAS's trsm per
- * matrix in the test backend (tests/support), which
+ * LAPACK-style library: cuSOLVER's potrfBatched, syevjBatched, geqrf,
+ * orgqr and gesvd and cuBLAS's trsmBatched and getrfBatched in the CUDA
+ * backend, LAPACK's potrf, getrf, syevd, geqrf, orgqr and gesvd and
+ * CBLAS's trsm per matrix in the test backend (tests/support), which
  * runs the same mapping on its own memory, so every one of them in the per-primitive tests checks
  * it without a GPU. A row-major matrix read column-major is its transpose.
  *
@@ -291,6 +291,52 @@ static inline bool cft_qr_map_op(const cft_dev_op_api *api, const cft_dev_op *op
     "        long long mk = a.m * a.k, b = i / mk, r = i % mk / a.k, c = i % a.k;\n"               \
     "        a.y[i] = a.x[b * a.m * a.n + c * a.m + r];\n    }\n}\n"
 #define CFT_QR_KERNELS CFT_QR_KERNEL(float, f) CFT_QR_KERNEL(double, d)
+
+/* svd (reduced, U [m, k], s [k], Vh [k, n], k = min(m, n), as the host's
+ * gesdd 'S'; singular vectors up to sign). The column-major solver
+ * (cuSOLVER's gesvd) needs rows >= cols, and gets W, a column-major
+ * [rows, cols] copy: with m < n (tr), A itself as it lies (read
+ * column-major, A^T: n x m), whose U (n x k, ld n) is Vh row-major and
+ * whose VT (k x m, ld k) is U row-major, so the solver writes the outputs
+ * in place; else A written column-major (cft_svd_t_<t> with rows n, cols
+ * m: a row-major [m, n] is a column-major [n, m]), and U (m x k) and VT
+ * (k x n) are written row-major by the same kernel after. */
+typedef struct {
+    bool dbl, tr;
+    int64_t m, n, k, rows, cols, batch;
+} cft_svd_desc;
+
+static inline bool cft_svd_map_op(const cft_dev_op_api *api, const cft_dev_op *op,
+                                  cft_svd_desc *d) {
+    if (strcmp(api->name(op), "svd") || api->nin(op) != 1)
+        return false;
+    cft_dev_buf a = api->in(op, 0), u = api->out(op, 0), s = api->out(op, 1), v = api->out(op, 2);
+    if (!cft_solver_float(&a.aval, &d->dbl) || !cft_solver_batch(&a.aval, &d->batch) ||
+        u.aval.dtype != a.aval.dtype || s.aval.dtype != a.aval.dtype ||
+        v.aval.dtype != a.aval.dtype)
+        return false;
+    size_t es = d->dbl ? sizeof(double) : sizeof(float);
+    int nd = a.aval.ndim;
+    d->m = a.aval.shape[nd - 2], d->n = a.aval.shape[nd - 1];
+    d->k = d->m < d->n ? d->m : d->n;
+    d->tr = d->m < d->n;
+    d->rows = d->tr ? d->n : d->m, d->cols = d->tr ? d->m : d->n;
+    return u.bytes == (size_t)(d->batch * d->m * d->k) * es &&
+           s.bytes == (size_t)(d->batch * d->k) * es &&
+           v.bytes == (size_t)(d->batch * d->k * d->n) * es;
+}
+
+/* each matrix of x, column-major [rows, cols], written row-major into y,
+ * over all batch * rows * cols elements:
+ * struct { T *y; const T *x; long long rows, cols, total; } */
+#define CFT_SVD_KERNEL(T, t)                                                                       \
+    "struct cft_svd_t_" #t " { " #T " *y; const " #T " *x; long long rows, cols, total; };\n"      \
+    "extern \"C\" __global__ void cft_svd_t_" #t "(const struct cft_svd_t_" #t " a) {\n"           \
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.total;\n"      \
+    "         i += (long long)gridDim.x * blockDim.x) {\n"                                         \
+    "        long long rc = a.rows * a.cols, b = i / rc, r = i % rc / a.cols, c = i % a.cols;\n"   \
+    "        a.y[i] = a.x[b * rc + c * a.rows + r];\n    }\n}\n"
+#define CFT_SVD_KERNELS CFT_SVD_KERNEL(float, f) CFT_SVD_KERNEL(double, d)
 
 /* Steps 1 and 2 of cholesky as CUDA C kernels over all batch * n * n
  * elements (grid-stride loops; NVRTC in the CUDA backend): cft_chol_sym_<t>

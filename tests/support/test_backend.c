@@ -569,6 +569,66 @@ static int qr(const cft_dev_op_api *api, const cft_dev_op *op) {
     return info || rc ? -1 : 1;
 }
 
+/* svd as solver_map.h maps it (column-major gesvd 'S' on W, rows >= cols:
+ * A as it lies when m < n, the outputs written in place; else A written
+ * column-major and U, VT written row-major, all by the CUDA backend's
+ * kernel): 1 done, 0 not mapped, -1 failed */
+static int svd(const cft_dev_op_api *api, const cft_dev_op *op) {
+    cft_svd_desc d;
+    if (!cft_svd_map_op(api, op, &d))
+        return 0;
+    cft_dev_buf b[4] = {api->in(op, 0), api->out(op, 0), api->out(op, 1), api->out(op, 2)};
+    int64_t rows = d.rows, cols = d.cols, k = d.k, rc = rows * cols;
+    size_t es = d.dbl ? 8 : 4;
+    char *w = malloc(b[0].bytes), *u = malloc((size_t)(d.batch * rows * k) * es),
+         *vt = malloc((size_t)(d.batch * k * cols) * es), *sup = malloc((size_t)(k + 1) * es);
+    char *r[4];
+    size_t sz[4];
+    pthread_mutex_lock(&mu);
+    if (!w || !u || !vt || !sup || !open_all(b, 4, r, sz)) {
+        pthread_mutex_unlock(&mu);
+        free(w), free(u), free(vt), free(sup);
+        return 0;
+    }
+    struct {
+        void *y;
+        const void *x;
+        long long rows, cols, total;
+    } t = {w, b[0].ptr, (long long)d.n, (long long)d.m, (long long)(d.batch * rc)};
+    const char *kern = d.dbl ? "cft_svd_t_d" : "cft_svd_t_f";
+    int rcode = 0, info = 0;
+    if (d.tr)
+        memcpy(w, b[0].ptr, b[0].bytes);
+    else
+        rcode = host_kernel_run(CFT_SVD_KERNELS, kern, &t, err, sizeof err);
+    /* with tr, U is Vh row-major and VT is U row-major: in place */
+    char *U = d.tr ? b[3].ptr : u, *VT = d.tr ? b[1].ptr : vt;
+    for (int64_t e = 0; e < d.batch && !rcode && !info; e++)
+        info = d.dbl ? LAPACKE_dgesvd(LAPACK_COL_MAJOR, 'S', 'S', (int)rows, (int)cols,
+                                      (double *)w + e * rc, (int)rows, (double *)b[2].ptr + e * k,
+                                      (double *)U + e * rows * k, (int)rows,
+                                      (double *)VT + e * k * cols, (int)k, (double *)sup)
+                     : LAPACKE_sgesvd(LAPACK_COL_MAJOR, 'S', 'S', (int)rows, (int)cols,
+                                      (float *)w + e * rc, (int)rows, (float *)b[2].ptr + e * k,
+                                      (float *)U + e * rows * k, (int)rows,
+                                      (float *)VT + e * k * cols, (int)k, (float *)sup);
+    if (!d.tr && !rcode && !info) { /* U (m x k) and VT (k x n) row-major */
+        t.y = b[1].ptr, t.x = u, t.rows = d.m, t.cols = k, t.total = (long long)(d.batch * d.m * k);
+        rcode = host_kernel_run(CFT_SVD_KERNELS, kern, &t, err, sizeof err);
+        t.y = b[3].ptr, t.x = vt, t.rows = k, t.cols = d.n,
+        t.total = (long long)(d.batch * k * d.n);
+        if (!rcode)
+            rcode = host_kernel_run(CFT_SVD_KERNELS, kern, &t, err, sizeof err);
+    }
+    close_all(4, r, sz);
+    counts.solvers++;
+    pthread_mutex_unlock(&mu);
+    free(w), free(u), free(vt), free(sup);
+    if (info)
+        snprintf(err, sizeof err, "svd on test: gesvd: info %d", info);
+    return info || rcode ? -1 : 1;
+}
+
 /* triangular_solve as solver_map.h maps it (column-major trsm on a copy of
  * B): 1 done, 0 not mapped */
 static int trsm(const cft_dev_op_api *api, const cft_dev_op *op) {
@@ -636,6 +696,8 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
         done = eigh(&op_api, op);
     if (!done)
         done = qr(&op_api, op);
+    if (!done)
+        done = svd(&op_api, op);
     if (done)
         return done > 0 ? 0 : -1;
     if (cft_dev_op_run_on_host(op) != CFT_OK) {
