@@ -164,6 +164,14 @@ int cft_cuda_on(int dev, const char *what) {
     return 0;
 }
 
+int cft_cuda_lib_ready(pthread_once_t *once, void (*load)(void), const char *load_err, int dev,
+                       const char *what) {
+    pthread_once(once, load);
+    if (load_err[0])
+        return 0;
+    return cft_cuda_on(dev, what) ? -1 : 1;
+}
+
 static int check(CUresult r, const char *what) {
     if (r == CUDA_SUCCESS)
         return 0;

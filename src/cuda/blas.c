@@ -66,6 +66,12 @@ static void load(void) {
 #endif
 }
 
+/* whether cuBLAS takes an operation on dev: 1 yes, 0 not loaded (the
+ * caller's way), -1 the device has failed (the error set) */
+static int ready(int dev, const char *what) {
+    return cft_cuda_lib_ready(&once, load, load_err, dev, what);
+}
+
 /* device dev's handle (made on first use), on this thread's stream for
  * dev (cft_cuda_stream: a capture stream while capturing), its lock taken
  * (released by the caller, whatever the status) */
@@ -103,11 +109,9 @@ int cft_cuda_gemm(int dev, const cft_dev_op *op) {
     cft_gemm_desc d;
     if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_gemm_map_op(&cft_cuda_core->op, op, &d))
         return 0;
-    pthread_once(&once, load);
-    if (load_err[0])
-        return 0; /* no cuBLAS: the caller's way */
-    if (cft_cuda_on(dev, "dot_general (cuBLAS)"))
-        return -1;
+    int go = ready(dev, "dot_general (cuBLAS)");
+    if (go <= 0)
+        return go; /* no cuBLAS: the caller's way */
     cublasStatus_t s = lock_handle(dev);
     if (s == CUBLAS_STATUS_SUCCESS) {
         const cft_dev_op_api *api = &cft_cuda_core->op;
@@ -160,11 +164,9 @@ int cft_cuda_trsm(int dev, const cft_dev_op *op) {
     cft_trsm_desc d;
     if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_trsm_map_op(&cft_cuda_core->op, op, &d))
         return 0;
-    pthread_once(&once, load);
-    if (load_err[0])
-        return 0;
-    if (cft_cuda_on(dev, "triangular_solve (cuBLAS)"))
-        return -1;
+    int go = ready(dev, "triangular_solve (cuBLAS)");
+    if (go <= 0)
+        return go; /* no cuBLAS: the caller's way */
     const cft_dev_op_api *api = &cft_cuda_core->op;
     cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), x = api->out(op, 0);
     size_t es = d.dbl ? sizeof(double) : sizeof(float);
@@ -231,11 +233,9 @@ int cft_cuda_lu(int dev, const cft_dev_op *op) {
     cft_lu_desc d;
     if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_lu_map_op(&cft_cuda_core->op, op, &d))
         return 0;
-    pthread_once(&once, load);
-    if (load_err[0])
-        return 0;
-    if (cft_cuda_on(dev, "solve (cuBLAS)"))
-        return -1;
+    int go = ready(dev, "solve (cuBLAS)");
+    if (go <= 0)
+        return go; /* no cuBLAS: the caller's way */
     const cft_dev_op_api *api = &cft_cuda_core->op;
     cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), x = api->out(op, 0);
     size_t es = d.dbl ? sizeof(double) : sizeof(float);
@@ -299,11 +299,9 @@ int cft_cuda_slogdet(int dev, const cft_dev_op *op) {
     cft_slogdet_desc d;
     if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_slogdet_map_op(&cft_cuda_core->op, op, &d))
         return 0;
-    pthread_once(&once, load);
-    if (load_err[0])
-        return 0;
-    if (cft_cuda_on(dev, "slogdet (cuBLAS)"))
-        return -1;
+    int go = ready(dev, "slogdet (cuBLAS)");
+    if (go <= 0)
+        return go; /* no cuBLAS: the caller's way */
     const cft_dev_op_api *api = &cft_cuda_core->op;
     cft_dev_buf a = api->in(op, 0), sg = api->out(op, 0), ld = api->out(op, 1);
     int64_t n = d.n;

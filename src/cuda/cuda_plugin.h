@@ -2,6 +2,7 @@
 #ifndef CFT_CUDA_PLUGIN_H
 #define CFT_CUDA_PLUGIN_H
 
+#include <pthread.h>
 #include <cuda.h>
 
 #include "array/device_plugin.h"
@@ -61,6 +62,11 @@ CUstream cft_cuda_stream(int dev);
 /* makes device dev's context current on this thread; 0, or -1 with the
  * error set (naming `what`) */
 int cft_cuda_on(int dev, const char *what);
+/* a library's operation on dev: the library loaded once (pthread_once with
+ * load, which sets load_err when it cannot), then 1 (go on), 0 (not loaded:
+ * the caller's way) or -1 (dev's context failed, the error set) */
+int cft_cuda_lib_ready(pthread_once_t *once, void (*load)(void), const char *load_err, int dev,
+                       const char *what);
 /* sets this thread's error message (the table's last_error) */
 void cft_cuda_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A library of the toolkit (cuBLAS, cuFFT, NVRTC) opened from path after

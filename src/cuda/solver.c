@@ -112,6 +112,24 @@ static void load(void) {
 
 static const char *chol_src = CFT_CHOL_KERNELS CFT_EIGH_KERNELS CFT_QR_KERNELS CFT_SVD_KERNELS;
 
+/* whether cuSOLVER takes an operation on dev: 1 yes, 0 not loaded (the
+ * caller's way), -1 the device has failed (the error set) */
+static int ready(int dev, const char *what) {
+    return cft_cuda_lib_ready(&once, load, load_err, dev, what);
+}
+
+/* dev's handle, made on first use, on this thread's stream (a capture's,
+ * while capturing); the caller holds dev's lock after, and unlocks */
+static cusolverStatus_t lock_handle(int dev) {
+    pthread_mutex_lock(&so.mu[dev]);
+    cusolverStatus_t s = CUSOLVER_STATUS_SUCCESS;
+    if (!so.handle[dev])
+        s = so.create(&so.handle[dev]);
+    if (s == CUSOLVER_STATUS_SUCCESS)
+        s = so.set_stream(so.handle[dev], (cudaStream_t)cft_cuda_stream(dev));
+    return s;
+}
+
 /* step `which` ("sym" / "zero") of solver_map.h over the batch */
 static int chol_step(int dev, const char *which, void *y, const void *a, const cft_chol_desc *d) {
     char entry[32];
@@ -128,11 +146,9 @@ int cft_cuda_cholesky(int dev, const cft_dev_op *op) {
     cft_chol_desc d;
     if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_chol_map_op(&cft_cuda_core->op, op, &d))
         return 0;
-    pthread_once(&once, load);
-    if (load_err[0])
-        return 0; /* no cuSOLVER: the caller's way */
-    if (cft_cuda_on(dev, "cholesky (cuSOLVER)"))
-        return -1;
+    int go = ready(dev, "cholesky (cuSOLVER)");
+    if (go <= 0)
+        return go; /* no cuSOLVER: the caller's way */
     cft_dev_buf a = cft_cuda_core->op.in(op, 0), y = cft_cuda_core->op.out(op, 0);
     size_t es = d.dbl ? sizeof(double) : sizeof(float);
     if (chol_step(dev, "sym", y.ptr, a.ptr, &d))
@@ -147,12 +163,7 @@ int cft_cuda_cholesky(int dev, const cft_dev_op *op) {
                       (long long)d.batch);
         return -1;
     }
-    pthread_mutex_lock(&so.mu[dev]);
-    cusolverStatus_t s = CUSOLVER_STATUS_SUCCESS;
-    if (!so.handle[dev])
-        s = so.create(&so.handle[dev]);
-    if (s == CUSOLVER_STATUS_SUCCESS) /* this thread's stream (a capture's, while capturing) */
-        s = so.set_stream(so.handle[dev], (cudaStream_t)cft_cuda_stream(dev));
+    cusolverStatus_t s = lock_handle(dev);
     if (s == CUSOLVER_STATUS_SUCCESS)
         s = d.dbl ? so.dpotrf(so.handle[dev], CUBLAS_FILL_MODE_UPPER, (int)d.n,
                               (double **)(uintptr_t)ptrs, (int)d.n, (int *)(uintptr_t)info,
@@ -198,11 +209,9 @@ int cft_cuda_eigh(int dev, const cft_dev_op *op) {
     if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_eigh_map_op(&cft_cuda_core->op, op, &d) ||
         d.n > SYEVJ_MAX_N)
         return 0;
-    pthread_once(&once, load);
-    if (load_err[0])
-        return 0;
-    if (cft_cuda_on(dev, "eigh (cuSOLVER)"))
-        return -1;
+    int go = ready(dev, "eigh (cuSOLVER)");
+    if (go <= 0)
+        return go; /* no cuSOLVER: the caller's way */
     const cft_dev_op_api *api = &cft_cuda_core->op;
     cft_dev_buf a = api->in(op, 0), w = api->out(op, 0), v = api->out(op, 1);
     size_t es = d.dbl ? sizeof(double) : sizeof(float);
@@ -218,11 +227,7 @@ int cft_cuda_eigh(int dev, const cft_dev_op *op) {
     cusolverEigMode_t job = CUSOLVER_EIG_MODE_VECTOR;
     cublasFillMode_t up = CUBLAS_FILL_MODE_UPPER;
     if (ok) {
-        pthread_mutex_lock(&so.mu[dev]);
-        if (!so.handle[dev])
-            s = so.create(&so.handle[dev]);
-        if (s == CUSOLVER_STATUS_SUCCESS)
-            s = so.set_stream(so.handle[dev], (cudaStream_t)st);
+        s = lock_handle(dev);
         if (s == CUSOLVER_STATUS_SUCCESS)
             s = so.create_syevj(&params);
         if (s == CUSOLVER_STATUS_SUCCESS)
@@ -285,11 +290,9 @@ int cft_cuda_qr(int dev, const cft_dev_op *op) {
     if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_qr_map_op(&cft_cuda_core->op, op, &d) ||
         d.m > INT_MAX / (d.n > 0 ? d.n : 1))
         return 0;
-    pthread_once(&once, load);
-    if (load_err[0])
-        return 0;
-    if (cft_cuda_on(dev, "qr (cuSOLVER)"))
-        return -1;
+    int go = ready(dev, "qr (cuSOLVER)");
+    if (go <= 0)
+        return go; /* no cuSOLVER: the caller's way */
     const cft_dev_op_api *api = &cft_cuda_core->op;
     cft_dev_buf a = api->in(op, 0), q = api->out(op, 0), r = api->out(op, 1);
     size_t es = d.dbl ? sizeof(double) : sizeof(float);
@@ -310,17 +313,11 @@ int cft_cuda_qr(int dev, const cft_dev_op *op) {
     if (ok && k)
         rc = cft_cuda_launch(dev, chol_src, d.dbl ? "cft_qr_in_d" : "cft_qr_in_f", &t, sizeof t,
                              t.total);
-    cusolverStatus_t s = CUSOLVER_STATUS_SUCCESS;
-    pthread_mutex_lock(&so.mu[dev]);
-    if (ok && !rc && k) {
+    cusolverStatus_t s = lock_handle(dev);
+    if (ok && !rc && k && s == CUSOLVER_STATUS_SUCCESS) {
         void *w0 = (void *)(uintptr_t)work, *tp = (void *)(uintptr_t)tau;
-        if (!so.handle[dev])
-            s = so.create(&so.handle[dev]);
-        if (s == CUSOLVER_STATUS_SUCCESS) /* this thread's stream (a capture's, while capturing) */
-            s = so.set_stream(so.handle[dev], (cudaStream_t)st);
-        if (s == CUSOLVER_STATUS_SUCCESS)
-            s = d.dbl ? so.dgeqrf_size(so.handle[dev], m, n, w0, m, &lw)
-                      : so.sgeqrf_size(so.handle[dev], m, n, w0, m, &lw);
+        s = d.dbl ? so.dgeqrf_size(so.handle[dev], m, n, w0, m, &lw)
+                  : so.sgeqrf_size(so.handle[dev], m, n, w0, m, &lw);
         if (s == CUSOLVER_STATUS_SUCCESS)
             s = d.dbl ? so.dorgqr_size(so.handle[dev], m, k, k, w0, m, tp, &lw2)
                       : so.sorgqr_size(so.handle[dev], m, k, k, w0, m, tp, &lw2);
@@ -373,21 +370,21 @@ int cft_cuda_svd(int dev, const cft_dev_op *op) {
     if (dev < 0 || dev >= CFT_CUDA_MAX_DEV || !cft_svd_map_op(&cft_cuda_core->op, op, &d) ||
         d.rows > INT_MAX / d.cols)
         return 0;
-    pthread_once(&once, load);
-    if (load_err[0])
-        return 0;
-    if (cft_cuda_on(dev, "svd (cuSOLVER)"))
-        return -1;
+    int go = ready(dev, "svd (cuSOLVER)");
+    if (go <= 0)
+        return go; /* no cuSOLVER: the caller's way */
     const cft_dev_op_api *api = &cft_cuda_core->op;
     cft_dev_buf a = api->in(op, 0), uo = api->out(op, 0), so_ = api->out(op, 1),
                 vo = api->out(op, 2);
     size_t es = d.dbl ? sizeof(double) : sizeof(float);
-    int rows = (int)d.rows, cols = (int)d.cols, k = (int)d.k, lw = 0, hinfo = 0;
+    int rows = (int)d.rows, cols = (int)d.cols, k = (int)d.k, lw = 0;
+    int *hinfo = malloc(sizeof(int) * (size_t)d.batch); /* gesvd's info, per matrix */
+    int64_t ran = 0;                                    /* matrices gesvd returned from */
     int64_t rc = d.rows * d.cols;
     CUstream st = cft_cuda_stream(dev);
     CUdeviceptr w = 0, u = 0, vt = 0, info = 0, ws = 0;
-    bool ok = cft_cu.alloc(&w, a.bytes) == CUDA_SUCCESS &&
-              cft_cu.alloc(&info, sizeof(int)) == CUDA_SUCCESS &&
+    bool ok = hinfo && cft_cu.alloc(&w, a.bytes) == CUDA_SUCCESS &&
+              cft_cu.alloc(&info, sizeof(int) * (size_t)d.batch) == CUDA_SUCCESS &&
               (d.tr || (cft_cu.alloc(&u, (size_t)(d.batch * d.rows * d.k) * es) == CUDA_SUCCESS &&
                         cft_cu.alloc(&vt, (size_t)(d.batch * d.k * d.cols) * es) == CUDA_SUCCESS));
     struct {
@@ -404,20 +401,14 @@ int cft_cuda_svd(int dev, const cft_dev_op *op) {
     /* with tr, U is Vh row-major and VT is U row-major: in place */
     char *U = d.tr ? (char *)vo.ptr : (char *)(uintptr_t)u,
          *VT = d.tr ? (char *)uo.ptr : (char *)(uintptr_t)vt;
-    cusolverStatus_t s = CUSOLVER_STATUS_SUCCESS;
-    pthread_mutex_lock(&so.mu[dev]);
-    if (ok && !rcode) {
-        if (!so.handle[dev])
-            s = so.create(&so.handle[dev]);
-        if (s == CUSOLVER_STATUS_SUCCESS) /* this thread's stream (a capture's, while capturing) */
-            s = so.set_stream(so.handle[dev], (cudaStream_t)st);
-        if (s == CUSOLVER_STATUS_SUCCESS)
-            s = d.dbl ? so.dgesvd_size(so.handle[dev], rows, cols, &lw)
-                      : so.sgesvd_size(so.handle[dev], rows, cols, &lw);
+    cusolverStatus_t s = lock_handle(dev);
+    if (ok && !rcode && s == CUSOLVER_STATUS_SUCCESS) {
+        s = d.dbl ? so.dgesvd_size(so.handle[dev], rows, cols, &lw)
+                  : so.sgesvd_size(so.handle[dev], rows, cols, &lw);
         if (s == CUSOLVER_STATUS_SUCCESS)
             ok = cft_cu.alloc(&ws, (size_t)(lw > 0 ? lw : 1) * es) == CUDA_SUCCESS;
-        int *ip = (int *)(uintptr_t)info;
-        for (int64_t e = 0; ok && s == CUSOLVER_STATUS_SUCCESS && e < d.batch; e++) {
+        for (int64_t e = 0; ok && s == CUSOLVER_STATUS_SUCCESS && e < d.batch; e++, ran++) {
+            int *ip = (int *)(uintptr_t)info + e;
             char *we = (char *)(uintptr_t)w + (size_t)(e * rc) * es,
                  *se = (char *)so_.ptr + (size_t)(e * k) * es,
                  *ue = U + (size_t)(e * d.rows * d.k) * es,
@@ -440,21 +431,26 @@ int cft_cuda_svd(int dev, const cft_dev_op *op) {
         if (!rcode)
             rcode = cft_cuda_launch(dev, chol_src, kern, &t, sizeof t, t.total);
     }
-    if (ok && info) /* the last call's info (an argument error would stop the first) */
-        ok = cft_cu.dtoh_async(&hinfo, info, sizeof(int), st) == CUDA_SUCCESS;
+    if (ok)
+        ok = cft_cu.dtoh_async(hinfo, info, sizeof(int) * (size_t)d.batch, st) == CUDA_SUCCESS;
     cft_cu.stream_sync(st); /* the scratch memory goes */
+    int64_t bad = -1;       /* the first matrix (of those factored) that did not converge */
+    for (int64_t e = 0; ok && e < ran && bad < 0; e++)
+        if (hinfo[e] != 0)
+            bad = e;
     CUdeviceptr scratch[5] = {w, u, vt, info, ws};
     for (int i = 0; i < 5; i++)
         if (scratch[i])
             cft_cu.free(scratch[i]);
-    if (!ok || s != CUSOLVER_STATUS_SUCCESS || hinfo)
+    if (!ok || s != CUSOLVER_STATUS_SUCCESS)
         cft_cuda_fail("svd on cuda:%d: cuSOLVER gesvd (m %lld, n %lld, batch %lld): %s %d", dev,
                       (long long)d.m, (long long)d.n, (long long)d.batch,
-                      !ok                            ? "out of device memory"
-                      : s != CUSOLVER_STATUS_SUCCESS ? "status"
-                                                     : "info (did not converge)",
-                      s != CUSOLVER_STATUS_SUCCESS ? (int)s : hinfo);
-    return !ok || s != CUSOLVER_STATUS_SUCCESS || hinfo || rcode ? -1 : 1;
+                      !ok ? "out of device memory" : "status", (int)s);
+    else if (bad >= 0)
+        cft_cuda_fail("svd on cuda:%d: gesvd did not converge on batch element %lld (info %d)", dev,
+                      (long long)bad, hinfo[bad]);
+    free(hinfo);
+    return !ok || s != CUSOLVER_STATUS_SUCCESS || bad >= 0 || rcode ? -1 : 1;
 }
 
 /* for test_cuda_plugin: 0 when cuSOLVER is loaded and the kernels of

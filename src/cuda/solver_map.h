@@ -64,13 +64,27 @@ static inline bool cft_solver_batch(const cft_aval *x, int64_t *batch) {
            x->shape[x->ndim - 2] <= INT_MAX;
 }
 
+/* op is `name` on one f32 / f64 batch of matrices (cft_solver_batch's
+ * sizes), its nout outputs of the input's dtype: the input in *a, the
+ * outputs in out[], *dbl and *batch set */
+static inline bool cft_solver_unary(const cft_dev_op_api *api, const cft_dev_op *op,
+                                    const char *name, int nout, cft_dev_buf *a, cft_dev_buf *out,
+                                    bool *dbl, int64_t *batch) {
+    if (strcmp(api->name(op), name) || api->nin(op) != 1)
+        return false;
+    *a = api->in(op, 0);
+    if (!cft_solver_float(&a->aval, dbl) || !cft_solver_batch(&a->aval, batch))
+        return false;
+    for (int j = 0; j < nout; j++)
+        if ((out[j] = api->out(op, j)).aval.dtype != a->aval.dtype)
+            return false;
+    return true;
+}
+
 static inline bool cft_chol_map_op(const cft_dev_op_api *api, const cft_dev_op *op,
                                    cft_chol_desc *d) {
-    if (strcmp(api->name(op), "cholesky") || api->nin(op) != 1)
-        return false;
-    cft_dev_buf a = api->in(op, 0), y = api->out(op, 0);
-    if (!cft_solver_float(&a.aval, &d->dbl) || y.aval.dtype != a.aval.dtype ||
-        !cft_solver_batch(&a.aval, &d->batch))
+    cft_dev_buf a, y;
+    if (!cft_solver_unary(api, op, "cholesky", 1, &a, &y, &d->dbl, &d->batch))
         return false;
     d->n = a.aval.shape[a.aval.ndim - 1];
     return a.aval.shape[a.aval.ndim - 2] == d->n && y.bytes == a.bytes;
@@ -172,12 +186,10 @@ typedef struct {
 
 static inline bool cft_slogdet_map_op(const cft_dev_op_api *api, const cft_dev_op *op,
                                       cft_slogdet_desc *d) {
-    if (strcmp(api->name(op), "slogdet") || api->nin(op) != 1)
+    cft_dev_buf a, o[2];
+    if (!cft_solver_unary(api, op, "slogdet", 2, &a, o, &d->dbl, &d->batch))
         return false;
-    cft_dev_buf a = api->in(op, 0), s = api->out(op, 0), l = api->out(op, 1);
-    if (!cft_solver_float(&a.aval, &d->dbl) || !cft_solver_batch(&a.aval, &d->batch) ||
-        s.aval.dtype != a.aval.dtype || l.aval.dtype != a.aval.dtype)
-        return false;
+    cft_dev_buf s = o[0], l = o[1];
     size_t es = d->dbl ? sizeof(double) : sizeof(float);
     d->n = a.aval.shape[a.aval.ndim - 1];
     return a.aval.shape[a.aval.ndim - 2] == d->n && s.bytes == (size_t)d->batch * es &&
@@ -219,12 +231,10 @@ typedef struct {
 
 static inline bool cft_eigh_map_op(const cft_dev_op_api *api, const cft_dev_op *op,
                                    cft_eigh_desc *d) {
-    if (strcmp(api->name(op), "eigh") || api->nin(op) != 1)
+    cft_dev_buf a, o[2];
+    if (!cft_solver_unary(api, op, "eigh", 2, &a, o, &d->dbl, &d->batch))
         return false;
-    cft_dev_buf a = api->in(op, 0), w = api->out(op, 0), v = api->out(op, 1);
-    if (!cft_solver_float(&a.aval, &d->dbl) || !cft_solver_batch(&a.aval, &d->batch) ||
-        w.aval.dtype != a.aval.dtype || v.aval.dtype != a.aval.dtype)
-        return false;
+    cft_dev_buf w = o[0], v = o[1];
     size_t es = d->dbl ? sizeof(double) : sizeof(float);
     d->n = a.aval.shape[a.aval.ndim - 1];
     return a.aval.shape[a.aval.ndim - 2] == d->n && v.bytes == a.bytes &&
@@ -255,12 +265,10 @@ typedef struct {
 } cft_qr_desc;
 
 static inline bool cft_qr_map_op(const cft_dev_op_api *api, const cft_dev_op *op, cft_qr_desc *d) {
-    if (strcmp(api->name(op), "qr") || api->nin(op) != 1)
+    cft_dev_buf a, o[2];
+    if (!cft_solver_unary(api, op, "qr", 2, &a, o, &d->dbl, &d->batch))
         return false;
-    cft_dev_buf a = api->in(op, 0), q = api->out(op, 0), r = api->out(op, 1);
-    if (!cft_solver_float(&a.aval, &d->dbl) || !cft_solver_batch(&a.aval, &d->batch) ||
-        q.aval.dtype != a.aval.dtype || r.aval.dtype != a.aval.dtype)
-        return false;
+    cft_dev_buf q = o[0], r = o[1];
     size_t es = d->dbl ? sizeof(double) : sizeof(float);
     int nd = a.aval.ndim;
     d->m = a.aval.shape[nd - 2], d->n = a.aval.shape[nd - 1];
@@ -308,13 +316,10 @@ typedef struct {
 
 static inline bool cft_svd_map_op(const cft_dev_op_api *api, const cft_dev_op *op,
                                   cft_svd_desc *d) {
-    if (strcmp(api->name(op), "svd") || api->nin(op) != 1)
+    cft_dev_buf a, o[3];
+    if (!cft_solver_unary(api, op, "svd", 3, &a, o, &d->dbl, &d->batch))
         return false;
-    cft_dev_buf a = api->in(op, 0), u = api->out(op, 0), s = api->out(op, 1), v = api->out(op, 2);
-    if (!cft_solver_float(&a.aval, &d->dbl) || !cft_solver_batch(&a.aval, &d->batch) ||
-        u.aval.dtype != a.aval.dtype || s.aval.dtype != a.aval.dtype ||
-        v.aval.dtype != a.aval.dtype)
-        return false;
+    cft_dev_buf u = o[0], s = o[1], v = o[2];
     size_t es = d->dbl ? sizeof(double) : sizeof(float);
     int nd = a.aval.ndim;
     d->m = a.aval.shape[nd - 2], d->n = a.aval.shape[nd - 1];
