@@ -302,6 +302,15 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     if (pieces)
         cft__emit_put(b, l, c, "    __typeof__(*o%d) *part = part_;\n", red_out);
     cft__emit_put(b, l, c, "%s", post);
+    const char *acc_t = "double", *simd = red ? red->prim->c_simd : NULL;
+    /* max / min over floats: the NaN-free form inside the simd loop, NaN apart */
+    bool nan_apart = simd && red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
+    /* ... and in the element's own type: a max is exact in any width, and
+     * a double accumulator halves the vector (sums keep double) */
+    if (nan_apart && red->in[0]->aval.dtype == red->out[0]->aval.dtype)
+        acc_t = cft__emit_ctype(red->out[0]->aval.dtype);
+    if (inner_reduced) /* rows of a few elements: flat over rows (emit_short.c) */
+        cft__emit_short_rows(ir, g, lp, red_out, acc_t, b, l, c);
     cft__emit_put(b, l, c, "    for (int64_t u = ulo; u < uhi; u++) {\n");
     if (pieces) {
         cft__emit_put(b, l, c,
@@ -367,13 +376,6 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     for (int k = 0; k < nops; k++)
         if (cls[k] == 'g')
             cft__emit_put(b, l, c, "        const int64_t s%d = st[%d];\n", k, k * nd + nd - 1);
-    const char *acc_t = "double", *simd = red ? red->prim->c_simd : NULL;
-    /* max / min over floats: the NaN-free form inside the simd loop, NaN apart */
-    bool nan_apart = simd && red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
-    /* ... and in the element's own type: a max is exact in any width, and
-     * a double accumulator halves the vector (sums keep double) */
-    if (nan_apart && red->in[0]->aval.dtype == red->out[0]->aval.dtype)
-        acc_t = cft__emit_ctype(red->out[0]->aval.dtype);
     const char *red_expr = red && simd && red->prim->c_iexpr ? red->prim->c_iexpr
                            : red                             ? red->prim->c_expr
                                                              : NULL;

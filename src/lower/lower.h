@@ -51,6 +51,11 @@ bool cft__loop_fit(const cft_aval *iter, int64_t (*st)[CFT_MAX_NDIM], int nops, 
 /* C source of a kernel for group g with loop signature lp, named cft_k<id> */
 void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int id, char **buf,
                      size_t *len, size_t *cap);
+/* the short-row path of a kernel reducing each row of a two-dim loop
+ * (emit_short.c): emitted into cft_k<id>_run before its row loop when the
+ * plan's strides allow it; false when not emitted */
+bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
+                          const char *acc_t, char **b, size_t *l, size_t *c);
 /* the prelude every generated file starts with */
 const char *cft__emit_prelude(void);
 

@@ -1,0 +1,118 @@
+/* emit_short.c: the short-row path of a kernel that reduces each row (a
+ * softmax's max and sum over 10 classes, a cross-entropy's pick). Row by
+ * row, a row of a few elements is one partial vector, a horizontal
+ * reduction and a scalar remainder (exp called one element at a time):
+ * ~40 cycles a row whatever its work. This path runs up to SHORT_TILE
+ * elements of consecutive rows as one flat simd loop (the operands that
+ * lie contiguously over the rows read as one vector; the others through
+ * a table of offsets, a gather; the values to reduce kept in a buffer),
+ * then reduces each row from the buffer in a short scalar loop. It is
+ * emitted for two-dim loops whose stored outputs lay out their rows
+ * contiguously when the kernel is made, and taken at run time when rows
+ * have at most SHORT_MAX elements and the strides still allow it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "lower/lower.h"
+
+enum { SHORT_MAX = 32, SHORT_TILE = 512, SHORT_BLOCK = 16 };
+
+/* operand k of a two-dim loop lies contiguously over rows: inner stride 1
+ * and rows one after another */
+static bool flat_at_plan(const cft_loop *lp, int k) {
+    return lp->st[k][1] == 1 && lp->st[k][0] == lp->dims[1];
+}
+
+bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
+                          const char *acc_t, char **b, size_t *l, size_t *c) {
+    int nops = g->nin + g->nout;
+    if (lp->nd != 2 || red_out < 0 || !g->reduce)
+        return false;
+    const cft_eqn *red = &ir->eqns[g->eqns[g->neqn - 1]];
+    const char *cls = strchr(lp->sig, ':') + 1;
+    bool flat[CFT_KMAX_OPS];
+    for (int k = 0; k < nops; k++) {
+        flat[k] = k != red_out && cls[k] == '1' && flat_at_plan(lp, k);
+        if (k >= g->nin && k != red_out && !flat[k])
+            return false; /* a stored output the flat loop could not write */
+    }
+    /* at run time: each row its own output, short rows, flat operands
+     * still flat, the others' offsets within a tile in 32 bits */
+    cft__emit_put(b, l, c, "    if (own && inner > 0 && inner <= %d && (uhi - ulo) * inner >= %d",
+                  SHORT_MAX, SHORT_BLOCK);
+    for (int k = 0; k < nops; k++) {
+        if (flat[k])
+            cft__emit_put(b, l, c, " && st[%d] == inner", 2 * k);
+        else if (k != red_out)
+            cft__emit_put(b, l, c, " && llabs(st[%d]) < (1 << 20) && llabs(st[%d]) < (1 << 20)",
+                          2 * k, 2 * k + 1);
+    }
+    cft__emit_put(b, l, c, ") { /* short rows (emit_short.c) */\n");
+    cft__emit_put(b, l, c,
+                  "        const int64_t tr = %d / inner < uhi - ulo ? %d / inner : uhi - ulo;\n"
+                  "        %s tx[%d];\n",
+                  SHORT_TILE, SHORT_TILE, acc_t, SHORT_TILE);
+    for (int k = 0; k < g->nin; k++)
+        if (!flat[k])
+            cft__emit_put(b, l, c, "        int32_t t%d[%d];\n", k, SHORT_TILE);
+    cft__emit_put(b, l, c,
+                  "        for (int64_t rr = 0, e = 0; rr < tr; rr++)\n"
+                  "            for (int64_t j = 0; j < inner; j++, e++) {");
+    for (int k = 0; k < g->nin; k++)
+        if (!flat[k])
+            cft__emit_put(b, l, c, " t%d[e] = (int32_t)(rr * st[%d] + j * st[%d]);", k, 2 * k,
+                          2 * k + 1);
+    cft__emit_put(b, l, c, " }\n");
+    /* tiles of rows evenly cut (each of 16 elements or more), and in a
+     * tile blocks of 16 elements, the last one moved back to end with the
+     * tile: every element is computed by the same vector code, whichever
+     * rows a call (a thread) runs */
+    cft__emit_put(
+        b, l, c,
+        "        const int64_t nt = (uhi - ulo + tr - 1) / tr;\n"
+        "        for (int64_t tk = 0; tk < nt; tk++) {\n"
+        "            const int64_t r0 = ulo + (uhi - ulo) * tk / nt,\n"
+        "                          n = ulo + (uhi - ulo) * (tk + 1) / nt - r0, te = n * inner;\n");
+    for (int k = 0; k < nops; k++) {
+        cft_dtype dt = cft__emit_var_dtype(ir, k < g->nin ? g->in[k] : g->out[k - g->nin]);
+        cft__emit_put(b, l, c, "            %s%s *restrict b%d = o%d + r0 * st[%d];\n",
+                      k < g->nin ? "const " : "", cft__emit_ctype(dt), k, k, 2 * k);
+    }
+    cft__emit_put(b, l, c,
+                  "            for (int64_t e0 = 0;; e0 += %d) {\n"
+                  "            if (e0 > te - %d) e0 = te - %d;\n"
+                  "            #pragma omp simd\n"
+                  "            for (int64_t e = e0; e < e0 + %d; e++) {\n",
+                  SHORT_BLOCK, SHORT_BLOCK, SHORT_BLOCK, SHORT_BLOCK);
+    char **name = CFT_NEWN(char *, ir->nvars + 1);
+    for (int k = 0; k < g->nin; k++) {
+        char tmp[48];
+        if (flat[k])
+            snprintf(tmp, sizeof tmp, "b%d[e]", k);
+        else
+            snprintf(tmp, sizeof tmp, "b%d[t%d[e]]", k, k);
+        name[g->in[k]] = cft__strdup(tmp);
+    }
+    cft__emit_chain(b, l, c, ir, g, name);
+    for (int k = g->nin; k < nops; k++)
+        if (k != red_out)
+            cft__emit_put(b, l, c, "            b%d[e] = %s;\n", k, name[g->out[k - g->nin]]);
+    cft__emit_put(b, l, c,
+                  "            tx[e] = (%s)(%s);\n            }\n"
+                  "            if (e0 == te - %d) break;\n            }\n",
+                  acc_t, name[red->in[0]->id], SHORT_BLOCK);
+    /* each row from the buffer, combined into its output as the row loop does */
+    cft__emit_put(
+        b, l, c,
+        "            for (int64_t rr = 0; rr < n; rr++) {\n"
+        "                %s acc = (%s)(%s);\n"
+        "                for (int64_t j = 0; j < inner; j++) { const double x = "
+        "tx[rr * inner + j]; acc = (%s); }\n"
+        "                { const double x = acc; __typeof__(*b%d) *p = b%d + rr * st[%d]; "
+        "const double acc = *p; *p = (%s); }\n"
+        "            }\n        }\n        return;\n    }\n",
+        acc_t, acc_t, red->prim->c_init, red->prim->c_expr, red_out, red_out, 2 * red_out,
+        red->prim->c_expr);
+    return true;
+}

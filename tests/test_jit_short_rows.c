@@ -1,0 +1,178 @@
+/* test_jit_short_rows.c: kernels that reduce rows of at most 32 elements
+ * run them as one flat loop over many rows (src/lower/emit_short.c). The
+ * jit must give the interpreter's results for every row length around the
+ * vector widths and the tile (1 .. 33 elements; row counts that do not
+ * fill a tile), for operands read flat and through offset tables
+ * (transposed, broadcast along rows or along columns), for sum, max, min
+ * and prod, NaN in max / min rows, f32, f64 and int32, on one and two
+ * threads; and the generated source must hold the path. Tolerances: f32
+ * 1e-5 relative (sums of up to 33 terms accumulated in double, exp within
+ * a few ulps of libm's scalar one), f64 1e-12, int32 and max / min exact. */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cft/cft.h"
+#include "check.h"
+
+static char cache_dir[200];
+
+static cft_array *randn(uint64_t seed, cft_dtype dt, const int64_t *shape, int nd) {
+    return cft_random_normal(cft_random_key(seed), dt, shape, nd);
+}
+
+static void same_results(cft_fn *f, cft_array *const *in, int nout, double tol) {
+    cft_array *a[8], *b[8];
+    CHECK_EQ(cft_fn_call(f, in, a), CFT_OK);
+    cft_fn *j = cft_jit(f);
+    for (int call = 0; call < 3; call++) {
+        CHECK_EQ(cft_fn_call(j, in, b), CFT_OK);
+        for (int k = 0; k < nout; k++)
+            CHECK_ARRAY_CLOSE(b[k], a[k], tol, tol);
+    }
+}
+
+/* (x [B,n], bias [n], shift [B,1]) -> log-sum-exp of rows of x + bias -
+ * shift, their max, min, prod of a bounded map, and the softmax */
+static cft_status rows(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *z = cft_sub(cft_add(in[0], in[1]), in[2]);
+    cft_array *m = cft_stop_gradient(cft_max(z, (int[]){1}, 1, true));
+    cft_array *e = cft_exp(cft_sub(z, m));
+    cft_array *s = cft_sum(e, (int[]){1}, 1, true);
+    out[0] = cft_add(cft_log(s), m);
+    out[1] = cft_div(e, s);
+    out[2] = cft_min(cft_mul_s(z, 3), (int[]){1}, 1, false);
+    out[3] = cft_prod(cft_add_s(cft_tanh(z), 1.5), (int[]){1}, 1, false);
+    return CFT_OK;
+}
+
+/* the same over x given transposed ([n,B]: read through an offset table) */
+static cft_status rows_t(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    cft_array *x[3] = {cft_transpose(in[0], NULL), in[1], in[2]};
+    return rows(env, nin, x, nout, out);
+}
+
+static cft_status int_rows(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *y = cft_add(cft_mul(in[0], in[0]), in[1]);
+    out[0] = cft_sum(y, (int[]){1}, 1, false);
+    out[1] = cft_max(y, (int[]){1}, 1, false);
+    out[2] = cft_min(cft_neg(y), (int[]){1}, 1, false);
+    return CFT_OK;
+}
+
+static cft_status extremes(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *y = cft_mul_s(in[0], 2);
+    out[0] = cft_max(y, (int[]){1}, 1, false);
+    out[1] = cft_min(y, (int[]){1}, 1, false);
+    return CFT_OK;
+}
+
+/* generated sources in the cache that hold the short-row path */
+static int short_sources(void) {
+    DIR *d = opendir(cache_dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 3 || strcmp(e->d_name + len - 2, ".c"))
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", cache_dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        char line[4096];
+        while (f && fgets(line, sizeof line, f))
+            if (strstr(line, "short rows (emit_short.c)")) {
+                n++;
+                break;
+            }
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+int main(int argc, char **argv) {
+    check_init(argc, argv);
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/cft-test-short-%d", (int)getpid());
+    setenv("CFT_CACHE_DIR", cache_dir, 1);
+    setenv("CFT_KEEP_SOURCE", "1", 1);
+    static const int64_t ns[] = {1, 3, 7, 10, 16, 17, 31, 32, 33};
+    static const int64_t bs[] = {1, 5, 50, 200};
+
+    for (int t = 0; t < 2; t++) {
+        cft_dtype dt = t ? CFT_F64 : CFT_F32;
+        double tol = t ? 1e-12 : 1e-5;
+        TEST("%s rows of 1..33 elements, B = 1..200: jit equals the interpreter",
+             t ? "f64" : "f32") {
+            for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+                for (size_t k = 0; k < sizeof bs / sizeof *bs; k++) {
+                    int64_t B = bs[k], n = ns[i];
+                    cft_array *in[3] = {randn(1 + (uint64_t)(n * 7 + B), dt, (int64_t[]){B, n}, 2),
+                                        randn(2, dt, &n, 1), randn(3, dt, (int64_t[]){B, 1}, 2)};
+                    same_results(cft_fn_new(rows, NULL, 3, 4), in, 4, tol);
+                    cft_array *tin[3] = {randn(4 + (uint64_t)n, dt, (int64_t[]){n, B}, 2), in[1],
+                                         in[2]};
+                    same_results(cft_fn_new(rows_t, NULL, 3, 4), tin, 4, tol);
+                }
+        }
+    }
+    TEST("the generated kernels hold the short-row path") {
+        CHECK_MSG(short_sources() > 0, "no kernel source in %s has the short-row path", cache_dir);
+    }
+    TEST("int32 rows: sum, max and min exact") {
+        for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+            int64_t B = 37, n = ns[i];
+            int32_t *v = malloc(sizeof(int32_t) * (size_t)(B * n)), w[33];
+            for (int64_t e = 0; e < B * n; e++)
+                v[e] = (int32_t)((e * 7919) % 201) - 100;
+            for (int64_t e = 0; e < n; e++)
+                w[e] = (int32_t)(e * 3 - 20);
+            cft_array *in[2] = {cft_from_i32(v, (int64_t[]){B, n}, 2), cft_from_i32(w, &n, 1)};
+            same_results(cft_fn_new(int_rows, NULL, 2, 3), in, 3, 0);
+            free(v);
+        }
+    }
+    TEST("max and min keep NaN in short rows, wherever it lies") {
+        /* rows of 10: NaN first, in the middle, last; rows without NaN */
+        float v[60 * 10];
+        for (int i = 0; i < 60 * 10; i++)
+            v[i] = (float)((i * 37) % 101) - 50.0f;
+        v[1 * 10] = v[4 * 10 + 5] = v[6 * 10 + 9] = v[59 * 10 + 9] = NAN;
+        cft_array *x = cft_from_f32(v, (int64_t[]){60, 10}, 2), *out[2];
+        same_results(cft_fn_new(extremes, NULL, 1, 2), &x, 2, 0);
+        CHECK_EQ(cft_fn_call(cft_jit(cft_fn_new(extremes, NULL, 1, 2)), &x, out), CFT_OK);
+        for (int r = 0; r < 60; r++) {
+            bool nan = r == 1 || r == 4 || r == 6 || r == 59;
+            CHECK_MSG(isnan(cft_item_at(out[0], r)) == nan, "row %d max", r);
+            CHECK_MSG(isnan(cft_item_at(out[1], r)) == nan, "row %d min", r);
+        }
+    }
+    TEST("two threads share the rows and give one thread's results") {
+        int64_t B = 4000, n = 10; /* above the kernels' threshold for threads */
+        cft_array *in[3] = {randn(5, CFT_F32, (int64_t[]){B, n}, 2), randn(6, CFT_F32, &n, 1),
+                            randn(7, CFT_F32, (int64_t[]){B, 1}, 2)};
+        cft_fn *j = cft_jit(cft_fn_new(rows, NULL, 3, 4));
+        cft_array *a[4], *b[4], *r[4];
+        CHECK_EQ(cft_fn_call(cft_fn_new(rows, NULL, 3, 4), in, r), CFT_OK);
+        for (int call = 0; call < 2; call++) /* the first call plans */
+            CHECK_EQ(cft_fn_call(j, in, a), CFT_OK);
+        cft_set_num_threads(2);
+        CHECK_EQ(cft_fn_call(j, in, b), CFT_OK);
+        cft_set_num_threads(1);
+        for (int k = 0; k < 4; k++) {
+            CHECK_ARRAY_CLOSE(b[k], a[k], 0, 0);
+            CHECK_ARRAY_CLOSE(a[k], r[k], 1e-5, 1e-5);
+        }
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", cache_dir);
+    if (!getenv("CFT_TEST_KEEP") && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", cache_dir);
+    return check_summary();
+}
