@@ -33,11 +33,13 @@ static void same_results(cft_fn *f, cft_array *const *in, int nout, double tol) 
     }
 }
 
-/* (x [B,n], bias [n], shift [B,1]) -> log-sum-exp of rows of x + bias -
- * shift, their max, min, prod of a bounded map, and the softmax */
+/* (x [B,n], bias [n], shift [B,1], scale []) -> log-sum-exp of rows of
+ * (x + bias - shift) * scale, their max, min, prod of a bounded map, and
+ * the softmax (operands read flat, as a repeated row, one per row, and one
+ * for all) */
 static cft_status rows(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
-    cft_array *z = cft_sub(cft_add(in[0], in[1]), in[2]);
+    cft_array *z = cft_mul(cft_sub(cft_add(in[0], in[1]), in[2]), in[3]);
     cft_array *m = cft_stop_gradient(cft_max(z, (int[]){1}, 1, true));
     cft_array *e = cft_exp(cft_sub(z, m));
     cft_array *s = cft_sum(e, (int[]){1}, 1, true);
@@ -50,7 +52,7 @@ static cft_status rows(void *env, int nin, cft_array *const *in, int nout, cft_a
 
 /* the same over x given transposed ([n,B]: read through an offset table) */
 static cft_status rows_t(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    cft_array *x[3] = {cft_transpose(in[0], NULL), in[1], in[2]};
+    cft_array *x[4] = {cft_transpose(in[0], NULL), in[1], in[2], in[3]};
     return rows(env, nin, x, nout, out);
 }
 
@@ -113,12 +115,13 @@ int main(int argc, char **argv) {
             for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
                 for (size_t k = 0; k < sizeof bs / sizeof *bs; k++) {
                     int64_t B = bs[k], n = ns[i];
-                    cft_array *in[3] = {randn(1 + (uint64_t)(n * 7 + B), dt, (int64_t[]){B, n}, 2),
-                                        randn(2, dt, &n, 1), randn(3, dt, (int64_t[]){B, 1}, 2)};
-                    same_results(cft_fn_new(rows, NULL, 3, 4), in, 4, tol);
-                    cft_array *tin[3] = {randn(4 + (uint64_t)n, dt, (int64_t[]){n, B}, 2), in[1],
-                                         in[2]};
-                    same_results(cft_fn_new(rows_t, NULL, 3, 4), tin, 4, tol);
+                    cft_array *in[4] = {randn(1 + (uint64_t)(n * 7 + B), dt, (int64_t[]){B, n}, 2),
+                                        randn(2, dt, &n, 1), randn(3, dt, (int64_t[]){B, 1}, 2),
+                                        cft_astype(cft_scalar(0.75, CFT_F64), dt)};
+                    same_results(cft_fn_new(rows, NULL, 4, 4), in, 4, tol);
+                    cft_array *tin[4] = {randn(4 + (uint64_t)n, dt, (int64_t[]){n, B}, 2), in[1],
+                                         in[2], in[3]};
+                    same_results(cft_fn_new(rows_t, NULL, 4, 4), tin, 4, tol);
                 }
         }
     }
@@ -155,11 +158,11 @@ int main(int argc, char **argv) {
     }
     TEST("two threads share the rows and give one thread's results") {
         int64_t B = 4000, n = 10; /* above the kernels' threshold for threads */
-        cft_array *in[3] = {randn(5, CFT_F32, (int64_t[]){B, n}, 2), randn(6, CFT_F32, &n, 1),
-                            randn(7, CFT_F32, (int64_t[]){B, 1}, 2)};
-        cft_fn *j = cft_jit(cft_fn_new(rows, NULL, 3, 4));
+        cft_array *in[4] = {randn(5, CFT_F32, (int64_t[]){B, n}, 2), randn(6, CFT_F32, &n, 1),
+                            randn(7, CFT_F32, (int64_t[]){B, 1}, 2), cft_scalar(0.75, CFT_F32)};
+        cft_fn *j = cft_jit(cft_fn_new(rows, NULL, 4, 4));
         cft_array *a[4], *b[4], *r[4];
-        CHECK_EQ(cft_fn_call(cft_fn_new(rows, NULL, 3, 4), in, r), CFT_OK);
+        CHECK_EQ(cft_fn_call(cft_fn_new(rows, NULL, 4, 4), in, r), CFT_OK);
         for (int call = 0; call < 2; call++) /* the first call plans */
             CHECK_EQ(cft_fn_call(j, in, a), CFT_OK);
         cft_set_num_threads(2);

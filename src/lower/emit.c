@@ -164,9 +164,14 @@ void cft__emit_eqn(char **b, size_t *l, size_t *c, const cft_eqn *q, const char 
                   cft__emit_ctype(dout), out, cft__emit_ctype(dout));
     static const char *one[] = {"x"}, *two[] = {"x", "y"}, *three[] = {"c", "x", "y"};
     const char *const *nm = q->nin == 1 ? one : q->nin == 2 ? two : three;
+    /* a bool operand is read as an int: gcc 12 vectorises no conversion
+     * from an 8-bit bool to a float (a one-hot's convert_element_type kept
+     * its whole loop scalar) */
     for (int i = 0; i < q->nin; i++)
-        cft__emit_put(b, l, c, "const %s %s = %s; ", cft__emit_ctype(q->in[i]->aval.dtype), nm[i],
-                      names[i]);
+        cft__emit_put(b, l, c, "const %s %s = %s; ",
+                      q->in[i]->aval.dtype == CFT_BOOL ? "int32_t"
+                                                       : cft__emit_ctype(q->in[i]->aval.dtype),
+                      nm[i], names[i]);
     cft__emit_put(b, l, c, "v%d = (%s)(%s); }\n", out, cft__emit_ctype(dout), expr);
 }
 

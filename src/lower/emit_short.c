@@ -16,12 +16,22 @@
 #include "core/mem.h"
 #include "lower/lower.h"
 
-enum { SHORT_MAX = 32, SHORT_TILE = 512, SHORT_BLOCK = 16 };
+enum { SHORT_MAX = 32, SHORT_TILE = 512, SHORT_BLOCK = 16, SHORT_LANES = 8 };
 
-/* operand k of a two-dim loop lies contiguously over rows: inner stride 1
- * and rows one after another */
-static bool flat_at_plan(const cft_loop *lp, int k) {
-    return lp->st[k][1] == 1 && lp->st[k][0] == lp->dims[1];
+/* how the flat loop reads an operand of a two-dim loop: contiguous over
+ * rows (inner stride 1, rows one after another: a vector load); one value
+ * for the whole tile (a scalar); a row repeated (a bias: its values laid
+ * out once per call over a tile, then vector loads); or anything else
+ * through a table of offsets (a gather: one value per row, a transposed
+ * operand) */
+typedef enum { K_FLAT, K_CONST, K_COL, K_TABLE } kind;
+
+static kind kind_at_plan(const cft_loop *lp, int k, char cls) {
+    if (cls == '1' && lp->st[k][0] == lp->dims[1])
+        return K_FLAT;
+    if (lp->st[k][0] == 0)
+        return cls == '0' ? K_CONST : cls == '1' ? K_COL : K_TABLE;
+    return K_TABLE;
 }
 
 bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
@@ -31,19 +41,21 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
         return false;
     const cft_eqn *red = &ir->eqns[g->eqns[g->neqn - 1]];
     const char *cls = strchr(lp->sig, ':') + 1;
-    bool flat[CFT_KMAX_OPS];
+    kind kd[CFT_KMAX_OPS];
     for (int k = 0; k < nops; k++) {
-        flat[k] = k != red_out && cls[k] == '1' && flat_at_plan(lp, k);
-        if (k >= g->nin && k != red_out && !flat[k])
+        kd[k] = k == red_out ? K_TABLE : kind_at_plan(lp, k, cls[k]);
+        if (k >= g->nin && k != red_out && kd[k] != K_FLAT)
             return false; /* a stored output the flat loop could not write */
     }
-    /* at run time: each row its own output, short rows, flat operands
-     * still flat, the others' offsets within a tile in 32 bits */
+    /* at run time: each row its own output, short rows, the operands still
+     * of their kinds, the tables' offsets within a tile in 32 bits */
     cft__emit_put(b, l, c, "    if (own && inner > 0 && inner <= %d && (uhi - ulo) * inner >= %d",
                   SHORT_MAX, SHORT_BLOCK);
     for (int k = 0; k < nops; k++) {
-        if (flat[k])
+        if (kd[k] == K_FLAT)
             cft__emit_put(b, l, c, " && st[%d] == inner", 2 * k);
+        else if (kd[k] == K_CONST || kd[k] == K_COL) /* (the inner stride is the class's) */
+            cft__emit_put(b, l, c, " && st[%d] == 0", 2 * k);
         else if (k != red_out)
             cft__emit_put(b, l, c, " && llabs(st[%d]) < (1 << 20) && llabs(st[%d]) < (1 << 20)",
                           2 * k, 2 * k + 1);
@@ -51,18 +63,24 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
     cft__emit_put(b, l, c, ") { /* short rows (emit_short.c) */\n");
     cft__emit_put(b, l, c,
                   "        const int64_t tr = %d / inner < uhi - ulo ? %d / inner : uhi - ulo;\n"
-                  "        %s tx[%d];\n",
-                  SHORT_TILE, SHORT_TILE, acc_t, SHORT_TILE);
-    for (int k = 0; k < g->nin; k++)
-        if (!flat[k])
+                  "        %s tx[%d] = {0};\n",
+                  SHORT_TILE, SHORT_TILE, acc_t, SHORT_TILE + SHORT_LANES * SHORT_MAX);
+    for (int k = 0; k < g->nin; k++) {
+        cft_dtype dt = cft__emit_var_dtype(ir, g->in[k]);
+        if (kd[k] == K_TABLE)
             cft__emit_put(b, l, c, "        int32_t t%d[%d];\n", k, SHORT_TILE);
+        else if (kd[k] == K_COL)
+            cft__emit_put(b, l, c, "        %s t%d[%d];\n", cft__emit_ctype(dt), k, SHORT_TILE);
+    }
     cft__emit_put(b, l, c,
                   "        for (int64_t rr = 0, e = 0; rr < tr; rr++)\n"
                   "            for (int64_t j = 0; j < inner; j++, e++) {");
     for (int k = 0; k < g->nin; k++)
-        if (!flat[k])
+        if (kd[k] == K_TABLE)
             cft__emit_put(b, l, c, " t%d[e] = (int32_t)(rr * st[%d] + j * st[%d]);", k, 2 * k,
                           2 * k + 1);
+        else if (kd[k] == K_COL)
+            cft__emit_put(b, l, c, " t%d[e] = o%d[j];", k, k);
     cft__emit_put(b, l, c, " }\n");
     /* tiles of rows evenly cut (each of 16 elements or more), and in a
      * tile blocks of 16 elements, the last one moved back to end with the
@@ -88,8 +106,12 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
     char **name = CFT_NEWN(char *, ir->nvars + 1);
     for (int k = 0; k < g->nin; k++) {
         char tmp[48];
-        if (flat[k])
+        if (kd[k] == K_FLAT)
             snprintf(tmp, sizeof tmp, "b%d[e]", k);
+        else if (kd[k] == K_CONST)
+            snprintf(tmp, sizeof tmp, "b%d[0]", k);
+        else if (kd[k] == K_COL)
+            snprintf(tmp, sizeof tmp, "t%d[e]", k);
         else
             snprintf(tmp, sizeof tmp, "b%d[t%d[e]]", k, k);
         name[g->in[k]] = cft__strdup(tmp);
@@ -102,17 +124,30 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
                   "            tx[e] = (%s)(%s);\n            }\n"
                   "            if (e0 == te - %d) break;\n            }\n",
                   acc_t, name[red->in[0]->id], SHORT_BLOCK);
-    /* each row from the buffer, combined into its output as the row loop does */
-    cft__emit_put(
-        b, l, c,
-        "            for (int64_t rr = 0; rr < n; rr++) {\n"
-        "                %s acc = (%s)(%s);\n"
-        "                for (int64_t j = 0; j < inner; j++) { const double x = "
-        "tx[rr * inner + j]; acc = (%s); }\n"
-        "                { const double x = acc; __typeof__(*b%d) *p = b%d + rr * st[%d]; "
-        "const double acc = *p; *p = (%s); }\n"
-        "            }\n        }\n        return;\n    }\n",
-        acc_t, acc_t, red->prim->c_init, red->prim->c_expr, red_out, red_out, 2 * red_out,
-        red->prim->c_expr);
+    /* each row from the buffer, combined into its output as the row loop
+     * does, SHORT_LANES rows at a time (one row's chain of dependent adds
+     * alone is latency-bound: ~4 cycles an element); max / min by their
+     * NaN-free form (a compare-and-branch mispredicts on data in random
+     * order) with NaN tracked apart. Rows past the tile's read what the
+     * buffer holds (zeroed at the start) and are not stored. */
+    bool nan_apart = red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
+    cft__emit_put(b, l, c,
+                  "            for (int64_t rr = 0; rr < n; rr += %d) {\n"
+                  "                %s a_[%d]; int nan_[%d];\n"
+                  "                for (int q = 0; q < %d; q++) a_[q] = (%s)(%s), nan_[q] = 0;\n"
+                  "                for (int64_t j = 0; j < inner; j++)\n"
+                  "                    for (int q = 0; q < %d; q++) { const double x = "
+                  "tx[(rr + q) * inner + j]; const %s acc = a_[q]; a_[q] = (%s);%s }\n"
+                  "                for (int q = 0; q < %d && rr + q < n; q++) {\n"
+                  "                    const double x = nan_[q] ? NAN : a_[q];\n",
+                  SHORT_LANES, acc_t, SHORT_LANES, SHORT_LANES, SHORT_LANES, acc_t,
+                  red->prim->c_init, SHORT_LANES, acc_t,
+                  nan_apart ? red->prim->c_iexpr : red->prim->c_expr,
+                  nan_apart ? " nan_[q] |= x != x;" : "", SHORT_LANES);
+    cft__emit_put(b, l, c,
+                  "                    __typeof__(*b%d) *p = b%d + (rr + q) * st[%d];\n"
+                  "                    const double acc = *p; *p = (%s);\n"
+                  "                }\n            }\n        }\n        return;\n    }\n",
+                  red_out, red_out, 2 * red_out, red->prim->c_expr);
     return true;
 }
