@@ -21,17 +21,18 @@ enum { SHORT_MAX = 32, SHORT_TILE = 512, SHORT_BLOCK = 16, SHORT_LANES = 8 };
 /* how the flat loop reads an operand of a two-dim loop: contiguous over
  * rows (inner stride 1, rows one after another: a vector load); one value
  * for the whole tile (a scalar); a row repeated (a bias: its values laid
- * out once per call over a tile, then vector loads); or anything else
- * through a table of offsets (a gather: one value per row, a transposed
- * operand) */
-typedef enum { K_FLAT, K_CONST, K_COL, K_TABLE } kind;
+ * out once per call over a tile, then vector loads); one value per row (a
+ * row's max, a label: laid out per tile, each value stored over its row,
+ * ~3x cheaper than gathering them); or anything else through a table of
+ * offsets (a gather: a transposed operand) */
+typedef enum { K_FLAT, K_CONST, K_COL, K_ROW, K_TABLE } kind;
 
 static kind kind_at_plan(const cft_loop *lp, int k, char cls) {
     if (cls == '1' && lp->st[k][0] == lp->dims[1])
         return K_FLAT;
     if (lp->st[k][0] == 0)
         return cls == '0' ? K_CONST : cls == '1' ? K_COL : K_TABLE;
-    return K_TABLE;
+    return cls == '0' ? K_ROW : K_TABLE;
 }
 
 bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
@@ -69,7 +70,7 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
         cft_dtype dt = cft__emit_var_dtype(ir, g->in[k]);
         if (kd[k] == K_TABLE)
             cft__emit_put(b, l, c, "        int32_t t%d[%d];\n", k, SHORT_TILE);
-        else if (kd[k] == K_COL)
+        else if (kd[k] == K_COL || kd[k] == K_ROW)
             cft__emit_put(b, l, c, "        %s t%d[%d];\n", cft__emit_ctype(dt), k, SHORT_TILE);
     }
     cft__emit_put(b, l, c,
@@ -97,6 +98,13 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
         cft__emit_put(b, l, c, "            %s%s *restrict b%d = o%d + r0 * st[%d];\n",
                       k < g->nin ? "const " : "", cft__emit_ctype(dt), k, k, 2 * k);
     }
+    for (int k = 0; k < g->nin; k++)
+        if (kd[k] == K_ROW)
+            cft__emit_put(b, l, c,
+                          "            for (int64_t rr = 0; rr < n; rr++) { const __typeof__(*b%d) "
+                          "v = b%d[rr * st[%d]]; for (int64_t j = 0; j < inner; j++) "
+                          "t%d[rr * inner + j] = v; }\n",
+                          k, k, 2 * k, k);
     cft__emit_put(b, l, c,
                   "            for (int64_t e0 = 0;; e0 += %d) {\n"
                   "            if (e0 > te - %d) e0 = te - %d;\n"
@@ -110,7 +118,7 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
             snprintf(tmp, sizeof tmp, "b%d[e]", k);
         else if (kd[k] == K_CONST)
             snprintf(tmp, sizeof tmp, "b%d[0]", k);
-        else if (kd[k] == K_COL)
+        else if (kd[k] == K_COL || kd[k] == K_ROW)
             snprintf(tmp, sizeof tmp, "t%d[e]", k);
         else
             snprintf(tmp, sizeof tmp, "b%d[t%d[e]]", k, k);
