@@ -6,7 +6,7 @@
  * elements of consecutive rows as one flat simd loop (the operands that
  * lie contiguously over the rows read as one vector; the others through
  * a table of offsets, a gather; the values to reduce kept in a buffer),
- * then reduces each row from the buffer in a short scalar loop. It is
+ * then reduces each row from the buffer in one vector of 16 or 32 lanes. It is
  * emitted for two-dim loops whose stored outputs lay out their rows
  * contiguously when the kernel is made, and taken at run time when rows
  * have at most SHORT_MAX elements and the strides still allow it. */
@@ -16,7 +16,7 @@
 #include "core/mem.h"
 #include "lower/lower.h"
 
-enum { SHORT_MAX = 32, SHORT_TILE = 512, SHORT_BLOCK = 16, SHORT_LANES = 8 };
+enum { SHORT_MAX = 32, SHORT_TILE = 512, SHORT_BLOCK = 16 };
 
 /* how the flat loop reads an operand of a two-dim loop: contiguous over
  * rows (inner stride 1, rows one after another: a vector load); one value
@@ -65,7 +65,7 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
     cft__emit_put(b, l, c,
                   "        const int64_t tr = %d / inner < uhi - ulo ? %d / inner : uhi - ulo;\n"
                   "        %s tx[%d] = {0};\n",
-                  SHORT_TILE, SHORT_TILE, acc_t, SHORT_TILE + SHORT_LANES * SHORT_MAX);
+                  SHORT_TILE, SHORT_TILE, acc_t, SHORT_TILE + SHORT_MAX);
     for (int k = 0; k < g->nin; k++) {
         cft_dtype dt = cft__emit_var_dtype(ir, g->in[k]);
         if (kd[k] == K_TABLE)
@@ -105,12 +105,15 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
                           "v = b%d[rr * st[%d]]; for (int64_t j = 0; j < inner; j++) "
                           "t%d[rr * inner + j] = v; }\n",
                           k, k, 2 * k, k);
+    bool nan_apart = red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
     cft__emit_put(b, l, c,
+                  "            int nan_t = 0;\n"
                   "            for (int64_t e0 = 0;; e0 += %d) {\n"
                   "            if (e0 > te - %d) e0 = te - %d;\n"
-                  "            #pragma omp simd\n"
+                  "            #pragma omp simd%s\n"
                   "            for (int64_t e = e0; e < e0 + %d; e++) {\n",
-                  SHORT_BLOCK, SHORT_BLOCK, SHORT_BLOCK, SHORT_BLOCK);
+                  SHORT_BLOCK, SHORT_BLOCK, SHORT_BLOCK, nan_apart ? " reduction(|:nan_t)" : "",
+                  SHORT_BLOCK);
     char **name = CFT_NEWN(char *, ir->nvars + 1);
     for (int k = 0; k < g->nin; k++) {
         char tmp[48];
@@ -128,34 +131,49 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
     for (int k = g->nin; k < nops; k++)
         if (k != red_out)
             cft__emit_put(b, l, c, "            b%d[e] = %s;\n", k, name[g->out[k - g->nin]]);
-    cft__emit_put(b, l, c,
-                  "            tx[e] = (%s)(%s);\n            }\n"
-                  "            if (e0 == te - %d) break;\n            }\n",
-                  acc_t, name[red->in[0]->id], SHORT_BLOCK);
+    cft__emit_put(b, l, c, "            tx[e] = (%s)(%s);\n", acc_t, name[red->in[0]->id]);
+    if (nan_apart)
+        cft__emit_put(b, l, c, "            nan_t |= tx[e] != tx[e];\n");
+    cft__emit_put(b, l, c, "            }\n            if (e0 == te - %d) break;\n            }\n",
+                  SHORT_BLOCK);
     /* each row from the buffer, combined into its output as the row loop
-     * does, SHORT_LANES rows at a time (one row's chain of dependent adds
-     * alone is latency-bound: ~4 cycles an element); max / min by their
-     * NaN-free form (a compare-and-branch mispredicts on data in random
-     * order) with NaN tracked apart. Rows past the tile's read what the
-     * buffer holds (zeroed at the start) and are not stored. */
-    bool nan_apart = red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
+     * does: 16 or 32 lanes a row, the lanes past the row holding the
+     * identity, combined pairwise in halves (one row's scalar chain of adds
+     * is latency-bound, ~4 cycles an element, and gcc ends an `omp simd`
+     * reduction with such a chain over the lanes); max / min by their
+     * NaN-free form, and a tile that holds NaN reduced again in order by
+     * the NaN-keeping one */
+    const char *iex = nan_apart ? red->prim->c_iexpr : red->prim->c_expr;
     cft__emit_put(b, l, c,
-                  "            for (int64_t rr = 0; rr < n; rr += %d) {\n"
-                  "                %s a_[%d]; int nan_[%d];\n"
-                  "                for (int q = 0; q < %d; q++) a_[q] = (%s)(%s), nan_[q] = 0;\n"
-                  "                for (int64_t j = 0; j < inner; j++)\n"
-                  "                    for (int q = 0; q < %d; q++) { const double x = "
-                  "tx[(rr + q) * inner + j]; const %s acc = a_[q]; a_[q] = (%s);%s }\n"
-                  "                for (int q = 0; q < %d && rr + q < n; q++) {\n"
-                  "                    const double x = nan_[q] ? NAN : a_[q];\n",
-                  SHORT_LANES, acc_t, SHORT_LANES, SHORT_LANES, SHORT_LANES, acc_t,
-                  red->prim->c_init, SHORT_LANES, acc_t,
-                  nan_apart ? red->prim->c_iexpr : red->prim->c_expr,
-                  nan_apart ? " nan_[q] |= x != x;" : "", SHORT_LANES);
-    cft__emit_put(b, l, c,
-                  "                    __typeof__(*b%d) *p = b%d + (rr + q) * st[%d];\n"
-                  "                    const double acc = *p; *p = (%s);\n"
-                  "                }\n            }\n        }\n        return;\n    }\n",
-                  red_out, red_out, 2 * red_out, red->prim->c_expr);
+                  "            for (int64_t rr = 0; rr < n; rr++) {\n"
+                  "                const %s *restrict xr = tx + rr * inner;\n"
+                  "                %s acc = (%s)(%s);\n",
+                  acc_t, acc_t, acc_t, red->prim->c_init);
+    for (int w = 16; w <= SHORT_MAX; w *= 2) {
+        cft__emit_put(
+            b, l, c,
+            "                %sif (inner <= %d) {\n"
+            "                    %s v_[%d];\n"
+            "                    for (int j = 0; j < %d; j++) v_[j] = j < inner ? xr[j] : "
+            "(%s)(%s);\n",
+            w > 16 ? "else " : "", w, acc_t, w, w, acc_t, red->prim->c_init);
+        for (int h = w / 2; h >= 1; h /= 2)
+            cft__emit_put(b, l, c,
+                          "                    for (int j = 0; j < %d; j++) { const %s acc = "
+                          "v_[j], x = v_[j + %d]; v_[j] = (%s); }\n",
+                          h, acc_t, h, iex);
+        cft__emit_put(b, l, c, "                    acc = v_[0];\n                }\n");
+    }
+    if (nan_apart)
+        cft__emit_put(b, l, c,
+                      "                if (nan_t) { acc = (%s)(%s); for (int64_t j = 0; j < inner; "
+                      "j++) { const double x = xr[j]; acc = (%s); } }\n",
+                      acc_t, red->prim->c_init, red->prim->c_expr);
+    cft__emit_put(
+        b, l, c,
+        "                { const double x = acc; __typeof__(*b%d) *p = b%d + rr * st[%d];\n"
+        "                  const double acc = *p; *p = (%s); }\n"
+        "            }\n        }\n        return;\n    }\n",
+        red_out, red_out, 2 * red_out, red->prim->c_expr);
     return true;
 }
