@@ -70,8 +70,9 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
         cft_dtype dt = cft__emit_var_dtype(ir, g->in[k]);
         if (kd[k] == K_TABLE)
             cft__emit_put(b, l, c, "        int32_t t%d[%d];\n", k, SHORT_TILE);
-        else if (kd[k] == K_COL || kd[k] == K_ROW)
-            cft__emit_put(b, l, c, "        %s t%d[%d];\n", cft__emit_ctype(dt), k, SHORT_TILE);
+        else if (kd[k] == K_COL || kd[k] == K_ROW) /* (a row's value spills past it) */
+            cft__emit_put(b, l, c, "        %s t%d[%d];\n", cft__emit_ctype(dt), k,
+                          SHORT_TILE + SHORT_MAX);
     }
     cft__emit_put(b, l, c,
                   "        for (int64_t rr = 0, e = 0; rr < tr; rr++)\n"
@@ -99,12 +100,16 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
                       k < g->nin ? "const " : "", cft__emit_ctype(dt), k, k, 2 * k);
     }
     for (int k = 0; k < g->nin; k++)
-        if (kd[k] == K_ROW)
+        if (kd[k] == K_ROW) /* each row's value stored over 16 or 32 slots from its row's
+                              start (one vector store), the next row overwriting the spill */
             cft__emit_put(b, l, c,
-                          "            for (int64_t rr = 0; rr < n; rr++) { const __typeof__(*b%d) "
-                          "v = b%d[rr * st[%d]]; for (int64_t j = 0; j < inner; j++) "
+                          "            if (inner <= 16) for (int64_t rr = 0; rr < n; rr++) { const "
+                          "__typeof__(*b%d) v = b%d[rr * st[%d]]; for (int j = 0; j < 16; j++) "
+                          "t%d[rr * inner + j] = v; }\n"
+                          "            else for (int64_t rr = 0; rr < n; rr++) { const "
+                          "__typeof__(*b%d) v = b%d[rr * st[%d]]; for (int j = 0; j < 32; j++) "
                           "t%d[rr * inner + j] = v; }\n",
-                          k, k, 2 * k, k);
+                          k, k, 2 * k, k, k, k, 2 * k, k);
     bool nan_apart = red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
     cft__emit_put(b, l, c,
                   "            int nan_t = 0;\n"
