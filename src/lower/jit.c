@@ -1193,31 +1193,10 @@ static void lane_dest(lanes_job *L, int64_t k, cft_array **dst, out_dest *od) {
     od->dst = dst, od->n = L->nout;
 }
 
-/* The next lane's rows of the batched inputs, asked into L2 while this
- * lane runs: a lane's own parameters (and, with different data, its
- * examples) are read from memory once per call, and the GEMM that reads
- * them first waited for them (different data: 105 KB a lane of the
- * ensemble). Host data only; a row that is not contiguous is left alone. */
-static void prefetch_lane(lanes_job *L, int64_t k) {
-    const bool *b = L->J->f->map_batched;
-    for (int i = 0; i < L->nin; i++) {
-        cft_array *x = L->in[i];
-        if (!b[i] || x->dev || x->aval.ndim < 1 || !cft__is_contig(x))
-            continue;
-        size_t row = cft_dtype_size(x->aval.dtype) *
-                     (size_t)cft__numel(x->aval.shape + 1, x->aval.ndim - 1);
-        const char *p = (const char *)cft__ptr(x) + (size_t)k * row;
-        for (size_t o = 0; o < row; o += 64)
-            __builtin_prefetch(p + o, 0, 2);
-    }
-}
-
 static void run_range(lanes_job *L, cft_fn *fn, int64_t lo, int64_t hi) {
     const bool *b = L->J->f->map_batched;
     cft_array *args[L->nin > 0 ? L->nin : 1], *res[L->nout];
     for (int64_t k = lo; k < hi && !atomic_load(&L->err); k++) {
-        if (k + 1 < hi)
-            prefetch_lane(L, k + 1);
         for (int i = 0; i < L->nin; i++)
             args[i] = b[i] ? row(L->in[i], k) : L->in[i];
         cft_array *e = NULL, *dst[L->nout];
