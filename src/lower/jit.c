@@ -79,6 +79,12 @@ typedef struct plan {
     int64_t *scratch_at; /* per var: its place in a segment's thread buffers, -1: none */
     bool *seg_sum;       /* per var: a segment's sum over its rows */
     bool *seg_later;     /* per step: run after its segment */
+    /* per group: the operands' strides of the first run and the kernel's
+     * loop over them, set by the first run (under the lock), read by the
+     * later ones when their strides are the same (the loop is not fitted
+     * again: dims merged, signature built and compared, per call) */
+    int64_t **lst;
+    cft_loop **lcl;
 } plan;
 
 /* An arena: one call's intermediates. A traced plan keeps a pool of them;
@@ -348,11 +354,25 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, out_dest
         }
         cft__group_strides(ir, g, ops, st);
         cft_loop lp;
+        const cft_loop *lq = &lp;
+        int nd = g->iter.ndim;
+        bool hit = !record && P->lcl && P->lcl[gi];
+        for (int k = 0; k < nops && hit; k++)
+            hit = !memcmp(st[k], P->lst[gi] + k * nd, sizeof(int64_t) * (size_t)nd);
+        if (hit)
+            lq = P->lcl[gi];
         if (record) {
             cft__loop_of(&g->iter, st, nops, &lp);
             *record = lp;
             memcpy(g->sig, lp.sig, sizeof g->sig);
-        } else if (cft__loop_fit(&g->iter, st, nops, g->sig, &lp)) {
+        } else if (hit || cft__loop_fit(&g->iter, st, nops, g->sig, &lp)) {
+            if (!hit && P->runs == 0 && P->lcl) { /* the first run: kept for the next */
+                P->lst[gi] = CFT_NEWN(int64_t, nops * nd + 1);
+                for (int k = 0; k < nops; k++)
+                    memcpy(P->lst[gi] + k * nd, st[k], sizeof(int64_t) * (size_t)nd);
+                P->lcl[gi] = CFT_NEW(cft_loop);
+                *P->lcl[gi] = lp;
+            }
             for (int k = g->nin; k < nops; k++)
                 if (cft_failed(ops[k]))
                     return ops[k];
@@ -366,11 +386,11 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, out_dest
             int64_t flat[CFT_KMAX_OPS * CFT_MAX_NDIM];
             for (int k = 0; k < nops; k++) {
                 ptrs[k] = cft__ptr(ops[k]);
-                for (int d = 0; d < lp.nd; d++)
-                    flat[k * lp.nd + d] = lp.st[k][d];
+                for (int d = 0; d < lq->nd; d++)
+                    flat[k * lq->nd + d] = lq->st[k][d];
             }
             if (cft__numel(g->iter.shape, g->iter.ndim) > 0)
-                kern(ptrs, lp.dims, flat, cft__num_threads());
+                kern(ptrs, lq->dims, flat, cft__num_threads());
             for (int k = g->nin; k < nops; k++)
                 env[g->out[k - g->nin]] = ops[k];
             for (int k = 0; k < nops; k++)
@@ -686,6 +706,8 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
     cft_loop *loops = record ? CFT_NEWN(cft_loop, P->ngroups + 1) : NULL;
     if (first) {
         P->root = CFT_NEWN(int, ir->nvars + 1);
+        P->lst = CFT_NEWN(int64_t *, P->ngroups + 1);
+        P->lcl = CFT_NEWN(cft_loop *, P->ngroups + 1);
         for (int v = 0; v < ir->nvars; v++)
             P->root[v] = v;
     }

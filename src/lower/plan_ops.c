@@ -51,7 +51,13 @@ void cft__group_strides(const cft_ir *ir, const cft_group *g, cft_array *const *
 }
 
 void cft__fill_init(cft_array *a, const char *init) {
-    double v = strtod(init, NULL);
+    /* the records' identities are static strings: the last one parsed is
+     * kept per thread (strtod on every kernel call showed in profiles) */
+    static _Thread_local const char *last;
+    static _Thread_local double last_v;
+    if (init != last)
+        last_v = strtod(init, NULL), last = init;
+    double v = last_v;
     int64_t n = cft__numel(a->aval.shape, a->aval.ndim);
     if (a->aval.dtype == CFT_F32) {
         float *p = cft__ptr(a);
