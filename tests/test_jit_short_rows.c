@@ -56,6 +56,18 @@ static cft_status rows_t(void *env, int nin, cft_array *const *in, int nout, cft
     return rows(env, nin, x, nout, out);
 }
 
+/* (x [B,n], bias [n], shift [B,1]) -> the rows summed into one row (a
+ * bias gradient), their max and min per column, and the elementwise value */
+static cft_status cols(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *z = cft_mul(cft_add(in[0], in[1]), in[2]);
+    out[0] = cft_sum(z, (int[]){0}, 1, false);
+    out[1] = cft_max(cft_exp(z), (int[]){0}, 1, false);
+    out[2] = cft_min(cft_neg(z), (int[]){0}, 1, false);
+    out[3] = cft_tanh(z);
+    return CFT_OK;
+}
+
 static cft_status int_rows(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
     cft_array *y = cft_add(cft_mul(in[0], in[0]), in[1]);
@@ -125,6 +137,34 @@ int main(int argc, char **argv) {
                 }
         }
     }
+    TEST("rows of 1..33 elements summed into one row, B = 1..2000: jit equals the "
+         "interpreter") {
+        static const int64_t cb[] = {1, 5, 50, 300, 2000};
+        for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+            for (size_t k = 0; k < sizeof cb / sizeof *cb; k++) {
+                int64_t B = cb[k], n = ns[i];
+                cft_array *in[3] = {randn(8 + (uint64_t)(n * 3 + B), CFT_F32, (int64_t[]){B, n}, 2),
+                                    randn(9, CFT_F32, &n, 1),
+                                    randn(10, CFT_F32, (int64_t[]){B, 1}, 2)};
+                same_results(cft_fn_new(cols, NULL, 3, 4), in, 4, 1e-5);
+            }
+        /* NaN in a column's max and min */
+        float v[40 * 10];
+        for (int e = 0; e < 40 * 10; e++)
+            v[e] = (float)((e * 37) % 101) / 50.0f - 1.0f;
+        v[3 * 10 + 2] = v[39 * 10 + 9] = NAN;
+        int64_t n = 10;
+        cft_array *in[3] = {cft_from_f32(v, (int64_t[]){40, 10}, 2), cft_zeros(CFT_F32, &n, 1),
+                            cft_ones(CFT_F32, (int64_t[]){40, 1}, 2)},
+                  *out[4];
+        CHECK_EQ(cft_fn_call(cft_jit(cft_fn_new(cols, NULL, 3, 4)), in, out), CFT_OK);
+        CHECK_EQ(cft_fn_call(cft_jit(cft_fn_new(cols, NULL, 3, 4)), in, out), CFT_OK);
+        for (int j = 0; j < 10; j++) {
+            bool nan = j == 2 || j == 9;
+            CHECK_MSG(isnan(cft_item_at(out[1], j)) == nan, "column %d max", j);
+            CHECK_MSG(isnan(cft_item_at(out[2], j)) == nan, "column %d min", j);
+        }
+    }
     TEST("the generated kernels hold the short-row path") {
         CHECK_MSG(short_sources() > 0, "no kernel source in %s has the short-row path", cache_dir);
     }
@@ -160,14 +200,20 @@ int main(int argc, char **argv) {
         int64_t B = 4000, n = 10; /* above the kernels' threshold for threads */
         cft_array *in[4] = {randn(5, CFT_F32, (int64_t[]){B, n}, 2), randn(6, CFT_F32, &n, 1),
                             randn(7, CFT_F32, (int64_t[]){B, 1}, 2), cft_scalar(0.75, CFT_F32)};
-        cft_fn *j = cft_jit(cft_fn_new(rows, NULL, 4, 4));
-        cft_array *a[4], *b[4], *r[4];
+        cft_fn *j = cft_jit(cft_fn_new(rows, NULL, 4, 4)),
+               *jc = cft_jit(cft_fn_new(cols, NULL, 3, 4));
+        cft_array *a[4], *b[4], *r[4], *ca[4], *cb[4];
         CHECK_EQ(cft_fn_call(cft_fn_new(rows, NULL, 4, 4), in, r), CFT_OK);
-        for (int call = 0; call < 2; call++) /* the first call plans */
+        for (int call = 0; call < 2; call++) { /* the first call plans */
             CHECK_EQ(cft_fn_call(j, in, a), CFT_OK);
+            CHECK_EQ(cft_fn_call(jc, in, ca), CFT_OK);
+        }
         cft_set_num_threads(2);
         CHECK_EQ(cft_fn_call(j, in, b), CFT_OK);
+        CHECK_EQ(cft_fn_call(jc, in, cb), CFT_OK);
         cft_set_num_threads(1);
+        for (int k = 0; k < 4; k++) /* rows into a row: pieces of rows in a fixed order */
+            CHECK_ARRAY_CLOSE(cb[k], ca[k], 0, 0);
         for (int k = 0; k < 4; k++) {
             CHECK_ARRAY_CLOSE(b[k], a[k], 0, 0);
             CHECK_ARRAY_CLOSE(a[k], r[k], 1e-5, 1e-5);

@@ -327,6 +327,8 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
                   "    const int64_t rlo = rowpieces ? u * nouter / %d : u * per,\n"
                   "                  rhi = rowpieces ? (u + 1) * nouter / %d : (u + 1) * per;\n",
                   NPIECE, NPIECE);
+    if (pieces) /* rows of a few elements into one row: flat over rows (emit_short.c) */
+        cft__emit_short_cols(ir, g, lp, red_out, b, l, c);
     /* each operand's offset f<k> at row r, kept with the row's outer
      * indices x<d> from one row to the next: the next row steps them like
      * an odometer (rows of a few dozen elements paid more for a division

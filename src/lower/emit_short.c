@@ -35,8 +35,16 @@ static kind kind_at_plan(const cft_loop *lp, int k, char cls) {
     return cls == '0' ? K_ROW : K_TABLE;
 }
 
-bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
-                          const char *acc_t, char **b, size_t *l, size_t *c) {
+/* the reduction of each row (within), or of the rows into one row
+ * (across: a bias gradient over 10 classes) */
+typedef enum { WITHIN, ACROSS } mode;
+
+static void reduce_within(const cft_eqn *red, int red_out, const char *acc_t, bool nan_apart,
+                          char **b, size_t *l, size_t *c);
+static void reduce_across(const cft_eqn *red, char **b, size_t *l, size_t *c);
+
+static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
+                       const char *acc_t, mode m, char **b, size_t *l, size_t *c) {
     int nops = g->nin + g->nout;
     if (lp->nd != 2 || red_out < 0 || !g->reduce)
         return false;
@@ -48,10 +56,18 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
         if (k >= g->nin && k != red_out && kd[k] != K_FLAT)
             return false; /* a stored output the flat loop could not write */
     }
-    /* at run time: each row its own output, short rows, the operands still
-     * of their kinds, the tables' offsets within a tile in 32 bits */
-    cft__emit_put(b, l, c, "    if (own && inner > 0 && inner <= %d && (uhi - ulo) * inner >= %d",
-                  SHORT_MAX, SHORT_BLOCK);
+    /* at run time: short rows, each its own output (within) or all into
+     * one row of the output (across), the operands still of their kinds,
+     * the tables' offsets within a tile in 32 bits. Rows [lo, hi): the
+     * run's, or (across) the unit's */
+    const char *lo = m == WITHIN ? "ulo" : "rlo", *hi = m == WITHIN ? "uhi" : "rhi";
+    if (m == WITHIN)
+        cft__emit_put(b, l, c, "    if (own");
+    else
+        cft__emit_put(b, l, c, "    if (!own && chunks == 1 && st[%d] == 0 && st[%d] == 1",
+                      2 * red_out, 2 * red_out + 1);
+    cft__emit_put(b, l, c, " && inner > 0 && inner <= %d && (%s - %s) * inner >= %d", SHORT_MAX, hi,
+                  lo, SHORT_BLOCK);
     for (int k = 0; k < nops; k++) {
         if (kd[k] == K_FLAT)
             cft__emit_put(b, l, c, " && st[%d] == inner", 2 * k);
@@ -63,9 +79,14 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
     }
     cft__emit_put(b, l, c, ") { /* short rows (emit_short.c) */\n");
     cft__emit_put(b, l, c,
-                  "        const int64_t tr = %d / inner < uhi - ulo ? %d / inner : uhi - ulo;\n"
+                  "        const int64_t tr = %d / inner < %s - %s ? %d / inner : %s - %s;\n"
                   "        %s tx[%d] = {0};\n",
-                  SHORT_TILE, SHORT_TILE, acc_t, SHORT_TILE + SHORT_MAX);
+                  SHORT_TILE, hi, lo, SHORT_TILE, hi, lo, acc_t, SHORT_TILE + SHORT_MAX);
+    if (m == ACROSS) /* the row summed into, in lanes past it the identity */
+        cft__emit_put(b, l, c,
+                      "        __typeof__(*rp) ra[%d];\n"
+                      "        for (int j = 0; j < %d; j++) ra[j] = j < inner ? rp[j] : (%s);\n",
+                      SHORT_MAX, SHORT_MAX, red->prim->c_init);
     for (int k = 0; k < g->nin; k++) {
         cft_dtype dt = cft__emit_var_dtype(ir, g->in[k]);
         if (kd[k] == K_TABLE)
@@ -90,10 +111,11 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
      * rows a call (a thread) runs */
     cft__emit_put(
         b, l, c,
-        "        const int64_t nt = (uhi - ulo + tr - 1) / tr;\n"
+        "        const int64_t nt = (%s - %s + tr - 1) / tr;\n"
         "        for (int64_t tk = 0; tk < nt; tk++) {\n"
-        "            const int64_t r0 = ulo + (uhi - ulo) * tk / nt,\n"
-        "                          n = ulo + (uhi - ulo) * (tk + 1) / nt - r0, te = n * inner;\n");
+        "            const int64_t r0 = %s + (%s - %s) * tk / nt,\n"
+        "                          n = %s + (%s - %s) * (tk + 1) / nt - r0, te = n * inner;\n",
+        hi, lo, lo, hi, lo, lo, hi, lo);
     for (int k = 0; k < nops; k++) {
         cft_dtype dt = cft__emit_var_dtype(ir, k < g->nin ? g->in[k] : g->out[k - g->nin]);
         cft__emit_put(b, l, c, "            %s%s *restrict b%d = o%d + r0 * st[%d];\n",
@@ -110,7 +132,8 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
                           "__typeof__(*b%d) v = b%d[rr * st[%d]]; for (int j = 0; j < 32; j++) "
                           "t%d[rr * inner + j] = v; }\n",
                           k, k, 2 * k, k, k, k, 2 * k, k);
-    bool nan_apart = red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
+    bool nan_apart =
+        m == WITHIN && red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
     cft__emit_put(b, l, c,
                   "            int nan_t = 0;\n"
                   "            for (int64_t e0 = 0;; e0 += %d) {\n"
@@ -141,6 +164,15 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
         cft__emit_put(b, l, c, "            nan_t |= tx[e] != tx[e];\n");
     cft__emit_put(b, l, c, "            }\n            if (e0 == te - %d) break;\n            }\n",
                   SHORT_BLOCK);
+    if (m == WITHIN)
+        reduce_within(red, red_out, acc_t, nan_apart, b, l, c);
+    else
+        reduce_across(red, b, l, c);
+    return true;
+}
+
+static void reduce_within(const cft_eqn *red, int red_out, const char *acc_t, bool nan_apart,
+                          char **b, size_t *l, size_t *c) {
     /* each row from the buffer, combined into its output as the row loop
      * does: 16 or 32 lanes a row, the lanes past the row holding the
      * identity, combined pairwise in halves (one row's scalar chain of adds
@@ -180,5 +212,33 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
         "                  const double acc = *p; *p = (%s); }\n"
         "            }\n        }\n        return;\n    }\n",
         red_out, red_out, 2 * red_out, red->prim->c_expr);
-    return true;
+}
+
+/* across: the tile's rows added in order into the row, one vector of 16
+ * or 32 lanes a row (the same sums, in the same order, as the row loop's);
+ * the row stored back after the unit's last tile */
+static void reduce_across(const cft_eqn *red, char **b, size_t *l, size_t *c) {
+    for (int w = 16; w <= SHORT_MAX; w *= 2)
+        cft__emit_put(b, l, c,
+                      "            %sif (inner <= %d)\n"
+                      "                for (int64_t rr = 0; rr < n; rr++)\n"
+                      "                    for (int j = 0; j < %d; j++) { const __typeof__(*rp) "
+                      "acc = ra[j], x = j < inner ? tx[rr * inner + j] : (%s); ra[j] = (%s); }\n",
+                      w > 16 ? "else " : "", w, w, red->prim->c_init, red->prim->c_expr);
+    cft__emit_put(b, l, c,
+                  "        }\n"
+                  "        for (int64_t j = 0; j < inner; j++) rp[j] = ra[j];\n"
+                  "        continue;\n    }\n");
+}
+
+bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
+                          const char *acc_t, char **b, size_t *l, size_t *c) {
+    return emit_short(ir, g, lp, red_out, acc_t, WITHIN, b, l, c);
+}
+
+bool cft__emit_short_cols(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
+                          char **b, size_t *l, size_t *c) {
+    char acc_t[64];
+    snprintf(acc_t, sizeof acc_t, "__typeof__(*o%d)", red_out);
+    return emit_short(ir, g, lp, red_out, acc_t, ACROSS, b, l, c);
 }

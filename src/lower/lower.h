@@ -56,6 +56,10 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
  * plan's strides allow it; false when not emitted */
 bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
                           const char *acc_t, char **b, size_t *l, size_t *c);
+/* ... and of a kernel reducing the rows into one row (a bias gradient over
+ * a few classes): emitted into its loop over units, after a unit's rows */
+bool cft__emit_short_cols(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
+                          char **b, size_t *l, size_t *c);
 /* the prelude every generated file starts with */
 const char *cft__emit_prelude(void);
 
