@@ -361,18 +361,22 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, out_dest
             hit = !memcmp(st[k], P->lst[gi] + k * nd, sizeof(int64_t) * (size_t)nd);
         if (hit)
             lq = P->lcl[gi];
+        bool fit = !record && (hit || cft__loop_fit(&g->iter, st, nops, g->sig, &lp));
         if (record) {
             cft__loop_of(&g->iter, st, nops, &lp);
             *record = lp;
             memcpy(g->sig, lp.sig, sizeof g->sig);
-        } else if (hit || cft__loop_fit(&g->iter, st, nops, g->sig, &lp)) {
-            if (!hit && P->runs == 0 && P->lcl) { /* the first run: kept for the next */
-                P->lst[gi] = CFT_NEWN(int64_t, nops * nd + 1);
-                for (int k = 0; k < nops; k++)
-                    memcpy(P->lst[gi] + k * nd, st[k], sizeof(int64_t) * (size_t)nd);
-                P->lcl[gi] = CFT_NEW(cft_loop);
-                *P->lcl[gi] = lp;
-            }
+        }
+        if ((record || fit) && !hit && P->runs == 0 && P->lcl) {
+            /* the first run (recording, or with the kernels of an earlier
+             * instance): kept for the next */
+            P->lst[gi] = CFT_NEWN(int64_t, nops * nd + 1);
+            for (int k = 0; k < nops; k++)
+                memcpy(P->lst[gi] + k * nd, st[k], sizeof(int64_t) * (size_t)nd);
+            P->lcl[gi] = CFT_NEW(cft_loop);
+            *P->lcl[gi] = lp;
+        }
+        if (fit) {
             for (int k = g->nin; k < nops; k++)
                 if (cft_failed(ops[k]))
                     return ops[k];

@@ -51,13 +51,22 @@ void cft__group_strides(const cft_ir *ir, const cft_group *g, cft_array *const *
 }
 
 void cft__fill_init(cft_array *a, const char *init) {
-    /* the records' identities are static strings: the last one parsed is
+    /* the records' identities are static strings: the last few parsed are
      * kept per thread (strtod on every kernel call showed in profiles) */
-    static _Thread_local const char *last;
-    static _Thread_local double last_v;
-    if (init != last)
-        last_v = strtod(init, NULL), last = init;
-    double v = last_v;
+    enum { NKEEP = 4 };
+    static _Thread_local const char *kept[NKEEP];
+    static _Thread_local double kept_v[NKEEP];
+    static _Thread_local int next;
+    double v = 0;
+    int i = 0;
+    while (i < NKEEP && kept[i] != init)
+        i++;
+    if (i < NKEEP) {
+        v = kept_v[i];
+    } else {
+        v = strtod(init, NULL);
+        kept[next] = init, kept_v[next] = v, next = (next + 1) % NKEEP;
+    }
     int64_t n = cft__numel(a->aval.shape, a->aval.ndim);
     if (a->aval.dtype == CFT_F32) {
         float *p = cft__ptr(a);
