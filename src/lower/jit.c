@@ -94,6 +94,10 @@ typedef struct arena {
     size_t bytes;
     const plan *for_plan; /* hdr is built for this instance */
     cft_array **hdr;      /* per var: its array in mem */
+    /* per step: a view of one of hdr's arrays that the step made last time
+     * (vin: the array it viewed), made again only when its input differs;
+     * an arena serves one call at a time, so no lock */
+    cft_array **vin, **vout;
     struct arena *next;
 } arena;
 
@@ -641,6 +645,8 @@ static arena *take_arena(plan *P) {
                 *A->hdr[v] = *P->hdr[v];
                 A->hdr[v]->data = A->mem;
             }
+        A->vin = CFT_NEWN(cft_array *, P->nsteps + 1);
+        A->vout = CFT_NEWN(cft_array *, P->nsteps + 1);
         A->for_plan = P;
     }
     return A;
@@ -765,8 +771,15 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                     args[i] = cft__unconj(q->prim, env[q->in[i]->id]);
                 err = cft_failed(dst) ? dst : q->prim->impl_into(args, q->nin, &q->params, dst);
                 env[o] = dst;
+            } else if (A && q->nin == 1 && q->nout == 1 && A->vin[s] &&
+                       A->vin[s] == env[q->in[0]->id]) {
+                env[o] = A->vout[s]; /* the same view of the same array as last time */
             } else {
                 err = cft__run_eqn(q, env);
+                cft_array *x = q->nin == 1 ? env[q->in[0]->id] : NULL;
+                if (!err && A && x && q->nout == 1 && x->data == A->mem && env[o]->data == A->mem &&
+                    P->root[o] == P->root[q->in[0]->id]) /* a view of the arena: kept */
+                    A->vin[s] = x, A->vout[s] = env[o];
                 if (!err && A) /* a view the plan did not foresee */
                     for (int k = 0; k < q->nout; k++) {
                         int v = q->out[k]->id;
