@@ -68,6 +68,21 @@ static cft_status cols(void *env, int nin, cft_array *const *in, int nout, cft_a
     return CFT_OK;
 }
 
+/* elementwise only: (x [B,n], bias [n], shift [B,1], scale []) -> a chain
+ * over x + bias, and a comparison as a float (operands flat, a repeated
+ * row, one per row, one for all) */
+static cft_status each(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *z = cft_add(in[0], in[1]);
+    out[0] = cft_add(cft_mul(cft_tanh(z), in[2]), in[3]);
+    out[1] = cft_astype(cft_gt(z, in[2]), cft_array_dtype(in[0]));
+    return CFT_OK;
+}
+static cft_status each_t(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    cft_array *x[4] = {cft_transpose(in[0], NULL), in[1], in[2], in[3]};
+    return each(env, nin, x, nout, out);
+}
+
 static cft_status int_rows(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
     cft_array *y = cft_add(cft_mul(in[0], in[0]), in[1]);
@@ -122,7 +137,8 @@ int main(int argc, char **argv) {
     for (int t = 0; t < 2; t++) {
         cft_dtype dt = t ? CFT_F64 : CFT_F32;
         double tol = t ? 1e-12 : 1e-5;
-        TEST("%s rows of 1..33 elements, B = 1..200: jit equals the interpreter",
+        TEST("%s rows of 1..33 elements, B = 1..200, reduced and elementwise: jit equals the "
+             "interpreter",
              t ? "f64" : "f32") {
             for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
                 for (size_t k = 0; k < sizeof bs / sizeof *bs; k++) {
@@ -134,6 +150,8 @@ int main(int argc, char **argv) {
                     cft_array *tin[4] = {randn(4 + (uint64_t)n, dt, (int64_t[]){n, B}, 2), in[1],
                                          in[2], in[3]};
                     same_results(cft_fn_new(rows_t, NULL, 4, 4), tin, 4, tol);
+                    same_results(cft_fn_new(each, NULL, 4, 2), in, 2, tol);
+                    same_results(cft_fn_new(each_t, NULL, 4, 2), tin, 2, tol);
                 }
         }
     }

@@ -316,6 +316,8 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
         acc_t = cft__emit_ctype(red->out[0]->aval.dtype);
     if (inner_reduced) /* rows of a few elements: flat over rows (emit_short.c) */
         cft__emit_short_rows(ir, g, lp, red_out, acc_t, b, l, c);
+    else if (!red)
+        cft__emit_short_each(ir, g, lp, b, l, c);
     cft__emit_put(b, l, c, "    for (int64_t u = ulo; u < uhi; u++) {\n");
     if (pieces) {
         cft__emit_put(b, l, c,

@@ -35,9 +35,10 @@ static kind kind_at_plan(const cft_loop *lp, int k, char cls) {
     return cls == '0' ? K_ROW : K_TABLE;
 }
 
-/* the reduction of each row (within), or of the rows into one row
- * (across: a bias gradient over 10 classes) */
-typedef enum { WITHIN, ACROSS } mode;
+/* the reduction of each row (within), of the rows into one row (across:
+ * a bias gradient over 10 classes), or none (each: an elementwise kernel
+ * whose operands keep it two-dim, a bias added to logits) */
+typedef enum { WITHIN, ACROSS, EACH } mode;
 
 static void reduce_within(const cft_eqn *red, int red_out, const char *acc_t, bool nan_apart,
                           char **b, size_t *l, size_t *c);
@@ -46,9 +47,9 @@ static void reduce_across(const cft_eqn *red, char **b, size_t *l, size_t *c);
 static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
                        const char *acc_t, mode m, char **b, size_t *l, size_t *c) {
     int nops = g->nin + g->nout;
-    if (lp->nd != 2 || red_out < 0 || !g->reduce)
+    if (lp->nd != 2 || (m != EACH && (red_out < 0 || !g->reduce)))
         return false;
-    const cft_eqn *red = &ir->eqns[g->eqns[g->neqn - 1]];
+    const cft_eqn *red = m == EACH ? NULL : &ir->eqns[g->eqns[g->neqn - 1]];
     const char *cls = strchr(lp->sig, ':') + 1;
     kind kd[CFT_KMAX_OPS];
     for (int k = 0; k < nops; k++) {
@@ -60,9 +61,11 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
      * one row of the output (across), the operands still of their kinds,
      * the tables' offsets within a tile in 32 bits. Rows [lo, hi): the
      * run's, or (across) the unit's */
-    const char *lo = m == WITHIN ? "ulo" : "rlo", *hi = m == WITHIN ? "uhi" : "rhi";
+    const char *lo = m == ACROSS ? "rlo" : "ulo", *hi = m == ACROSS ? "rhi" : "uhi";
     if (m == WITHIN)
         cft__emit_put(b, l, c, "    if (own");
+    else if (m == EACH)
+        cft__emit_put(b, l, c, "    if (own && chunks == 1");
     else
         cft__emit_put(b, l, c, "    if (!own && chunks == 1 && st[%d] == 0 && st[%d] == 1",
                       2 * red_out, 2 * red_out + 1);
@@ -79,9 +82,10 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
     }
     cft__emit_put(b, l, c, ") { /* short rows (emit_short.c) */\n");
     cft__emit_put(b, l, c,
-                  "        const int64_t tr = %d / inner < %s - %s ? %d / inner : %s - %s;\n"
-                  "        %s tx[%d] = {0};\n",
-                  SHORT_TILE, hi, lo, SHORT_TILE, hi, lo, acc_t, SHORT_TILE + SHORT_MAX);
+                  "        const int64_t tr = %d / inner < %s - %s ? %d / inner : %s - %s;\n",
+                  SHORT_TILE, hi, lo, SHORT_TILE, hi, lo);
+    if (m != EACH)
+        cft__emit_put(b, l, c, "        %s tx[%d] = {0};\n", acc_t, SHORT_TILE + SHORT_MAX);
     if (m == ACROSS) /* the row summed into, in lanes past it the identity */
         cft__emit_put(b, l, c,
                       "        __typeof__(*rp) ra[%d];\n"
@@ -159,15 +163,18 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
     for (int k = g->nin; k < nops; k++)
         if (k != red_out)
             cft__emit_put(b, l, c, "            b%d[e] = %s;\n", k, name[g->out[k - g->nin]]);
-    cft__emit_put(b, l, c, "            tx[e] = (%s)(%s);\n", acc_t, name[red->in[0]->id]);
+    if (m != EACH)
+        cft__emit_put(b, l, c, "            tx[e] = (%s)(%s);\n", acc_t, name[red->in[0]->id]);
     if (nan_apart)
         cft__emit_put(b, l, c, "            nan_t |= tx[e] != tx[e];\n");
     cft__emit_put(b, l, c, "            }\n            if (e0 == te - %d) break;\n            }\n",
                   SHORT_BLOCK);
     if (m == WITHIN)
         reduce_within(red, red_out, acc_t, nan_apart, b, l, c);
-    else
+    else if (m == ACROSS)
         reduce_across(red, b, l, c);
+    else
+        cft__emit_put(b, l, c, "        }\n        return;\n    }\n");
     return true;
 }
 
@@ -241,4 +248,9 @@ bool cft__emit_short_cols(const cft_ir *ir, const cft_group *g, const cft_loop *
     char acc_t[64];
     snprintf(acc_t, sizeof acc_t, "__typeof__(*o%d)", red_out);
     return emit_short(ir, g, lp, red_out, acc_t, ACROSS, b, l, c);
+}
+
+bool cft__emit_short_each(const cft_ir *ir, const cft_group *g, const cft_loop *lp, char **b,
+                          size_t *l, size_t *c) {
+    return emit_short(ir, g, lp, -1, NULL, EACH, b, l, c);
 }

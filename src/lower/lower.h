@@ -60,6 +60,9 @@ bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *
  * a few classes): emitted into its loop over units, after a unit's rows */
 bool cft__emit_short_cols(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
                           char **b, size_t *l, size_t *c);
+/* ... and of an elementwise kernel whose operands keep its loop two-dim */
+bool cft__emit_short_each(const cft_ir *ir, const cft_group *g, const cft_loop *lp, char **b,
+                          size_t *l, size_t *c);
 /* the prelude every generated file starts with */
 const char *cft__emit_prelude(void);
 
