@@ -67,6 +67,18 @@ static cft_status extremes(void *env, int nin, cft_array *const *in, int nout, c
     return CFT_OK;
 }
 
+/* views of intermediates (reshape, broadcast, transpose, expand_dims)
+ * between kernels: an arena keeps such views from call to call */
+static cft_status viewed(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *m = cft_max(cft_exp(in[0]), (int[]){1}, 1, false);        /* [6] */
+    cft_array *r = cft_reshape(m, (int64_t[]){2, 3}, 2);                 /* a view */
+    cft_array *t = cft_transpose(cft_mul_s(r, 2), NULL);                 /* a view */
+    cft_array *e = cft_expand_dims(cft_sum(t, (int[]){1}, 1, false), 0); /* [1,3] */
+    out[0] = cft_sum(cft_mul(cft_broadcast_to(e, (int64_t[]){4, 3}, 2), in[1]), NULL, 0, false);
+    return CFT_OK;
+}
+
 static cft_fn *per_sample(void) {
     cft_fn *g = cft_grad(cft_fn_new(mlp, NULL, 5, 1), (int[]){0, 1, 2}, 3);
     return cft_vmap(g, (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0}, NULL);
@@ -180,6 +192,14 @@ int main(int argc, char **argv) {
         cft_array *b = cft_fn_call1(j, &x);
         cft_set_num_threads(1);
         CHECK_ARRAY_CLOSE(b, a, 0, 0);
+    }
+    TEST("views kept by the arena from call to call: every call's own values") {
+        cft_fn *f = cft_fn_new(viewed, NULL, 2, 1), *j = cft_jit(f);
+        for (int call = 0; call < 5; call++) {
+            cft_array *in[2] = {randn(40 + (uint64_t)call, (int64_t[]){6, 5}, 2),
+                                randn(50 + (uint64_t)call, (int64_t[]){4, 3}, 2)};
+            CHECK_ARRAY_CLOSE(cft_fn_call1(j, in), cft_fn_call1(f, in), 1e-5, 1e-5);
+        }
     }
     TEST("max and min keep NaN in compiled kernels (vectorised rows, NaN tracked apart)") {
         /* rows of 21: a simd body and a remainder; NaN in the body (row 1),

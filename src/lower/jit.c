@@ -771,14 +771,16 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                     args[i] = cft__unconj(q->prim, env[q->in[i]->id]);
                 err = cft_failed(dst) ? dst : q->prim->impl_into(args, q->nin, &q->params, dst);
                 env[o] = dst;
-            } else if (A && q->nin == 1 && q->nout == 1 && A->vin[s] &&
-                       A->vin[s] == env[q->in[0]->id]) {
+            } else if (A && A->vin[s] && A->vin[s] == env[q->in[0]->id]) {
                 env[o] = A->vout[s]; /* the same view of the same array as last time */
             } else {
                 err = cft__run_eqn(q, env);
-                cft_array *x = q->nin == 1 ? env[q->in[0]->id] : NULL;
-                if (!err && A && x && q->nout == 1 && x->data == A->mem && env[o]->data == A->mem &&
-                    P->root[o] == P->root[q->in[0]->id]) /* a view of the arena: kept */
+                /* a view primitive's view of the arena (no effect): kept */
+                bool view = (q->prim->flags & (CFT_PRIM_VIEW | CFT_PRIM_VIEW_CONTIG)) &&
+                            !(q->prim->flags & CFT_PRIM_EFFECT) && q->nin == 1 && q->nout == 1;
+                cft_array *x = view ? env[q->in[0]->id] : NULL;
+                if (!err && A && x && x->data == A->mem && env[o]->data == A->mem &&
+                    P->root[o] == P->root[q->in[0]->id])
                     A->vin[s] = x, A->vout[s] = env[o];
                 if (!err && A) /* a view the plan did not foresee */
                     for (int k = 0; k < q->nout; k++) {
