@@ -385,6 +385,11 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     for (int k = 0; k < nops; k++)
         if (cls[k] == 'g')
             cft__emit_put(b, l, c, "        const int64_t s%d = st[%d];\n", k, k * nd + nd - 1);
+    /* an input with one value per row is read once per row (in the loop,
+     * gcc loaded and broadcast it again for every vector) */
+    for (int k = 0; k < g->nin; k++)
+        if (cls[k] == '0')
+            cft__emit_put(b, l, c, "        const __typeof__(*o%d) a%d = o%d[f%d];\n", k, k, k, k);
     const char *red_expr = red && simd && red->prim->c_iexpr ? red->prim->c_iexpr
                            : red                             ? red->prim->c_expr
                                                              : NULL;
@@ -402,13 +407,14 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     }
     /* (the row's bounds are jlo / jhi: j0 and j1 are Bessel functions) */
     cft__emit_put(b, l, c, "        for (int64_t j = jlo; j < jhi; j++) {\n");
-    /* names of values: inputs a<k>, equation outputs v<id> */
+    /* names of values: inputs read in place (a<k>: one a row), equation outputs v<id> */
     char **name = CFT_NEWN(char *, ir->nvars + 1);
     for (int k = 0; k < g->nin; k++) {
-        const char *ix = cls[k] == '0' ? "0" : cls[k] == '1' ? "j" : NULL;
         char tmp[48];
-        if (ix)
-            snprintf(tmp, sizeof tmp, "o%d[f%d + %s]", k, k, ix);
+        if (cls[k] == '0')
+            snprintf(tmp, sizeof tmp, "a%d", k);
+        else if (cls[k] == '1')
+            snprintf(tmp, sizeof tmp, "o%d[f%d + j]", k, k);
         else
             snprintf(tmp, sizeof tmp, "o%d[f%d + j * s%d]", k, k, k);
         name[g->in[k]] = cft__strdup(tmp);
