@@ -7,8 +7,9 @@
  * Methods cft_jit_vmap / loop_over_models_jit: the same with the function
  * compiled by cft_jit (compared with the jitted loop). gemm_floor (and
  * gemm_floor_xsmm where the build has libxsmm): the pass's GEMMs alone,
- * per model, called on OpenBLAS (libxsmm) directly; cft_jit_vmap is
- * printed against the faster of the two too.
+ * per model, called on OpenBLAS (libxsmm) directly; gemm_floor_best: each
+ * GEMM on whichever of the two measured faster for it in this run;
+ * cft_jit_vmap is printed against the fastest of them too.
  * One JSON object per line (the per_sample_grads format). functorch 1.13 on
  * this machine, one thread: fwd 2.37 ms, fwd+bwd 6.79 ms (loop over models
  * 2.02 / 7.27 ms). */
@@ -74,6 +75,9 @@ static void run_loop(void *p) {
 typedef struct {
     float *x, *w1, *h, *w2, *z, *dz, *dh, *dw1, *dw2;
     bool bwd, xsmm, diff;
+    bool best;   /* each GEMM on the library faster for its shape (lib) */
+    bool lib[5]; /* per GEMM of the pass: libxsmm (true) or OpenBLAS */
+    int only;    /* >= 0: that GEMM alone (to choose lib) */
 } floor_job;
 
 /* row-major C[m x n] = op(A) op(B) */
@@ -107,17 +111,24 @@ static void gemm(bool xsmm, bool ta, bool tb, int m, int n, int k, const float *
 
 static void run_floor(void *p) {
     floor_job *f = p;
-    bool x = f->xsmm;
+    bool x[5];
+    for (int g = 0; g < 5; g++)
+        x[g] = f->best ? f->lib[g] : f->xsmm;
     for (int k = 0; k < K; k++) {
         float *w1 = f->w1 + (size_t)k * 64 * 128, *w2 = f->w2 + (size_t)k * 128 * 10,
               *xk = f->x + (f->diff ? (size_t)k * B * 64 : 0);
-        gemm(x, false, false, B, 128, 64, xk, 64, w1, 128, f->h, 128);
-        gemm(x, false, false, B, 10, 128, f->h, 128, w2, 10, f->z, 10);
+        if (f->only < 0 || f->only == 0)
+            gemm(x[0], false, false, B, 128, 64, xk, 64, w1, 128, f->h, 128);
+        if (f->only < 0 || f->only == 1)
+            gemm(x[1], false, false, B, 10, 128, f->h, 128, w2, 10, f->z, 10);
         if (!f->bwd)
             continue;
-        gemm(x, false, true, B, 128, 10, f->dz, 10, w2, 10, f->dh, 128);
-        gemm(x, true, false, 128, 10, B, f->h, 128, f->dz, 10, f->dw2, 10);
-        gemm(x, true, false, 64, 128, B, xk, 64, f->dh, 128, f->dw1, 128);
+        if (f->only < 0 || f->only == 2)
+            gemm(x[2], false, true, B, 128, 10, f->dz, 10, w2, 10, f->dh, 128);
+        if (f->only < 0 || f->only == 3)
+            gemm(x[3], true, false, 128, 10, B, f->h, 128, f->dz, 10, f->dw2, 10);
+        if (f->only < 0 || f->only == 4)
+            gemm(x[4], true, false, 64, 128, B, xk, 64, f->dh, 128, f->dw1, 128);
     }
 }
 
@@ -233,18 +244,36 @@ int main(int argc, char **argv) {
                         (*bufs[b])[e] = 0.01f * (float)(e % 13);
                 }
             }
-            fj.bwd = bwd, fj.xsmm = false, fj.diff = diff;
-            double fm, fmin, xm = 1e30, xmin;
+            fj.bwd = bwd, fj.xsmm = false, fj.diff = diff, fj.best = false, fj.only = -1;
+            double fm, fmin, xm = 1e30, xmin, bm = 1e30, bmin;
             timeit(run_floor, &fj, &fm, &fmin);
             emit(data, pass, "gemm_floor", fm, fmin, "gemm_floor", fm);
 #ifdef CFT_HAVE_XSMM
             fj.xsmm = true;
             timeit(run_floor, &fj, &xm, &xmin);
             emit(data, pass, "gemm_floor_xsmm", xm, xmin, "gemm_floor", fm);
+            /* each GEMM on the library measured faster for it here, the
+             * strictest floor (cft chooses by shape class, gemm_xsmm.c) */
+            for (int g = 0; g < (bwd ? 5 : 2); g++) {
+                double t[2], tmin;
+                fj.only = g;
+                for (int lib = 0; lib < 2; lib++) {
+                    fj.xsmm = lib;
+                    timeit(run_floor, &fj, &t[lib], &tmin);
+                }
+                fj.lib[g] = t[1] < t[0];
+            }
+            fj.only = -1, fj.best = true;
+            timeit(run_floor, &fj, &bm, &bmin);
+            fj.best = false;
+            emit(data, pass, "gemm_floor_best", bm, bmin, "gemm_floor", fm);
 #endif
             /* against the fastest floor */
-            emit(data, pass, "cft_jit_vmap", jvm, jvmin, xm < fm ? "gemm_floor_xsmm" : "gemm_floor",
-                 xm < fm ? xm : fm);
+            double fl = fm < xm ? fm : xm;
+            const char *fname = fm < xm ? "gemm_floor" : "gemm_floor_xsmm";
+            if (bm < fl)
+                fl = bm, fname = "gemm_floor_best";
+            emit(data, pass, "cft_jit_vmap", jvm, jvmin, fname, fl);
             emit(data, pass, "loop_over_models", lm, lmin, "loop_over_models", lm);
             emit(data, pass, "cft_vmap", vm, vmin, "loop_over_models", lm);
             emit(data, pass, "loop_over_models_jit", jlm, jlmin, "loop_over_models_jit", jlm);

@@ -7,9 +7,9 @@
  * lie contiguously over the rows read as one vector; the others through
  * a table of offsets, a gather; the values to reduce kept in a buffer),
  * then reduces each row from the buffer in one vector of 16 or 32 lanes. It is
- * emitted for two-dim loops whose stored outputs lay out their rows
- * contiguously when the kernel is made, and taken at run time when rows
- * have at most SHORT_MAX elements and the strides still allow it. */
+ * emitted for two-dim loops with rows of at most SHORT_MAX elements whose
+ * stored outputs lay out their rows contiguously when the kernel is made,
+ * and taken at run time when the rows and strides still allow it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -40,16 +40,22 @@ static kind kind_at_plan(const cft_loop *lp, int k, char cls) {
  * whose operands keep it two-dim, a bias added to logits) */
 typedef enum { WITHIN, ACROSS, EACH } mode;
 
-static void reduce_within(const cft_eqn *red, int red_out, const char *acc_t, bool nan_apart,
+static void reduce_within(const cft_eqn *red, int red_out, const char *acc_t, bool nan_apart, int w,
                           char **b, size_t *l, size_t *c);
-static void reduce_across(const cft_eqn *red, char **b, size_t *l, size_t *c);
+static void reduce_across(const cft_eqn *red, int w, char **b, size_t *l, size_t *c);
 
 static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,
                        const char *acc_t, mode m, char **b, size_t *l, size_t *c) {
     int nops = g->nin + g->nout;
-    if (lp->nd != 2 || (m != EACH && (red_out < 0 || !g->reduce)))
+    /* emitted only for kernels planned with short rows (the path is code
+     * to compile: the sizes come at run time, but a loop planned with long
+     * rows keeps them, a batch being an outer dim) */
+    if (lp->nd != 2 || lp->dims[1] > SHORT_MAX || (m != EACH && (red_out < 0 || !g->reduce)))
         return false;
     const cft_eqn *red = m == EACH ? NULL : &ir->eqns[g->eqns[g->neqn - 1]];
+    /* the lanes a row's vectors take: 16, or 32 for rows planned longer
+     * than 16 (one width in the source; other rows take the row loop) */
+    const int w = lp->dims[1] <= 16 ? 16 : SHORT_MAX;
     const char *cls = strchr(lp->sig, ':') + 1;
     kind kd[CFT_KMAX_OPS];
     for (int k = 0; k < nops; k++) {
@@ -69,8 +75,8 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
     else
         cft__emit_put(b, l, c, "    if (!own && chunks == 1 && st[%d] == 0 && st[%d] == 1",
                       2 * red_out, 2 * red_out + 1);
-    cft__emit_put(b, l, c, " && inner > 0 && inner <= %d && (%s - %s) * inner >= %d", SHORT_MAX, hi,
-                  lo, SHORT_BLOCK);
+    cft__emit_put(b, l, c, " && inner > 0 && inner <= %d && (%s - %s) * inner >= %d", w, hi, lo,
+                  SHORT_BLOCK);
     for (int k = 0; k < nops; k++) {
         if (kd[k] == K_FLAT)
             cft__emit_put(b, l, c, " && st[%d] == inner", 2 * k);
@@ -126,16 +132,14 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
                       k < g->nin ? "const " : "", cft__emit_ctype(dt), k, k, 2 * k);
     }
     for (int k = 0; k < g->nin; k++)
-        if (kd[k] == K_ROW) /* each row's value stored over 16 or 32 slots from its row's
-                              start (one vector store), the next row overwriting the spill */
-            cft__emit_put(b, l, c,
-                          "            if (inner <= 16) for (int64_t rr = 0; rr < n; rr++) { const "
-                          "__typeof__(*b%d) v = b%d[rr * st[%d]]; for (int j = 0; j < 16; j++) "
-                          "t%d[rr * inner + j] = v; }\n"
-                          "            else for (int64_t rr = 0; rr < n; rr++) { const "
-                          "__typeof__(*b%d) v = b%d[rr * st[%d]]; for (int j = 0; j < 32; j++) "
-                          "t%d[rr * inner + j] = v; }\n",
-                          k, k, 2 * k, k, k, k, 2 * k, k);
+        if (kd[k] == K_ROW) /* each row's value stored over w slots from its row's start (one
+                              vector store), the next row overwriting the spill */
+            cft__emit_put(
+                b, l, c,
+                "            for (int64_t rr = 0; rr < n; rr++) { const __typeof__(*b%d) "
+                "v = b%d[rr * st[%d]]; for (int j = 0; j < %d; j++) t%d[rr * inner + j] = "
+                "v; }\n",
+                k, k, 2 * k, w, k);
     bool nan_apart =
         m == WITHIN && red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
     cft__emit_put(b, l, c,
@@ -170,44 +174,39 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
     cft__emit_put(b, l, c, "            }\n            if (e0 == te - %d) break;\n            }\n",
                   SHORT_BLOCK);
     if (m == WITHIN)
-        reduce_within(red, red_out, acc_t, nan_apart, b, l, c);
+        reduce_within(red, red_out, acc_t, nan_apart, w, b, l, c);
     else if (m == ACROSS)
-        reduce_across(red, b, l, c);
+        reduce_across(red, w, b, l, c);
     else
         cft__emit_put(b, l, c, "        }\n        return;\n    }\n");
     return true;
 }
 
-static void reduce_within(const cft_eqn *red, int red_out, const char *acc_t, bool nan_apart,
+static void reduce_within(const cft_eqn *red, int red_out, const char *acc_t, bool nan_apart, int w,
                           char **b, size_t *l, size_t *c) {
     /* each row from the buffer, combined into its output as the row loop
-     * does: 16 or 32 lanes a row, the lanes past the row holding the
-     * identity, combined pairwise in halves (one row's scalar chain of adds
-     * is latency-bound, ~4 cycles an element, and gcc ends an `omp simd`
-     * reduction with such a chain over the lanes); max / min by their
-     * NaN-free form, and a tile that holds NaN reduced again in order by
-     * the NaN-keeping one */
+     * does: w lanes a row, the lanes past the row holding the identity, combined pairwise in halves
+     * (one row's scalar chain of adds is latency-bound, ~4 cycles an element, and gcc ends an `omp
+     * simd` reduction with such a chain over the lanes); max / min by their NaN-free form, and a
+     * tile that holds NaN reduced again in order by the NaN-keeping one */
     const char *iex = nan_apart ? red->prim->c_iexpr : red->prim->c_expr;
     cft__emit_put(b, l, c,
                   "            for (int64_t rr = 0; rr < n; rr++) {\n"
                   "                const %s *restrict xr = tx + rr * inner;\n"
                   "                %s acc = (%s)(%s);\n",
                   acc_t, acc_t, acc_t, red->prim->c_init);
-    for (int w = 16; w <= SHORT_MAX; w *= 2) {
+    cft__emit_put(
+        b, l, c,
+        "                %s v_[%d];\n"
+        "                for (int j = 0; j < %d; j++) v_[j] = j < inner ? xr[j] : (%s)(%s);\n",
+        acc_t, w, w, acc_t, red->prim->c_init);
+    for (int h = w / 2; h >= 1; h /= 2)
         cft__emit_put(
             b, l, c,
-            "                %sif (inner <= %d) {\n"
-            "                    %s v_[%d];\n"
-            "                    for (int j = 0; j < %d; j++) v_[j] = j < inner ? xr[j] : "
-            "(%s)(%s);\n",
-            w > 16 ? "else " : "", w, acc_t, w, w, acc_t, red->prim->c_init);
-        for (int h = w / 2; h >= 1; h /= 2)
-            cft__emit_put(b, l, c,
-                          "                    for (int j = 0; j < %d; j++) { const %s acc = "
-                          "v_[j], x = v_[j + %d]; v_[j] = (%s); }\n",
-                          h, acc_t, h, iex);
-        cft__emit_put(b, l, c, "                    acc = v_[0];\n                }\n");
-    }
+            "                for (int j = 0; j < %d; j++) { const %s acc = v_[j], x = v_[j + "
+            "%d]; v_[j] = (%s); }\n",
+            h, acc_t, h, iex);
+    cft__emit_put(b, l, c, "                acc = v_[0];\n");
     if (nan_apart)
         cft__emit_put(b, l, c,
                       "                if (nan_t) { acc = (%s)(%s); for (int64_t j = 0; j < inner; "
@@ -224,18 +223,16 @@ static void reduce_within(const cft_eqn *red, int red_out, const char *acc_t, bo
 /* across: the tile's rows added in order into the row, one vector of 16
  * or 32 lanes a row (the same sums, in the same order, as the row loop's);
  * the row stored back after the unit's last tile */
-static void reduce_across(const cft_eqn *red, char **b, size_t *l, size_t *c) {
-    for (int w = 16; w <= SHORT_MAX; w *= 2)
-        cft__emit_put(b, l, c,
-                      "            %sif (inner <= %d)\n"
-                      "                for (int64_t rr = 0; rr < n; rr++)\n"
-                      "                    for (int j = 0; j < %d; j++) { const __typeof__(*rp) "
-                      "acc = ra[j], x = j < inner ? tx[rr * inner + j] : (%s); ra[j] = (%s); }\n",
-                      w > 16 ? "else " : "", w, w, red->prim->c_init, red->prim->c_expr);
-    cft__emit_put(b, l, c,
-                  "        }\n"
-                  "        for (int64_t j = 0; j < inner; j++) rp[j] = ra[j];\n"
-                  "        continue;\n    }\n");
+static void reduce_across(const cft_eqn *red, int w, char **b, size_t *l, size_t *c) {
+    cft__emit_put(
+        b, l, c,
+        "            for (int64_t rr = 0; rr < n; rr++)\n"
+        "                for (int j = 0; j < %d; j++) { const __typeof__(*rp) acc = ra[j], "
+        "x = j < inner ? tx[rr * inner + j] : (%s); ra[j] = (%s); }\n"
+        "        }\n"
+        "        for (int64_t j = 0; j < inner; j++) rp[j] = ra[j];\n"
+        "        continue;\n    }\n",
+        w, red->prim->c_init, red->prim->c_expr);
 }
 
 bool cft__emit_short_rows(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int red_out,

@@ -289,7 +289,7 @@ static void gemm_block(const gemm_job *j, int64_t t, int64_t i0, int64_t m, int6
     } else if (dt == CFT_F32 && thin(A, B, M, N, K)) { /* C's block is contiguous */
         thin_f32((const float *)Ap, A->cs, (const float *)Bp, B->rs, (float *)Cp, m, n, K);
     } else if (dt == CFT_F32) {
-        if (!A->arr->conj && !B->arr->conj && cft__sgemm_small_fits(M, N, K) &&
+        if (!A->arr->conj && !B->arr->conj && cft__sgemm_small_fits(A->trans, M, N, K) &&
             cft__sgemm_small(A->trans, B->trans, (int)m, (int)n, (int)K, (const float *)Ap,
                              (int)A->ld, (const float *)Bp, (int)B->ld, (float *)Cp, (int)N))
             return;

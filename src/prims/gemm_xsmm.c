@@ -26,9 +26,26 @@ static void read_env(void) {
     enabled = !(v && v[0] == '0');
 }
 
-bool cft__sgemm_small_fits(int64_t m, int64_t n, int64_t k) {
+bool cft__sgemm_small_fits(bool ta, int64_t m, int64_t n, int64_t k) {
     pthread_once(&once, read_env);
-    return enabled && n >= 4 && m >= 1 && k >= 1 && (double)m * (double)n * (double)k <= MAX_MNK;
+    if (!(enabled && n >= 4 && m >= 1 && k >= 1 && (double)m * (double)n * (double)k <= MAX_MNK))
+        return false;
+    /* Few output columns over a long sum: OpenBLAS measured faster, one
+     * thread, m 40-128, n 4-32, k 10-1024 (docs/implementation.md): n = 4
+     * from k = 64 on (2-10x); A as it lies from k = 256 on (1.3-3x); A^T
+     * (a weight gradient over a batch) for k 64-256 and 64 rows or more
+     * (1.15-1.8x: the ensemble's h^T dlogits, 128x256x10, 6.95 against
+     * 8.97 us). libxsmm keeps the rest: equal or faster there (A^T over
+     * k = 1024: 36 against 44-57 us). */
+    if (n < 16 && k >= 64) {
+        if (n <= 4)
+            return false;
+        if (!ta && k >= 256)
+            return false;
+        if (ta && k <= 256 && m >= 64)
+            return false;
+    }
+    return true;
 }
 
 /* op(B) = B^T: libxsmm 1.17 has no kernel for a transposed left operand of
@@ -80,7 +97,7 @@ bool cft__sgemm_small(bool ta, bool tb, int m, int n, int k, const float *A, int
 }
 
 void *cft__sgemm_small_kernel(bool ta, int m, int n, int k, int lda, int ldb, int ldc) {
-    if (m < 1 || n < 1 || k < 1 || !cft__sgemm_small_fits(m, n, k))
+    if (m < 1 || n < 1 || k < 1 || !cft__sgemm_small_fits(ta, m, n, k))
         return NULL;
     const float alpha = 1, beta = 0;
     int flags = ta ? LIBXSMM_GEMM_FLAG_TRANS_B : 0;
@@ -107,8 +124,8 @@ void cft__sgemm_small_run(void *kernel, const float *A, const float *B, float *C
     (void)kernel, (void)A, (void)B, (void)C;
 }
 
-bool cft__sgemm_small_fits(int64_t m, int64_t n, int64_t k) {
-    (void)m, (void)n, (void)k;
+bool cft__sgemm_small_fits(bool ta, int64_t m, int64_t n, int64_t k) {
+    (void)ta, (void)m, (void)n, (void)k;
     return false;
 }
 

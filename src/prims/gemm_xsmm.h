@@ -5,10 +5,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Whether a whole m x n x k product goes to libxsmm: decided per product,
- * not per block, so that cutting it among threads never mixes libraries
- * (and results stay those of one thread). */
-bool cft__sgemm_small_fits(int64_t m, int64_t n, int64_t k);
+/* Whether a whole m x n x k product (op(A) = A^T when ta) goes to
+ * libxsmm: decided per product, not per block, so that cutting it among
+ * threads never mixes libraries (and results stay those of one thread);
+ * by size, and by the shapes where OpenBLAS measured faster. */
+bool cft__sgemm_small_fits(bool ta, int64_t m, int64_t n, int64_t k);
 
 /* Row-major C[m x n] (row stride ldc) = op(A) op(B), op a transpose when
  * ta / tb, with libxsmm's JIT kernels. False (nothing written) when
