@@ -184,7 +184,11 @@ int main(int argc, char **argv) {
         }
     }
     TEST("the generated kernels hold the short-row path") {
-        CHECK_MSG(short_sources() > 0, "no kernel source in %s has the short-row path", cache_dir);
+        /* (CFT_JIT_KERNELS=cuda-host runs the CUDA kernels, which have none) */
+        const char *kern = getenv("CFT_JIT_KERNELS");
+        if (!kern || strcmp(kern, "cuda-host"))
+            CHECK_MSG(short_sources() > 0, "no kernel source in %s has the short-row path",
+                      cache_dir);
     }
     TEST("int32 rows: sum, max and min exact") {
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
