@@ -91,7 +91,7 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
                   "        const int64_t tr = %d / inner < %s - %s ? %d / inner : %s - %s;\n",
                   SHORT_TILE, hi, lo, SHORT_TILE, hi, lo);
     if (m != EACH)
-        cft__emit_put(b, l, c, "        %s tx[%d] = {0};\n", acc_t, SHORT_TILE + SHORT_MAX);
+        cft__emit_put(b, l, c, "        %s tx[%d];\n", acc_t, SHORT_TILE + SHORT_MAX);
     if (m == ACROSS) /* the row summed into, in lanes past it the identity */
         cft__emit_put(b, l, c,
                       "        __typeof__(*rp) ra[%d];\n"
@@ -173,6 +173,8 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
         cft__emit_put(b, l, c, "            nan_t |= tx[e] != tx[e];\n");
     cft__emit_put(b, l, c, "            }\n            if (e0 == te - %d) break;\n            }\n",
                   SHORT_BLOCK);
+    if (m != EACH) /* the lanes a row's vector reads past the tile: defined (and unused) */
+        cft__emit_put(b, l, c, "            for (int j = 0; j < %d; j++) tx[te + j] = 0;\n", w);
     if (m == WITHIN)
         reduce_within(red, red_out, acc_t, nan_apart, w, b, l, c);
     else if (m == ACROSS)
