@@ -439,11 +439,12 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     cft__emit_put(b, l, c, "        }\n");
     if (nan_apart && inner_reduced)
         cft__emit_put(b, l, c, "        if (nan_) acc = NAN;\n");
-    if (inner_reduced)
-        cft__emit_put(
-            b, l, c,
-            "        { const double x = acc; { const double acc = o%d[f%d]; o%d[f%d] = (%s); } }\n",
-            red_out, red_out, red_out, red_out, red->prim->c_expr);
+    if (inner_reduced) /* a row its own output starts from the identity (the executor does not
+                          fill it: jit.c run_group), else from what the output holds */
+        cft__emit_put(b, l, c,
+                      "        { const double x = acc; { const double acc = own ? (double)(%s) : "
+                      "o%d[f%d]; o%d[f%d] = (%s); } }\n",
+                      red->prim->c_init, red_out, red_out, red_out, red_out, red->prim->c_expr);
     cft__emit_put(b, l, c, "    }\n    }\n}\n\n");
     cft__emit_put(
         b, l, c,

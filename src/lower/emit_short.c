@@ -186,11 +186,12 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
 
 static void reduce_within(const cft_eqn *red, int red_out, const char *acc_t, bool nan_apart, int w,
                           char **b, size_t *l, size_t *c) {
-    /* each row from the buffer, combined into its output as the row loop
-     * does: w lanes a row, the lanes past the row holding the identity, combined pairwise in halves
-     * (one row's scalar chain of adds is latency-bound, ~4 cycles an element, and gcc ends an `omp
-     * simd` reduction with such a chain over the lanes); max / min by their NaN-free form, and a
-     * tile that holds NaN reduced again in order by the NaN-keeping one */
+    /* each row from the buffer, combined with the identity into its output
+     * as the row loop does (each row its own output: the executor does not
+     * fill it): w lanes a row, the lanes past the row holding the identity, combined pairwise in
+     * halves (one row's scalar chain of adds is latency-bound, ~4 cycles an element, and gcc ends
+     * an `omp simd` reduction with such a chain over the lanes); max / min by their NaN-free form,
+     * and a tile that holds NaN reduced again in order by the NaN-keeping one */
     const char *iex = nan_apart ? red->prim->c_iexpr : red->prim->c_expr;
     cft__emit_put(b, l, c,
                   "            for (int64_t rr = 0; rr < n; rr++) {\n"
@@ -217,9 +218,9 @@ static void reduce_within(const cft_eqn *red, int red_out, const char *acc_t, bo
     cft__emit_put(
         b, l, c,
         "                { const double x = acc; __typeof__(*b%d) *p = b%d + rr * st[%d];\n"
-        "                  const double acc = *p; *p = (%s); }\n"
+        "                  const double acc = (%s); *p = (%s); }\n"
         "            }\n        }\n        return;\n    }\n",
-        red_out, red_out, 2 * red_out, red->prim->c_expr);
+        red_out, red_out, 2 * red_out, red->prim->c_init, red->prim->c_expr);
 }
 
 /* across: the tile's rows added in order into the row, one vector of 16

@@ -123,6 +123,7 @@ typedef struct splan {
     const char *fname;   /* the jitted function's name, for messages */
     bool *warned;        /* the jitted function said it interprets */
     cft_kernel_fn *kernels;
+    bool cuda_kernels;         /* the kernels are CUDA C run on the host (cuda-host) */
     plan *inst[MAX_INSTANCES]; /* most recently used first */
     int ninst;
     cft_jit_stats *stats; /* the jitted function's counters */
@@ -336,6 +337,20 @@ static cft_array *out_array(plan *P, int v, arena *A, out_dest *od) {
     return cft__alloc(a->dtype, a->shape, a->ndim);
 }
 
+/* Whether a C kernel starts operand k, a reduction's output, from the
+ * identity itself: each row reduced whole into its own element (the inner
+ * dim reduced, every outer dim moving the output: emit.c's `own`), so the
+ * executor need not fill it first. The CUDA kernels run on the host
+ * (cuda-host) read what the output holds. */
+static bool own_rows(const plan *P, const cft_loop *lp, int k) {
+    if (P->S->cuda_kernels || lp->nd < 2 || lp->st[k][lp->nd - 1] != 0)
+        return false;
+    for (int d = 0; d < lp->nd - 1; d++)
+        if (lp->st[k][d] == 0)
+            return false;
+    return true;
+}
+
 static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, out_dest *od,
                             cft_loop *record) {
     cft_group *g = &P->groups[gi];
@@ -387,7 +402,7 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, out_dest
             if (g->reduce) {
                 const cft_eqn *red = &ir->eqns[g->eqns[g->neqn - 1]];
                 for (int k = g->nin; k < nops; k++)
-                    if (g->out[k - g->nin] == red->out[0]->id)
+                    if (g->out[k - g->nin] == red->out[0]->id && !own_rows(P, lq, k))
                         cft__fill_init(ops[k], red->prim->c_init);
             }
             char *ptrs[CFT_KMAX_OPS];
@@ -427,6 +442,7 @@ static void compile_plan(plan *P, cft_loop *loops) {
     size_t len = 0, cap = 4096;
     char *src;
     bool cxx = cuda_host();
+    P->S->cuda_kernels = cxx;
     cft__cuda_dump(P->ir, P->groups, loops, P->ngroups);
     if (cxx) {
         src = cft__emit_cuda_source(P->ir, P->groups, loops, P->ngroups, true);
