@@ -1,15 +1,17 @@
-/* emit_short.c: the short-row path of a kernel that reduces each row (a
- * softmax's max and sum over 10 classes, a cross-entropy's pick). Row by
- * row, a row of a few elements is one partial vector, a horizontal
- * reduction and a scalar remainder (exp called one element at a time):
- * ~40 cycles a row whatever its work. This path runs up to SHORT_TILE
- * elements of consecutive rows as one flat simd loop (the operands that
- * lie contiguously over the rows read as one vector; the others through
- * a table of offsets, a gather; the values to reduce kept in a buffer),
- * then reduces each row from the buffer in one vector of 16 or 32 lanes. It is
- * emitted for two-dim loops with rows of at most SHORT_MAX elements whose
- * stored outputs lay out their rows contiguously when the kernel is made,
- * and taken at run time when the rows and strides still allow it. */
+/* emit_short.c: the short-row path of a kernel over rows of a few
+ * elements (a softmax's max and sum over 10 classes, a cross-entropy's
+ * pick, a bias over 10 classes and its gradient). Row by row, such a row
+ * is one partial vector, a horizontal reduction and a scalar remainder
+ * (exp called one element at a time): ~40 cycles a row whatever its work.
+ * This path runs up to SHORT_TILE elements of consecutive rows as one
+ * flat simd loop (each operand read by how it lies: a vector, a scalar, a
+ * row laid out once, a value per row stored over its row, or a gather
+ * through a table of offsets; the values to reduce kept in a buffer),
+ * then reduces each row from the buffer in one vector of 16 or 32 lanes,
+ * adds the rows in order into one row, or (elementwise) stops there. It
+ * is emitted for two-dim loops with rows of at most SHORT_MAX elements
+ * whose stored outputs lay out their rows contiguously when the kernel is
+ * made, and taken at run time when the rows and strides still allow it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -96,7 +98,7 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
         cft__emit_put(b, l, c,
                       "        __typeof__(*rp) ra[%d];\n"
                       "        for (int j = 0; j < %d; j++) ra[j] = j < inner ? rp[j] : (%s);\n",
-                      SHORT_MAX, SHORT_MAX, red->prim->c_init);
+                      w, w, red->prim->c_init);
     for (int k = 0; k < g->nin; k++) {
         cft_dtype dt = cft__emit_var_dtype(ir, g->in[k]);
         if (kd[k] == K_TABLE)
@@ -105,16 +107,21 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
             cft__emit_put(b, l, c, "        %s t%d[%d];\n", cft__emit_ctype(dt), k,
                           SHORT_TILE + SHORT_MAX);
     }
-    cft__emit_put(b, l, c,
-                  "        for (int64_t rr = 0, e = 0; rr < tr; rr++)\n"
-                  "            for (int64_t j = 0; j < inner; j++, e++) {");
+    bool per_call = false; /* tables and repeated rows, laid out once per call */
     for (int k = 0; k < g->nin; k++)
-        if (kd[k] == K_TABLE)
-            cft__emit_put(b, l, c, " t%d[e] = (int32_t)(rr * st[%d] + j * st[%d]);", k, 2 * k,
-                          2 * k + 1);
-        else if (kd[k] == K_COL)
-            cft__emit_put(b, l, c, " t%d[e] = o%d[j];", k, k);
-    cft__emit_put(b, l, c, " }\n");
+        per_call |= kd[k] == K_TABLE || kd[k] == K_COL;
+    if (per_call) {
+        cft__emit_put(b, l, c,
+                      "        for (int64_t rr = 0, e = 0; rr < tr; rr++)\n"
+                      "            for (int64_t j = 0; j < inner; j++, e++) {");
+        for (int k = 0; k < g->nin; k++)
+            if (kd[k] == K_TABLE)
+                cft__emit_put(b, l, c, " t%d[e] = (int32_t)(rr * st[%d] + j * st[%d]);", k, 2 * k,
+                              2 * k + 1);
+            else if (kd[k] == K_COL)
+                cft__emit_put(b, l, c, " t%d[e] = o%d[j];", k, k);
+        cft__emit_put(b, l, c, " }\n");
+    }
     /* tiles of rows evenly cut (each of 16 elements or more), and in a
      * tile blocks of 16 elements, the last one moved back to end with the
      * tile: every element is computed by the same vector code, whichever
@@ -142,8 +149,9 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
                 k, k, 2 * k, w, k);
     bool nan_apart =
         m == WITHIN && red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
+    if (nan_apart)
+        cft__emit_put(b, l, c, "            int nan_t = 0;\n");
     cft__emit_put(b, l, c,
-                  "            int nan_t = 0;\n"
                   "            for (int64_t e0 = 0;; e0 += %d) {\n"
                   "            if (e0 > te - %d) e0 = te - %d;\n"
                   "            #pragma omp simd%s\n"
