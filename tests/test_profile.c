@@ -5,18 +5,23 @@
  * microsecond times, pid and tid; the function, kernel, GEMM, trace,
  * compile and memory events are there; on each thread the events end in
  * file order (they are recorded when they end) and every plan step lies
- * inside its function's event. The table's outermost events add up to the
- * recorded wall time within 10% (the calls run back to back). Stopped,
- * nothing more is recorded. A path that cannot be written is an error. */
+ * inside its function's event. The table's recorded wall time lies between
+ * its outermost events and the time around start..stop, and the outermost
+ * events add up to it within 10% (the calls run back to back; on one of 5
+ * tries, as a preemption between calls is a gap). A collection while
+ * recording is an event. Stopped, nothing more is recorded. A path that
+ * cannot be written is an error. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cft/cft.h"
 #include "check.h"
+#include "core/mem.h"
 
 static cft_status mlp(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
@@ -137,16 +142,36 @@ int main(int argc, char **argv) {
         unlink(path);
     }
     TEST("the table: rows by total; outermost events cover the wall time within 10%%") {
-        CHECK_EQ(cft_profile_start(), CFT_OK);
-        for (int k = 0; k < 200; k++)
-            cft_fn_call(step, in, out);
-        CHECK_EQ(cft_profile_stop(NULL), CFT_OK);
-        char *buf = table_text(8);
-        double wall = 0, outer = 0;
-        const char *w = strstr(buf, "Recorded wall time: ");
-        CHECK(w && sscanf(w, "Recorded wall time: %lf ms; outermost events: %lf ms", &wall,
-                          &outer) == 2);
-        CHECK_MSG(wall > 0 && fabs(outer - wall) <= 0.1 * wall, "%s", buf);
+        /* The recorded wall time lies between the outermost events' total
+         * and the interval the test measures around start..stop, on every
+         * try. Coverage within 10% is a property of back-to-back calls on a
+         * quiet core: one preemption of this thread between two calls (a
+         * scheduler slice, ~4 ms, on a loaded 2-core machine) is a gap the
+         * size of the whole recording, so it must hold on one of 5 tries. */
+        char *buf = NULL;
+        bool covered = false, bounded = true;
+        for (int attempt = 0; attempt < 5 && !covered; attempt++) {
+            free(buf);
+            struct timespec a, b;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            CHECK_EQ(cft_profile_start(), CFT_OK);
+            for (int k = 0; k < 200; k++)
+                cft_fn_call(step, in, out);
+            CHECK_EQ(cft_profile_stop(NULL), CFT_OK);
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            double around =
+                (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) * 1e-6;
+            buf = table_text(8);
+            double wall = 0, outer = 0;
+            const char *w = strstr(buf, "Recorded wall time: ");
+            CHECK(w && sscanf(w, "Recorded wall time: %lf ms; outermost events: %lf ms", &wall,
+                              &outer) == 2);
+            /* the table prints 3 decimals: 0.002 ms of rounding */
+            bounded &= wall > 0 && outer <= wall + 0.002 && wall <= around + 0.002;
+            covered = wall > 0 && fabs(outer - wall) <= 0.1 * wall;
+        }
+        CHECK_MSG(bounded, "%s", buf);
+        CHECK_MSG(covered, "%s", buf);
         CHECK(strstr(buf, "jit(mlp step)") && strstr(buf, "% wall"));
         printf("%s", buf);
         free(buf);
@@ -154,6 +179,36 @@ int main(int argc, char **argv) {
         cft_fn_call(step, in, out);
         buf = table_text(0);
         CHECK(strstr(buf, "jit(mlp step)") && strstr(buf, "  200 "));
+        free(buf);
+    }
+    TEST("a collection while recording is an event: 'GC collect', category gc, with the heap") {
+        size_t before = cft__gc_count();
+        CHECK_EQ(cft_profile_start(), CFT_OK);
+        cft__collect();
+        CHECK_EQ(cft_profile_stop(NULL), CFT_OK);
+        if (cft__gc_count() == before) {
+            printf("  (no collector in this build: nothing to record)\n");
+        } else {
+            char *buf = table_text(0);
+            CHECK_MSG(strstr(buf, "GC collect") != NULL, "%s", buf);
+            free(buf);
+            const char *path = "test_profile_gc.json";
+            CHECK_EQ(cft_profile_start(), CFT_OK);
+            cft__collect();
+            CHECK_EQ(cft_profile_stop(path), CFT_OK);
+            char *text = slurp(path);
+            CHECK(text && strstr(text, "\"name\": \"GC collect\"") &&
+                  strstr(text, "\"cat\": \"gc\"") && strstr(text, "\"heap_mb\": "));
+            free(text);
+            unlink(path);
+        }
+        /* stopped: a collection adds nothing to the recording */
+        cft__collect();
+        char *buf = table_text(0);
+        const char *row = strstr(buf, "GC collect");
+        long calls = 0;
+        CHECK(cft__gc_count() == before ||
+              (row && sscanf(row, "GC collect %ld", &calls) == 1 && calls == 1));
         free(buf);
     }
     TEST("eager primitives are events too; a jitted plan's are not recorded twice") {

@@ -9,8 +9,9 @@
  * function's callback), every step of a jitted plan (a fused kernel named
  * by its primitives, a GEMM, an FFT, a LAPACK call... with its input
  * avals), every eager primitive outside a jitted plan, each trace and
- * kernel compile, each blocking collective and each cft_rpc_sync is an
- * event with its start and duration on its thread; the GC heap and the
+ * kernel compile, each blocking collective, each cft_rpc_sync and each
+ * garbage collection ("GC collect") is an event with its start and
+ * duration on its thread; the GC heap and the
  * jit's arena sizes are counters. Off (the default), the cost is one
  * predictable branch per call and per step.
  */

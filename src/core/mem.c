@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cft/core.h"
+#include "core/profile.h"
 
 #ifndef CFT_GC_OFF
 #include <gc.h>
@@ -62,6 +63,24 @@ static int scan_library(const char *path, void *start, size_t size) {
     return 1;
 }
 
+/* While the profiler records, each collection is an event ("GC collect",
+ * category "gc") on the thread whose allocation ran it: a collection
+ * between a program's calls is then time the table accounts for, not a
+ * gap. The collector calls this with its lock held and the world running
+ * (START before it stops the world, END after it restarts it); collections
+ * are serialised by that lock, so one start time suffices. */
+static double gc_t0 = -1;
+static void on_collection(GC_EventType ev) {
+    if (ev == GC_EVENT_START)
+        gc_t0 = cft__prof() ? cft__prof_now() : -1;
+    else if (ev == GC_EVENT_END && gc_t0 >= 0 && cft__prof()) {
+        char args[64];
+        snprintf(args, sizeof args, "\"heap_mb\": %.1f", (double)GC_get_heap_size() / 1048576.0);
+        cft__prof_event("GC collect", "gc", gc_t0, args);
+        gc_t0 = -1;
+    }
+}
+
 static void gc_start(void) {
     /* One marker thread unless the user asks for more (GC_MARKERS): payloads
      * are never scanned, so the marked heap is small, and parallel markers
@@ -72,6 +91,7 @@ static void gc_start(void) {
     if (!getenv("CFT_GC_SCAN_ALL_LIBS"))
         GC_register_has_static_roots_callback(scan_library);
     GC_INIT();
+    GC_set_on_collection_event(on_collection);
     /* Start with a 32 MiB heap: from Boehm's tiny default, the
      * interpreter's stream of small arrays triggers a collection every
      * ~2 MB, which measured as half of interpreted MAML's time. */
