@@ -79,6 +79,35 @@ static cft_status viewed(void *env, int nin, cft_array *const *in, int nout, cft
     return CFT_OK;
 }
 
+/* views of the inputs themselves (a bias broadcast over rows, labels
+ * expanded), then a kernel and a view of the input again as an output:
+ * an arena re-points such a view at each call's input when it is laid out
+ * alike, and makes it again when it is not */
+static cft_status input_views(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *b = cft_broadcast_to(in[0], (int64_t[]){4, 3}, 2);
+    cft_array *e = cft_expand_dims(in[0], 0);
+    out[0] = cft_relu(cft_add(cft_mul(in[1], b), cft_broadcast_to(e, (int64_t[]){4, 3}, 2)));
+    out[1] = cft_reshape(in[0], (int64_t[]){3, 1}, 2);
+    return CFT_OK;
+}
+
+/* stop_gradient inside and as the result: a plan reads its input */
+static cft_status held(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *s = cft_stop_gradient(cft_max(in[0], (int[]){1}, 1, true));
+    out[0] = cft_sum(cft_mul(in[0], cft_stop_gradient(in[0])), NULL, 0, false);
+    out[1] = cft_stop_gradient(cft_sub(in[0], s));
+    out[2] = cft_stop_gradient(in[0]);
+    return CFT_OK;
+}
+
+static cft_status held_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_sum(cft_mul(in[0], cft_stop_gradient(in[0])), NULL, 0, false);
+    return CFT_OK;
+}
+
 static cft_fn *per_sample(void) {
     cft_fn *g = cft_grad(cft_fn_new(mlp, NULL, 5, 1), (int[]){0, 1, 2}, 3);
     return cft_vmap(g, (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0}, NULL);
@@ -199,6 +228,47 @@ int main(int argc, char **argv) {
             cft_array *in[2] = {randn(40 + (uint64_t)call, (int64_t[]){6, 5}, 2),
                                 randn(50 + (uint64_t)call, (int64_t[]){4, 3}, 2)};
             CHECK_ARRAY_CLOSE(cft_fn_call1(j, in), cft_fn_call1(f, in), 1e-5, 1e-5);
+        }
+    }
+    TEST("views of the inputs: each call's own values, re-pointed or made again") {
+        cft_fn *f = cft_fn_new(input_views, NULL, 2, 2), *j = cft_jit(f);
+        cft_array *stack = randn(60, (int64_t[]){5, 3}, 2), *wide = randn(61, (int64_t[]){3, 2}, 2);
+        for (int call = 0; call < 8; call++) {
+            /* rows of one stacked array (offsets move), a fresh array, a
+             * column of a wider one (other strides), then rows again */
+            cft_array *b = call < 4    ? cft_index(stack, call)
+                           : call == 4 ? randn(70, (int64_t[]){3}, 1)
+                           : call == 5 ? cft_index(cft_transpose(wide, NULL), 1)
+                                       : cft_index(stack, call - 3);
+            cft_array *in[2] = {b, randn(80 + (uint64_t)call, (int64_t[]){4, 3}, 2)}, *a[2], *c[2];
+            CHECK_EQ(cft_fn_call(j, in, a), CFT_OK);
+            CHECK_EQ(cft_fn_call(f, in, c), CFT_OK);
+            CHECK_ARRAY_CLOSE(a[0], c[0], 1e-6, 1e-6);
+            CHECK_ARRAY_CLOSE(a[1], c[1], 0, 0);
+            /* an output that views an input keeps that call's values */
+            if (call == 1) {
+                cft_array *kept = a[1],
+                          *want = cft_reshape(cft_index(stack, 1), (int64_t[]){3, 1}, 2);
+                CHECK_EQ(cft_fn_call(j, (cft_array *[]){cft_index(stack, 2), in[1]}, a), CFT_OK);
+                CHECK_ARRAY_CLOSE(kept, want, 0, 0);
+            }
+        }
+    }
+    TEST("stop_gradient in a plan: its input read, gradients still stopped") {
+        cft_fn *f = cft_fn_new(held, NULL, 1, 3), *j = cft_jit(f);
+        cft_array *x = randn(90, (int64_t[]){4, 5}, 2), *a[3], *b[3];
+        for (int call = 0; call < 2; call++) {
+            CHECK_EQ(cft_fn_call(j, &x, a), CFT_OK);
+            CHECK_EQ(cft_fn_call(f, &x, b), CFT_OK);
+            for (int k = 0; k < 3; k++)
+                CHECK_ARRAY_CLOSE(a[k], b[k], 1e-6, 1e-6);
+        }
+        /* d/dx sum(x * stop(x)) = stop(x) = x, jitted either way round */
+        cft_fn *l = cft_fn_new(held_loss, NULL, 1, 1), *jg = cft_jit(cft_grad(l, (int[]){0}, 1)),
+               *gj = cft_grad(cft_jit(l), (int[]){0}, 1);
+        for (int call = 0; call < 2; call++) {
+            CHECK_ARRAY_CLOSE(cft_fn_call1(jg, &x), x, 1e-6, 1e-6);
+            CHECK_ARRAY_CLOSE(cft_fn_call1(gj, &x), x, 1e-6, 1e-6);
         }
     }
     TEST("max and min keep NaN in compiled kernels (vectorised rows, NaN tracked apart)") {

@@ -98,6 +98,14 @@ typedef struct arena {
      * (vin: the array it viewed), made again only when its input differs;
      * an arena serves one call at a time, so no lock */
     cft_array **vin, **vout;
+    /* per step: a view of an array from outside the arena (a lane's slice
+     * of a batched input) that the step made last time, and what it viewed
+     * (vkey: a copy of its header, vdelta: the view's offset less the
+     * input's). An input laid out alike (aval, strides) gets the same
+     * header pointed at its data: the plan never hands it out and no
+     * later call reads the old one */
+    cft_array **vreb, *vkey;
+    int64_t *vdelta;
     struct arena *next;
 } arena;
 
@@ -219,6 +227,39 @@ static cft_ir *schedule_early(const cft_ir *ir) {
     return cft__ir_finish(&d);
 }
 
+/* identities (CFT_PRIM_IDENTITY: stop_gradient) dropped, their readers
+ * reading the input: a plan differentiates nothing, and each was a kernel
+ * that copied its input */
+static cft_ir *drop_identities(const cft_ir *ir) {
+    bool any = false;
+    for (int k = 0; k < ir->neqn && !any; k++)
+        any = (ir->eqns[k].prim->flags & CFT_PRIM_IDENTITY) && ir->eqns[k].nin == 1 &&
+              ir->eqns[k].nout == 1;
+    if (!any)
+        return (cft_ir *)ir;
+    cft_irvar **to = CFT_NEWN(cft_irvar *, ir->nvars + 1); /* var -> the var it stands for */
+    cft_ir d = *ir;
+    d.eqns = CFT_NEWN(cft_eqn, ir->neqn + 1);
+    d.outvars = CFT_NEWN(cft_irvar *, ir->nout + 1);
+    d.neqn = 0;
+    for (int k = 0; k < ir->neqn; k++) {
+        cft_eqn q = ir->eqns[k];
+        cft_irvar **in = CFT_NEWN(cft_irvar *, q.nin + 1);
+        for (int i = 0; i < q.nin; i++)
+            in[i] = to[q.in[i]->id] ? to[q.in[i]->id] : q.in[i];
+        q.in = in;
+        if ((q.prim->flags & CFT_PRIM_IDENTITY) && q.nin == 1 && q.nout == 1 &&
+            cft__aval_eq(&q.in[0]->aval, &q.out[0]->aval)) {
+            to[q.out[0]->id] = q.in[0];
+            continue;
+        }
+        d.eqns[d.neqn++] = q;
+    }
+    for (int j = 0; j < ir->nout; j++)
+        d.outvars[j] = to[ir->outvars[j]->id] ? to[ir->outvars[j]->id] : ir->outvars[j];
+    return cft__ir_finish(&d);
+}
+
 /* equations rewritten by their primitives' simplification rules */
 typedef struct {
     const cft_ir *ir;
@@ -252,6 +293,21 @@ static cft_ir *simplify(const cft_ir *ir) {
 }
 
 /* ---- running steps ---- */
+
+/* x is a host array laid out as key is (kind, aval, strides, conj) */
+static bool rebase_fits(const cft_array *key, const cft_array *x) {
+    if (x->kind != CFT_K_CONCRETE || key->kind != CFT_K_CONCRETE || x->dev || key->dev ||
+        x->conj != key->conj || !x->data || !cft__aval_eq(&x->aval, &key->aval))
+        return false;
+    return !memcmp(x->strides, key->strides, sizeof(int64_t) * (size_t)x->aval.ndim);
+}
+
+static bool is_plan_output(const cft_ir *ir, int v) {
+    for (int j = 0; j < ir->nout; j++)
+        if (ir->outvars[j]->id == v)
+            return true;
+    return false;
+}
 
 /* The donation of the call being executed (set by jit_cb around it; the
  * step being run is set by execute): an output may be written into a
@@ -663,6 +719,9 @@ static arena *take_arena(plan *P) {
             }
         A->vin = CFT_NEWN(cft_array *, P->nsteps + 1);
         A->vout = CFT_NEWN(cft_array *, P->nsteps + 1);
+        A->vreb = CFT_NEWN(cft_array *, P->nsteps + 1);
+        A->vkey = CFT_NEWN(cft_array, P->nsteps + 1);
+        A->vdelta = CFT_NEWN(int64_t, P->nsteps + 1);
         A->for_plan = P;
     }
     return A;
@@ -789,6 +848,11 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                 env[o] = dst;
             } else if (A && A->vin[s] && A->vin[s] == env[q->in[0]->id]) {
                 env[o] = A->vout[s]; /* the same view of the same array as last time */
+            } else if (A && A->vreb[s] && rebase_fits(&A->vkey[s], env[q->in[0]->id])) {
+                cft_array *x = env[q->in[0]->id], *v = A->vreb[s];
+                v->data = x->data; /* the same view of an array laid out alike */
+                v->offset = x->offset + A->vdelta[s];
+                env[o] = v;
             } else {
                 err = cft__run_eqn(q, env);
                 /* a view primitive's view of the arena (no effect): kept */
@@ -798,6 +862,10 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                 if (!err && A && x && x->data == A->mem && env[o]->data == A->mem &&
                     P->root[o] == P->root[q->in[0]->id])
                     A->vin[s] = x, A->vout[s] = env[o];
+                else if (!err && A && x && x->data != A->mem && rebase_fits(x, x) && env[o] != x &&
+                         env[o]->kind == CFT_K_CONCRETE && env[o]->data == x->data &&
+                         !env[o]->dev && !is_plan_output(ir, o))
+                    A->vreb[s] = env[o], A->vkey[s] = *x, A->vdelta[s] = env[o]->offset - x->offset;
                 if (!err && A) /* a view the plan did not foresee */
                     for (int k = 0; k < q->nout; k++) {
                         int v = q->out[k]->id;
@@ -877,6 +945,7 @@ static splan *build_splan(cft_ir *ir, const cft_aval *avals, int nin, cft_jit_st
     ir = cft_ir_cse(cft_ir_dce(ir));
     ir = cft__ir_rewrite(ir); /* e.g. DP-SGD's clipping without per-sample gradients */
     ir = fold_constants(ir);
+    ir = drop_identities(ir);
     ir = simplify(ir);
     ir = schedule_early(ir);
     if (cft__debug() >= 1) {

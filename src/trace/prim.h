@@ -38,6 +38,8 @@ enum {
     CFT_PRIM_VIEW_CONTIG = 1024u, /* the same when input 0 is contiguous (reshape) */
     CFT_PRIM_DEVICE_IMPL = 2048u, /* impl takes device arrays itself and leaves its results on
                                      their device (the collectives): the dispatch calls it */
+    CFT_PRIM_IDENTITY = 4096u,    /* output 0 is input 0 once differentiation is over
+                                     (stop_gradient): a lowered plan reads the input */
 };
 
 struct cft_eqn;
