@@ -11,7 +11,7 @@
  * GEMM on whichever of the two measured faster for it in this run;
  * cft_jit_vmap is printed against the fastest of them too, and
  * cft_jit_vmap_alternating against gemm_floor_best_alternating: the two
- * timed in alternation, best of 40 rounds each.
+ * timed in alternation, best of 200 rounds each.
  * One JSON object per line (the per_sample_grads format). functorch 1.13 on
  * this machine, one thread: fwd 2.37 ms, fwd+bwd 6.79 ms (loop over models
  * 2.02 / 7.27 ms). */
@@ -73,7 +73,10 @@ static void run_loop(void *p) {
  * kernels where it has one for the shape. Each model has its own weights;
  * with different data ("diff") each model also reads its own minibatch,
  * as the pass does (with one x for all, the floor read it hot from cache
- * where the pass reads 64 KB a model from memory) */
+ * where the pass reads 64 KB a model from memory). What the pass returns
+ * goes to each model's own slot, allocated once: the logits (fwd) or the
+ * weight gradients (fwd_bwd; earlier the 32 models' gradients overwrote
+ * one buffer, hot in L1, which no ensemble step can do) */
 typedef struct {
     float *x, *w1, *h, *w2, *z, *dz, *dh, *dw1, *dw2;
     bool bwd, xsmm, diff;
@@ -118,19 +121,21 @@ static void run_floor(void *p) {
         x[g] = f->best ? f->lib[g] : f->xsmm;
     for (int k = 0; k < K; k++) {
         float *w1 = f->w1 + (size_t)k * 64 * 128, *w2 = f->w2 + (size_t)k * 128 * 10,
-              *xk = f->x + (f->diff ? (size_t)k * B * 64 : 0);
+              *xk = f->x + (f->diff ? (size_t)k * B * 64 : 0),
+              *z = f->z + (f->bwd ? 0 : (size_t)k * B * 10), *dw1 = f->dw1 + (size_t)k * 64 * 128,
+              *dw2 = f->dw2 + (size_t)k * 128 * 10;
         if (f->only < 0 || f->only == 0)
             gemm(x[0], false, false, B, 128, 64, xk, 64, w1, 128, f->h, 128);
         if (f->only < 0 || f->only == 1)
-            gemm(x[1], false, false, B, 10, 128, f->h, 128, w2, 10, f->z, 10);
+            gemm(x[1], false, false, B, 10, 128, f->h, 128, w2, 10, z, 10);
         if (!f->bwd)
             continue;
         if (f->only < 0 || f->only == 2)
             gemm(x[2], false, true, B, 128, 10, f->dz, 10, w2, 10, f->dh, 128);
         if (f->only < 0 || f->only == 3)
-            gemm(x[3], true, false, 128, 10, B, f->h, 128, f->dz, 10, f->dw2, 10);
+            gemm(x[3], true, false, 128, 10, B, f->h, 128, f->dz, 10, dw2, 10);
         if (f->only < 0 || f->only == 4)
-            gemm(x[4], true, false, 64, 128, B, xk, 64, f->dh, 128, f->dw1, 128);
+            gemm(x[4], true, false, 64, 128, B, xk, 64, f->dh, 128, dw1, 128);
     }
 }
 
@@ -237,8 +242,8 @@ int main(int argc, char **argv) {
             timeit(run_loop, &j, &jlm, &jlmin);
             static floor_job fj;
             if (!fj.x) {
-                size_t n[9] = {K * B * 64, K * 64 * 128, B * 128,  K * 128 * 10, B * 10,
-                               B * 10,     B * 128,      64 * 128, 128 * 10};
+                size_t n[9] = {K * B * 64, K * 64 * 128, B * 128,      K * 128 * 10, K * B * 10,
+                               B * 10,     B * 128,      K * 64 * 128, K * 128 * 10};
                 float **bufs[9] = {&fj.x,  &fj.w1, &fj.h,   &fj.w2, &fj.z,
                                    &fj.dz, &fj.dh, &fj.dw1, &fj.dw2};
                 for (int b = 0; b < 9; b++) {
@@ -278,12 +283,13 @@ int main(int argc, char **argv) {
                 fl = bm, fname = "gemm_floor_best";
             emit(data, pass, "cft_jit_vmap", jvm, jvmin, fname, fl);
 #ifdef CFT_HAVE_XSMM
-            /* the same two alternating, 40 rounds of 5 calls each, the best
+            /* the same two alternating, 200 rounds of 5 calls each, the best
              * round of each (on a shared machine, load that comes and goes
-             * falls on both alike) */
+             * falls on both alike; with 40 rounds the ratio still moved by
+             * 5% from run to run, with 200 by 1-2%) */
             double ba = 1e30, bf = 1e30;
             j.f = jitted, fj.best = true;
-            for (int r = 0; r < 40; r++) {
+            for (int r = 0; r < 200; r++) {
                 double t0 = now_ms();
                 for (int i = 0; i < 5; i++)
                     run_vmap(&j);
