@@ -151,9 +151,9 @@ static void emit(const char *data, const char *pass, const char *method, double 
         "{\"bench\": \"ensemble\", \"config\": {\"K\": %d, \"B\": %d, \"data\": \"%s\", \"pass\": "
         "\"%s\"}, \"method\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": %d, "
         "\"baseline\": \"%s\", \"baseline_median_ms\": %.4f, "
-        "\"speedup_vs_baseline\": %.2f, \"peak_rss_mb\": %.1f}\n",
+        "\"speedup_vs_baseline\": %.2f, \"ratio_to_baseline\": %.3f, \"peak_rss_mb\": %.1f}\n",
         K, B, data, pass, method, med, mn, bench_nthreads, base, base_med, base_med / med,
-        peak_rss_mb());
+        med / base_med, peak_rss_mb());
     fflush(stdout);
 }
 
