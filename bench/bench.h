@@ -73,6 +73,49 @@ static inline void timeit(work_fn w, void *arg, double *median, double *min) {
     }
 }
 
+/* The run's thread count against one thread, timed in alternation in this
+ * process (the thread count switched between rounds): `rounds` rounds of
+ * 5 calls at each count, the best round of each, each after 20 ms of
+ * untimed calls at its count (timed right after the switch, two threads
+ * measured 1.04x where they run 1.7x in a loop: the second core had
+ * idled through the one-thread round).
+ * A second core that another tenant takes now and then falls on both
+ * alike, where two separate runs' medians moved by 2x. With one thread in
+ * the run, nothing is printed. Otherwise one JSON line: method
+ * "<method>_threads_scaling", its time at bench_nthreads threads,
+ * baseline "<method>_1_thread", ratio_to_baseline = n threads / 1 thread
+ * and speedup = its inverse; config is the JSON object's members. */
+static inline void bench_scaling(const char *bench, const char *config, const char *method,
+                                 work_fn w, void *arg, int rounds) {
+    int n = bench_nthreads;
+    if (n < 2)
+        return;
+    double t1 = 1e30, tn = 1e30;
+    for (int r = 0; r < rounds; r++)
+        for (int pass = 0; pass < 2; pass++) {
+            cft_set_num_threads(pass ? n : 1);
+            double t0 = now_ms();
+            do /* warm: a core idle for a while wakes slowly (a VM's vCPU more so) */
+                w(arg);
+            while (now_ms() - t0 < 20);
+            t0 = now_ms();
+            for (int i = 0; i < 5; i++)
+                w(arg);
+            double t = (now_ms() - t0) / 5;
+            if (pass)
+                tn = t < tn ? t : tn;
+            else
+                t1 = t < t1 ? t : t1;
+        }
+    cft_set_num_threads(n);
+    printf("{\"bench\": \"%s\", \"config\": {%s}, \"method\": \"%s_threads_scaling\", "
+           "\"median_ms\": %.4f, \"threads\": %d, \"baseline\": \"%s_1_thread\", "
+           "\"baseline_median_ms\": %.4f, \"ratio_to_baseline\": %.3f, \"speedup\": %.2f, "
+           "\"rounds\": %d}\n",
+           bench, config, method, tn, n, method, t1, tn / t1, t1 / tn, rounds);
+    fflush(stdout);
+}
+
 /* --device NAME (cuda:0, test:0): the device this run measures on instead
  * of its usual methods; NULL when not asked. A device that cannot be used
  * here is said on stderr and the run exits 77 (skipped). */

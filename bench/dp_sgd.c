@@ -74,6 +74,10 @@ static void bench_model(const char *model,
     printf(fmt, model, B, "cft_jit_dp_clipped_grad_sum", td, bench_nthreads, tb, td / tb, diff);
     printf(fmt, model, B, "cft_jit_dp_materialised", tm, bench_nthreads, tb, tm / tb, diff);
     fflush(stdout);
+    char cfg[96];
+    snprintf(cfg, sizeof cfg, "\"model\": \"%s\", \"B\": %d", model, B);
+    job j = {dp, in, np};
+    bench_scaling("dp_sgd", cfg, "cft_jit_dp_clipped_grad_sum", run, &j, 40);
     free(x);
     free(y);
 }

@@ -309,6 +309,11 @@ int main(int argc, char **argv) {
             emit(data, pass, "cft_vmap", vm, vmin, "loop_over_models", lm);
             emit(data, pass, "loop_over_models_jit", jlm, jlmin, "loop_over_models_jit", jlm);
             emit(data, pass, "cft_jit_vmap", jvm, jvmin, "loop_over_models_jit", jlm);
+            char cfg[96];
+            snprintf(cfg, sizeof cfg, "\"K\": %d, \"B\": %d, \"data\": \"%s\", \"pass\": \"%s\"", K,
+                     B, data, pass);
+            j.f = jitted;
+            bench_scaling("ensemble", cfg, "cft_jit_vmap", run_vmap, &j, 40);
             printf("{\"bench\": \"ensemble\", \"config\": {\"K\": %d, \"B\": %d, \"data\": \"%s\", "
                    "\"pass\": \"%s\"}, \"method\": \"cft_vmap_first_call\", \"median_ms\": %.3f, "
                    "\"min_ms\": %.3f, \"threads\": %d}\n",

@@ -170,6 +170,9 @@ int main(int argc, char **argv) {
             emit(j.T, n, "loop_of_task_grads_jit", jlm, jlmin, "loop_of_task_grads_jit", jlm,
                  jldiff);
             emit(j.T, n, "cft_jit_vmap", jvm, jvmin, "loop_of_task_grads_jit", jlm, jdiff);
+            char cfg[80];
+            snprintf(cfg, sizeof cfg, "\"T\": %d, \"n_inner\": %d, \"K\": %d", j.T, n, KS);
+            bench_scaling("maml", cfg, "cft_jit_vmap", run_vmap, &jj, 40);
             printf("{\"bench\": \"maml\", \"config\": {\"T\": %d, \"n_inner\": %d, \"K\": %d}, "
                    "\"method\": "
                    "\"cft_vmap_first_call\", \"median_ms\": %.3f, \"min_ms\": %.3f, \"threads\": "

@@ -321,6 +321,10 @@ int main(int argc, char **argv) {
         emit("batched_grad", B, bm, bmin, lm, "loop_of_grad");
         emit("cft_jit_vmap_grad", B, jm, jmin, lm, "loop_of_grad");
         emit("cft_jit_batched_grad", B, jbm, jbmin, lm, "loop_of_grad");
+        char cfg[48];
+        snprintf(cfg, sizeof cfg, "\"model\": \"mlp\", \"B\": %d", B);
+        bench_scaling("per_sample_grads", cfg, "cft_jit_vmap_grad", run_vmap, &jj, 40);
+        bench_scaling("per_sample_grads", cfg, "cft_jit_batched_grad", run_vmap, &jjb, 40);
         printf(
             "{\"bench\": \"per_sample_grads\", \"config\": {\"model\": \"mlp\", \"B\": %d}, "
             "\"method\": \"cft_jit_vmap_grad_first_call\", \"median_ms\": %.3f, \"min_ms\": %.3f, "
