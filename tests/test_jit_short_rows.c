@@ -5,7 +5,9 @@
  * fill a tile), for operands read flat and through offset tables
  * (transposed, broadcast along rows or along columns), for sum, max, min
  * and prod, NaN in max / min rows, f32, f64 and int32, on one and two
- * threads; and the generated source must hold the path. Tolerances: f32
+ * threads; and the generated source must hold the path. Longer rows summed
+ * into one row run two rows at a time in the row loop (emit.c): rows of
+ * 33..130 elements, odd and even row counts, NaN, 2 threads. Tolerances: f32
  * 1e-5 relative (sums of up to 33 terms accumulated in double, exp within
  * a few ulps of libm's scalar one), f64 1e-12, int32 and max / min exact. */
 #include <dirent.h>
@@ -182,6 +184,53 @@ int main(int argc, char **argv) {
             CHECK_MSG(isnan(cft_item_at(out[1], j)) == nan, "column %d max", j);
             CHECK_MSG(isnan(cft_item_at(out[2], j)) == nan, "column %d min", j);
         }
+    }
+    TEST("longer rows summed into one row two at a time (the row loop): B = 1..2001 odd and "
+         "even, NaN, 2 threads bitwise") {
+        static const int64_t lb[] = {1, 2, 3, 16, 17, 300, 2001}, ln[] = {33, 64, 100, 130};
+        for (size_t i = 0; i < sizeof ln / sizeof *ln; i++)
+            for (size_t k = 0; k < sizeof lb / sizeof *lb; k++) {
+                int64_t B = lb[k], n = ln[i];
+                cft_array *in[3] = {
+                    randn(30 + (uint64_t)(n * 7 + B), CFT_F32, (int64_t[]){B, n}, 2),
+                    randn(31, CFT_F32, &n, 1), randn(32, CFT_F32, (int64_t[]){B, 1}, 2)};
+                /* f32 sums of up to 250 rows a piece, summed in f32 (the
+                 * interpreter's order differs): partial sums of up to ~50
+                 * round by ~sqrt(250) 2^-24 50 = 5e-5; 2e-4 */
+                same_results(cft_fn_new(cols, NULL, 3, 4), in, 4, 2e-4);
+            }
+        /* NaN in rows 2 and 3 of one pair, and in the last (odd) row */
+        int64_t B = 41, n = 40;
+        float *v = malloc(sizeof(float) * (size_t)(B * n));
+        for (int64_t e = 0; e < B * n; e++)
+            v[e] = (float)((e * 37) % 101) / 50.0f - 1.0f;
+        v[2 * n + 5] = v[3 * n + 6] = v[40 * n + 39] = NAN;
+        cft_array *in[3] = {cft_from_f32(v, (int64_t[]){B, n}, 2), cft_zeros(CFT_F32, &n, 1),
+                            cft_ones(CFT_F32, (int64_t[]){B, 1}, 2)},
+                  *out[4];
+        cft_fn *j = cft_jit(cft_fn_new(cols, NULL, 3, 4));
+        CHECK_EQ(cft_fn_call(j, in, out), CFT_OK);
+        CHECK_EQ(cft_fn_call(j, in, out), CFT_OK);
+        for (int c = 0; c < n; c++) {
+            bool nan = c == 5 || c == 6 || c == 39;
+            CHECK_MSG(isnan(cft_item_at(out[0], c)) == nan, "column %d sum", c);
+            CHECK_MSG(isnan(cft_item_at(out[1], c)) == nan, "column %d max", c);
+            CHECK_MSG(isnan(cft_item_at(out[2], c)) == nan, "column %d min", c);
+        }
+        free(v);
+        /* rows shared among 2 threads (8 fixed pieces): one thread's sums */
+        int64_t Bt = 4001, nt = 128;
+        cft_array *it[3] = {randn(33, CFT_F32, (int64_t[]){Bt, nt}, 2), randn(34, CFT_F32, &nt, 1),
+                            randn(35, CFT_F32, (int64_t[]){Bt, 1}, 2)},
+                  *a[4], *b[4];
+        cft_fn *jt = cft_jit(cft_fn_new(cols, NULL, 3, 4));
+        CHECK_EQ(cft_fn_call(jt, it, a), CFT_OK);
+        CHECK_EQ(cft_fn_call(jt, it, a), CFT_OK);
+        cft_set_num_threads(2);
+        CHECK_EQ(cft_fn_call(jt, it, b), CFT_OK);
+        cft_set_num_threads(1);
+        for (int k = 0; k < 4; k++)
+            CHECK_ARRAY_CLOSE(b[k], a[k], 0, 0);
     }
     TEST("the generated kernels hold the short-row path") {
         /* (CFT_JIT_KERNELS=cuda-host runs the CUDA kernels, which have none) */
