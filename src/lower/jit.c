@@ -94,17 +94,14 @@ typedef struct arena {
     size_t bytes;
     const plan *for_plan; /* hdr is built for this instance */
     cft_array **hdr;      /* per var: its array in mem */
-    /* per step: a view of one of hdr's arrays that the step made last time
-     * (vin: the array it viewed), made again only when its input differs;
-     * an arena serves one call at a time, so no lock */
-    cft_array **vin, **vout;
-    /* per step: a view of an array from outside the arena (a lane's slice
-     * of a batched input) that the step made last time, and what it viewed
-     * (vkey: a copy of its header, vdelta: the view's offset less the
-     * input's). An input laid out alike (aval, strides) gets the same
-     * header pointed at its data: the plan never hands it out and no
-     * later call reads the old one */
-    cft_array **vreb, *vkey;
+    /* per step: the view the step made last time (a view primitive's, of
+     * one of hdr's arrays or of an array from outside: a lane's slice of a
+     * batched input), with a copy of the header it viewed (vkey) and its
+     * offset less that header's (vdelta). An input laid out alike (aval,
+     * strides) gets the same header pointed at its data: an arena serves
+     * one call at a time (no lock), the plan never hands such a header out
+     * and no later call reads the old one */
+    cft_array **vout, *vkey;
     int64_t *vdelta;
     struct arena *next;
 } arena;
@@ -327,10 +324,7 @@ static _Thread_local donation *cur_donation;
 static cft_array *donated_output(plan *P, int v) {
     donation *d = cur_donation;
     const cft_ir *ir = P->ir;
-    bool is_out = false;
-    for (int j = 0; j < ir->nout && !is_out; j++)
-        is_out = ir->outvars[j]->id == v;
-    if (!is_out || !P->root)
+    if (!is_plan_output(ir, v) || !P->root)
         return NULL;
     const cft_aval *a = P->aval[v];
     for (int k = 0; k < ir->nin && k < CFT_FN_MAX_ARGS; k++) {
@@ -717,9 +711,7 @@ static arena *take_arena(plan *P) {
                 *A->hdr[v] = *P->hdr[v];
                 A->hdr[v]->data = A->mem;
             }
-        A->vin = CFT_NEWN(cft_array *, P->nsteps + 1);
         A->vout = CFT_NEWN(cft_array *, P->nsteps + 1);
-        A->vreb = CFT_NEWN(cft_array *, P->nsteps + 1);
         A->vkey = CFT_NEWN(cft_array, P->nsteps + 1);
         A->vdelta = CFT_NEWN(int64_t, P->nsteps + 1);
         A->for_plan = P;
@@ -846,26 +838,25 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                     args[i] = cft__unconj(q->prim, env[q->in[i]->id]);
                 err = cft_failed(dst) ? dst : q->prim->impl_into(args, q->nin, &q->params, dst);
                 env[o] = dst;
-            } else if (A && A->vin[s] && A->vin[s] == env[q->in[0]->id]) {
-                env[o] = A->vout[s]; /* the same view of the same array as last time */
-            } else if (A && A->vreb[s] && rebase_fits(&A->vkey[s], env[q->in[0]->id])) {
-                cft_array *x = env[q->in[0]->id], *v = A->vreb[s];
+            } else if (A && A->vout[s] && rebase_fits(&A->vkey[s], env[q->in[0]->id])) {
+                cft_array *x = env[q->in[0]->id], *v = A->vout[s];
                 v->data = x->data; /* the same view of an array laid out alike */
                 v->offset = x->offset + A->vdelta[s];
                 env[o] = v;
             } else {
                 err = cft__run_eqn(q, env);
-                /* a view primitive's view of the arena (no effect): kept */
+                /* a view primitive's view (no effect) of one array: kept. Of
+                 * the arena, when the plan foresaw it (it shares its input's
+                 * buffer); of an outside array, unless the plan returns it
+                 * (the caller keeps that header) */
                 bool view = (q->prim->flags & (CFT_PRIM_VIEW | CFT_PRIM_VIEW_CONTIG)) &&
                             !(q->prim->flags & CFT_PRIM_EFFECT) && q->nin == 1 && q->nout == 1;
-                cft_array *x = view ? env[q->in[0]->id] : NULL;
-                if (!err && A && x && x->data == A->mem && env[o]->data == A->mem &&
-                    P->root[o] == P->root[q->in[0]->id])
-                    A->vin[s] = x, A->vout[s] = env[o];
-                else if (!err && A && x && x->data != A->mem && rebase_fits(x, x) && env[o] != x &&
-                         env[o]->kind == CFT_K_CONCRETE && env[o]->data == x->data &&
-                         !env[o]->dev && !is_plan_output(ir, o))
-                    A->vreb[s] = env[o], A->vkey[s] = *x, A->vdelta[s] = env[o]->offset - x->offset;
+                cft_array *x = view ? env[q->in[0]->id] : NULL, *v = env[o];
+                if (!err && A && x && rebase_fits(x, x) && v != x && v->kind == CFT_K_CONCRETE &&
+                    v->data == x->data && !v->dev &&
+                    (x->data == A->mem ? P->root[o] == P->root[q->in[0]->id]
+                                       : !is_plan_output(ir, o)))
+                    A->vout[s] = v, A->vkey[s] = *x, A->vdelta[s] = v->offset - x->offset;
                 if (!err && A) /* a view the plan did not foresee */
                     for (int k = 0; k < q->nout; k++) {
                         int v = q->out[k]->id;
