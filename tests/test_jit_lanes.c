@@ -8,8 +8,9 @@
  * CFT_JIT_VMAP_LOOP forces either; with 2 and 3 threads the lanes are
  * shared among threads and the values are one thread's (odd splits, fewer
  * lanes than threads; to a few ulps, rtol 1e-6: the first lane runs
- * outside the team, where a GEMM may be cut into blocks for the threads,
- * which rounds alike but not identically); under grad the jitted vmap is
+ * outside the team, in a kernel's serial loop, which the compiler may
+ * contract into FMAs otherwise than the parallel one; GEMMs are cut by
+ * their shape alone, the same at any thread count); under grad the jitted vmap is
  * traced as usual. A lane's outputs are written straight into their rows of
  * the stacked results where a kernel or a product makes them; outputs that
  * are inputs or views are copied there. */

@@ -7,8 +7,11 @@
  * Tolerances: against the reference, rtol 1e-5 and atol 1e-6 * K (f32: K
  * products of N(0,1) numbers summed in float, each rounding ~6e-8 of a
  * partial sum of size up to ~sqrt(K)); between thread counts of one op, 0:
- * every block is the same BLAS call on the same data with the same K, so
- * the same sums in the same order. Jitted programs: rtol 1e-5, atol 1e-6,
+ * the blocks are cut by the product's shape alone (dot.c, cut_blocks), so
+ * one thread makes the same library calls on the same data as several, on
+ * any CPU and whatever kernels the library picked (a block is not the
+ * whole product's bits in every library: OpenBLAS's AVX2 kernels differ
+ * in the last rows of a block). Jitted programs: rtol 1e-5, atol 1e-6,
  * since a kernel's parallel and serial loops are compiled apart and may
  * contract a*b+c into an FMA differently (a few ulps), while a race or a
  * wrong block gives errors of order 1. Also: user threads calling a jitted

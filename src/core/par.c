@@ -5,6 +5,8 @@
  * reason (measured on 2 cores: two pools turned a 0.26 ms step into 3.5 ms). */
 #include "core/par.h"
 
+#include "core/blas_core.h"
+
 #include <cblas.h>
 #include <omp.h>
 #include <pthread.h>
@@ -28,6 +30,7 @@ static void after_fork_in_child(void) {
 }
 
 static void pin_blas(void) {
+    cft__blas_match_cpu(); /* done at load time already; here it keeps a static link's copy */
     openblas_set_num_threads(1);
     pthread_atfork(NULL, NULL, after_fork_in_child);
 }

@@ -1,6 +1,7 @@
 /* cc.c: compiling generated C into cft's private kernel cache.
  *
- * The source goes to the system C compiler (gcc -O3 -march=native -fopenmp,
+ * The source goes to the system C compiler (gcc -O3 -march=native -fopenmp
+ * or the CPU named by CFT_JIT_TARGET,
  * libmvec for vector libm), started with posix_spawnp and an argument
  * vector: no shell ever sees a path. Objects go to the private cache of
  * core/cache.c (its directory rules, exclusive temporary files renamed into
@@ -30,14 +31,42 @@
 
 extern char **environ;
 
-static const char *const FLAGS[] = {"-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-w"};
+static const char *FLAGS[] = {"-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-w"};
 #define NFLAGS (int)(sizeof FLAGS / sizeof FLAGS[0])
+
+/* CFT_JIT_TARGET: the CPU the kernels are compiled for, gcc's -march
+ * (default native: this CPU's features; x86-64-v3 builds AVX2 kernels that
+ * run on any x86-64 CPU of the last ten years, as a CI pass checks). A
+ * name of letters, digits and '-', '_', '.' only; anything else is
+ * refused with one line on stderr and native used. */
+static char march[80] = "-march=native";
+static void read_target(void) {
+    const char *t = getenv("CFT_JIT_TARGET");
+    if (!t || !*t)
+        return;
+    bool ok = strlen(t) < sizeof march - 8;
+    for (const char *c = t; ok && *c; c++)
+        ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+             *c == '-' || *c == '_' || *c == '.';
+    if (!ok) {
+        fprintf(stderr,
+                "cft: CFT_JIT_TARGET='%.40s' is not a CPU name; kernels use -march=native\n", t);
+        return;
+    }
+    snprintf(march, sizeof march, "-march=%s", t);
+    FLAGS[1] = march;
+}
+static void target_once(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_target);
+}
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* the loaded objects */
 #define why cft__cache_why
 
 /* what the compiled code depends on besides its source */
 static uint64_t env_hash(const char *cc) {
+    target_once();
     uint64_t h = cft__fnv(CFT_FNV0, cc, strlen(cc));
     for (int i = 0; i < NFLAGS; i++)
         h = cft__fnv(h, FLAGS[i], strlen(FLAGS[i]));
@@ -66,6 +95,7 @@ static int run_cc(const char *cc, const char *csrc, const char *out, const char 
                   char *err, size_t n) {
     const char *argv[NFLAGS + 12];
     int a = 0;
+    target_once();
     argv[a++] = cc;
     for (int i = 0; i < NFLAGS; i++)
         argv[a++] = FLAGS[i];

@@ -365,6 +365,39 @@ static bool ksplit(const gemm_job *j) {
     return true;
 }
 
+/* Few large products are cut into blocks of rows (or of columns when
+ * there are few rows) so that threads can share them. The cut depends on
+ * the shape alone, never on the thread count: a block of a product is not
+ * the whole product's bits in every library (OpenBLAS's AVX2 kernels gave
+ * other sums for the last rows of a block than for the same rows of the
+ * whole product; its AVX-512 ones did not), so one thread runs the same
+ * blocks as several, and results do not depend on the thread count on any
+ * CPU. At most GEMM_MAX_BLOCKS units a call, blocks of at least
+ * GEMM_MIN_SIDE rows or columns and GEMM_MIN_WORK flops: cutting a 512^3
+ * product into 4 row blocks cost a single thread 0-5% (each block packs
+ * the other operand again), 16 blocks 25%. */
+enum { GEMM_MAX_BLOCKS = 8, GEMM_MIN_SIDE = 128 };
+#define GEMM_MIN_WORK (double)(1 << 22)
+static void cut_blocks(gemm_job *j, double flops) {
+    if (j->Bt >= GEMM_MAX_BLOCKS)
+        return;
+    int64_t want = (GEMM_MAX_BLOCKS + j->Bt - 1) / j->Bt;
+    if ((double)want > flops / GEMM_MIN_WORK)
+        want = (int64_t)(flops / GEMM_MIN_WORK);
+    bool rows = j->M >= j->N;
+    int64_t side = rows ? j->M : j->N;
+    if (want > side / GEMM_MIN_SIDE)
+        want = side / GEMM_MIN_SIDE;
+    if (want < 2)
+        return;
+    int64_t blk = (side + want - 1) / want;
+    blk = (blk + 15) / 16 * 16; /* whole vectors of the library's kernels */
+    if (rows)
+        j->rblk = blk, j->nr = (j->M + blk - 1) / blk;
+    else
+        j->cblk = blk, j->nc = (j->N + blk - 1) / blk;
+}
+
 /* GEMM per batch element into c, a contiguous array of the output aval;
  * the batch shared among threads, or one large product cut into blocks */
 static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, cft_array *c) {
@@ -404,13 +437,8 @@ static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, c
             j.rblk = j.A.split_n, j.nr = j.M / j.A.split_n;
         if (j.B.split_n)
             j.cblk = j.B.split_n, j.nc = j.N / j.B.split_n;
-    } else if (nth > 1 && j.Bt < 2 * nth) {     /* too few products: cut each into blocks, */
-        int64_t want = (nth + j.Bt - 1) / j.Bt; /* along its longer side */
-        bool rows = j.M >= j.N ? j.M >= 16 * want : j.N < 16 * want;
-        if (rows && j.M >= 16 * want)
-            j.rblk = (j.M + want - 1) / want, j.nr = (j.M + j.rblk - 1) / j.rblk;
-        else if (j.N >= 16 * want)
-            j.cblk = (j.N + want - 1) / want, j.nc = (j.N + j.cblk - 1) / j.cblk;
+    } else {
+        cut_blocks(&j, flops);
     }
     /* a batch of whole f32 products that gemm_block would send to libxsmm one by one:
      * the kernel dispatched once here */
