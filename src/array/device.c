@@ -131,6 +131,43 @@ static bool trusted(const char *path, char *why, size_t n) {
 }
 #endif
 
+/* Where libcft_cuda.so may be, each still to pass `trusted`: the file
+ * CFT_CUDA_PLUGIN names, else beside the binary that holds this code
+ * (libcft.so in its library directory, or a program linked with libcft.a),
+ * in the library directory of the prefix a program in bin/ belongs to
+ * (CFT_CUDA_PLUGIN_PATHS: bin's relative path to lib), and one directory
+ * up (the build tree's examples/ and bench/), and last the library
+ * directory of the install prefix (CFT_CUDA_PLUGIN_LIBDIR: what a program
+ * linked with libcft.a outside the prefix can find; never a build path).
+ * Found from this binary's own place (dladdr), so a moved prefix finds its
+ * plug-in. */
+#ifdef CFT_CUDA_PLUGIN_PATHS
+enum { MAX_PLUGIN_PATHS = 5 };
+static int plugin_paths(char (*out)[1024]) {
+    const char *env = getenv("CFT_CUDA_PLUGIN");
+    if (env && *env) {
+        snprintf(out[0], 1024, "%s", env);
+        return 1;
+    }
+    Dl_info info;
+    char dir[900] = ".";
+    if (dladdr((void *)plugin_paths, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
+        char *real = realpath(info.dli_fname, NULL);
+        snprintf(dir, sizeof dir, "%s", real ? real : info.dli_fname);
+        free(real);
+        *strrchr(dir, '/') = 0;
+    }
+    int n = 0;
+    snprintf(out[n++], 1024, "%s/libcft_cuda.so", dir);
+    snprintf(out[n++], 1024, "%s/%s/libcft_cuda.so", dir, CFT_CUDA_PLUGIN_PATHS);
+    snprintf(out[n++], 1024, "%s/../libcft_cuda.so", dir);
+#ifdef CFT_CUDA_PLUGIN_LIBDIR
+    snprintf(out[n++], 1024, "%s/libcft_cuda.so", CFT_CUDA_PLUGIN_LIBDIR);
+#endif
+    return n;
+}
+#endif
+
 /* "cuda": libcft_cuda.so from where this cft was built or installed; its
  * cft_cuda_backend_register() registers the table. Under mu. */
 static cft_array *load_plugin(const char *name) {
@@ -144,9 +181,10 @@ static cft_array *load_plugin(const char *name) {
                          name, known);
     }
 #ifdef CFT_CUDA_PLUGIN_PATHS
-    static const char *const paths[] = {CFT_CUDA_PLUGIN_PATHS};
-    char why[1200] = "";
-    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+    char paths[MAX_PLUGIN_PATHS][1024];
+    int npaths = plugin_paths(paths);
+    char why[2400] = "";
+    for (int i = 0; i < npaths; i++) {
         char w[1100];
         if (!trusted(paths[i], w, sizeof w)) {
             snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", *why ? "; " : "", w);
@@ -181,8 +219,11 @@ static cft_array *load_plugin(const char *name) {
                              paths[i], cft_last_error_message());
         return NULL;
     }
-    return cft__fail(CFT_E_ARG,
-                     "cft_device: the CUDA backend (libcft_cuda.so) cannot be loaded: %s", why);
+    return cft__fail(
+        CFT_E_ARG,
+        "cft_device: the CUDA backend (libcft_cuda.so) cannot be loaded: %s (CFT_CUDA_PLUGIN "
+        "names its file)",
+        why);
 #else
     return cft__fail(CFT_E_ARG,
                      "cft_device: this cft was built without the CUDA backend (CMake found no "
