@@ -4,10 +4,14 @@
 #ifndef CFT_BENCH_H
 #define CFT_BENCH_H
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cft/cft.h"
 #include "cft/device.h"
@@ -17,12 +21,46 @@
  * line, else cft's default (CFT_NUM_THREADS, else the cores this process
  * may use). Every JSON line carries it as "threads". */
 static int bench_nthreads = 1;
+
+/* --load N: N CPU-bound helper processes beside the measured calls (a
+ * busy machine: another tenant, a compile, a second job), started here and
+ * killed at exit (and by the kernel if the bench dies: PR_SET_PDEATHSIG).
+ * Every JSON line of bench_scaling carries "load": N. */
+static int bench_load_n = 0;
+static pid_t bench_load_pids[256];
+static void bench_load_stop(void) {
+    for (int i = 0; i < bench_load_n; i++)
+        if (bench_load_pids[i] > 0) {
+            kill(bench_load_pids[i], SIGKILL);
+            waitpid(bench_load_pids[i], NULL, 0);
+        }
+    bench_load_n = 0;
+}
+static inline void bench_load_start(int n) {
+    n = n > 256 ? 256 : n;
+    for (int i = 0; i < n; i++) {
+        fflush(stdout);
+        pid_t p = fork();
+        if (p == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            volatile double x = 1;
+            for (;;)
+                x = x * 1.0000001 + 1e-9;
+        }
+        bench_load_pids[bench_load_n++] = p;
+    }
+    atexit(bench_load_stop);
+}
+
 static inline int bench_threads(int argc, char **argv) {
     cft_init();
     const char *s = NULL;
-    for (int i = 1; i + 1 < argc; i++)
+    for (int i = 1; i + 1 < argc; i++) {
         if (!strcmp(argv[i], "--threads"))
             s = argv[i + 1];
+        if (!strcmp(argv[i], "--load") && atoi(argv[i + 1]) > 0)
+            bench_load_start(atoi(argv[i + 1]));
+    }
     if (s)
         cft_set_num_threads(atoi(s) > 0 ? atoi(s) : 1);
     bench_nthreads = cft_get_num_threads();
@@ -75,22 +113,31 @@ static inline void timeit(work_fn w, void *arg, double *median, double *min) {
 
 /* The run's thread count against one thread, timed in alternation in this
  * process (the thread count switched between rounds): `rounds` rounds of
- * 5 calls at each count, the best round of each, each after 20 ms of
- * untimed calls at its count (timed right after the switch, two threads
- * measured 1.04x where they run 1.7x in a loop: the second core had
- * idled through the one-thread round).
- * A second core that another tenant takes now and then falls on both
- * alike, where two separate runs' medians moved by 2x. With one thread in
- * the run, nothing is printed. Otherwise one JSON line: method
- * "<method>_threads_scaling", its time at bench_nthreads threads,
- * baseline "<method>_1_thread", ratio_to_baseline = n threads / 1 thread
- * and speedup = its inverse; config is the JSON object's members. */
+ * 5 calls at each count, each after 20 ms of untimed calls at its count
+ * (timed right after the switch, two threads measured 1.04x where they
+ * run 1.7x in a loop: the second core had idled through the one-thread
+ * round). A second core that another tenant takes now and then falls on
+ * both alike, where two separate runs' medians moved by 2x. With one
+ * thread in the run, nothing is printed. Otherwise one JSON line: method
+ * "<method>_threads_scaling", its time at bench_nthreads threads, baseline
+ * "<method>_1_thread", the ratio n threads / 1 thread of the best rounds
+ * (best_ratio) and of the median rounds (median_ratio), and
+ * ratio_to_baseline: the best rounds' on a quiet run, the median rounds'
+ * under --load (where a best round is one the helpers happened to leave
+ * alone); parallel_regions and preempted_regions count cft's regions on
+ * several threads meanwhile and those in which a thread was preempted
+ * (what made cft fall back to one thread: core/par.c); config is the JSON
+ * object's members. */
+void cft__par_load_stats(int64_t *regions, int64_t *preempted); /* core/par.h */
 static inline void bench_scaling(const char *bench, const char *config, const char *method,
                                  work_fn w, void *arg, int rounds) {
     int n = bench_nthreads;
-    if (n < 2)
+    if (n < 2 || rounds < 1)
         return;
-    double t1 = 1e30, tn = 1e30;
+    int64_t reg0, pre0, reg1, pre1;
+    cft__par_load_stats(&reg0, &pre0);
+    double *t1 = malloc(sizeof(double) * (size_t)rounds),
+           *tn = malloc(sizeof(double) * (size_t)rounds);
     for (int r = 0; r < rounds; r++)
         for (int pass = 0; pass < 2; pass++) {
             cft_set_num_threads(pass ? n : 1);
@@ -101,18 +148,23 @@ static inline void bench_scaling(const char *bench, const char *config, const ch
             t0 = now_ms();
             for (int i = 0; i < 5; i++)
                 w(arg);
-            double t = (now_ms() - t0) / 5;
-            if (pass)
-                tn = t < tn ? t : tn;
-            else
-                t1 = t < t1 ? t : t1;
+            (pass ? tn : t1)[r] = (now_ms() - t0) / 5;
         }
     cft_set_num_threads(n);
+    cft__par_load_stats(&reg1, &pre1);
+    double m1, b1, mn, bn;
+    bench_stats(t1, rounds, &m1, &b1);
+    bench_stats(tn, rounds, &mn, &bn);
+    free(t1), free(tn);
+    double ratio = bench_load_n ? mn / m1 : bn / b1;
     printf("{\"bench\": \"%s\", \"config\": {%s}, \"method\": \"%s_threads_scaling\", "
-           "\"median_ms\": %.4f, \"threads\": %d, \"baseline\": \"%s_1_thread\", "
-           "\"baseline_median_ms\": %.4f, \"ratio_to_baseline\": %.3f, \"speedup\": %.2f, "
-           "\"rounds\": %d}\n",
-           bench, config, method, tn, n, method, t1, tn / t1, t1 / tn, rounds);
+           "\"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": %d, \"load\": %d, "
+           "\"baseline\": \"%s_1_thread\", \"baseline_median_ms\": %.4f, "
+           "\"baseline_min_ms\": %.4f, \"ratio_to_baseline\": %.3f, \"best_ratio\": %.3f, "
+           "\"median_ratio\": %.3f, \"speedup\": %.2f, \"rounds\": %d, "
+           "\"parallel_regions\": %lld, \"preempted_regions\": %lld}\n",
+           bench, config, method, mn, bn, n, bench_load_n, method, m1, b1, ratio, bn / b1, mn / m1,
+           1 / ratio, rounds, (long long)(reg1 - reg0), (long long)(pre1 - pre0));
     fflush(stdout);
 }
 

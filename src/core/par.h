@@ -6,11 +6,24 @@
 #ifndef CFT_PAR_H
 #define CFT_PAR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
-/* The thread count: set by cft_set_num_threads, else CFT_NUM_THREADS,
- * else the cores this process may run on. */
+/* The threads to use now: the count set (cft__num_threads_set), at most
+ * this calling thread's cap (cft__par_cap), and one while the cores are
+ * busy with other work (par.c, "threads under load"). */
 int cft__num_threads(void);
+/* The thread count set by cft_set_num_threads, else CFT_NUM_THREADS,
+ * else the cores this process may run on. */
+int cft__num_threads_set(void);
+/* Caps the threads of this calling thread's next calls at n (0: no cap);
+ * returns the previous cap (a plan too small to split runs with cap 1). */
+int cft__par_cap(int n);
+/* True while cft runs on one thread because other work holds the cores. */
+bool cft__par_busy(void);
+/* Regions run on several threads so far, and those in which a thread was
+ * preempted (the load detector's evidence). */
+void cft__par_load_stats(int64_t *regions, int64_t *preempted);
 void cft__set_num_threads(int n);
 /* `processes` processes share this machine's cores (MPI ranks on one
  * node): the default becomes cores / processes, unless a count was chosen

@@ -60,7 +60,7 @@ static cft_status finish(double *per_call, int64_t runs, int64_t number, double 
                              .min = sorted[0],
                              .max = sorted[runs - 1],
                              .total = total,
-                             .threads = cft__num_threads(),
+                             .threads = cft__num_threads_set(),
                              .times = per_call};
     free(sorted);
     return CFT_OK;

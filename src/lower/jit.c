@@ -38,7 +38,7 @@ void cft_set_num_threads(int n) {
     cft__set_num_threads(n);
 }
 int cft_get_num_threads(void) {
-    return cft__num_threads();
+    return cft__num_threads_set();
 }
 
 int cft__debug(void) {
@@ -85,7 +85,14 @@ typedef struct plan {
      * again: dims merged, signature built and compared, per call) */
     int64_t **lst;
     cft_loop **lcl;
+    int threads; /* the most threads a call uses (1: too little work to split), 0: any */
 } plan;
+
+/* flops per equation below which a plan runs on one thread (plan_threads) */
+/* (measured with bench_scaling on 2 threads: MAML T = 5, 15-29k flops per
+ * equation, ran 1.0-1.46x one thread's time; T = 25, 130-300k, 0.56-0.64x;
+ * per-sample gradients of the MLP at B = 64, 145-640k, 0.73-0.83x) */
+#define PLAN_PAR_MIN 65536.0
 
 /* An arena: one call's intermediates. A traced plan keeps a pool of them;
  * a call takes one (a concurrent or nested call gets another). */
@@ -982,6 +989,28 @@ static splan *build_splan(cft_ir *ir, const cft_aval *avals, int nin, cft_jit_st
  * groups' iteration shapes with those values (O(size of the IR), no
  * tracing), sharing S's steps and kernels. NULL (last error set) when a
  * dim cannot be evaluated. */
+/* The threads a plan's calls may use, from its work: one when it has too
+ * little arithmetic per step for any of them to pay for waking the team
+ * (the fork/join of a step's region, the segment's barrier); 0: as many as
+ * set. A plan's steps each decide for themselves only on their own work
+ * (par.c, PAR_MIN_WORK), and a plan of many small steps lost to one thread:
+ * 1.73x on MAML T = 5 with one inner step, 1.29x on the batched gradient
+ * at B = 64 (2 threads, measured by bench_scaling on an Intel machine).
+ * Its arithmetic is cft__ir_cost's estimate; CFT_PLAN_PAR_MIN sets the
+ * flops per equation below which a plan runs on one thread (0: never). */
+static int plan_threads(const cft_ir *ir) {
+    static _Atomic double min_per_step = -1;
+    double m = atomic_load_explicit(&min_per_step, memory_order_relaxed);
+    if (m < 0) {
+        const char *e = getenv("CFT_PLAN_PAR_MIN");
+        m = e && *e ? atof(e) : PLAN_PAR_MIN;
+        atomic_store(&min_per_step, m);
+    }
+    double flops;
+    cft__ir_cost(ir, &flops);
+    return flops < m * (double)(ir->neqn > 0 ? ir->neqn : 1) ? 1 : 0;
+}
+
 static plan *instantiate(splan *S, const int64_t *val) {
     cft_dimenv env = {0};
     for (int k = 0; k < S->nsym; k++)
@@ -1022,6 +1051,7 @@ static plan *instantiate(splan *S, const int64_t *val) {
         plan_memory(P);
         P->runs = 1;
     }
+    P->threads = plan_threads(ir);
     S->stats->instances++;
     return P;
 }
@@ -1211,11 +1241,17 @@ static splan *trace(jit_env *J, const cft_aval *avals, bool *closed) {
  * so it stays under the lock; a warm plan runs outside it, in an arena of
  * its own. */
 static cft_status run_plan(jit_env *J, plan *P, cft_array *const *in, cft_array **out) {
-    if (P->runs == 0)
-        return execute(P, in, out);
-    pthread_mutex_unlock(&J->mu);
-    cft_status st = execute(P, in, out);
-    pthread_mutex_lock(&J->mu);
+    int cap = P->threads ? cft__par_cap(P->threads) : -1;
+    cft_status st;
+    if (P->runs == 0) {
+        st = execute(P, in, out);
+    } else {
+        pthread_mutex_unlock(&J->mu);
+        st = execute(P, in, out);
+        pthread_mutex_lock(&J->mu);
+    }
+    if (cap >= 0)
+        cft__par_cap(cap);
     return st;
 }
 

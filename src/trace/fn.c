@@ -356,14 +356,7 @@ cft_status cft_fn_print_ir(cft_fn *f, const cft_aval *avals, FILE *out) {
  * its arithmetic: each element computed, plus for contractions (the
  * primitives flagged CFT_PRIM_CONTRACTION) sqrt(|a| |b| |out|), which is
  * M*K*N for one GEMM; 0 if tracing fails */
-size_t cft__fn_cost(cft_fn *f, const cft_aval *avals, double *flops) {
-    if (flops)
-        *flops = 0;
-    cft_ir *ir = cft_make_ir(f, avals);
-    if (!ir) {
-        cft_clear_error();
-        return 0;
-    }
+size_t cft__ir_cost(const cft_ir *ir, double *flops) {
     double b = 0, fl = 0;
     for (int i = 0; i < ir->neqn; i++) {
         const cft_eqn *q = &ir->eqns[i];
@@ -387,6 +380,17 @@ size_t cft__fn_cost(cft_fn *f, const cft_aval *avals, double *flops) {
     if (flops)
         *flops = fl;
     return b > 1e18 ? (size_t)1e18 : (size_t)b;
+}
+
+size_t cft__fn_cost(cft_fn *f, const cft_aval *avals, double *flops) {
+    if (flops)
+        *flops = 0;
+    cft_ir *ir = cft_make_ir(f, avals);
+    if (!ir) {
+        cft_clear_error();
+        return 0;
+    }
+    return cft__ir_cost(ir, flops);
 }
 
 size_t cft__fn_bytes(cft_fn *f, const cft_aval *avals) {

@@ -44,6 +44,8 @@ size_t cft__fn_bytes(cft_fn *f, const cft_aval *avals);
 /* The same bytes, and in *flops (may be NULL) an estimate of its arithmetic:
  * one per element computed, 2*M*K*N per contraction (CFT_PRIM_CONTRACTION). */
 size_t cft__fn_cost(cft_fn *f, const cft_aval *avals, double *flops);
+/* the same for an IR with concrete shapes */
+size_t cft__ir_cost(const cft_ir *ir, double *flops);
 
 /* Run f's callback directly (no staging), checking its outputs. */
 cft_status cft__fn_apply(cft_fn *f, cft_array *const *in, cft_array **out);
