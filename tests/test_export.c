@@ -217,6 +217,38 @@ static void test_fresh_process(const char *self, const char *dir) {
     CHECK_EQ(run(argv), 0);
 }
 
+/* x -> x * 1, x * 2, ..., x * MANY_OUT: an output tree larger than the
+ * collector's first heap (cft-run kept the outputs in malloc'd memory and
+ * some were collected while the tree was built) */
+enum { MANY_OUT = 2000 };
+static cft_status many_outputs(void *env, int nin, cft_array *const *in, int nout,
+                               cft_array **out) {
+    (void)env, (void)nin;
+    for (int j = 0; j < nout; j++)
+        out[j] = cft_mul_s(in[0], (double)(j + 1));
+    return CFT_OK;
+}
+
+static void test_runner_many(const char *dir) {
+    char prog[512], in[512], out[512], want[512];
+    path(prog, dir, "many", "cftx");
+    path(in, dir, "many", "in");
+    path(out, dir, "many", "run");
+    path(want, dir, "many", "out");
+    cft_fn *f = cft_fn_new(many_outputs, NULL, 1, MANY_OUT);
+    cft_aval av[1] = {{CFT_F32, 1, {64}}};
+    CHECK_EQ(cft_export(f, av, prog), CFT_OK);
+    cft_array *x = cft_random_normal(cft_random_key(9), CFT_F32, (int64_t[]){64}, 1);
+    cft_array **y = cft_alloc(sizeof *y * MANY_OUT);
+    CHECK_EQ(cft_fn_call(f, &x, y), CFT_OK);
+    CHECK_EQ(cft_save_safetensors(in, tree_of(&x, 1, "in"), NULL, 0), CFT_OK);
+    CHECK_EQ(cft_save_safetensors(want, tree_of(y, MANY_OUT, "out"), NULL, 0), CFT_OK);
+    for (int jit = 0; jit < 2; jit++) {
+        char *a[] = {CFT_RUN_PATH, prog, in, out, "--expect", want, jit ? "--jit" : NULL, NULL};
+        CHECK_MSG(run(a) == 0, "cft-run%s with %d outputs", jit ? " --jit" : "", MANY_OUT);
+    }
+}
+
 static void test_runner(const char *dir) {
     const char *names[3] = {"psg", "maml", "ensemble"};
     for (int k = 0; k < 3; k++) {
@@ -369,6 +401,7 @@ int main(int argc, char **argv) {
         return 1;
     TEST("export, then load in a fresh process") test_fresh_process("/proc/self/exe", dir);
     TEST("cft-run reproduces the outputs") test_runner(dir);
+    TEST("cft-run with %d outputs", MANY_OUT) test_runner_many(dir);
     TEST("a loaded program is transformed again") test_transform_loaded(dir);
     TEST("format version 1 golden file") test_golden(dir);
     TEST("bad files and unexportable programs") test_errors(dir);

@@ -54,6 +54,19 @@ static cft_status rows_prog(void *env, int nin, cft_array *const *in, int nout, 
     return CFT_OK;
 }
 
+/* sum(tanh(y * a + b) chained CHAIN times, axis 1): a segment whose
+ * fused kernels' outputs the arena does not hold (it crashed in rows_of on
+ * a NULL array from K = 38 on, on the first or the second call) */
+enum { CHAIN = 76 };
+static cft_status chain_prog(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *y = in[0];
+    for (int k = 0; k < CHAIN; k++)
+        y = cft_tanh(cft_add(cft_mul(y, in[1]), in[2]));
+    out[0] = cft_sum(y, (int[]){1}, 1, false);
+    return CFT_OK;
+}
+
 /* f interpreted, then jitted at 1, 2 and 3 threads (three calls each):
  * every output close to the interpreter's */
 static void same_at_threads(cft_fn *f, cft_array *const *in, int nout) {
@@ -133,6 +146,13 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 2; i++)
             CHECK_EQ(cft_fn_call(j, in, out), CFT_OK);
         CHECK(runs_in_rows(j, in));
+    }
+    TEST("a chain of %d elementwise steps summed over rows: three calls, 1-3 threads", CHAIN) {
+        cft_array *in[3];
+        for (int i = 0; i < 3; i++)
+            in[i] = cft_random_normal(cft_random_key(40 + (uint64_t)i), CFT_F32,
+                                      (int64_t[]){512, 512}, i ? 0 : 2);
+        same_at_threads(cft_fn_new(chain_prog, NULL, 3, 1), in, 1);
     }
     TEST("CFT_JIT_ROWS=0: no segments, the same values") {
         setenv("CFT_JIT_ROWS", "0", 1);

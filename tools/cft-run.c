@@ -57,8 +57,11 @@ int main(int argc, char **argv) {
                 cft_tree_size(in), nin);
         return 2;
     }
-    cft_array **x = malloc(sizeof *x * (size_t)(nin + 1)),
-              **y = malloc(sizeof *y * (size_t)(nout + 1));
+    /* GC memory: the collector must see the arrays these hold (malloc'd
+     * arrays of pointers are not scanned: outputs were collected while the
+     * output tree was built) */
+    cft_array **x = cft_alloc(sizeof *x * (size_t)(nin + 1)),
+              **y = cft_alloc(sizeof *y * (size_t)(nout + 1));
     if (!x || !y) {
         fprintf(stderr, "cft-run: out of memory\n");
         return 2;

@@ -365,6 +365,10 @@ typedef struct {
     } * sums;
     int nsums;
     int64_t total; /* elements of all the sums */
+    /* per var: the whole array a value made in rows goes to when the
+     * arena does not hold it (no arena, or a value it has no slot for:
+     * an output), allocated before the threads start (NULL: the arena's) */
+    cft_array **made;
 } rows_job;
 
 /* elements [lo, hi) of all the sums, in thread order: y = share 0 + share
@@ -429,7 +433,7 @@ static cft_array *out_rows(const rows_job *J, int v, char *buf, int64_t lo, int6
     const cft_rows_plan *rp = J->rp;
     bool sum = rp->sum[v];
     if (rp->scratch_at[v] < 0)
-        return rows_of(rp->full[v], lo, n);
+        return rows_of(J->made[v] ? J->made[v] : rp->full[v], lo, n);
     cft_array *h = CFT_NEW(cft_array);
     h->kind = CFT_K_CONCRETE;
     h->aval = *rp->aval[v];
@@ -571,7 +575,7 @@ static void rows_thread(void *ctx, int64_t t0, int64_t t1) {
  * buffers. NULL, or the error. */
 static cft_array *whole_value(const rows_job *J, int v, cft_array **env) {
     const cft_rows_plan *rp = J->rp;
-    cft_array *d = rp->full ? rp->full[v] : NULL;
+    cft_array *d = J->made[v] ? J->made[v] : rp->full ? rp->full[v] : NULL;
     for (int k = 0; k < J->nsums && rp->sum[v]; k++)
         if (J->sums[k].v == v)
             d = J->sums[k].dst;
@@ -581,11 +585,13 @@ static cft_array *whole_value(const rows_job *J, int v, cft_array **env) {
 }
 
 /* where the segment's sums go (their arena arrays, or new ones for sums
- * the arena does not hold: outputs), before the threads add them up */
+ * the arena does not hold: outputs), before the threads add them up, and
+ * the whole arrays of values made in rows that the arena does not hold */
 static cft_array *sum_places(rows_job *J) {
     const cft_rows_plan *rp = J->rp;
     const cft_rowseg *sg = &rp->segs[J->si];
     J->sums = CFT_NEWN(struct share_sum, rp->ir->nvars + 1);
+    J->made = CFT_NEWN(cft_array *, rp->ir->nvars + 1);
     for (int s = sg->first; s <= sg->last; s++) {
         const cft_step *st = &rp->steps[s];
         if (rp->later[s] || (st->group < 0 && is_view(rp->ir->eqns[st->eqn].prim)))
@@ -594,9 +600,13 @@ static cft_array *sum_places(rows_job *J) {
         int nout = g ? g->nout : 1;
         for (int k = 0; k < nout; k++) {
             int v = g ? g->out[k] : rp->ir->eqns[st->eqn].out[0]->id;
-            if (!rp->sum[v])
-                continue;
             const cft_aval *a = rp->aval[v];
+            if (!rp->sum[v]) { /* rows written into a whole array: the arena's, or one made here */
+                if (rp->scratch_at[v] < 0 && !(rp->full && rp->full[v]) &&
+                    cft_failed(J->made[v] = cft__alloc(a->dtype, a->shape, a->ndim)))
+                    return J->made[v];
+                continue;
+            }
             cft_array *d = rp->full ? rp->full[v] : NULL;
             if (!d && cft_failed(d = cft__alloc(a->dtype, a->shape, a->ndim)))
                 return d;
@@ -613,7 +623,7 @@ int cft__rows_run(const cft_rows_plan *rp, int si, cft_array **env, cft_array **
     int nth = cft__par_threads(sg->T / 2, 1e12);
     if (nth < 2) /* one thread: step by step, each step's own threads (if any) */
         return 0;
-    rows_job J = {rp, si, nth, env, CFT_NEWN(char *, nth), NULL, false, NULL, 0, 0};
+    rows_job J = {rp, si, nth, env, CFT_NEWN(char *, nth), NULL, false, NULL, 0, 0, NULL};
     if ((*err = sum_places(&J)))
         return -1;
     cft__par_for(nth, 1e12, rows_thread, &J);
