@@ -86,6 +86,16 @@ static const int64_t SH_NEG[2] = {2, -1}, SH_61[1] = {(int64_t)1 << 61},
                      SH_0_32[3] = {0, (int64_t)1 << 32, (int64_t)1 << 32}, SH_7[1] = {7},
                      SH_40[1] = {(int64_t)1 << 40};
 
+static void noop(void *arg) {
+    (void)arg;
+}
+static cft_measurement meas;
+static cft_ir *irp;
+static cft_aval av_f32_3 = {CFT_F32, 1, {3}};
+/* labels for 2 examples of 3 classes, one out of range */
+static cft_array *lab_hi, *lab_neg, *nan33, *inf33;
+static char bad_file[64];
+
 enum { BASE = __COUNTER__ + 1 };
 #define R(K, NAME, EXPR)                                                                           \
     case __COUNTER__ - BASE:                                                                       \
@@ -646,6 +656,71 @@ static void row(int i, result *r) {
         R(TREE, "cft_load_safetensors", cft_load_safetensors("/dev/null", NULL, NULL))
         R(TREE, "cft_load_safetensors", cft_load_safetensors("/proc/self/status", NULL, NULL))
         R(TREE, "cft_load_safetensors", cft_load_safetensors_ex("/dev/null", 77, NULL, NULL))
+        /* ---- added with Trust II: trees, timer, IR text, losses, linalg, einsum,
+         * export, profile, devices ---- */
+        R(TREE, "cft_tree_subtree", cft_tree_subtree(tr, NULL))
+        R(TREE, "cft_tree_subtree", cft_tree_subtree(NULL, "w"))
+        R(ST, "cft_timer_timeit", cft_timer_timeit(noop, NULL, (int64_t)1 << 62, 1, &meas))
+        R(ST, "cft_timer_timeit", cft_timer_timeit(noop, NULL, 1000000, 1000000, &meas))
+        R(ST, "cft_timer_timeit", cft_timer_timeit(noop, NULL, 0, 1, &meas))
+        R(ST, "cft_timer_timeit", cft_timer_timeit(noop, NULL, 1, 0, &meas))
+        R(ST, "cft_timer_timeit", cft_timer_timeit(NULL, NULL, 1, 1, &meas))
+        R(ST, "cft_timer_timeit", cft_timer_timeit(noop, NULL, 1, 1, NULL))
+        R(ST, "cft_timer_blocked_autorange", cft_timer_blocked_autorange(NULL, NULL, 0.1, &meas))
+        R(ST, "cft_timer_blocked_autorange", cft_timer_blocked_autorange(noop, NULL, 0.1, NULL))
+        R(ST, "cft_ir_parse",
+          cft_ir_parse("{ lambda a:f32[4294967296*4294967296] .\n  in (a) }", 0, NULL, &irp))
+        R(ST, "cft_ir_parse",
+          cft_ir_parse("{ lambda a:f32[1048576*1048576*1048576] .\n  in (a) }", 0, NULL, &irp))
+        R(ST, "cft_ir_parse",
+          cft_ir_parse("{ lambda a:f32[3] aa:f32[3] a:f32[3] .\n  in (a) }", 0, NULL, &irp))
+        R(ST, "cft_ir_parse", cft_ir_parse("{ lambda a:f32[3] .\n  in (aa) }", 0, NULL, &irp))
+        R(ST, "cft_ir_parse", cft_ir_parse(NULL, 0, NULL, &irp))
+        R(ST, "cft_ir_parse", cft_ir_parse("{ lambda a:f32[3] .\n  in (a) }", 0, NULL, NULL))
+        R(ARR, "cft_cross_entropy", cft_cross_entropy(m23, lab_hi))
+        R(ARR, "cft_cross_entropy", cft_cross_entropy(m23, lab_neg))
+        R(ARR, "cft_loss_cross_entropy", cft_loss_cross_entropy(m23, lab_hi, 0, CFT_REDUCE_MEAN))
+        R(ARR, "cft_linalg_cholesky", cft_linalg_cholesky(nan33))
+        R(ARR, "cft_linalg_cholesky", cft_linalg_cholesky(inf33))
+        R(ARR, "cft_einsum", cft_einsum(NULL, 1, &m23))
+        R(ARR, "cft_einsum", cft_einsum("ij->ji", 0, NULL))
+        R(ARR, "cft_einsum", cft_einsum("ij->ji", 1, NULL))
+        R(ARR, "cft_einsum", cft_einsum("ijk->i", 1, &m23))
+        R(ARR, "cft_einsum", cft_einsum("ij,jk->ik", 2, (cft_array *[]){m23, m23}))
+        R(ARR, "cft_einsum", cft_einsum("ij->k", 1, &m23))
+        R(ARR, "cft_einsum", cft_einsum("ij->ii", 1, &m23))
+        R(ARR, "cft_einsum", cft_einsum("i$->i", 1, &m23))
+        R(ARR, "cft_einsum", cft_einsum("...i...,i->i", 2, (cft_array *[]){m23, v3}))
+        R(ARR, "cft_einsum", cft_einsum("ij,ij->", 1, &m23))
+        R(ARR, "cft_einsum2", cft_einsum2("ij,jk->ik", m23, NULL))
+        R(ST, "cft_export", cft_export(NULL, &av_f32_3, bad_file))
+        R(ST, "cft_export", cft_export(sq, NULL, bad_file))
+        R(ST, "cft_export", cft_export(sq, &av_f32_3, NULL))
+        R(ST, "cft_export", cft_export(sq, &av_f32_3, "/nonexistent-dir/x.cftx"))
+        R(ST, "cft_export", cft_export(sq, &(cft_aval){(cft_dtype)99, 1, {3}}, bad_file))
+        R(ST, "cft_export", cft_export(sq, &(cft_aval){CFT_F32, -1, {3}}, bad_file))
+        R(ST, "cft_export_ir", cft_export_ir(NULL, bad_file))
+        R(ST, "cft_load_exported_ir", cft_load_exported_ir(NULL, &irp))
+        R(ST, "cft_load_exported_ir", cft_load_exported_ir("/nonexistent.cftx", &irp))
+        R(ST, "cft_load_exported_ir", cft_load_exported_ir("/dev/null", &irp))
+        R(ST, "cft_load_exported_ir", cft_load_exported_ir("/proc/self/status", &irp))
+        R(ST, "cft_load_exported_ir", cft_load_exported_ir("/tmp", &irp))
+        R(FN, "cft_load_exported", cft_load_exported(NULL))
+        R(FN, "cft_load_exported", cft_load_exported("/nonexistent.cftx"))
+        R(FN, "cft_load_exported", cft_load_exported("/dev/null"))
+        R(ST, "cft_profile_stop", cft_profile_stop("/nonexistent-dir/trace.json"))
+        R(ARR, "cft_device_put", cft_device_put(m23, NULL))
+        R(ARR, "cft_device_put", cft_device_put(NULL, cft_device("cpu")))
+        R(ARR, "cft_device_put", cft_device_put(m23, cft_device("nosuchbackend:0")))
+        R(ARR, "cft_device_put", cft_device_put(m23, cft_device("cpu:7")))
+        R(ARR, "cft_device_put", cft_device_put(m23, cft_device("")))
+        R(ARR, "cft_device_put", cft_device_put(m23, cft_device(NULL)))
+        R(ST, "cft_device_synchronize", cft_device_synchronize(NULL))
+        R(ST, "cft_device_synchronize", cft_device_synchronize(cft_device("nosuch")))
+        R(ST, "cft_device_memory", cft_device_memory(cft_device("cpu"), NULL))
+        R(ST, "cft_device_empty_cache", cft_device_empty_cache(NULL))
+        R(ST, "cft_register_backend", cft_register_backend(NULL))
+        R(ST, "cft_register_backend", cft_register_backend(&(cft_backend){0}))
     }
     r->k = NUM, r->name = NULL;
 }
@@ -713,6 +788,11 @@ static void setup(void) {
     sq = cft_fn_new(sq_cb, NULL, 1, 1);
     two = cft_fn_new(two_cb, NULL, 1, 2);
     tr = cft_tree_set(cft_tree_set(cft_tree_new(), "w", m23), "b", v2);
+    lab_hi = cft_from_i32((int32_t[]){1, 99}, (int64_t[]){2}, 1);
+    lab_neg = cft_from_i32((int32_t[]){-1, 0}, (int64_t[]){2}, 1);
+    nan33 = cft_add(m33, cft_full(NAN, CFT_F32, (int64_t[]){3, 3}, 2));
+    inf33 = cft_mul_s(cft_eye(3, CFT_F32), INFINITY);
+    snprintf(bad_file, sizeof bad_file, "/tmp/cft-bad-%d.cftx", (int)getpid());
     (void)i64s, (void)o3, (void)bad_cb;
 }
 

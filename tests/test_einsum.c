@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "cft/cft.h"
 #include "check.h"
 
@@ -91,6 +93,12 @@ static cft_status ein(void *env, int nin, cft_array *const *in, int nout, cft_ar
     (void)env, (void)nout;
     out[0] = cft_einsum(cur->spec, nin, in);
     return cft_failed(out[0]) ? cft_last_error() : CFT_OK;
+}
+
+static cft_status bij_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_einsum2("bi,ij->bj", in[0], in[1]);
+    return CFT_OK;
 }
 
 int main(int argc, char **argv) {
@@ -210,6 +218,30 @@ int main(int argc, char **argv) {
         e = cft_einsum2("...i,i->", a, a);
         CHECK(cft_failed(e) && strstr(cft_error_message(e), "cft_einsum"));
         CHECK(cft_failed(cft_matrix_trace(a)));
+        /* two ellipses in one operand (was accepted) */
+        e = cft_einsum2("...i...,i->i", a, rnd(4, (int64_t[]){3}, 1));
+        CHECK(cft_failed(e) && strstr(cft_error_message(e), "two '...'"));
+        e = cft_einsum("...i->......", 1, &a);
+        CHECK(cft_failed(e) && strstr(cft_error_message(e), "two '...'"));
+    }
+    TEST("a symbolic batch dim: traced, exported, loaded and run at two sizes") {
+        /* a symbolic size is negative: it was taken for an absent label
+         * ("output label 'b' repeated or in no operand") */
+        int64_t B = cft_dim_sym("B");
+        cft_aval av[2] = {{CFT_F64, 2, {B, 4}}, {CFT_F64, 2, {4, 5}}};
+        cft_fn *f = cft_fn_new(bij_cb, NULL, 2, 1);
+        cft_ir *ir = cft_make_ir(f, av);
+        CHECK_MSG(ir != NULL, "%s", cft_last_error_message());
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/cft-einsum-%d.cftx", (int)getpid());
+        CHECK_EQ(cft_export(f, av, path), CFT_OK);
+        cft_fn *g = cft_load_exported(path);
+        unlink(path);
+        for (int64_t b = 3; b <= 7; b += 4) {
+            cft_array *x = rnd(5, (int64_t[]){b, 4}, 2), *w = rnd(6, (int64_t[]){4, 5}, 2), *y[1];
+            CHECK_EQ(cft_fn_call(g, (cft_array *[]){x, w}, y), CFT_OK);
+            CHECK_ARRAY_CLOSE(y[0], cft_matmul(x, w), 1e-12, 1e-12);
+        }
     }
     return check_summary();
 }

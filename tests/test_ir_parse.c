@@ -176,6 +176,24 @@ static void test_symbolic(void) {
     }
 }
 
+/* names that share a prefix of 'a's are different variables ("a", "aa",
+ * "aaa" were one key: the second definition was "defined twice", and uses
+ * read the wrong value) */
+static void test_names(void) {
+    cft_ir *ir = NULL;
+    cft_status st = cft_ir_parse("{ lambda a:f32[3] aa:f32[3] .\n"
+                                 "  let aaa:f32[3] = sub aa a\n"
+                                 "  in (aaa) }",
+                                 0, NULL, &ir);
+    CHECK_MSG(st == CFT_OK, "%s", cft_last_error_message());
+    if (st != CFT_OK)
+        return;
+    cft_array *x[2] = {cft_arange(0, 3, 1, CFT_F32), cft_full(10, CFT_F32, (int64_t[]){3}, 1)},
+              *y[1];
+    CHECK_EQ(cft_ir_eval(ir, x, y), CFT_OK);
+    CHECK_ARRAY_CLOSE(y[0], cft_sub(x[1], x[0]), 0, 0);
+}
+
 /* malformed texts: an error with line and column and the expected thing */
 static void test_errors(void) {
     static const struct {
@@ -205,6 +223,9 @@ static void test_errors(void) {
         {"{ lambda a:f32[3] .\n  in (a", "expected ',' or ')' in the outputs"},
         {"{ lambda a:f32[3] .\n  let b:f32[3] c:f32[3] = sin a\n  in (b) }",
          "sin has 1 outputs here, the text declares 2"},
+        /* 2^32 * 2^32 wrapped to 0 in int64 (UBSan): now a dim that cannot be expressed */
+        {"{ lambda a:f32[4294967296*4294967296] .\n  in (a) }", "cannot be expressed"},
+        {"{ lambda a:f32[1048576*1048576] .\n  in (a) }", "cannot be expressed"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cft_ir *ir = (cft_ir *)1;
@@ -242,5 +263,6 @@ int main(int argc, char **argv) {
     TEST("nested IRs: scan, while, cond, checkpoint") test_nested();
     TEST("symbolic dims") test_symbolic();
     TEST("errors name line and column") test_errors();
+    TEST("names with a common prefix are different variables") test_names();
     return check_summary();
 }

@@ -23,6 +23,12 @@ static cft_status bce_cb(void *env, int nin, cft_array *const *in, int nout, cft
     return CFT_OK;
 }
 
+static cft_status xent_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_cross_entropy(in[0], in[1]);
+    return CFT_OK;
+}
+
 int main(int argc, char **argv) {
     check_init(argc, argv);
 
@@ -128,5 +134,28 @@ int main(int argc, char **argv) {
             cft_loss_bce_with_logits(x, vec((double[]){1, 2}, 2), NULL, CFT_REDUCE_MEAN)));
     }
 
+    TEST("labels out of range: an error when known, NaN for that example when traced") {
+        /* a label of 99 of 3 classes had an all-zero one-hot row: loss 0, no word */
+        cft_array *logits = cft_from_f64((double[]){1, 2, 3, 0, 0, 0}, (int64_t[]){2, 3}, 2);
+        cft_array *bad = cft_from_i32((int32_t[]){1, 99}, (int64_t[]){2}, 1),
+                  *good = cft_from_i32((int32_t[]){1, 2}, (int64_t[]){2}, 1);
+        cft_array *e = cft_cross_entropy(logits, bad);
+        CHECK(cft_failed(e) && strstr(cft_error_message(e), "label 99 is out of range"));
+        e = cft_loss_cross_entropy(logits, bad, 0, CFT_REDUCE_NONE);
+        CHECK(cft_failed(e) && strstr(cft_error_message(e), "cft_loss_cross_entropy"));
+        e = cft_loss_nll(cft_log_softmax(logits, -1), cft_neg(good), CFT_REDUCE_NONE);
+        CHECK(cft_failed(e) && strstr(cft_error_message(e), "label -2 is out of range"));
+        /* jitted, the labels are traced: the bad example's loss is NaN, the other's exact */
+        cft_fn *j = cft_jit(cft_fn_new(xent_cb, NULL, 2, 1));
+        for (int call = 0; call < 3; call++) {
+            cft_array *y[1];
+            CHECK_EQ(cft_fn_call(j, (cft_array *[]){logits, bad}, y), CFT_OK);
+            CHECK(isnan(cft_item_at(y[0], 1)));
+            CHECK_ARRAY_CLOSE(cft_index(y[0], 0), cft_index(cft_cross_entropy(logits, good), 0),
+                              1e-12, 1e-12);
+            CHECK_EQ(cft_fn_call(j, (cft_array *[]){logits, good}, y), CFT_OK);
+            CHECK_ARRAY_CLOSE(y[0], cft_cross_entropy(logits, good), 1e-12, 1e-12);
+        }
+    }
     return check_summary();
 }

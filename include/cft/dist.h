@@ -59,7 +59,9 @@ cft_status cft_dist_finalize(void);
 /** True between cft_dist_init and cft_dist_finalize. */
 bool cft_dist_initialized(void);
 
-/** The group of all ranks. */
+/** The group of all ranks; NULL with cft_last_error set before
+ *  cft_dist_init or after cft_dist_finalize (every call taking a group
+ *  refuses NULL with an error naming itself). */
 cft_dist_group *cft_dist_world(void);
 /** A sub-group of the given world ranks (increasing or not; no repeats).
  *  Every rank of the world must call it with the same list (like
@@ -76,8 +78,13 @@ int cft_dist_local_rank(void);
 /** Seconds a collective may take before it is a timeout (default: the
  *  environment's CFT_DIST_TIMEOUT, else 300). */
 void cft_dist_set_timeout(double seconds);
-/** On a timeout or mismatch: abort the job (true, the default) or return
- *  the error to the caller (and make the group's error sticky). */
+/** The exit status of a job cft aborts (MPI_Abort) after a timeout or a
+ *  mismatch: 86, chosen to differ from the shell's and timeout(1)'s codes
+ *  (124 was timeout's own: a job cft aborted looked like a killed one). */
+#define CFT_DIST_ABORT_CODE 86
+/** On a timeout or mismatch: abort the job (true, the default; exit status
+ *  CFT_DIST_ABORT_CODE) or return the error to the caller (and make the
+ *  group's error sticky). */
 void cft_dist_set_abort_on_timeout(bool abort_job);
 bool cft_dist_abort_on_timeout(void);
 /** Check before each collective that every rank calls the same one (kind,

@@ -79,7 +79,8 @@ cft_array *cft_tree_error(const cft_tree *t);
 /** The error tree carrying error array e (for callbacks that fail). */
 cft_tree *cft_tree_fail(cft_array *e);
 
-/** The entries named "prefix.rest", renamed "rest" (a submodule's params). */
+/** The entries named "prefix.rest", renamed "rest" (a submodule's params);
+ *  prefix "" is the whole tree, NULL an error tree. */
 cft_tree *cft_tree_subtree(const cft_tree *t, const char *prefix);
 /** t with every entry of sub added as "prefix.name" (prefix NULL or "":
  *  as is); entries already in t are replaced. */

@@ -47,7 +47,8 @@ typedef struct cft_measurement {
 cft_status cft_timer_blocked_autorange(cft_timer_fn fn, void *arg, double min_run_time,
                                        cft_measurement *out);
 /** torch's timeit(number) repeated: `runs` blocks of `number` calls each,
- *  after one warm-up call. */
+ *  after one warm-up call. CFT_E_ARG for number or runs below 1, number
+ *  above 1e9, runs above 1e8 or number * runs above 1e10. */
 cft_status cft_timer_timeit(cft_timer_fn fn, void *arg, int64_t number, int64_t runs,
                             cft_measurement *out);
 /** One measurement as torch prints it: labels, median and IQR with units,

@@ -401,6 +401,13 @@ static void captured(cft_array *x) {
     c->arrs[c->n++] = x;
 }
 
+/* a failed device given to `call`: an error naming the call, the device
+ * and why it cannot be used */
+static cft_array *unusable(const char *call, const cft_dev *d) {
+    return cft__fail(d->err->err_code, "%s: the device \"%s\" cannot be used: %s", call, d->name,
+                     cft_error_message(d->err));
+}
+
 cft_array *cft__dev_alloc(const cft_dev *d, const char *call, cft_dtype dt, const int64_t *shape,
                           int ndim) {
     size_t bytes;
@@ -408,7 +415,7 @@ cft_array *cft__dev_alloc(const cft_dev *d, const char *call, cft_dtype dt, cons
     if (e)
         return e;
     if (d->err)
-        return d->err;
+        return unusable(call, d);
     drain();
     cft_array *x = CFT_NEW(cft_array);
     if (!x)
@@ -436,7 +443,7 @@ cft_status cft_device_synchronize(const cft_dev *d) {
     if (!d)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_device_synchronize: the device is NULL"));
     if (d->err)
-        return cft__set_last(d->err);
+        return cft__set_last(unusable("cft_device_synchronize", d));
     drain();
     if (d->b && d->b->synchronize(d->b->ctx, d->index) != 0)
         return cft__set_last(cft__dev_fail(d, "cft_device_synchronize", "synchronising"));
@@ -457,7 +464,7 @@ cft_status cft_device_memory(const cft_dev *d, cft_device_memory_stats *out) {
         return cft__set_last(
             cft__fail(CFT_E_ARG, "cft_device_memory: the %s is NULL", d ? "output" : "device"));
     if (d->err)
-        return cft__set_last(d->err);
+        return cft__set_last(unusable("cft_device_memory", d));
     *out = (cft_device_memory_stats){0};
     if (d->b) {
         drain();
@@ -471,7 +478,7 @@ cft_status cft_device_empty_cache(const cft_dev *d) {
     if (!d)
         return cft__set_last(cft__fail(CFT_E_ARG, "cft_device_empty_cache: the device is NULL"));
     if (d->err)
-        return cft__set_last(d->err);
+        return cft__set_last(unusable("cft_device_empty_cache", d));
     if (d->b) {
         drain();
         cft__pool_trim(d);
@@ -532,7 +539,7 @@ cft_array *cft_device_put(cft_array *x, const cft_dev *d) {
     if (!d)
         return cft__fail(CFT_E_ARG, "cft_device_put: the device is NULL");
     if (d->err)
-        return d->err;
+        return unusable("cft_device_put", d);
     if (!x)
         return cft__fail(CFT_E_ARG, "cft_device_put: the array is NULL");
     if (cft_failed(x))

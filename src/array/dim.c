@@ -319,8 +319,12 @@ bool cft_aval_is_symbolic(const cft_aval *a) {
 
 static int64_t binop(int64_t a, int64_t b, int op) {
     if (a >= 0 && b >= 0 && a < CFT_DIM_MAX_CONCRETE && b < CFT_DIM_MAX_CONCRETE) {
-        int64_t r = op == 0 ? a + b : op == 1 ? a - b : a * b;
-        return r;
+        /* a product of two concrete sizes overflows int64 from 2^63 (2^32 *
+         * 2^32 wrapped to 0); a size of 2^40 or more is no concrete dim */
+        int64_t r;
+        if (op == 2 ? __builtin_mul_overflow(a, b, &r) : (r = op == 0 ? a + b : a - b, false))
+            return CFT_DIM_INVALID;
+        return r >= CFT_DIM_MAX_CONCRETE ? CFT_DIM_INVALID : r;
     }
     poly p, q, r;
     if (!to_poly(a, &p) || !to_poly(b, &q))

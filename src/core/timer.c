@@ -72,15 +72,23 @@ static cft_status check(const char *call, cft_timer_fn fn, cft_measurement *out)
     return CFT_OK;
 }
 
+#define TIMEIT_MAX_NUMBER INT64_C(1000000000)
+#define TIMEIT_MAX_CALLS 1e10
 cft_status cft_timer_timeit(cft_timer_fn fn, void *arg, int64_t number, int64_t runs,
                             cft_measurement *out) {
     CFT_API("cft_timer_timeit");
     cft_status st = check("cft_timer_timeit", fn, out);
     if (st != CFT_OK)
         return st;
-    if (number < 1 || runs < 1 || runs > 100000000)
-        return cft__set_last(cft__fail(CFT_E_ARG, "cft_timer_timeit: number %lld, runs %lld",
-                                       (long long)number, (long long)runs));
+    /* bounded: a billion calls a block, ten billion in all (number = 2^62
+     * ran for ever) */
+    if (number < 1 || runs < 1 || runs > 100000000 || number > TIMEIT_MAX_NUMBER ||
+        (double)number * (double)runs > TIMEIT_MAX_CALLS)
+        return cft__set_last(cft__fail(CFT_E_ARG,
+                                       "cft_timer_timeit: number %lld, runs %lld (each at least "
+                                       "1; number at most %.0e, number * runs at most %.0e)",
+                                       (long long)number, (long long)runs,
+                                       (double)TIMEIT_MAX_NUMBER, TIMEIT_MAX_CALLS));
     double *t = cft_alloc(sizeof(double) * (size_t)runs), total = 0;
     if (!t)
         return cft__set_last(cft__oom());

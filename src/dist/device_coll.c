@@ -66,7 +66,7 @@ static cft_array *fail_group(cft_dist_group *g, cft_array *e) {
         fprintf(stderr, "cft_dist: aborting the job (cft_dist_set_abort_on_timeout(false) "
                         "returns the error instead)\n");
         fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, 124);
+        MPI_Abort(MPI_COMM_WORLD, CFT_DIST_ABORT_CODE);
     }
     return e;
 }

@@ -214,7 +214,7 @@ static void fail_group(dist_req *r) {
         fprintf(stderr, "cft_dist: aborting the job (cft_dist_set_abort_on_timeout(false) "
                         "returns the error instead)\n");
         fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, 124);
+        MPI_Abort(MPI_COMM_WORLD, CFT_DIST_ABORT_CODE);
     }
 }
 
@@ -376,7 +376,7 @@ static void *watchdog(void *arg) {
             timeout_message(r, now);
             fail_group(r);
             fflush(stderr);
-            MPI_Abort(MPI_COMM_WORLD, 124);
+            MPI_Abort(MPI_COMM_WORLD, CFT_DIST_ABORT_CODE);
         }
     }
     pthread_mutex_unlock(&watch_mu);

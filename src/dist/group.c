@@ -197,7 +197,11 @@ bool cft_dist_initialized(void) {
 }
 
 cft_dist_group *cft_dist_world(void) {
-    return inited && ngroups > 0 ? groups[0] : NULL;
+    if (inited && ngroups > 0)
+        return groups[0];
+    cft__set_last(cft__fail(CFT_E_ARG, "cft_dist_world: call cft_dist_init first (or it was "
+                                       "finalized): there is no world group"));
+    return NULL;
 }
 
 typedef struct {

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "nn/nn_internal.h"
+#include "prims/labels.h"
 
 cft_array *cft__nn_reduce(const char *op, cft_array *l, cft_reduction red) {
     switch (red) {
@@ -35,10 +36,7 @@ cft_array *cft_loss_nll(cft_array *logp, cft_array *labels, cft_reduction red) {
     cft_array *e = check_labels("cft_loss_nll", logp, labels);
     if (e)
         return e;
-    cft_array *oh = cft_one_hot(labels, cft_array_dim(logp, -1), cft_array_dtype(logp));
-    int axis = -1;
-    return cft__nn_reduce("cft_loss_nll", cft_neg(cft_sum(cft_mul(oh, logp), &axis, 1, false)),
-                          red);
+    return cft__nn_reduce("cft_loss_nll", cft__label_nll("cft_loss_nll", logp, labels), red);
 }
 
 cft_array *cft_loss_cross_entropy(cft_array *logits, cft_array *labels, double label_smoothing,
@@ -52,7 +50,7 @@ cft_array *cft_loss_cross_entropy(cft_array *logits, cft_array *labels, double l
                          label_smoothing);
     int axis = -1;
     cft_array *logp = cft_log_softmax(logits, -1);
-    cft_array *l = cft_loss_nll(logp, labels, CFT_REDUCE_NONE);
+    cft_array *l = cft__label_nll("cft_loss_cross_entropy", logp, labels);
     if (label_smoothing > 0) {
         cft_array *smooth = cft_neg(cft_mean(logp, &axis, 1, false));
         l = cft_add(cft_mul_s(l, 1 - label_smoothing), cft_mul_s(smooth, label_smoothing));

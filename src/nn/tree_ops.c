@@ -18,7 +18,10 @@ cft_tree *cft_tree_subtree(const cft_tree *t, const char *prefix) {
     cft_array *e = check("cft_tree_subtree", t);
     if (e)
         return cft__tree_err(e);
-    if (!prefix || !*prefix)
+    if (!prefix)
+        return cft__tree_err(cft__fail(CFT_E_ARG, "cft_tree_subtree: the prefix is NULL (\"\" "
+                                                  "names the whole tree)"));
+    if (!*prefix)
         return (cft_tree *)t;
     size_t lp = strlen(prefix);
     int n = 0;

@@ -107,8 +107,10 @@ static double pair_size(const term *a, const term *b, const term *all, int nt, i
     for (int i = 0; i < b->n; i++)
         if (!memchr(a->lab, b->lab[i], (size_t)a->n))
             lab[(*nl)++] = b->lab[i];
-    for (int i = 0; i < *nl; i++)
-        e *= (double)size[(unsigned char)lab[i]];
+    for (int i = 0; i < *nl; i++) { /* a symbolic size (negative) counts as 64 */
+        int64_t sz = size[(unsigned char)lab[i]];
+        e *= sz >= 0 ? (double)sz : 64.0;
+    }
     return e;
 }
 
@@ -241,6 +243,14 @@ cft_array *cft_einsum(const char *spec, int n, cft_array *const *xs) {
         if (cft_failed(xs[i]))
             return xs[i];
     }
+    /* one '...' at most in each operand and in the output */
+    for (const char *part = spec; part && *part;) {
+        const char *end = strpbrk(part, ",-"), *d = strstr(part, "...");
+        if (d && (!end || d < end) && (d = strstr(d + 3, "...")) && (!end || d < end))
+            return cft__fail(CFT_E_ARG, "cft_einsum: '%s': two '...' in one operand or output",
+                             spec);
+        part = end ? end + (*end == '-' && end[1] == '>' ? 2 : 1) : NULL;
+    }
     if (strstr(spec, "...")) {
         char full[4 * MAXL + 2 * MAXOP * CFT_MAX_NDIM + 16];
         cft_array *ops[MAXOP];
@@ -278,7 +288,7 @@ cft_array *cft_einsum(const char *spec, int n, cft_array *const *xs) {
                              k, t[k].n, cft__av(&a));
         for (int i = 0; i < t[k].n; i++) {
             unsigned char c = (unsigned char)t[k].lab[i];
-            if (size[c] >= 0 && size[c] != a.shape[i])
+            if (count[c] > 0 && size[c] != a.shape[i]) /* (a symbolic size is negative) */
                 return cft__fail(CFT_E_SHAPE,
                                  "cft_einsum: '%s': label '%c' is %lld in one place and %lld in "
                                  "another",
@@ -294,7 +304,7 @@ cft_array *cft_einsum(const char *spec, int n, cft_array *const *xs) {
         while (*p == ' ')
             p++;
         while (label_ok(*p)) {
-            if (strchr(out, *p) || size[(unsigned char)*p] < 0 || no == MAXL)
+            if (strchr(out, *p) || count[(unsigned char)*p] == 0 || no == MAXL)
                 return cft__fail(CFT_E_ARG,
                                  "cft_einsum: '%s': output label '%c' repeated or in no operand",
                                  spec, *p);
@@ -375,7 +385,9 @@ cft_array *cft_einsum(const char *spec, int n, cft_array *const *xs) {
 }
 
 cft_array *cft_einsum2(const char *spec, cft_array *a, cft_array *b) {
-    CFT_API("cft_einsum");
+    CFT_API("cft_einsum2");
+    if (!a || !b)
+        return cft__fail(CFT_E_ARG, "cft_einsum2: operand %d is NULL", a ? 1 : 0);
     return cft_einsum(spec, 2, (cft_array *[]){a, b});
 }
 

@@ -255,6 +255,20 @@ static cft_array *chol_into(cft_array *const *in, int nin, const cft_params *p, 
                          batch_el(a, 2, bad, buf, sizeof buf), cft__av(a), (int)info);
     if (info < 0)
         return cft__fail(CFT_E_FOREIGN, "cholesky: LAPACK ?potrf failed (info %d)", (int)info);
+    /* a NaN anywhere in a matrix makes its row's diagonal entry NaN, and
+     * OpenBLAS's ?potrf does not report it (reference LAPACK does): the
+     * diagonals are checked, n per matrix against its n^3 / 3 */
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t i = 0; i < n; i++) {
+            int64_t at = (b * n + i) * n + i;
+            double d = a->dtype == CFT_F32 ? ((const float *)cft__ptr(out))[at]
+                                           : ((const double *)cft__ptr(out))[at];
+            if (!isfinite(d))
+                return cft__fail(CFT_E_ARG,
+                                 "cholesky: %s of %s is not finite (NaN or inf: its factor's "
+                                 "diagonal entry %lld is %g)",
+                                 batch_el(a, 2, b, buf, sizeof buf), cft__av(a), (long long)i, d);
+        }
     return NULL;
 }
 

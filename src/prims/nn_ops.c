@@ -3,6 +3,7 @@
  * log_softmax, logsumexp, one_hot, cross_entropy, mse. */
 #include <math.h>
 
+#include "prims/labels.h"
 #include "prims/rules.h"
 
 /* where(x > 0, x, 0): derivative 0 at 0, as in PyTorch and JAX */
@@ -73,8 +74,32 @@ cft_array *cft_cross_entropy(cft_array *logits, cft_array *labels) {
     if (!ok)
         return cft__fail(CFT_E_SHAPE, "cft_cross_entropy: logits %s do not fit integer labels %s",
                          cft__av(l), cft__av(y));
-    cft_array *oh = cft_one_hot(labels, l->shape[l->ndim - 1], l->dtype);
-    return cft_neg(cft_sum(cft_mul(oh, cft_log_softmax(logits, -1)), (int[]){-1}, 1, false));
+    return cft__label_nll("cft_cross_entropy", cft_log_softmax(logits, -1), labels);
+}
+
+cft_array *cft__label_nll(const char *op, cft_array *logp, cft_array *labels) {
+    const cft_aval *y = &labels->aval;
+    int64_t C = logp->aval.shape[logp->aval.ndim - 1];
+    /* a label outside [0, C) has an all-zero one-hot row and gave a loss of
+     * 0 without a word (torch raises): known labels are checked here (two
+     * reductions over the labels, nothing over the logits); a traced one
+     * makes its example's loss NaN */
+    if (labels->kind == CFT_K_CONCRETE && cft__numel(y->shape, y->ndim) > 0) {
+        double lo = cft_item(cft_min(labels, NULL, 0, false)),
+               hi = cft_item(cft_max(labels, NULL, 0, false));
+        if (lo < 0 || hi >= (double)C)
+            return cft__fail(CFT_E_ARG,
+                             "%s: label %.0f is out of range for %lld classes (labels must lie "
+                             "in [0, %lld))",
+                             op, lo < 0 ? lo : hi, (long long)C, (long long)C);
+    }
+    cft_array *oh = cft_one_hot(labels, C, logp->aval.dtype);
+    cft_array *loss = cft_neg(cft_sum(cft_mul(oh, logp), (int[]){-1}, 1, false));
+    if (labels->kind == CFT_K_CONCRETE)
+        return loss;
+    cft_array *in_range = cft_logical_and(cft_ge(labels, cft_zeros_like(labels)),
+                                          cft_lt(labels, cft_full_like(labels, (double)C)));
+    return cft_where(in_range, loss, cft_full_like(loss, NAN));
 }
 
 cft_array *cft_mse(cft_array *pred, cft_array *target) {

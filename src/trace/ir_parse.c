@@ -139,7 +139,9 @@ static bool peek_kw(parser *P, const char *kw, char after) {
 /* ---- names and scopes ---- */
 
 /* a var name (lowercase letters, as the printer writes them) decoded to an
- * integer key; -1 if there is none at the cursor */
+ * integer key, one per name: bijective base 26 ('a' is 1, so "a", "aa"
+ * and "aaa" differ: with 'a' as 0 they were one variable); -1 if there is
+ * none at the cursor */
 static int64_t var_key(parser *P) {
     const char *s;
     int n = word(P, &s);
@@ -149,7 +151,7 @@ static int64_t var_key(parser *P) {
     for (int i = 0; i < n; i++) {
         if (s[i] < 'a' || s[i] > 'z')
             return -1;
-        k = k * 26 + (s[i] - 'a');
+        k = k * 26 + (s[i] - 'a' + 1);
     }
     P->p = s + n;
     return k;
