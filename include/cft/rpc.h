@@ -51,7 +51,15 @@ int cft_rpc_worker_by_name(const char *name);
 void cft_rpc_set_timeout(double seconds);
 
 /** Register f under `name` on this worker (do it on every worker that may
- *  be called). Replacing a name is allowed. */
+ *  be called), before or after cft_rpc_init. Replacing a name is allowed.
+ *  A call that reaches a worker before it registered the name waits there
+ *  for it, up to 2 s (or half the RPC timeout if shorter), so init, then
+ *  register, then call works on every worker without a barrier; past that
+ *  the call fails with "no such function". A function that keeps state
+ *  between calls keeps it in its env (cft_alloc'd memory, so the GC sees
+ *  the arrays it holds), guarded by a lock of its own: requests to one
+ *  worker are served one at a time, but the function may also be called
+ *  locally. */
 cft_status cft_rpc_register(const char *name, cft_fn *f);
 
 /** An argument: an array, or an RRef whose value the callee receives (no

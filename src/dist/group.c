@@ -182,6 +182,25 @@ cft_status cft_dist_finalize(void) {
     CFT_API("cft_dist_finalize");
     if (!inited)
         return CFT_OK;
+    /* a group whose collective timed out (errors returned) and is still
+     * incomplete has a peer that is dead, stalled or elsewhere:
+     * MPI_Finalize would wait for it for ever (MPI cannot cancel the
+     * collective), so MPI is left as it is and the caller told; the process
+     * may exit (mpirun then ends the job). A late peer that completed it
+     * meanwhile lets MPI finalize as usual. */
+    for (int i = 0; i < ngroups; i++)
+        if (atomic_load(&groups[i]->failed) && cft__dist_abandoned_pending()) {
+            int id = i;
+            cft__dist_engine_stop();
+            inited = false;
+            ngroups = 0;
+            return cft__set_last(
+                cft__fail(CFT_E_FOREIGN,
+                          "cft_dist_finalize: group %d failed earlier (a collective timed out or "
+                          "mismatched); MPI is not finalized, since a stalled peer would hold "
+                          "MPI_Finalize for ever: exit the process",
+                          id));
+        }
     cft__ckpt_reap_wait();
     cft__dist_run_on_comm(finalize_on_comm, NULL);
     cft__dist_engine_stop();

@@ -46,6 +46,28 @@ int main(int argc, char **argv) {
         return 1; /* not reached: MPI_Abort took the job down */
     }
     cft_dist_set_abort_on_timeout(false);
+    if (argc > 1 && !strcmp(argv[1], "finalize")) {
+        /* errors returned, and rank 1 stalls (10 s) instead of making the
+         * call: rank 0's cft_dist_finalize must return within the deadline
+         * + 2 s with an error (MPI_Finalize waited for the stalled peer for
+         * ever); ctest reads rank 0's line, since the job's exit status is
+         * then mpirun's */
+        double t0 = now();
+        if (rank == 0) {
+            cft_array *e =
+                cft_dist_all_reduce(w, cft_ones(CFT_F32, (int64_t[]){4}, 1), CFT_DIST_SUM);
+            cft_status st = cft_dist_finalize();
+            double dt = now() - t0;
+            printf("rank 0: cft_dist_finalize returned after %.2f s%s: %s\n", dt,
+                   cft_failed(e) && dt < 3.0 ? " (in time)" : "",
+                   st == CFT_OK ? "ok" : cft_last_error_message());
+            fflush(stdout);
+            return 0;
+        }
+        sleep(10);
+        cft_dist_finalize();
+        return 0;
+    }
 
     TEST("rank %d: ranks calling different sizes are told so (CFT_DIST_DEBUG)", rank) {
         cft_dist_set_debug(true);

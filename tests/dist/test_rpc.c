@@ -51,6 +51,19 @@ int main(int argc, char **argv) {
     char name[32];
     snprintf(name, sizeof name, "trainer%d", rank);
     CHECK_EQ(cft_rpc_init(rank == 0 ? "ps" : name), CFT_OK);
+    /* init, register, call with no barrier (rpc.h's order): the last
+     * worker registers "late" 300 ms after init, and the others' calls
+     * made at once wait for it there (they failed 3 times of 3) */
+    if (rank == size - 1) {
+        struct timespec ts = {0, 300000000};
+        nanosleep(&ts, NULL);
+        CHECK_EQ(cft_rpc_register("late", cft_fn_new(whoami, NULL, 0, 1)), CFT_OK);
+    } else {
+        cft_array *out[1];
+        CHECK_MSG(cft_rpc_sync(size - 1, "late", 0, NULL, 1, out) == CFT_OK, "rank %d: %s", rank,
+                  cft_last_error_message());
+        CHECK(!cft_failed(out[0]) && cft_item(out[0]) == size - 1);
+    }
     cft_fn *faff = cft_fn_new(affine, NULL, 2, 2);
     CHECK_EQ(cft_rpc_register("affine", faff), CFT_OK);
     CHECK_EQ(cft_rpc_register("make", cft_fn_new(make, NULL, 1, 1)), CFT_OK);

@@ -470,6 +470,8 @@ static cft_array *resolve(job *j, int i) {
     return v[0];
 }
 
+#define REGISTER_GRACE_S 2.0
+static void nap(double seconds);
 static void serve_job(job *j) {
     rpc_header *h = j->h;
     if (h->kind == RPC_DELETE) {
@@ -491,6 +493,17 @@ static void serve_job(job *j) {
     } else {
         char why[512];
         cft_fn *f = cft__rpc_spec_fn(h->name, why, sizeof why);
+        /* a name not registered here yet: the caller may have raced this
+         * worker's cft_rpc_register after init (the order rpc.h shows), so
+         * the request waits for it, up to REGISTER_GRACE_S (or half the
+         * RPC timeout, if shorter), before it is "no such function" */
+        double t0 = now_s(),
+               grace = deadline() / 2 < REGISTER_GRACE_S ? deadline() / 2 : REGISTER_GRACE_S;
+        while (!f && !strchr(h->name, '/') && strncmp(h->name, "__", 2) &&
+               !cft__rpc_lookup(h->name) && now_s() - t0 < grace && !atomic_load(&server_stop)) {
+            nap(200e-6);
+            f = cft__rpc_spec_fn(h->name, why, sizeof why);
+        }
         if (!f) {
             if (!strchr(h->name, '/') && !cft__rpc_lookup(h->name))
                 reply_error(j->src, h, "no such function: it is not registered there");
