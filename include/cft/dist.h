@@ -54,7 +54,11 @@ typedef enum cft_dist_op {
  *  set; argc/argv may be NULL. Starts the communication thread. Calling it
  *  twice is harmless. */
 cft_status cft_dist_init(int *argc, char ***argv);
-/** Stop the communication thread and MPI (after the last collective). */
+/** Stop the communication thread and MPI (after the last collective). All
+ *  ranks meet first, within the deadline (cft_dist_set_timeout): a rank
+ *  that does not come (stalled or dead) gives CFT_E_FOREIGN and MPI is left
+ *  unfinalized, since MPI_Finalize would wait for it for ever; the process
+ *  should then exit. */
 cft_status cft_dist_finalize(void);
 /** True between cft_dist_init and cft_dist_finalize. */
 bool cft_dist_initialized(void);

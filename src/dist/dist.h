@@ -66,10 +66,6 @@ typedef struct dist_req {
     struct dist_req *next;
 } dist_req;
 
-/* Whether a collective abandoned after a timeout is still incomplete (a
- * peer never joined it): MPI_Finalize would then wait for ever. Tests
- * them for up to 0.1 s, on the communication thread. */
-bool cft__dist_abandoned_pending(void);
 /* Start the engine (after MPI_Init) / stop it (before MPI_Finalize). */
 int cft__dist_engine_start(void);
 void cft__dist_engine_stop(void);

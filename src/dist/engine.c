@@ -590,38 +590,6 @@ cft_status cft__dist_finish_here(dist_req *r) {
     return cft__dist_wait(r);
 }
 
-/* on the communication thread: whether an abandoned request (a timed-out
- * collective MPI still owns) has not completed since; those that have are
- * dropped from the list */
-static void test_abandoned(void *arg) {
-    bool *left = arg;
-    for (int pass = 0; pass < 100; pass++) { /* progress MPI a little for late peers */
-        pthread_mutex_lock(&mu);
-        *left = false;
-        for (dist_req **pp = &abandoned; *pp;) {
-            int flag = 0;
-            MPI_Testall((*pp)->nmr, (*pp)->mr, &flag, MPI_STATUSES_IGNORE);
-            if (flag) {
-                *pp = (*pp)->next;
-                continue;
-            }
-            *left = true;
-            pp = &(*pp)->next;
-        }
-        pthread_mutex_unlock(&mu);
-        if (!*left)
-            return;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-bool cft__dist_abandoned_pending(void) {
-    bool left = false;
-    cft__dist_run_on_comm(test_abandoned, &left);
-    return left;
-}
-
 void cft__dist_run_on_comm(void (*fn)(void *), void *arg) {
     call_on_comm c = {fn, arg, false};
     pthread_mutex_lock(&mu);

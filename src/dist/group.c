@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -83,6 +84,9 @@ MPI_Datatype cft__dist_mpi_type(cft_dtype dt) {
 /* the arrival barrier of cft_dist_new_group runs here, not on the world
  * group, so that a failed world (a sticky error) can still make groups */
 static cft_dist_group *maker;
+/* a communicator of its own for cft_dist_finalize's rendezvous: a
+ * collective abandoned after a timeout leaves the others' order broken */
+static MPI_Comm fin_comm = MPI_COMM_NULL;
 
 static cft_dist_group *new_group_record(MPI_Comm comm, const int *world, int n) {
     cft_dist_group *g = CFT_NEW(cft_dist_group);
@@ -155,6 +159,7 @@ cft_status cft_dist_init(int *argc, char ***argv) {
     MPI_Comm_dup(MPI_COMM_WORLD, &dup); /* cft's own traffic never meets the user's */
     MPI_Comm mk;
     MPI_Comm_dup(MPI_COMM_WORLD, &mk);
+    MPI_Comm_dup(MPI_COMM_WORLD, &fin_comm);
     int *all = malloc(sizeof(int) * (size_t)size);
     for (int i = 0; i < size; i++)
         all[i] = i;
@@ -169,6 +174,35 @@ cft_status cft_dist_init(int *argc, char ***argv) {
     return CFT_OK;
 }
 
+typedef struct {
+    double seconds;
+    bool met;
+} fin_args;
+
+/* on the communication thread: a barrier of all ranks on fin_comm, given
+ * up after the deadline */
+static void meet_on_comm(void *arg) {
+    fin_args *a = arg;
+    MPI_Request req;
+    if (fin_comm == MPI_COMM_NULL || MPI_Ibarrier(fin_comm, &req) != MPI_SUCCESS)
+        return;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int flag = 0;
+        MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        if (flag) {
+            a->met = true;
+            return;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) > a->seconds)
+            return; /* the request stays MPI's: MPI is not finalized */
+        struct timespec nap = {0, 200000};
+        nanosleep(&nap, NULL);
+    }
+}
+
 static void finalize_on_comm(void *arg) {
     (void)arg;
     for (int i = 0; i < ngroups; i++)
@@ -176,31 +210,33 @@ static void finalize_on_comm(void *arg) {
             MPI_Comm_free(&groups[i]->comm);
     if (maker && maker->comm != MPI_COMM_NULL)
         MPI_Comm_free(&maker->comm);
+    if (fin_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&fin_comm);
 }
 
 cft_status cft_dist_finalize(void) {
     CFT_API("cft_dist_finalize");
     if (!inited)
         return CFT_OK;
-    /* a group whose collective timed out (errors returned) and is still
-     * incomplete has a peer that is dead, stalled or elsewhere:
-     * MPI_Finalize would wait for it for ever (MPI cannot cancel the
-     * collective), so MPI is left as it is and the caller told; the process
-     * may exit (mpirun then ends the job). A late peer that completed it
-     * meanwhile lets MPI finalize as usual. */
-    for (int i = 0; i < ngroups; i++)
-        if (atomic_load(&groups[i]->failed) && cft__dist_abandoned_pending()) {
-            int id = i;
-            cft__dist_engine_stop();
-            inited = false;
-            ngroups = 0;
-            return cft__set_last(
-                cft__fail(CFT_E_FOREIGN,
-                          "cft_dist_finalize: group %d failed earlier (a collective timed out or "
-                          "mismatched); MPI is not finalized, since a stalled peer would hold "
-                          "MPI_Finalize for ever: exit the process",
-                          id));
-        }
+    /* every rank meets here first, with a deadline: MPI_Finalize waits for
+     * all ranks, and a peer that is stalled (or dead, and MPI not yet told)
+     * would hold it for ever (after a timed-out collective with errors
+     * returned, it hung). A rank that does not come within the deadline
+     * leaves MPI as it is, and the caller is told; the process may exit
+     * (mpirun then ends the job). */
+    fin_args fa = {cft__dist_timeout(), false};
+    cft__dist_run_on_comm(meet_on_comm, &fa);
+    if (!fa.met) {
+        cft__dist_engine_stop();
+        inited = false;
+        ngroups = 0;
+        return cft__set_last(
+            cft__fail(CFT_E_FOREIGN,
+                      "cft_dist_finalize: not every rank reached cft_dist_finalize within %.1f s "
+                      "(CFT_DIST_TIMEOUT): a peer is stalled or dead; MPI is not finalized, since "
+                      "MPI_Finalize would wait for it for ever: exit the process",
+                      fa.seconds));
+    }
     cft__ckpt_reap_wait();
     cft__dist_run_on_comm(finalize_on_comm, NULL);
     cft__dist_engine_stop();
