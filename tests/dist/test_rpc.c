@@ -206,6 +206,34 @@ int main(int argc, char **argv) {
                                            CFT_DIST_SUM);
         CHECK_EQ((int64_t)cft_item(n), 0);
     }
+    TEST("rank %d: a worker that never held an RRef cannot release it", rank) {
+        /* every rank makes a value on its peer; the next rank, which was
+         * never given a reference, claims one (cft_rref_from_fork with the
+         * id) and releases it: the owner refuses (it dropped the value) */
+        cft_array *x = cft_full(rank + 1, CFT_F32, (int64_t[]){3}, 1);
+        cft_rref *mine = cft_rpc_remote(peer, "make", 1, (cft_array *[]){x});
+        CHECK(!cft_failed(cft_rref_to_here(mine))); /* made */
+        cft_array *tok = cft_from_data((int64_t[]){cft_rref_owner(mine), cft_rref_id(mine)},
+                                       CFT_I64, (int64_t[]){2}, 1);
+        cft_array *all = cft_dist_all_gather(w, tok, true);
+        int from = (rank + size - 1) % size;
+        int64_t t[2];
+        CHECK_EQ(cft_copy_to(cft_index(all, from), CFT_I64, t), CFT_OK);
+        cft_rref_release(cft_rref_from_fork((int)t[0], t[1])); /* refused at the owner */
+        for (int to = 0; to < size; to++)                      /* the releases are handled by now */
+            CHECK_EQ(cft_rpc_sync(to, "whoami", 0, NULL, 0, NULL), CFT_OK);
+        cft_dist_barrier(w);
+        /* the creator's value is still there, and its own release frees it */
+        CHECK_ARRAY_CLOSE(cft_rref_to_here(mine),
+                          cft_full(2.0 * (rank + 1), CFT_F32, (int64_t[]){3}, 1), 0, 0);
+        CHECK_EQ(cft_rref_release(mine), CFT_OK);
+        for (int to = 0; to < size; to++)
+            CHECK_EQ(cft_rpc_sync(to, "whoami", 0, NULL, 0, NULL), CFT_OK);
+        cft_dist_barrier(w);
+        cft_array *n = cft_dist_all_reduce(w, cft_scalar((double)cft_rpc_owned_count(), CFT_I64),
+                                           CFT_DIST_SUM);
+        CHECK_EQ((int64_t)cft_item(n), 0);
+    }
     TEST("rank %d: a stalled worker is a timeout error, within the deadline", rank) {
         if (rank == 0) {
             cft_rpc_set_timeout(1.0);

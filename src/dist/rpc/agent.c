@@ -475,7 +475,20 @@ static void nap(double seconds);
 static void serve_job(job *j) {
     rpc_header *h = j->h;
     if (h->kind == RPC_DELETE) {
-        cft__rref_drop(h->rref);
+        /* a worker that holds no reference to it cannot drop it (no reply:
+         * a DELETE is one-way; CFT_DIST_DEBUG says so) */
+        if (!cft__rref_drop(h->rref, j->src) && getenv("CFT_DIST_DEBUG"))
+            fprintf(stderr,
+                    "cft_rpc: worker %d: a DELETE of RRef %lld from worker %d, which "
+                    "holds no reference to it, was refused\n",
+                    me, (long long)h->rref, j->src);
+        return;
+    }
+    if (h->kind == RPC_REMOTE && !cft__rref_may_make(h->rref, j->src)) {
+        reply_error(j->src, h,
+                    "RRef %lld cannot be made by worker %d (another worker's id, or "
+                    "one already taken)",
+                    (long long)h->rref, j->src);
         return;
     }
     rpc_header r;
@@ -550,7 +563,10 @@ static void serve_job(job *j) {
                 reply_error(j->src, h, "returns nothing to keep");
                 return;
             }
-            cft__rref_store(h->rref, out[0]);
+            if (!cft__rref_store(h->rref, j->src, out[0])) {
+                reply_error(j->src, h, "RRef %lld was taken meanwhile", (long long)h->rref);
+                return;
+            }
             r.nargs = 0;
         }
     }

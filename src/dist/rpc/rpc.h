@@ -59,9 +59,15 @@ cft_status cft__rpc_module_call(const char *spec, int64_t ctx, cft_fn *f, cft_ar
                                 cft_array **out);
 
 /* rref.c: the owner table (under the MPI lock's partner, its own mutex) */
-void cft__rref_store(int64_t id, cft_array *value);
+/* Worker src may make RRef id here: it is the id's creator and the id is
+ * not taken. */
+bool cft__rref_may_make(int64_t id, int src);
+/* Keep src's new value under id (false: not src's id, or taken). */
+bool cft__rref_store(int64_t id, int src, cft_array *value);
 cft_array *cft__rref_lookup(int64_t id); /* NULL if unknown */
-void cft__rref_drop(int64_t id);
+/* Drop one of the references worker src may hold (false: it holds none:
+ * not the creator's and none forked). */
+bool cft__rref_drop(int64_t id, int src);
 void cft__rref_clear(void);
 /* the owner's side of cft_rref_fork ("__rref_fork") */
 cft_fn *cft__rref_fork_fn(void);

@@ -13,10 +13,16 @@
 #include "core/mem.h"
 #include "dist/rpc/rpc.h"
 
+/* The references are counted by who holds them, so that a worker cannot
+ * drop or replace a value it never held: the creator's (the worker whose
+ * number the id carries: it chose the id), and those forked to others
+ * (whose holders the owner does not learn: any worker's DELETE may take
+ * one of them, but never more than were forked). */
 typedef struct entry {
     int64_t id;
     cft_array *value;
-    int64_t count;
+    int64_t count;  /* all references: the creator's and the forked */
+    int64_t forked; /* of them, forked to workers the owner does not know */
     struct entry *next;
 } entry;
 
@@ -32,19 +38,36 @@ static entry **find(int64_t id) {
     return pp;
 }
 
-void cft__rref_store(int64_t id, cft_array *value) {
+static int creator_of(int64_t id) {
+    return (int)(id >> 40);
+}
+
+bool cft__rref_may_make(int64_t id, int src) {
+    if (creator_of(id) != src)
+        return false;
+    pthread_mutex_lock(&mu);
+    bool taken = *find(id) != NULL;
+    pthread_mutex_unlock(&mu);
+    return !taken;
+}
+
+bool cft__rref_store(int64_t id, int src, cft_array *value) {
+    if (creator_of(id) != src)
+        return false;
     pthread_mutex_lock(&mu);
     entry **pp = find(id);
-    if (!*pp) {
+    bool ok = !*pp; /* never another's value replaced */
+    if (ok) {
         entry *e = CFT_NEW(entry);
         if (e) {
             e->id = id, e->value = value, e->count = 1;
             *pp = e;
             owned++;
         }
-    } else
-        (*pp)->value = value;
+        ok = e != NULL;
+    }
     pthread_mutex_unlock(&mu);
+    return ok;
 }
 
 cft_array *cft__rref_lookup(int64_t id) {
@@ -55,14 +78,21 @@ cft_array *cft__rref_lookup(int64_t id) {
     return v;
 }
 
-void cft__rref_drop(int64_t id) {
+bool cft__rref_drop(int64_t id, int src) {
     pthread_mutex_lock(&mu);
     entry **pp = find(id);
-    if (*pp && --(*pp)->count <= 0) {
-        *pp = (*pp)->next;
+    entry *e = *pp;
+    /* the creator's own reference, or one of the forked ones */
+    bool own = e && creator_of(id) == src && e->count > e->forked;
+    bool ok = e && (own || e->forked > 0);
+    if (ok && !own)
+        e->forked--;
+    if (ok && --e->count <= 0) {
+        *pp = e->next;
         owned--;
     }
     pthread_mutex_unlock(&mu);
+    return ok;
 }
 
 void cft__rref_clear(void) {
@@ -163,7 +193,7 @@ static cft_status fork_cb(void *env, int nin, cft_array *const *in, int nout, cf
     pthread_mutex_lock(&mu);
     entry *e = *find(id);
     if (e)
-        e->count++;
+        e->count++, e->forked++;
     pthread_mutex_unlock(&mu);
     out[0] = e ? cft_scalar(0, CFT_I64)
                : cft__fail(CFT_E_ARG, "RRef %lld is not held here (released?)", (long long)id);
