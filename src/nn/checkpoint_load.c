@@ -66,8 +66,31 @@ typedef struct shard_file {
     int fd;
     cft_st_header H;
     uint64_t data_at, data_len;
+    int *order; /* entries by name, for a binary search (malloc'd) */
     struct shard_file *next;
 } shard_file;
+
+static int entry_cmp(const void *a, const void *b, void *ctx) {
+    const cft_st_header *H = ctx;
+    return strcmp(H->names + H->e[*(const int *)a].name, H->names + H->e[*(const int *)b].name);
+}
+
+/* t's entry in f, found by name in O(log n) (a scan per array was
+ * quadratic over a shard of many arrays) */
+static const cft_st_entry *entry_named(const shard_file *f, const char *name) {
+    int lo = 0, hi = f->H.n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        int c = strcmp(f->H.names + f->H.e[f->order[mid]].name, name);
+        if (c == 0)
+            return &f->H.e[f->order[mid]];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
 
 static cft_array *open_file(const char *dir, const char *name, shard_file **files,
                             shard_file **out) {
@@ -94,6 +117,15 @@ static cft_array *open_file(const char *dir, const char *name, shard_file **file
         free(f);
         return e;
     }
+    if (!(f->order = malloc(sizeof(int) * (size_t)(f->H.n + 1)))) {
+        close(f->fd);
+        cft__st_header_free(&f->H);
+        free(f);
+        return cft__oom();
+    }
+    for (int i = 0; i < f->H.n; i++)
+        f->order[i] = i;
+    qsort_r(f->order, (size_t)f->H.n, sizeof(int), entry_cmp, &f->H);
     f->next = *files;
     *files = f;
     *out = f;
@@ -105,6 +137,7 @@ static void close_files(shard_file *f) {
         shard_file *n = f->next;
         close(f->fd);
         cft__st_header_free(&f->H);
+        free(f->order);
         free(f);
         f = n;
     }
@@ -117,10 +150,7 @@ static cft_array *copy_rows(const char *dir, const ckpt_tensor *t, const ckpt_pi
     cft_array *e = open_file(dir, p->file, files, &f);
     if (e)
         return e;
-    const cft_st_entry *en = NULL;
-    for (int i = 0; i < f->H.n && !en; i++)
-        if (!strcmp(f->H.names + f->H.e[i].name, t->name))
-            en = &f->H.e[i];
+    const cft_st_entry *en = entry_named(f, t->name);
     if (!en)
         return fail(dir, "%s has no '%s' (rows %lld..%lld)", p->file, t->name, (long long)p->begin,
                     (long long)p->end);

@@ -72,9 +72,13 @@ static cft_array *parse_tensor(const cJSON *j, ckpt_tensor *t) {
     if (nd > CFT_MAX_NDIM)
         return BAD("'%s': %d dims", t->name, nd);
     t->ndim = nd;
-    for (int d = 0; d < nd; d++)
-        if (!get_int(cJSON_GetArrayItem(shape, d), 0, INT64_MAX, &t->shape[d]))
+    int d = 0;
+    const cJSON *sd;
+    cJSON_ArrayForEach(sd, shape) {
+        if (!get_int(sd, 0, INT64_MAX, &t->shape[d]))
             return BAD("'%s': dim %d is not a size", t->name, d);
+        d++;
+    }
     cft_array *e = cft__check_size("checkpoint metadata", t->dtype, t->shape, nd, NULL, NULL);
     if (e)
         return e;
@@ -86,8 +90,11 @@ static cft_array *parse_tensor(const cJSON *j, ckpt_tensor *t) {
     t->pieces = CFT_NEWN(ckpt_piece, np);
     if (!t->pieces)
         return cft__oom();
-    for (int i = 0; i < np; i++) {
-        const cJSON *p = cJSON_GetArrayItem(pieces, i);
+    /* (walked in order: cJSON_GetArrayItem walks the list from its head
+     * each time, quadratic in the items) */
+    int i = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, pieces) {
         const cJSON *file = cJSON_GetObjectItemCaseSensitive(p, "file");
         const cJSON *r = cJSON_GetObjectItemCaseSensitive(p, "rows");
         if (!cJSON_IsString(file) || !cft__ckpt_file_ok(file->valuestring) || !cJSON_IsArray(r) ||
@@ -98,10 +105,11 @@ static cft_array *parse_tensor(const cJSON *j, ckpt_tensor *t) {
             return BAD("'%s': piece %d needs a plain file name and rows [begin, end) within %lld",
                        t->name, i, (long long)rows);
         snprintf(t->pieces[i].file, sizeof t->pieces[i].file, "%s", file->valuestring);
+        i++;
     }
     qsort(t->pieces, (size_t)np, sizeof *t->pieces, by_begin);
     int64_t at = 0; /* the pieces tile [0, rows) */
-    for (int i = 0; i < np; i++) {
+    for (i = 0; i < np; i++) {
         if (t->pieces[i].begin != at)
             return BAD("'%s': rows %lld.. are %s", t->name, (long long)at,
                        t->pieces[i].begin > at ? "missing" : "in two pieces");
@@ -130,8 +138,13 @@ cft_array *cft__ckpt_parse(const char *text, size_t len, ckpt_meta *m) {
         e = BAD("%d arrays (at most %d)", n, CKPT_MAX_TENSORS);
     if (!e && !(m->t = CFT_NEWN(ckpt_tensor, n + 1)))
         e = cft__oom();
-    for (int i = 0; !e && i < n; i++)
-        e = parse_tensor(cJSON_GetArrayItem(ts, i), &m->t[i]);
+    int i = 0;
+    const cJSON *tj;
+    if (!e)
+        cJSON_ArrayForEach(tj, ts) {
+            if ((e = parse_tensor(tj, &m->t[i++])))
+                break;
+        }
     cJSON_Delete(root);
     if (e)
         return e;
@@ -139,10 +152,10 @@ cft_array *cft__ckpt_parse(const char *text, size_t len, ckpt_meta *m) {
     const char **names = CFT_NEWN(const char *, n + 1); /* unique names */
     if (!names)
         return cft__oom();
-    for (int i = 0; i < n; i++)
+    for (i = 0; i < n; i++)
         names[i] = m->t[i].name;
     qsort(names, (size_t)n, sizeof *names, by_name);
-    for (int i = 1; i < n; i++)
+    for (i = 1; i < n; i++)
         if (!strcmp(names[i - 1], names[i]))
             return BAD("'%s' is there twice", names[i]);
     return NULL;

@@ -137,8 +137,56 @@ static cft_array *exchange(cft_dist_group *g, const char *text, size_t len, char
 
 /* the global metadata from everyone's descriptions, checked by the
  * loader's checker; writes[r] lines: *mine gets this rank's names */
+/* names -> their index in t, by open addressing (a scan per name was
+ * quadratic: 50,000 arrays took half a minute to save) */
+typedef struct {
+    int *slot; /* index + 1, 0: empty */
+    size_t cap;
+} name_index;
+
+static size_t name_hash(const char *s) {
+    size_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* t's index of name, or n when it is not there */
+static int find_name(const name_index *ix, const ckpt_tensor *t, const char *name, int n) {
+    if (!ix->cap)
+        return n;
+    for (size_t k = name_hash(name) & (ix->cap - 1); ix->slot[k]; k = (k + 1) & (ix->cap - 1))
+        if (!strcmp(t[ix->slot[k] - 1].name, name))
+            return ix->slot[k] - 1;
+    return n;
+}
+
+static bool index_add(name_index *ix, const ckpt_tensor *t, int i) {
+    if ((size_t)(i + 1) * 2 > ix->cap) { /* grow: rehash every name so far */
+        size_t cap = ix->cap ? ix->cap * 2 : 64;
+        while ((size_t)(i + 1) * 2 > cap)
+            cap *= 2;
+        int *slot = CFT_NEWN(int, cap);
+        if (!slot)
+            return false;
+        ix->slot = slot, ix->cap = cap;
+        for (int j = 0; j < i; j++) {
+            size_t k = name_hash(t[j].name) & (cap - 1);
+            while (slot[k])
+                k = (k + 1) & (cap - 1);
+            slot[k] = j + 1;
+        }
+    }
+    size_t k = name_hash(t[i].name) & (ix->cap - 1);
+    while (ix->slot[k])
+        k = (k + 1) & (ix->cap - 1);
+    ix->slot[k] = i + 1;
+    return true;
+}
+
 static cft_array *plan(const char *call, char **all, int p, int me, ckpt_meta *m,
                        const char ***mine, int *nmine) {
+    name_index ix = {NULL, 0};
     int cap = 16, n = 0, nm = 0, capm = 16;
     ckpt_tensor *t = CFT_NEWN(ckpt_tensor, cap);
     const char **w = CFT_NEWN(const char *, capm);
@@ -161,9 +209,7 @@ static cft_array *plan(const char *call, char **all, int p, int me, ckpt_meta *m
             int64_t begin = atoll(f[2]), stop = atoll(f[3]), shape[CFT_MAX_NDIM];
             for (int d = 0; d < ndim; d++)
                 shape[d] = atoll(f[5 + d]);
-            int i = 0;
-            while (i < n && strcmp(t[i].name, name))
-                i++;
+            int i = find_name(&ix, t, name, n);
             bool whole = begin == 0 && stop == (ndim ? shape[0] : 1);
             if (i == n) {
                 if (n == cap) {
@@ -177,6 +223,8 @@ static cft_array *plan(const char *call, char **all, int p, int me, ckpt_meta *m
                 memcpy(t[n].shape, shape, sizeof shape);
                 t[n].pieces = CFT_NEWN(ckpt_piece, p);
                 t[n].npieces = 0;
+                if (!t[n].name || !t[n].pieces || !index_add(&ix, t, n))
+                    return cft__oom();
                 n++;
             } else if (t[i].dtype != (cft_dtype)dtype || t[i].ndim != ndim ||
                        memcmp(t[i].shape, shape, sizeof(int64_t) * (size_t)ndim))
