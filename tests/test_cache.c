@@ -5,7 +5,9 @@
  * a world-writable or foreign-owned cache directory is refused; a
  * truncated or corrupt object is rebuilt, never loaded; quotes and `;` in
  * CFT_CACHE_DIR reach no shell; a missing compiler gives one stderr line
- * (none with CFT_JIT_QUIET=1) and correct, interpreted results. Also: a
+ * (none with CFT_JIT_QUIET=1) and correct, interpreted results; a
+ * private temporary directory goes with its process; the cache is bounded
+ * (CFT_CACHE_MAX_MB: least recently used entries evicted). Also: a
  * fused group of more than 24 operands compiles and runs (it crashed the
  * emitter). */
 #include <dirent.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cft/cft.h"
@@ -208,6 +211,46 @@ int main(int argc, char **argv) {
         CHECK_MSG(strstr(err, "cannot use the kernel cache") && strstr(err, "cannot create"), "%s",
                   err);
         CHECK_EQ(lines_with(err, "\n"), 1);
+    }
+    TEST("the private temporary directory is removed when its process exits") {
+        /* each process made one and left it behind */
+        char tdir[400];
+        snprintf(tdir, sizeof tdir, "%s/tmpdir", tmp);
+        mkdir(tdir, 0700);
+        const char *env[] = {
+            "CFT_CACHE_DIR", "/proc/cft-no-such-dir/cache", "TMPDIR", tdir, "CFT_JIT", NULL};
+        CHECK_EQ(run(env, 6, out, sizeof out, err, sizeof err), 0);
+        CHECK(strstr(out, "compiles=1 interpreted=0") != NULL);
+        int left = 0;
+        DIR *d = opendir(tdir);
+        struct dirent *e;
+        while (d && (e = readdir(d)))
+            left += !strncmp(e->d_name, "cft-", 4);
+        if (d)
+            closedir(d);
+        CHECK_EQ(left, 0);
+    }
+    TEST("the cache is bounded: the least recently used entries are evicted") {
+        char bounded[400], old[500], oldsum[520];
+        snprintf(bounded, sizeof bounded, "%s/bounded", tmp);
+        mkdir(bounded, 0700);
+        snprintf(old, sizeof old, "%s/0123456789abcdef.so", bounded);
+        snprintf(oldsum, sizeof oldsum, "%s.sum", old);
+        FILE *f = fopen(old, "w"); /* 3 MB, a day old */
+        for (int i = 0; f && i < 3 << 20; i++)
+            fputc(0, f);
+        if (f)
+            fclose(f);
+        f = fopen(oldsum, "w");
+        if (f)
+            fclose(f);
+        struct timespec day_ago[2] = {{time(NULL) - 86400, 0}, {time(NULL) - 86400, 0}};
+        utimensat(AT_FDCWD, old, day_ago, 0);
+        const char *env[] = {"CFT_CACHE_DIR", bounded, "CFT_CACHE_MAX_MB", "1", "CFT_JIT", NULL};
+        CHECK_EQ(run(env, 6, out, sizeof out, err, sizeof err), 0);
+        CHECK(strstr(out, "compiles=1 interpreted=0") != NULL);
+        CHECK(access(old, F_OK) != 0 && access(oldsum, F_OK) != 0); /* evicted */
+        CHECK(count(bounded, ".so") >= 1);                          /* the new kernel stays */
     }
     TEST("XDG_CACHE_HOME is used when CFT_CACHE_DIR is unset; never a shared /tmp path") {
         char xdg[400], sub[420];

@@ -9,12 +9,16 @@
  * <entry>.sum records its size and content hash at write time; a reader
  * opens the entry with O_NOFOLLOW and checks it (ours, regular, not
  * writable by others, hash matching the record) before using it, and
- * removes an entry that does not match. */
+ * removes an entry that does not match. The cache is bounded
+ * (CFT_CACHE_MAX_MB, default 2048: the least recently used entries go),
+ * and a temporary directory is removed when its process exits. */
 #include "core/cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -122,8 +126,32 @@ static void default_dir(char *dir, size_t n) {
         dir[0] = 0; /* no home: a private temporary directory */
 }
 
+/* the files of directory dir (one level: the cache has no subdirectories),
+ * then dir itself */
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char p[1400];
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+                unlink(p);
+            }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+static char temp_made[1024]; /* this process's temporary cache, removed at exit */
+static void remove_temp(void) {
+    if (temp_made[0])
+        remove_dir(temp_made);
+}
+
 /* A private directory for this process only: mkdtemp makes it 0700 and
- * fails if the name exists, so nobody can have planted anything in it. */
+ * fails if the name exists, so nobody can have planted anything in it.
+ * Removed at exit (each process made one and left it behind). */
 static int temp_dir(char *dir, size_t n, char *err, size_t en) {
     const char *t = getenv("TMPDIR");
     snprintf(dir, n, "%s/cft-%u-XXXXXX", t && t[0] == '/' ? t : "/tmp", (unsigned)geteuid());
@@ -131,7 +159,85 @@ static int temp_dir(char *dir, size_t n, char *err, size_t en) {
         why(err, en, "cannot create a private temporary directory: %s", strerror(errno));
         return -1;
     }
+    snprintf(temp_made, sizeof temp_made, "%s", dir);
+    atexit(remove_temp);
     return 0;
+}
+
+/* ---- a size bound: CFT_CACHE_MAX_MB (default 2048), least recently
+ * used entries evicted down to 3/4 of it; checked when the cache is
+ * opened and every 64 entries written ---- */
+
+typedef struct {
+    char name[256];
+    time_t t;
+    off_t size;
+} cache_file;
+
+static int by_age(const void *a, const void *b) {
+    const cache_file *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+static double cache_max_bytes(void) {
+    const char *s = getenv("CFT_CACHE_MAX_MB");
+    double mb = s && *s ? atof(s) : 2048;
+    return (mb > 0 ? mb : 2048) * 1048576.0;
+}
+
+/* under mu: evict the oldest entries (an entry and its .sum go together;
+ * age is the later of its mtime and atime, and a hit touches it) */
+static void trim_locked(void) {
+    DIR *d = opendir(cache_dir);
+    if (!d)
+        return;
+    int cap = 256, n = 0;
+    cache_file *f = malloc(sizeof *f * (size_t)cap);
+    double total = 0;
+    struct dirent *e;
+    while (f && (e = readdir(d))) {
+        struct stat st;
+        char p[1400];
+        snprintf(p, sizeof p, "%s/%s", cache_dir, e->d_name);
+        if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof f->name || lstat(p, &st) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        total += (double)st.st_size;
+        size_t l = strlen(e->d_name);
+        if (l > 4 && !strcmp(e->d_name + l - 4, ".sum"))
+            continue; /* removed with its entry */
+        if (n == cap) {
+            cache_file *g = realloc(f, sizeof *f * (size_t)(cap *= 2));
+            if (!g)
+                break;
+            f = g;
+        }
+        snprintf(f[n].name, sizeof f[n].name, "%s", e->d_name);
+        f[n].t = st.st_mtime > st.st_atime ? st.st_mtime : st.st_atime;
+        f[n].size = st.st_size;
+        n++;
+    }
+    closedir(d);
+    double max = cache_max_bytes();
+    if (f && total > max) {
+        qsort(f, (size_t)n, sizeof *f, by_age);
+        for (int i = 0; i < n && total > 0.75 * max; i++) {
+            char p[1400];
+            snprintf(p, sizeof p, "%s/%s", cache_dir, f[i].name);
+            if (unlink(p) == 0)
+                total -= (double)f[i].size;
+            snprintf(p, sizeof p, "%s/%s.sum", cache_dir, f[i].name);
+            unlink(p);
+        }
+    }
+    free(f);
+}
+
+void cft__cache_trim(void) {
+    pthread_mutex_lock(&mu);
+    if (cache_ready)
+        trim_locked();
+    pthread_mutex_unlock(&mu);
 }
 
 static int open_cache(char *err, size_t n) { /* under mu */
@@ -147,6 +253,7 @@ static int open_cache(char *err, size_t n) { /* under mu */
     if (usable) {
         snprintf(cache_dir, sizeof cache_dir, "%s", dir);
         cache_ready = true;
+        trim_locked();
         return 0;
     }
     if (dir[0] && !getenv("CFT_JIT_QUIET"))
@@ -275,6 +382,9 @@ int cft__cache_commit(const char *tmp, const char *final, const char *sum, const
         rc = -1;
     unlink(tmp);
     unlink(tmpsum);
+    static _Atomic unsigned commits;
+    if (rc == 0 && ++commits % 64 == 0)
+        cft__cache_trim();
     return rc;
 }
 
@@ -288,6 +398,8 @@ int cft__cache_vouched(const char *path, const char *sum) {
         close(fd);
         return -1;
     }
+    if (fd >= 0) /* used: the last to be evicted */
+        futimens(fd, NULL);
     return fd;
 }
 

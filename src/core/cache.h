@@ -44,4 +44,8 @@ void *cft__cache_get(const char *name, size_t *n);
 /* Stores a blob under `name`; 0 or -1. */
 int cft__cache_put(const char *name, const void *buf, size_t n);
 
+/* Evict the least recently used entries when the cache is over its bound
+ * (CFT_CACHE_MAX_MB, default 2048 MB), down to 3/4 of it. */
+void cft__cache_trim(void);
+
 #endif

@@ -108,14 +108,37 @@ static bool write_data(FILE *f, const cft_tree *t) {
     return true;
 }
 
+static char *dir_of(const char *path);
+
 /* The file to write: path, or the target of the symlink path (one level at
- * a time, up to 40, as the kernel does). A GC string. */
-static char *resolve(const char *path) {
+ * a time, up to 40, as the kernel does). A GC string; NULL with why set
+ * when a link may not be followed, NULL with why empty when out of memory.
+ * Links are followed under the kernel's protected_symlinks rule, applied
+ * here since it is read in user space (and the sysctl may be off): a link
+ * in a sticky world-writable directory (/tmp) is followed only when its
+ * owner is this user or the directory's owner, so a link another user
+ * planted there cannot turn a save into an overwrite of the victim's
+ * files. */
+static char *resolve(const char *path, char *why, size_t n) {
+    why[0] = 0;
     char *cur = cft__strdup(path);
     for (int hops = 0; cur && hops < 40; hops++) {
         struct stat st;
         if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
             return cur;
+        char *dir = dir_of(cur);
+        struct stat ds;
+        if (!dir)
+            return NULL;
+        if (stat(dir, &ds) == 0 && (ds.st_mode & S_ISVTX) && (ds.st_mode & S_IWOTH) &&
+            st.st_uid != geteuid() && st.st_uid != ds.st_uid) {
+            snprintf(why, n,
+                     "%s is a symbolic link owned by uid %u in the sticky world-writable "
+                     "directory %s (owned by uid %u): not followed (another user may have "
+                     "planted it)",
+                     cur, (unsigned)st.st_uid, dir, (unsigned)ds.st_uid);
+            return NULL;
+        }
         char link[4096];
         ssize_t n = readlink(cur, link, sizeof link - 1);
         if (n < 0)
@@ -224,10 +247,12 @@ cft_status cft_save_safetensors(const char *path, const cft_tree *t, const char 
     char *header = make_header(t, meta, nmeta, &hlen);
     if (!header)
         return fail(path, CFT_E_NOMEM, "%s", "out of memory building the header");
-    char *target = resolve(path);
+    char why[1024];
+    char *target = resolve(path, why, sizeof why);
     if (!target) {
         free(header);
-        return fail(path, CFT_E_NOMEM, "%s", "out of memory");
+        return why[0] ? fail(path, CFT_E_IO, "%s", why)
+                      : fail(path, CFT_E_NOMEM, "%s", "out of memory");
     }
     struct stat old;
     bool existed = stat(target, &old) == 0;
