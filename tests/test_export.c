@@ -372,6 +372,19 @@ static void test_errors(const char *dir) {
     expect_load_error(f, "line 2, column 17: sin takes 1 inputs, the text gives 2");
     save_program(f, t, "1", "{ lambda a:f32[2] ; .\n  in (a) }");
     expect_load_error(f, "constant 0 is declared f32[2], its value is f32[]");
+    /* a program over the limits: 20,001 equations (a long chain of sin) */
+    {
+        size_t cap = 64 + 40 * (size_t)(CFT_EXPORT_MAX_EQNS + 1);
+        char *big = malloc(cap), *w = big;
+        w += sprintf(w, "{ lambda a:f32[] ; .\n");
+        for (int i = 0; i <= CFT_EXPORT_MAX_EQNS; i++)
+            w += sprintf(w, "  let b%c%c%c%c:f32[] = sin a\n", 'a' + i / 17576 % 26,
+                         'a' + i / 676 % 26, 'a' + i / 26 % 26, 'a' + i % 26);
+        sprintf(w, "  in (a) }");
+        save_program(f, t, "1", big);
+        free(big);
+        expect_load_error(f, "exported programs are read up to");
+    }
     /* a truncated program file */
     char src[512];
     path(src, dir, "ensemble", "cftx");

@@ -39,6 +39,15 @@ cft_status cft_export_ir(const cft_ir *ir, const char *path);
  *  A file that is not an exported program, of a newer format version, or
  *  whose IR or constants do not match is an error naming the file. */
 cft_status cft_load_exported_ir(const char *path, cft_ir **out);
+/** Limits of what cft_load_exported_ir / cft_load_exported read, so that
+ *  the work and memory of a load stay in proportion to the file: an IR text
+ *  of at most CFT_EXPORT_MAX_IR_BYTES bytes and CFT_EXPORT_MAX_EQNS lines
+ *  (equations, nested bodies included; as many constants at most), nesting
+ *  (scan, while, cond, checkpoint bodies) at most 32 deep (the IR parser's
+ *  limit), constants no larger than the file holds. A larger program is an
+ *  error naming the limit. */
+#define CFT_EXPORT_MAX_IR_BYTES (16 << 20)
+#define CFT_EXPORT_MAX_EQNS 20000
 /** Read an exported program as a function that can be called, jitted and
  *  transformed again (its gradient is the gradient of the original). On
  *  error, an error function carrying the message (cft_fn_failed). */

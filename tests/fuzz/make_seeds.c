@@ -173,6 +173,15 @@ int main(int argc, char **argv) {
         ir_seed(argv[5], "conv-grad", cft_grad(c, (int[]){0, 1}, 2), a3);
         cft_aval a4[2] = {{CFT_F32, 4, {cft_dim_sym("B"), 2, 5, 5}}, {CFT_F32, 4, {3, 2, 3, 3}}};
         ir_seed(argv[5], "conv-symbolic", c, a4);
+        if (argc > 6) { /* exported programs as cft_export writes them */
+            char path[600];
+            snprintf(path, sizeof path, "%s/mixed-grad.cftx", argv[6]);
+            cft_export(cft_grad(f, NULL, 0), a1, path);
+            snprintf(path, sizeof path, "%s/scan-grad.cftx", argv[6]);
+            cft_export(cft_grad(s, (int[]){0, 1}, 2), a2, path);
+            snprintf(path, sizeof path, "%s/conv-symbolic.cftx", argv[6]);
+            cft_export(c, a4, path);
+        }
     }
     return 0;
 }
