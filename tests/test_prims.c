@@ -1644,8 +1644,9 @@ static void check_ir(const row *r) {
 }
 
 /* (g) the compiled path (cft_jit: fused kernels, GEMM into planned
- * buffers) against the eager call. The first call of a jitted function
- * runs eagerly while it plans; the second runs the compiled plan. Kernels
+ * buffers) against the eager call, three calls: the first runs eagerly
+ * while it plans, the second runs the compiled plan, the third runs it on
+ * new inputs. Kernels
  * call libmvec's vector libm, within 4 ulp of scalar libm, and vectorised
  * sums add in another order: 1e-12 relative in f64, 1e-5 in f32. */
 static void check_jit(const row *r, cft_dtype fdt) {
@@ -1654,11 +1655,17 @@ static void check_jit(const row *r, cft_dtype fdt) {
         x[i] = make_input(&r->in[i], fdt);
     cft_array *want = eager(r, x);
     cft_fn *j = cft_jit(row_fn(r));
-    for (int call = 0; call < 2; call++) {
+    double tol = fdt == CFT_F64 ? 1e-12 : 1e-5;
+    for (int call = 0; call < 2; call++) { /* cold (trace, plan, compile), then warm */
         CHECK_EQ(cft_fn_call(j, x, out), CFT_OK);
-        double tol = fdt == CFT_F64 ? 1e-12 : 1e-5;
         CHECK_ARRAY_CLOSE(out[0], want, tol, tol);
     }
+    /* warm with new inputs: other values in new buffers, the same plan */
+    cft_array *y[3];
+    for (int i = 0; i < r->nin; i++)
+        y[i] = make_input(&r->in[i], fdt);
+    CHECK_EQ(cft_fn_call(j, y, out), CFT_OK);
+    CHECK_ARRAY_CLOSE(out[0], eager(r, y), tol, tol);
     /* and it did compile: a kernel that fails to build interprets, silently
      * right (bessel_j0 / j1 once clashed with the kernels' row bounds) */
     cft_jit_stats st;
