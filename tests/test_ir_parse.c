@@ -194,6 +194,28 @@ static void test_names(void) {
     CHECK_ARRAY_CLOSE(y[0], cft_sub(x[1], x[0]), 0, 0);
 }
 
+/* a text may add at most 64 symbol names to the process-wide table: one
+ * with 104 is refused, and programs with new symbols still load after it
+ * (5000 names once filled the table for good) */
+static void test_symbol_budget(void) {
+    char *text = malloc(13 * 8 * 16 + 64), *w = text; /* 13 inputs of 8 new dims each */
+    w += sprintf(w, "{ lambda");
+    for (int v = 0; v < 13; v++) {
+        w += sprintf(w, " %c:f32[", 'a' + v);
+        for (int d = 0; d < 8; d++)
+            w += sprintf(w, "%sZz%d", d ? "," : "", v * 8 + d);
+        w += sprintf(w, "]");
+    }
+    sprintf(w, " .\n  in (a) }");
+    cft_ir *ir = NULL;
+    CHECK_EQ(cft_ir_parse(text, 0, NULL, &ir), CFT_E_ARG);
+    CHECK_MSG(strstr(cft_last_error_message(), "more new symbol names"), "%s",
+              cft_last_error_message());
+    free(text);
+    CHECK(cft_dim_sym("Zafter") != CFT_DIM_INVALID);
+    CHECK_EQ(cft_ir_parse("{ lambda a:f32[Zlater,3] .\n  in (a) }", 0, NULL, &ir), CFT_OK);
+}
+
 /* malformed texts: an error with line and column and the expected thing */
 static void test_errors(void) {
     static const struct {
@@ -264,5 +286,6 @@ int main(int argc, char **argv) {
     TEST("symbolic dims") test_symbolic();
     TEST("errors name line and column") test_errors();
     TEST("names with a common prefix are different variables") test_names();
+    TEST("a text adds at most 64 symbol names") test_symbol_budget();
     return check_summary();
 }

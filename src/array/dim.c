@@ -26,7 +26,7 @@
 #define SYM_BASE (-(INT64_C(1) << 44) - 12345)
 #define SYM_STRIDE ((INT64_C(1) << 20) + 1)
 #define MAX_EXPR (1 << 22)
-#define MAX_ATOMS 4096
+#define MAX_ATOMS 32767 /* atoms are int16 in a term */
 #define MAXDEG 4
 #define MAXTERMS 6
 #define CHUNK 1024
@@ -273,7 +273,7 @@ int64_t cft_dim_sym(const char *name) {
     if (a == natoms) {
         if (natoms == MAX_ATOMS) {
             pthread_mutex_unlock(&mu);
-            cft__set_last(cft__fail(CFT_E_ARG, "cft_dim_sym: too many symbols"));
+            cft__set_last(cft__fail(CFT_E_ARG, "cft_dim_sym: too many symbols (%d)", MAX_ATOMS));
             return CFT_DIM_INVALID;
         }
         memcpy(atom_names[a], name, len + 1);
@@ -281,6 +281,18 @@ int64_t cft_dim_sym(const char *name) {
     }
     pthread_mutex_unlock(&mu);
     return cft__dim_of_atom(a);
+}
+
+int64_t cft__dim_sym_known(const char *name) {
+    if (!name)
+        return CFT_DIM_INVALID;
+    pthread_mutex_lock(&mu);
+    int a = 0;
+    while (a < natoms && strcmp(atom_names[a], name))
+        a++;
+    bool found = a < natoms;
+    pthread_mutex_unlock(&mu);
+    return found ? cft__dim_of_atom(a) : CFT_DIM_INVALID;
 }
 
 int64_t cft__dim_of_atom(int a) {

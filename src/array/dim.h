@@ -47,4 +47,8 @@ cft_array *cft__dims_bind(const cft_aval *formal, const cft_aval *actual, int n,
 /* For error messages: the text of a dim in one of 8 per-thread buffers. */
 const char *cft__dim_s(int64_t d);
 
+/* The dim of symbol `name` if it exists already, else CFT_DIM_INVALID
+ * (nothing is added: readers of outside text count new names first). */
+int64_t cft__dim_sym_known(const char *name);
+
 #endif

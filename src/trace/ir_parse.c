@@ -23,10 +23,11 @@
 #include "trace/ir.h"
 #include "trace/prim.h"
 
-#define MAX_DEPTH 32  /* nested IRs */
-#define MAX_NAME 12   /* letters of a var name (ids below 26^12) */
-#define MAX_OUTS 1024 /* outputs of one equation */
-#define MAX_INS 4096  /* inputs of one equation */
+#define MAX_DEPTH 32    /* nested IRs */
+#define MAX_NEW_SYMS 64 /* symbol names one text may add */
+#define MAX_NAME 12     /* letters of a var name (ids below 26^12) */
+#define MAX_OUTS 1024   /* outputs of one equation */
+#define MAX_INS 4096    /* inputs of one equation */
 
 typedef struct {
     int64_t key; /* decoded name + 1; 0: empty */
@@ -45,6 +46,7 @@ typedef struct {
     cft_array *const *consts;
     int nconst, used;
     int depth;
+    int new_syms; /* symbol names this text added to the process's table */
 } parser;
 
 static bool failed(const parser *P) {
@@ -241,7 +243,17 @@ static int64_t dim_factor(parser *P) {
     memcpy(name, s, (size_t)n);
     name[n] = 0;
     P->p = s + n;
-    int64_t d = cft_dim_sym(name);
+    /* symbol names are process-wide and never freed: a text may add at
+     * most MAX_NEW_SYMS of them (one of 5000 names filled the table, and
+     * every later program needing a new symbol failed) */
+    int64_t d = cft__dim_sym_known(name);
+    if (d == CFT_DIM_INVALID) {
+        if (++P->new_syms > MAX_NEW_SYMS) {
+            fail_at(P, s, "more new symbol names than a text may add (64): ", name);
+            return CFT_DIM_INVALID;
+        }
+        d = cft_dim_sym(name);
+    }
     if (d == CFT_DIM_INVALID)
         fail_at(P, s, "a bad symbol name: ", name);
     return d;
@@ -695,7 +707,7 @@ cft_status cft_ir_parse(const char *text, int nconst, cft_array *const *consts, 
                                        "cft_ir_parse: text, out and (for %d constants) consts "
                                        "must not be NULL",
                                        nconst));
-    parser P = {text, text, NULL, consts, nconst, 0, 0};
+    parser P = {text, text, NULL, consts, nconst, 0, 0, 0};
     bool was = cft__ir_roundtrip_suspend();
     cft_ir *ir = parse_ir(&P);
     cft__ir_roundtrip_restore(was);
