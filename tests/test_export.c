@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -249,6 +250,38 @@ static void test_runner_many(const char *dir) {
     }
 }
 
+/* x -> ((x * s1 + 0.5) * s2 + 0.5) ... 80 times: 160 scalar constants,
+ * each a broadcast over x's shape in the IR */
+static cft_status chain80(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *y = in[0];
+    for (int k = 0; k < 80; k++)
+        y = cft_add_s(cft_mul_s(y, 1.0 + 0.001 * k), 0.5);
+    out[0] = y;
+    return CFT_OK;
+}
+
+static void test_scalar_constants(const char *dir) {
+    char prog[512];
+    path(prog, dir, "chain80", "cftx");
+    cft_aval av = {CFT_F32, 2, {512, 512}};
+    cft_fn *f = cft_fn_new(chain80, NULL, 1, 1);
+    CHECK_EQ(cft_export(f, &av, prog), CFT_OK);
+    struct stat st;
+    CHECK_EQ(stat(prog, &st), 0);
+    /* 160 constants of 1 MB each at full shape: 168 MB; compact, a few KB */
+    CHECK_MSG(st.st_size < (1 << 20), "%lld bytes", (long long)st.st_size);
+    cft_fn *g = cft_load_exported(prog);
+    CHECK(!cft_fn_failed(g));
+    cft_array *x = cft_random_normal(cft_random_key(3), CFT_F32, (int64_t[]){512, 512}, 2), *y[1],
+              *w[1];
+    CHECK_EQ(cft_fn_call(f, &x, w), CFT_OK);
+    for (int jit = 0; jit < 2; jit++) {
+        CHECK_EQ(cft_fn_call(jit ? cft_jit(g) : g, &x, y), CFT_OK);
+        CHECK_ARRAY_CLOSE(y[0], w[0], 1e-5, 1e-5);
+    }
+}
+
 static void test_runner(const char *dir) {
     const char *names[3] = {"psg", "maml", "ensemble"};
     for (int k = 0; k < 3; k++) {
@@ -366,8 +399,8 @@ static void test_errors(const char *dir) {
     expect_load_error(f, "is not an exported program");
     cft_tree *t = cft_tree_set(cft_tree_new(), "const.0", cft_scalar(1, CFT_F32));
     path(f, dir, "newer", "cftx");
-    save_program(f, t, "2", "{ lambda a:f32[] ; .\n  in (a) }");
-    expect_load_error(f, "format version \"2\"; this cft reads versions 1 to 1");
+    save_program(f, t, "3", "{ lambda a:f32[] ; .\n  in (a) }");
+    expect_load_error(f, "format version \"3\"; this cft reads versions 1 to 2");
     save_program(f, t, "1", "{ lambda a:f32[] ; .\n  let b:f32[] = sin a a\n  in (b) }");
     expect_load_error(f, "line 2, column 17: sin takes 1 inputs, the text gives 2");
     save_program(f, t, "1", "{ lambda a:f32[2] ; .\n  in (a) }");
@@ -415,6 +448,7 @@ int main(int argc, char **argv) {
     TEST("export, then load in a fresh process") test_fresh_process("/proc/self/exe", dir);
     TEST("cft-run reproduces the outputs") test_runner(dir);
     TEST("cft-run with %d outputs", MANY_OUT) test_runner_many(dir);
+    TEST("scalar constants are stored compact (version 2)") test_scalar_constants(dir);
     TEST("a loaded program is transformed again") test_transform_loaded(dir);
     TEST("format version 1 golden file") test_golden(dir);
     TEST("bad files and unexportable programs") test_errors(dir);

@@ -9,8 +9,11 @@
 #include <string.h>
 
 #include "cft/export.h"
+#include "cft/ops.h"
+#include "cft/shape.h"
 #include "cft/nn.h"
 #include "core/error.h"
+#include "array/array.h"
 #include "core/mem.h"
 #include "trace/fn.h"
 
@@ -41,17 +44,55 @@ cft_status cft_export_ir(const cft_ir *ir, const char *path) {
     int nc = cft_ir_consts(ir, NULL);
     cft_array **cv = CFT_NEWN(cft_array *, nc + 1);
     cft_ir_consts(ir, cv);
-    cft_tree *t = cft_tree_new();
+    const char **names = CFT_NEWN(const char *, nc + 1);
+    cft_array **stored = CFT_NEWN(cft_array *, nc + 1);
+    /* "broadcast" metadata: "<i>:<d0>,<d1>,...;" for each constant stored
+     * at its compact shape */
+    size_t bcap = 64, blen = 0;
+    char *bcast = cft__new(bcap);
+    if (!names || !stored || !bcast)
+        return cft__set_last(cft__oom());
+    bcast[0] = 0;
     for (int i = 0; i < nc; i++) {
         if (!cv[i] || !cft_is_concrete(cv[i]))
             return cft__set_last(cft__fail(CFT_E_ARG,
                                            "constant %d of the program is not data (a value "
                                            "being traced by an enclosing transform, or an error)",
                                            i));
-        char name[32];
-        snprintf(name, sizeof name, "const.%d", i);
-        t = cft_tree_set(t, name, cv[i]);
+        char *name = cft__new(32);
+        if (!name)
+            return cft__set_last(cft__oom());
+        snprintf(name, 32, "const.%d", i);
+        names[i] = name;
+        stored[i] = cv[i];
+        const cft_aval *a = &cv[i]->aval;
+        int64_t compact[CFT_MAX_NDIM];
+        bool spread = false;
+        for (int d = 0; d < a->ndim; d++) {
+            compact[d] = cv[i]->strides[d] == 0 && a->shape[d] > 1 ? 1 : a->shape[d];
+            spread |= compact[d] != a->shape[d];
+        }
+        if (!spread)
+            continue;
+        stored[i] = cft__view(cv[i], compact, a->ndim, cv[i]->strides, cv[i]->offset);
+        char ent[40 + 24 * CFT_MAX_NDIM];
+        int k = snprintf(ent, sizeof ent, "%d:", i);
+        for (int d = 0; d < a->ndim; d++)
+            k += snprintf(ent + k, sizeof ent - (size_t)k, "%s%lld", d ? "," : "",
+                          (long long)a->shape[d]);
+        snprintf(ent + k, sizeof ent - (size_t)k, ";");
+        size_t el = strlen(ent);
+        if (blen + el + 1 > bcap) {
+            char *nb = cft__new(bcap = 2 * (blen + el + 1));
+            if (!nb)
+                return cft__set_last(cft__oom());
+            memcpy(nb, bcast, blen + 1);
+            bcast = nb;
+        }
+        memcpy(bcast + blen, ent, el + 1);
+        blen += el;
     }
+    cft_tree *t = cft_tree_from(names, stored, nc);
     const char *text = cft_ir_str(ir);
     /* what cannot be read back is refused now, not when loading */
     cft_ir *back = NULL;
@@ -59,7 +100,7 @@ cft_status cft_export_ir(const cft_ir *ir, const char *path) {
         return cft__set_last(cft__fail(CFT_E_ARG, "%s: the program cannot be exported: %s", path,
                                        cft_last_error_message()));
     char version[16];
-    snprintf(version, sizeof version, "%d", CFT_EXPORT_VERSION);
+    snprintf(version, sizeof version, "%d", blen ? CFT_EXPORT_VERSION : 1);
     const char *meta[] = {"format",
                           FORMAT_NAME,
                           "format_version",
@@ -69,8 +110,10 @@ cft_status cft_export_ir(const cft_ir *ir, const char *path) {
                           "outputs",
                           avals_text(ir, false),
                           "ir",
-                          text};
-    cft_status st = cft_save_safetensors(path, t, meta, 5);
+                          text,
+                          "broadcast",
+                          bcast};
+    cft_status st = cft_save_safetensors(path, t, meta, blen ? 6 : 5);
     if (st != CFT_OK)
         return cft__set_last(cft__fail(st, "%s", cft_last_error_message()));
     return CFT_OK;
@@ -154,6 +197,36 @@ cft_status cft_load_exported_ir(const char *path, cft_ir **out) {
                                            "expected \"%s\"",
                                            path, i, cft_tree_name(t, i), name));
         cv[i] = cft_tree_get(t, name);
+    }
+    /* version 2: constants stored compact, spread to their shapes again
+     * (views: no memory per element) */
+    const char *bc = meta_get(meta, nmeta, "broadcast");
+    for (const char *p = bc; p && *p;) {
+        char *end;
+        long i = strtol(p, &end, 10);
+        int64_t shape[CFT_MAX_NDIM];
+        int nd = 0;
+        bool ok = end != p && *end == ':' && i >= 0 && i < nc;
+        for (p = end + 1; ok && *p && *p != ';';) {
+            long long v = strtoll(p, &end, 10);
+            ok = end != p && v >= 0 && v < CFT_DIM_MAX_CONCRETE && nd < CFT_MAX_NDIM &&
+                 (*end == ',' || *end == ';');
+            if (ok)
+                shape[nd++] = v, p = *end == ',' ? end + 1 : end;
+        }
+        if (!ok || *p != ';')
+            return cft__set_last(cft__fail(CFT_E_ARG,
+                                           "%s: its \"broadcast\" metadata is not a list of "
+                                           "\"<constant>:<dims>;\"",
+                                           path));
+        p++;
+        cft_array *b = cft_broadcast_to(cv[i], shape, nd);
+        if (cft_failed(b))
+            return cft__set_last(cft__fail(CFT_E_ARG,
+                                           "%s: constant %ld does not spread to its "
+                                           "shape: %s",
+                                           path, i, cft_error_message(b)));
+        cv[i] = b;
     }
     cft_ir *ir = NULL;
     if (cft_ir_parse(text, nc, cv, &ir) != CFT_OK)
