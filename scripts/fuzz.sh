@@ -14,17 +14,19 @@ CC=clang cmake -S . -B build-fuzz -DCFT_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
 cmake --build build-fuzz -j2 >/dev/null
 cd build-fuzz
 mkdir -p corpus/fuzz_safetensors corpus/fuzz_bool corpus/fuzz_rpc_header \
-    corpus/fuzz_checkpoint_meta corpus/fuzz_ir_parse corpus/fuzz_export
+    corpus/fuzz_checkpoint_meta corpus/fuzz_ir_parse corpus/fuzz_export \
+    corpus/fuzz_checkpoint_load
 # the GC is off in sanitizer builds, so memory is never freed: no leak
 # reports, and room for the growth of a long run
 export ASAN_OPTIONS=detect_leaks=0
 ./make_seeds corpus/fuzz_safetensors corpus/fuzz_bool corpus/fuzz_rpc_header \
-    corpus/fuzz_checkpoint_meta corpus/fuzz_ir_parse corpus/fuzz_export
+    corpus/fuzz_checkpoint_meta corpus/fuzz_ir_parse corpus/fuzz_export \
+    corpus/fuzz_checkpoint_load
 # Without the GC nothing is freed (3-12 KB per execution, and fast targets
 # run 12,000 executions a second), so a run goes in rounds of at most 10 s
 # (each a fresh process on the grown corpus): about 1.5 GB at most. Rounds
 # of 30 s once reached the 4 GB limit (fuzz_ir_parse, 340,000 executions).
-for t in ${FUZZ_TARGETS:-fuzz_safetensors fuzz_bool fuzz_rpc_header fuzz_checkpoint_meta fuzz_ir_parse fuzz_export}; do
+for t in ${FUZZ_TARGETS:-fuzz_safetensors fuzz_bool fuzz_rpc_header fuzz_checkpoint_meta fuzz_ir_parse fuzz_export fuzz_checkpoint_load}; do
     echo "fuzz: $t for ${secs} s"
     left=$secs total=0
     while [ "$left" -gt 0 ]; do

@@ -158,6 +158,36 @@ int main(int argc, char **argv) {
                            "[{\"file\":\"r.safetensors\",\"rows\":[0,2]},"
                            "{\"file\":\"s.safetensors\",\"rows\":[3,5]}]}]}";
         put(argv[4], "gaps", gaps, strlen(gaps));
+        if (argc > 7) { /* whole checkpoints: length, metadata.json, rank0.safetensors */
+            ckpt_piece p1[1] = {{"rank0.safetensors", 0, 10}};
+            ckpt_tensor t1[2] = {{"emb", CFT_F32, 2, {10, 3}, 1, p1},
+                                 {"step", CFT_I64, 0, {0}, 1, ps}};
+            ckpt_meta m1 = {2, t1};
+            char *mt = cft__ckpt_format(&m1);
+            cft_tree *tr = cft_tree_set(
+                cft_tree_set(cft_tree_new(), "emb",
+                             cft_reshape(cft_arange(0, 30, 1, CFT_F32), (int64_t[]){10, 3}, 2)),
+                "step", cft_scalar(7, CFT_I64));
+            char sp[700];
+            snprintf(sp, sizeof sp, "%s/.shard.safetensors", argv[7]);
+            if (mt && cft_save_safetensors(sp, tr, NULL, 0) == CFT_OK) {
+                FILE *f = fopen(sp, "rb");
+                char *buf = malloc(1 << 16);
+                size_t ml = strlen(mt),
+                       sn = f && buf ? fread(buf + 4 + ml, 1, (1 << 16) - 4 - ml, f) : 0;
+                if (buf && ml + 4 < (1 << 16)) {
+                    buf[0] = (char)(ml & 255), buf[1] = (char)(ml >> 8 & 255);
+                    buf[2] = (char)(ml >> 16 & 255), buf[3] = (char)(ml >> 24 & 255);
+                    memcpy(buf + 4, mt, ml);
+                    put(argv[7], "whole", buf, 4 + ml + sn);
+                }
+                if (f)
+                    fclose(f);
+                free(buf);
+                remove(sp);
+            }
+            free(mt);
+        }
     }
     if (argc > 5) { /* IR texts as cft_ir_print writes them */
         seed_c = cft_arange(0, 3, 1, CFT_F32);
@@ -173,7 +203,7 @@ int main(int argc, char **argv) {
         ir_seed(argv[5], "conv-grad", cft_grad(c, (int[]){0, 1}, 2), a3);
         cft_aval a4[2] = {{CFT_F32, 4, {cft_dim_sym("B"), 2, 5, 5}}, {CFT_F32, 4, {3, 2, 3, 3}}};
         ir_seed(argv[5], "conv-symbolic", c, a4);
-        if (argc > 6) { /* exported programs as cft_export writes them */
+        if (argc > 6 && argv[6][0]) { /* exported programs as cft_export writes them */
             char path[600];
             snprintf(path, sizeof path, "%s/mixed-grad.cftx", argv[6]);
             cft_export(cft_grad(f, NULL, 0), a1, path);
