@@ -86,6 +86,14 @@ static const int64_t SH_NEG[2] = {2, -1}, SH_61[1] = {(int64_t)1 << 61},
                      SH_0_32[3] = {0, (int64_t)1 << 32, (int64_t)1 << 32}, SH_7[1] = {7},
                      SH_40[1] = {(int64_t)1 << 40};
 
+static cft_array *zip_first(void *env, const char *name, cft_array *a, cft_array *b) {
+    (void)env, (void)name, (void)b;
+    return a;
+}
+static cft_array *map_n_first(void *env, const char *name, cft_array *const *xs, int n) {
+    (void)env, (void)name, (void)n;
+    return xs[0];
+}
 static void noop(void *arg) {
     (void)arg;
 }
@@ -721,6 +729,49 @@ static void row(int i, result *r) {
         R(ST, "cft_device_empty_cache", cft_device_empty_cache(NULL))
         R(ST, "cft_register_backend", cft_register_backend(NULL))
         R(ST, "cft_register_backend", cft_register_backend(&(cft_backend){0}))
+        /* trees and transforms by tree */
+        R(TREE, "cft_tree_merge", cft_tree_merge(tr, "enc", NULL))
+        R(TREE, "cft_tree_merge", cft_tree_merge(NULL, "enc", tr))
+        R(TREE, "cft_tree_zip_map", cft_tree_zip_map(tr, tr, NULL, NULL))
+        R(TREE, "cft_tree_zip_map", cft_tree_zip_map(tr, cft_tree_new(), zip_first, NULL))
+        R(TREE, "cft_tree_zip_map", cft_tree_zip_map(NULL, tr, zip_first, NULL))
+        R(TREE, "cft_tree_map_n", cft_tree_map_n(NULL, 2, map_n_first, NULL))
+        R(TREE, "cft_tree_map_n", cft_tree_map_n((const cft_tree *[]){tr}, 0, map_n_first, NULL))
+        R(TREE, "cft_tree_map_n", cft_tree_map_n((const cft_tree *[]){tr, tr}, 2, NULL, NULL))
+        R(TREE, "cft_tree_unflatten", cft_tree_unflatten(NULL, o1))
+        R(ST, "cft_tree_flatten", cft_tree_flatten(NULL, o1))
+        R(TREE, "cft_tree_stack", cft_tree_stack((const cft_tree *[]){tr, tr}, 0))
+        R(TREE, "cft_tree_index", cft_tree_index(tr, -1))
+        R(ST, "cft_tree_unstack", cft_tree_unstack(NULL, 2, NULL))
+        R(FN, "cft_tree_grad", cft_tree_grad(NULL, tr, false))
+        R(FN, "cft_tree_grad", cft_tree_grad(sq, NULL, false))
+        R(FN, "cft_tree_value_and_grad", cft_tree_value_and_grad(NULL, tr, false))
+        R(FN, "cft_tree_vmap", cft_tree_vmap(NULL, tr, 0, NULL, NULL))
+        R(FN, "cft_tree_vmap", cft_tree_vmap(sq, NULL, 0, NULL, NULL))
+        R(FN, "cft_tree_vmap_prefix",
+          cft_tree_vmap_prefix(sq, tr, 1, NULL, (int[]){0}, 0, NULL, NULL))
+        R(FN, "cft_tree_vmap_prefix",
+          cft_tree_vmap_prefix(NULL, tr, 1, (const char *[]){"w"}, (int[]){0}, 0, NULL, NULL))
+        R(ST, "cft_tree_call", cft_tree_call(NULL, tr, NULL, NULL, NULL, NULL))
+        R(ST, "cft_tree_call", cft_tree_call(sq, NULL, NULL, NULL, NULL, NULL))
+        R(FN, "cft_tree_fn_new", cft_tree_fn_new(NULL, NULL, NULL, 1, 1))
+        /* dims, parametrizations, einsum relatives, fft frequencies */
+        R(ARR, "cft_dim_value", cft_dim_value(CFT_DIM_INVALID, CFT_I64))
+        R(ARR, "cft_dim_value", cft_dim_value(-5, CFT_I64))
+        R(ARR, "cft_weight_norm", cft_weight_norm(m23, v3, 0))
+        R(ARR, "cft_weight_norm", cft_weight_norm(m23, v2, 9))
+        R(ST, "cft_weight_norm_init", cft_weight_norm_init(m23, 7, o1, o2))
+        R(ARR, "cft_orthogonal", cft_orthogonal(v3))
+        R(ARR, "cft_orthogonal_init", cft_orthogonal_init(key, -1, 2, CFT_F32))
+        R(ARR, "cft_orthogonal_init", cft_orthogonal_init(key, 2, 3, CFT_I32))
+        R(ARR, "cft_spectral_norm", cft_spectral_norm(m23, v3, v3, 1, 0, 1e-12, true, NULL, NULL))
+        R(ARR, "cft_tensordot", cft_tensordot(m23, m23, (int[]){1}, (int[]){1}, 5))
+        R(ARR, "cft_tensordot", cft_tensordot(m23, m33, (int[]){0}, (int[]){0}, 1))
+        R(ARR, "cft_tensordot_n", cft_tensordot_n(m23, m33, 3))
+        R(ARR, "cft_matrix_trace", cft_matrix_trace(v3))
+        R(ARR, "cft_fft_fftfreq", cft_fft_fftfreq(-4, 1.0, CFT_F32))
+        R(ARR, "cft_fft_fftfreq", cft_fft_fftfreq(4, 0.0, CFT_F32))
+        R(ARR, "cft_fft_rfftfreq", cft_fft_rfftfreq(4, 1.0, CFT_I32))
     }
     r->k = NUM, r->name = NULL;
 }

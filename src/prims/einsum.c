@@ -400,10 +400,10 @@ cft_array *cft_tensordot(cft_array *a, cft_array *b, const int *a_axes, const in
 }
 
 cft_array *cft_tensordot_n(cft_array *a, cft_array *b, int n) {
-    CFT_PROPAGATE("cft_tensordot", a, b);
+    CFT_PROPAGATE("cft_tensordot_n", a, b);
     int na = cft_array_ndim(a), la[CFT_MAX_NDIM], lb[CFT_MAX_NDIM];
     if (n < 0 || n > na || n > cft_array_ndim(b))
-        return cft__fail(CFT_E_ARG, "cft_tensordot: %d axes of %d- and %d-dim operands", n, na,
+        return cft__fail(CFT_E_ARG, "cft_tensordot_n: %d axes of %d- and %d-dim operands", n, na,
                          cft_array_ndim(b));
     for (int i = 0; i < n; i++) /* a's last n with b's first n */
         la[i] = na - n + i, lb[i] = i;
