@@ -14,6 +14,7 @@
 
 const char *cft__blas_core(void);
 bool cft__blas_force_core(const char *name);
+const char *cft__blas_cpu_core(void);
 
 static cft_array *A, *B;
 static void product(void *arg) {
@@ -21,16 +22,6 @@ static void product(void *arg) {
     cft_array *c = cft_matmul(A, B);
     if (cft_failed(c))
         abort();
-}
-
-static const char *best_core(void) {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-        return "SkylakeX";
-    if (__builtin_cpu_supports("avx2"))
-        return __builtin_cpu_is("amd") ? "Zen" : "Haswell";
-    return "Sandybridge";
 }
 
 int main(int argc, char **argv) {
@@ -50,7 +41,7 @@ int main(int argc, char **argv) {
     }
     char def[64];
     snprintf(def, sizeof def, "%s", c);
-    const char *cores[3] = {def, best_core(), "Prescott"};
+    const char *cores[3] = {def, cft__blas_cpu_core(), "Prescott"};
     const char *names[3] = {"cft_default", "openblas_forced", "openblas_fallback"};
     A = cft_random_normal(cft_random_key(1), CFT_F32, (int64_t[]){n, n}, 2);
     B = cft_random_normal(cft_random_key(2), CFT_F32, (int64_t[]){n, n}, 2);

@@ -254,6 +254,14 @@ static bool pmul(const poly *a, const poly *b, poly *out) {
 
 /* ---- public functions ---- */
 
+/* the atom named name, or natoms when there is none (under mu) */
+static int find_atom(const char *name) {
+    int a = 0;
+    while (a < natoms && strcmp(atom_names[a], name))
+        a++;
+    return a;
+}
+
 int64_t cft_dim_sym(const char *name) {
     size_t len = name ? strlen(name) : 0;
     bool ok = len > 0 && len < 32 && !(name[0] >= '0' && name[0] <= '9');
@@ -267,9 +275,7 @@ int64_t cft_dim_sym(const char *name) {
         return CFT_DIM_INVALID;
     }
     pthread_mutex_lock(&mu);
-    int a = 0;
-    while (a < natoms && strcmp(atom_names[a], name))
-        a++;
+    int a = find_atom(name);
     if (a == natoms) {
         if (natoms == MAX_ATOMS) {
             pthread_mutex_unlock(&mu);
@@ -287,9 +293,7 @@ int64_t cft__dim_sym_known(const char *name) {
     if (!name)
         return CFT_DIM_INVALID;
     pthread_mutex_lock(&mu);
-    int a = 0;
-    while (a < natoms && strcmp(atom_names[a], name))
-        a++;
+    int a = find_atom(name);
     bool found = a < natoms;
     pthread_mutex_unlock(&mu);
     return found ? cft__dim_of_atom(a) : CFT_DIM_INVALID;

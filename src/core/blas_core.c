@@ -72,6 +72,10 @@ static const char *core_for(int level) {
     }
 }
 
+const char *cft__blas_cpu_core(void) {
+    return core_for(cpu_level());
+}
+
 typedef char *(*corename_fn)(void);
 typedef void (*dyn_fn)(void);
 

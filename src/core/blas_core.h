@@ -7,6 +7,9 @@
 /* The core OpenBLAS runs its kernels for ("Haswell", "SkylakeX", ...), or
  * NULL when the BLAS is not a DYNAMIC_ARCH OpenBLAS. */
 const char *cft__blas_core(void);
+/* The OpenBLAS core with the newest kernels this CPU runs ("SkylakeX",
+ * "Haswell" or "Zen", "Sandybridge", "Prescott"). */
+const char *cft__blas_cpu_core(void);
 /* Makes OpenBLAS load the kernels of core `name` (an OpenBLAS core name);
  * true when it runs them now. Not while another thread is in a BLAS call. */
 bool cft__blas_force_core(const char *name);

@@ -218,7 +218,8 @@ cft_status cft_dist_finalize(void) {
     CFT_API("cft_dist_finalize");
     if (!inited)
         return CFT_OK;
-    /* every rank meets here first, with a deadline: MPI_Finalize waits for
+    cft__ckpt_reap_wait(); /* asynchronous saves end first (their steps have deadlines) */
+    /* then every rank meets, with a deadline: MPI_Finalize waits for
      * all ranks, and a peer that is stalled (or dead, and MPI not yet told)
      * would hold it for ever (after a timed-out collective with errors
      * returned, it hung). A rank that does not come within the deadline
@@ -237,7 +238,6 @@ cft_status cft_dist_finalize(void) {
                       "MPI_Finalize would wait for it for ever: exit the process",
                       fa.seconds));
     }
-    cft__ckpt_reap_wait();
     cft__dist_run_on_comm(finalize_on_comm, NULL);
     cft__dist_engine_stop();
     inited = false;

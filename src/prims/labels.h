@@ -6,8 +6,9 @@
 #include "cft/cft.h"
 
 /* -log p[label] over the last axis of logp, per example. Known labels
- * outside [0, classes) are an error naming `op`; traced ones make their
- * example's value NaN (a one-hot row of zeros gave 0 without a word). */
+ * outside [0, classes) are an error naming `op`; traced ones, and ones on
+ * a device, make their example's value NaN (a one-hot row of zeros gave 0
+ * without a word). */
 cft_array *cft__label_nll(const char *op, cft_array *logp, cft_array *labels);
 
 #endif

@@ -3,6 +3,7 @@
  * log_softmax, logsumexp, one_hot, cross_entropy, mse. */
 #include <math.h>
 
+#include "array/device.h"
 #include "prims/labels.h"
 #include "prims/rules.h"
 
@@ -82,9 +83,11 @@ cft_array *cft__label_nll(const char *op, cft_array *logp, cft_array *labels) {
     int64_t C = logp->aval.shape[logp->aval.ndim - 1];
     /* a label outside [0, C) has an all-zero one-hot row and gave a loss of
      * 0 without a word (torch raises): known labels are checked here (two
-     * reductions over the labels, nothing over the logits); a traced one
-     * makes its example's loss NaN */
-    if (labels->kind == CFT_K_CONCRETE && cft__numel(y->shape, y->ndim) > 0) {
+     * reductions over the labels, nothing over the logits); a traced one,
+     * or one on a device (whose check would wait for the device), makes
+     * its example's loss NaN */
+    bool known = labels->kind == CFT_K_CONCRETE && !cft__on_device(labels);
+    if (known && cft__numel(y->shape, y->ndim) > 0) {
         double lo = cft_item(cft_min(labels, NULL, 0, false)),
                hi = cft_item(cft_max(labels, NULL, 0, false));
         if (lo < 0 || hi >= (double)C)
@@ -95,7 +98,7 @@ cft_array *cft__label_nll(const char *op, cft_array *logp, cft_array *labels) {
     }
     cft_array *oh = cft_one_hot(labels, C, logp->aval.dtype);
     cft_array *loss = cft_neg(cft_sum(cft_mul(oh, logp), (int[]){-1}, 1, false));
-    if (labels->kind == CFT_K_CONCRETE)
+    if (known)
         return loss;
     cft_array *in_range = cft_logical_and(cft_ge(labels, cft_zeros_like(labels)),
                                           cft_lt(labels, cft_full_like(labels, (double)C)));

@@ -43,6 +43,30 @@ static void count_cb(cft_future *f, void *arg) {
     __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
 }
 
+/* every worker has handled what was sent to it before (a call to each,
+ * answered in order), and every rank got here */
+static void settle(cft_dist_group *w) {
+    for (int to = 0; to < cft_dist_size(w); to++)
+        CHECK_EQ(cft_rpc_sync(to, "whoami", 0, NULL, 0, NULL), CFT_OK);
+    cft_dist_barrier(w);
+}
+
+/* the values all workers own once everything sent has been handled */
+static int64_t owned_after_settling(cft_dist_group *w) {
+    settle(w);
+    cft_array *n =
+        cft_dist_all_reduce(w, cft_scalar((double)cft_rpc_owned_count(), CFT_I64), CFT_DIST_SUM);
+    return (int64_t)cft_item(n);
+}
+
+/* hand (owner, id) of mine to every rank; t gets rank from's */
+static void previous_token(cft_dist_group *w, cft_rref *mine, int from, int64_t t[2]) {
+    cft_array *tok = cft_from_data((int64_t[]){cft_rref_owner(mine), cft_rref_id(mine)}, CFT_I64,
+                                   (int64_t[]){2}, 1);
+    cft_array *all = cft_dist_all_gather(w, tok, true);
+    CHECK_EQ(cft_copy_to(cft_index(all, from), CFT_I64, t), CFT_OK);
+}
+
 int main(int argc, char **argv) {
     check_init(1, argv);
     CHECK_EQ(cft_dist_init(&argc, &argv), CFT_OK);
@@ -175,36 +199,22 @@ int main(int argc, char **argv) {
             CHECK_EQ(cft_rref_release(r), CFT_OK);
         }
         /* a call after the deletes on each worker: handled in order */
-        for (int to = 0; to < size; to++)
-            CHECK_EQ(cft_rpc_sync(to, "whoami", 0, NULL, 0, NULL), CFT_OK);
-        cft_dist_barrier(w);
-        cft_array *n = cft_dist_all_reduce(w, cft_scalar((double)cft_rpc_owned_count(), CFT_I64),
-                                           CFT_DIST_SUM);
-        CHECK_EQ((int64_t)cft_item(n), 0);
+        CHECK_EQ(owned_after_settling(w), 0);
     }
     TEST("rank %d: an RRef forked to another worker outlives its creator's release", rank) {
         cft_array *x = cft_full(rank + 1, CFT_F32, (int64_t[]){3}, 1);
         cft_rref *mine = cft_rpc_remote(peer, "make", 1, (cft_array *[]){x});
         CHECK_EQ(cft_rref_fork(mine), CFT_OK);
-        /* hand (owner, id) to the next rank, take the previous rank's */
-        cft_array *tok = cft_from_data((int64_t[]){cft_rref_owner(mine), cft_rref_id(mine)},
-                                       CFT_I64, (int64_t[]){2}, 1);
-        cft_array *all = cft_dist_all_gather(w, tok, true);
-        CHECK_EQ(cft_rref_release(mine), CFT_OK); /* the creator lets go first */
         int from = (rank + size - 1) % size;
         int64_t t[2];
-        CHECK_EQ(cft_copy_to(cft_index(all, from), CFT_I64, t), CFT_OK);
-        cft_dist_barrier(w); /* every creator has released */
+        previous_token(w, mine, from, t);
+        CHECK_EQ(cft_rref_release(mine), CFT_OK); /* the creator lets go first */
+        cft_dist_barrier(w);                      /* every creator has released */
         cft_rref *theirs = cft_rref_from_fork((int)t[0], t[1]);
         CHECK_ARRAY_CLOSE(cft_rref_to_here(theirs),
                           cft_full(2.0 * (from + 1), CFT_F32, (int64_t[]){3}, 1), 0, 0);
         CHECK_EQ(cft_rref_release(theirs), CFT_OK);
-        for (int to = 0; to < size; to++) /* the releases are handled by now */
-            CHECK_EQ(cft_rpc_sync(to, "whoami", 0, NULL, 0, NULL), CFT_OK);
-        cft_dist_barrier(w);
-        cft_array *n = cft_dist_all_reduce(w, cft_scalar((double)cft_rpc_owned_count(), CFT_I64),
-                                           CFT_DIST_SUM);
-        CHECK_EQ((int64_t)cft_item(n), 0);
+        CHECK_EQ(owned_after_settling(w), 0);
     }
     TEST("rank %d: a worker that never held an RRef cannot release it", rank) {
         /* every rank makes a value on its peer; the next rank, which was
@@ -213,26 +223,15 @@ int main(int argc, char **argv) {
         cft_array *x = cft_full(rank + 1, CFT_F32, (int64_t[]){3}, 1);
         cft_rref *mine = cft_rpc_remote(peer, "make", 1, (cft_array *[]){x});
         CHECK(!cft_failed(cft_rref_to_here(mine))); /* made */
-        cft_array *tok = cft_from_data((int64_t[]){cft_rref_owner(mine), cft_rref_id(mine)},
-                                       CFT_I64, (int64_t[]){2}, 1);
-        cft_array *all = cft_dist_all_gather(w, tok, true);
-        int from = (rank + size - 1) % size;
         int64_t t[2];
-        CHECK_EQ(cft_copy_to(cft_index(all, from), CFT_I64, t), CFT_OK);
+        previous_token(w, mine, (rank + size - 1) % size, t);
         cft_rref_release(cft_rref_from_fork((int)t[0], t[1])); /* refused at the owner */
-        for (int to = 0; to < size; to++)                      /* the releases are handled by now */
-            CHECK_EQ(cft_rpc_sync(to, "whoami", 0, NULL, 0, NULL), CFT_OK);
-        cft_dist_barrier(w);
+        settle(w);
         /* the creator's value is still there, and its own release frees it */
         CHECK_ARRAY_CLOSE(cft_rref_to_here(mine),
                           cft_full(2.0 * (rank + 1), CFT_F32, (int64_t[]){3}, 1), 0, 0);
         CHECK_EQ(cft_rref_release(mine), CFT_OK);
-        for (int to = 0; to < size; to++)
-            CHECK_EQ(cft_rpc_sync(to, "whoami", 0, NULL, 0, NULL), CFT_OK);
-        cft_dist_barrier(w);
-        cft_array *n = cft_dist_all_reduce(w, cft_scalar((double)cft_rpc_owned_count(), CFT_I64),
-                                           CFT_DIST_SUM);
-        CHECK_EQ((int64_t)cft_item(n), 0);
+        CHECK_EQ(owned_after_settling(w), 0);
     }
     TEST("rank %d: a stalled worker is a timeout error, within the deadline", rank) {
         if (rank == 0) {

@@ -135,12 +135,6 @@ static cft_array *exchange(cft_dist_group *g, const char *text, size_t len, char
     return NULL;
 }
 
-/* the global metadata from everyone's descriptions, checked by the
- * loader's checker; writes[r] lines: *mine gets this rank's names */
-static int by_leaf_name(const void *a, const void *b, void *t) {
-    return strcmp(cft_tree_name(t, *(const int *)a), cft_tree_name(t, *(const int *)b));
-}
-
 /* names -> their index in t, by open addressing (a scan per name was
  * quadratic: 50,000 arrays took half a minute to save) */
 typedef struct {
@@ -188,6 +182,8 @@ static bool index_add(name_index *ix, const ckpt_tensor *t, int i) {
     return true;
 }
 
+/* the global metadata from everyone's descriptions, checked by the
+ * loader's checker; writes[r] lines: *mine gets this rank's names */
 static cft_array *plan(const char *call, char **all, int p, int me, ckpt_meta *m,
                        const char ***mine, int *nmine) {
     name_index ix = {NULL, 0};
@@ -453,32 +449,16 @@ cft_checkpoint_job *cft_checkpoint_save_async(cft_dist_group *g, const char *dir
         s->waited = true, s->result = cft__set_last(s->err);
         return s;
     }
-    /* this rank's arrays by name through a sorted index of the local tree
+    /* this rank's names are its tree's, in the tree's order (describe walks
+     * the tree, plan keeps the lines this rank writes): one pass finds them
      * (cft_tree_get per name scanned the tree: quadratic) */
     int nl = cft_tree_size(local);
     cft_array **xs = CFT_NEWN(cft_array *, nnames + 1);
-    int *ord = malloc(sizeof(int) * (size_t)(nl + 1));
-    if (ord) {
-        for (int i = 0; i < nl; i++)
-            ord[i] = i;
-        qsort_r(ord, (size_t)nl, sizeof(int), by_leaf_name, (void *)local);
+    for (int i = 0, j = 0; xs && i < nnames; i++) {
+        while (j < nl && strcmp(cft_tree_name(local, j), names[i]))
+            j++;
+        xs[i] = j < nl ? cft_tree_at(local, j++) : cft_tree_get(local, names[i]);
     }
-    for (int i = 0; xs && i < nnames; i++) {
-        int lo = 0, hi = ord ? nl : 0, at = -1;
-        while (lo < hi) {
-            int mid = lo + (hi - lo) / 2, c = strcmp(cft_tree_name(local, ord[mid]), names[i]);
-            if (c == 0) {
-                at = ord[mid];
-                break;
-            }
-            if (c < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        xs[i] = at >= 0 ? cft_tree_at(local, at) : cft_tree_get(local, names[i]);
-    }
-    free(ord);
     s->mine = xs ? cft_tree_from(names, xs, nnames) : cft_tree_fail(cft__oom());
     s->threaded = pthread_create(&s->writer, NULL, write_mine, s) == 0;
     if (!s->threaded)
