@@ -86,9 +86,14 @@ cft_status cft_jit_to_dot(cft_fn *jitted, FILE *f);
  *  the cores this process may run on (its affinity mask); under
  *  cft_dist_init, those cores divided by the ranks on the machine. Values
  *  below 1 mean 1. A forked child runs on one thread. A program that calls
- *  cft from several threads of its own at once may want 1 here. */
+ *  cft from several threads of its own at once may want 1 here. The count
+ *  is the most a call uses: a jitted plan with too little work per step
+ *  runs on one thread (CFT_PLAN_PAR_MIN), and while other processes hold
+ *  the cores (a thread of cft's was preempted in a parallel region) cft
+ *  runs on one thread for 10 ms to 1 s (CFT_ADAPTIVE_THREADS=0: never).
+ *  Matrix products give the same bits at any count. */
 void cft_set_num_threads(int n);
-/** The current thread count for kernels. */
+/** The thread count set (cft_set_num_threads, else the default). */
 int cft_get_num_threads(void);
 
 #ifdef __cplusplus

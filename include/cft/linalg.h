@@ -22,7 +22,8 @@ extern "C" {
 
 /** Lower Cholesky factor L of symmetric positive-definite A (A = L L^T).
  *  A is symmetrised first, (A + A^T)/2, so gradients are symmetric (as
- *  JAX). Not positive definite: an error naming the batch element. */
+ *  JAX). Not positive definite, or holding a NaN or an infinity: an error
+ *  naming the batch element. */
 cft_array *cft_linalg_cholesky(cft_array *A);
 /** X with op(A) X = B (left) or X op(A) = B (!left), A triangular (upper or
  *  lower: only that triangle is read; unitriangular: its diagonal is taken

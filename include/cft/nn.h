@@ -242,7 +242,8 @@ typedef enum cft_reduction { CFT_REDUCE_MEAN = 0, CFT_REDUCE_SUM, CFT_REDUCE_NON
  *  distribution: (1-e) * nll + e * mean_c(-log_softmax). */
 cft_array *cft_loss_cross_entropy(cft_array *logits, cft_array *labels, double label_smoothing,
                                   cft_reduction red);
-/** Negative log-likelihood -logp[label] of log-probabilities [..., C]. */
+/** Negative log-likelihood -logp[label] of log-probabilities [..., C];
+ *  labels out of range as cft_cross_entropy. */
 cft_array *cft_loss_nll(cft_array *logp, cft_array *labels, cft_reduction red);
 /** (pred - target)^2 (broadcasting). */
 cft_array *cft_loss_mse(cft_array *pred, cft_array *target, cft_reduction red);
@@ -508,8 +509,10 @@ cft_status cft_lr_values(const cft_lr_schedule *s, double base_lr, int64_t n, do
  *  F64, C64, C128). Written to an unnamed temporary file in the same
  *  directory and renamed over `path`, so an existing file survives any
  *  failure and a killed save leaves no file behind; a symlink's target is
- *  updated (the link kept), and an existing file keeps its mode (and owner,
- *  where allowed). Leaves must be concrete. */
+ *  updated (the link kept), except a link in a sticky world-writable
+ *  directory (/tmp) owned by neither this user nor the directory's owner,
+ *  which is refused (the kernel's protected_symlinks rule); an existing
+ *  file keeps its mode (and owner, where allowed). Leaves must be concrete. */
 cft_status cft_save_safetensors(const char *path, const cft_tree *t, const char *const *meta,
                                 int nmeta);
 /** Load a safetensors file into a tree (names in header order). Dtypes cft

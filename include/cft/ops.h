@@ -302,7 +302,8 @@ cft_array *cft_matmul(cft_array *a, cft_array *b);
  *  "Naf,Mbf->NMab" (labels a-z, A-Z; a label repeated in one operand takes
  *  its diagonal; without "->" the output is the labels used once, sorted).
  *  "..." stands for an operand's remaining dims, broadcast across operands
- *  as numpy does ("...ij,...jk->...ik"; implicit output: "..." first).
+ *  as numpy does ("...ij,...jk->...ik"; implicit output: "..." first; one
+ *  "..." per operand at most). Sizes may be symbolic (a traced batch).
  *  Contracted pairwise with dot_general, smallest intermediate first, so no
  *  outer product is built that a contraction can avoid. */
 cft_array *cft_einsum(const char *spec, int n, cft_array *const *xs);
@@ -466,7 +467,9 @@ cft_array *cft_logsumexp(cft_array *x, const int *axes, int naxes, bool keepdims
 /** One-hot encoding of integer labels: shape labels.shape + [n], dtype. */
 cft_array *cft_one_hot(cft_array *labels, int64_t n, cft_dtype dtype);
 /** Softmax cross-entropy of logits [..., C] with integer labels [...]:
- *  per-example losses of shape [...]. */
+ *  per-example losses of shape [...]. A label outside [0, C) is an error
+ *  when the labels are host data, and makes that example's loss NaN when
+ *  they are traced (under jit, vmap, grad) or on a device. */
 cft_array *cft_cross_entropy(cft_array *logits, cft_array *labels);
 /** Mean squared error, a scalar. */
 cft_array *cft_mse(cft_array *pred, cft_array *target);
