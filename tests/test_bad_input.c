@@ -765,7 +765,8 @@ static void row(int i, result *r) {
         R(ARR, "cft_orthogonal_init", cft_orthogonal_init(key, -1, 2, CFT_F32))
         R(ARR, "cft_orthogonal_init", cft_orthogonal_init(key, 2, 3, CFT_I32))
         R(ARR, "cft_spectral_norm", cft_spectral_norm(m23, v3, v3, 1, 0, 1e-12, true, NULL, NULL))
-        R(ARR, "cft_tensordot", cft_tensordot(m23, m23, (int[]){1}, (int[]){1}, 5))
+        R(ARR, "cft_tensordot",
+          cft_tensordot(m23, m23, (int[]){0, 1, 0, 1, 0}, (int[]){0, 1, 0, 1, 0}, 5))
         R(ARR, "cft_tensordot", cft_tensordot(m23, m33, (int[]){0}, (int[]){0}, 1))
         R(ARR, "cft_tensordot_n", cft_tensordot_n(m23, m33, 3))
         R(ARR, "cft_matrix_trace", cft_matrix_trace(v3))
