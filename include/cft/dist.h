@@ -58,7 +58,9 @@ cft_status cft_dist_init(int *argc, char ***argv);
  *  ranks meet first, within the deadline (cft_dist_set_timeout): a rank
  *  that does not come (stalled or dead) gives CFT_E_FOREIGN and MPI is left
  *  unfinalized, since MPI_Finalize would wait for it for ever; the process
- *  should then exit. */
+ *  should then exit. Once a collective or RPC of this process has timed
+ *  out, the meeting waits only 0.5 s (a peer that did not answer then is
+ *  taken as gone), unless a deadline was set again after that failure. */
 cft_status cft_dist_finalize(void);
 /** True between cft_dist_init and cft_dist_finalize. */
 bool cft_dist_initialized(void);
@@ -80,7 +82,9 @@ int cft_dist_size(const cft_dist_group *g);
 int cft_dist_local_rank(void);
 
 /** Seconds a collective may take before it is a timeout (default: the
- *  environment's CFT_DIST_TIMEOUT, else 300). */
+ *  environment's CFT_DIST_TIMEOUT, else 300). Called after a timeout, it
+ *  also gives cft_dist_finalize / cft_rpc_shutdown their whole deadline
+ *  again (a program that expects a slow peer to come). */
 void cft_dist_set_timeout(double seconds);
 /** The exit status of a job cft aborts (MPI_Abort) after a timeout or a
  *  mismatch: 86, chosen to differ from the shell's and timeout(1)'s codes

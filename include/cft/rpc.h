@@ -39,7 +39,9 @@ typedef struct cft_rref cft_rref;
  *  this worker is named `name` (NULL: "worker<rank>"); names must differ. */
 cft_status cft_rpc_init(const char *name);
 /** Graceful stop (collective): keeps serving until every worker has
- *  stopped making calls, then ends the server thread. */
+ *  stopped making calls, then ends the server thread. Within the deadline;
+ *  0.5 s once a call or collective of this process timed out (as
+ *  cft_dist_finalize): the error then says the others did not stop. */
 cft_status cft_rpc_shutdown(void);
 /** Workers: this one's id (its world rank), the count, a worker's name,
  *  the id of a name (-1 if none). */
@@ -47,7 +49,8 @@ int cft_rpc_worker_id(void);
 int cft_rpc_num_workers(void);
 const char *cft_rpc_worker_name(int id);
 int cft_rpc_worker_by_name(const char *name);
-/** Seconds a call may take (default: CFT_DIST_TIMEOUT, else 300). */
+/** Seconds a call may take (default: CFT_DIST_TIMEOUT, else 300); after
+ *  a timeout, also the whole wait of cft_rpc_shutdown again. */
 void cft_rpc_set_timeout(double seconds);
 
 /** Register f under `name` on this worker (do it on every worker that may

@@ -78,6 +78,18 @@ cft_status cft__dist_run(dist_req *r);
  * every member has arrived (before a blocking MPI call that has no
  * deadline of its own, such as MPI_Comm_split). */
 cft_status cft__dist_arrival(cft_dist_group *g, const char *call);
+/* A fault point named op (fault.c): with CFT_FAULT naming it, in a build
+ * with CFT_FAULT_INJECTION, this rank kills or stops itself here. */
+void cft__fault_point(const char *op);
+/* A peer was found dead or stalled (a timed-out collective or RPC): the
+ * rendezvous of cft_rpc_shutdown and cft_dist_finalize then wait a short
+ * grace, not a whole deadline, so the survivors end soon after. */
+void cft__dist_note_peer_failure(void);
+/* The wait for a rendezvous at the end: `deadline`, or the grace (0.5 s)
+ * if shorter, once a peer failure was seen. */
+double cft__dist_end_wait(double deadline);
+/* A deadline was set: the end waits its whole deadline again. */
+void cft__dist_rearm(void);
 /* Wait until the previous checkpoints that saves swapped out are removed
  * (checkpoint/save.c; cft_dist_finalize calls it). */
 void cft__ckpt_reap_wait(void);

@@ -157,12 +157,17 @@ static bool check_sigs(dist_req *r) {
 }
 
 static void timeout_message(dist_req *r, double now) {
-    char gb[200];
+    char gb[200], peer[48] = "";
     describe_group(r->g, gb, sizeof gb);
+    cft__dist_note_peer_failure();
+    if ((r->kind == REQ_SEND || r->kind == REQ_RECV) && r->peer >= 0 && r->peer < r->g->size)
+        snprintf(peer, sizeof peer, " %s rank %d", r->kind == REQ_SEND ? "to" : "from",
+                 r->g->world[r->peer]);
     snprintf(r->err, sizeof r->err,
-             "%s: %s #%llu on %s did not complete within %.1f s (CFT_DIST_TIMEOUT; %.2f s "
-             "elapsed): a peer is dead or stalled, or called another collective",
-             r->name, kind_name(r->kind), (unsigned long long)r->seq, gb, r->timeout, now - r->t0);
+             "%s: rank %d: %s%s #%llu on %s did not complete within %.1f s (CFT_DIST_TIMEOUT; "
+             "%.2f s elapsed): a peer is dead or stalled, or called another collective",
+             r->name, r->g->world[r->g->rank], kind_name(r->kind), peer, (unsigned long long)r->seq,
+             gb, r->timeout, now - r->t0);
 }
 
 /* the blocking form of r's operation: MPI's own algorithms for it (Open
@@ -418,6 +423,7 @@ void cft__dist_engine_stop(void) {
 
 /* number r in its group's order and start its clock (mu held) */
 static void stamp(dist_req *r) {
+    cft__fault_point(r->name);
     bool coll = r->kind != REQ_SEND && r->kind != REQ_RECV;
     r->seq = coll ? ++r->g->seq : 0;
     r->t0 = seconds();

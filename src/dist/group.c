@@ -35,8 +35,26 @@ double cft__dist_timeout(void) {
     }
     return v;
 }
+
+/* a peer failure seen in this process (a timed-out collective or call):
+ * the rendezvous at the end wait a grace of 0.5 s (or the deadline, if
+ * shorter), since a peer that did not answer then will not come now;
+ * a deadline set after it (cft_dist_set_timeout, cft_rpc_set_timeout)
+ * says the program expects a slow peer: the full wait again */
+static atomic_bool peer_failed;
+#define END_GRACE 0.5
+void cft__dist_note_peer_failure(void) {
+    atomic_store(&peer_failed, true);
+}
+void cft__dist_rearm(void) {
+    atomic_store(&peer_failed, false);
+}
+double cft__dist_end_wait(double t) {
+    return atomic_load(&peer_failed) && t > END_GRACE ? END_GRACE : t;
+}
 void cft_dist_set_timeout(double seconds) {
     atomic_store(&timeout_s, seconds > 0 ? seconds : 0);
+    cft__dist_rearm();
 }
 void cft_dist_set_abort_on_timeout(bool a) {
     atomic_store(&abort_job, a);
@@ -225,7 +243,7 @@ cft_status cft_dist_finalize(void) {
      * returned, it hung). A rank that does not come within the deadline
      * leaves MPI as it is, and the caller is told; the process may exit
      * (mpirun then ends the job). */
-    fin_args fa = {cft__dist_timeout(), false};
+    fin_args fa = {cft__dist_end_wait(cft__dist_timeout()), false};
     cft__dist_run_on_comm(meet_on_comm, &fa);
     if (!fa.met) {
         cft__dist_engine_stop();
@@ -234,7 +252,8 @@ cft_status cft_dist_finalize(void) {
         return cft__set_last(
             cft__fail(CFT_E_FOREIGN,
                       "cft_dist_finalize: not every rank reached cft_dist_finalize within %.1f s "
-                      "(CFT_DIST_TIMEOUT): a peer is stalled or dead; MPI is not finalized, since "
+                      "(CFT_DIST_TIMEOUT, or 0.5 s once a peer timed out): a peer is stalled or "
+                      "dead; MPI is not finalized, since "
                       "MPI_Finalize would wait for it for ever: exit the process",
                       fa.seconds));
     }
@@ -242,6 +261,7 @@ cft_status cft_dist_finalize(void) {
     cft__dist_engine_stop();
     inited = false;
     ngroups = 0;
+    atomic_store(&peer_failed, false);
     if (we_init_mpi)
         MPI_Finalize();
     return CFT_OK;

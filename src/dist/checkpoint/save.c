@@ -385,6 +385,7 @@ static void *write_mine(void *arg) {
     cft_init();
     s->write_status = CFT_OK;
     if (cft_tree_size(s->mine) > 0) {
+        cft__fault_point("checkpoint_write");
         char path[4200];
         snprintf(path, sizeof path, "%s/rank%d.safetensors", s->partial, s->g->rank);
         s->write_status = cft_save_safetensors(path, s->mine, NULL, 0);
@@ -394,9 +395,13 @@ static void *write_mine(void *arg) {
     return NULL;
 }
 
-/* everyone agrees on failure: the largest flag */
-static bool any_failed(cft_dist_group *g, bool mine) {
+/* everyone agrees on failure: the largest flag. When the agreement itself
+ * fails (a peer dead or stalled), *why (if still NULL) says so: the
+ * collective's error names the rank and the deadline. */
+static bool any_failed(cft_dist_group *g, bool mine, cft_array **why) {
     cft_array *f = cft_dist_all_reduce(g, cft_scalar(mine ? 1 : 0, CFT_I32), CFT_DIST_MAX);
+    if (cft_failed(f) && why && !*why)
+        *why = f; /* "cft_checkpoint_save: cft_dist_all_reduce: rank ..." */
     return cft_failed(f) || cft_item(f) != 0;
 }
 
@@ -418,7 +423,7 @@ cft_checkpoint_job *cft_checkpoint_save_async(cft_dist_group *g, const char *dir
     if (!e)
         e = describe(call, local, shards, nshards, &text, &len);
     /* every rank goes through the same collectives, failed or not */
-    if (any_failed(g, e != NULL)) {
+    if (any_failed(g, e != NULL, &e)) {
         free(text);
         s->err = e ? e : cft__fail(CFT_E_ARG, "%s: another rank's arguments are bad", call);
         s->waited = true, s->result = cft__set_last(s->err);
@@ -444,7 +449,7 @@ cft_checkpoint_job *cft_checkpoint_save_async(cft_dist_group *g, const char *dir
         if (mkdir(s->partial, 0777) != 0)
             e = cft__fail(CFT_E_IO, "%s: cannot make %s: %s", call, s->partial, strerror(errno));
     }
-    if (any_failed(g, e != NULL)) { /* the plan is the same everywhere: so is e */
+    if (any_failed(g, e != NULL, &e)) { /* the plan is the same everywhere: so is e */
         s->err = e ? e : cft__fail(CFT_E_IO, "%s: rank 0 could not prepare %s.partial", call, dir);
         s->waited = true, s->result = cft__set_last(s->err);
         return s;
@@ -478,12 +483,12 @@ cft_status cft_checkpoint_wait(cft_checkpoint_job *s) {
     cft_array *e = NULL;
     if (s->write_status != CFT_OK)
         e = cft__fail(CFT_E_IO, "cft_checkpoint_save: rank %d: %s", s->g->rank, s->write_err);
-    if (any_failed(s->g, e != NULL)) {
+    if (any_failed(s->g, e != NULL, &e)) {
         if (!e)
             e = cft__fail(CFT_E_IO, "cft_checkpoint_save: another rank could not write its file");
     } else if (s->g->rank == 0)
         e = commit(s);
-    if (any_failed(s->g, e != NULL) && !e)
+    if (any_failed(s->g, e != NULL, &e) && !e)
         e = cft__fail(CFT_E_IO, "cft_checkpoint_save: rank 0 could not commit %s", s->dir);
     if (e && s->g->rank == 0)
         remove_dir(s->partial); /* the previous checkpoint stays as it was */

@@ -66,7 +66,9 @@ static int64_t nwaiting;
  * before it have their data (a DELETE must not overtake the REMOTE its
  * sender made first) */
 static job *receiving, *receiving_tail, *ready, *ready_tail;
-static cft_future *fired; /* done futures with callbacks to run */
+/* done futures with callbacks to run: changed under the MPI lock, read
+ * without it as a hint (atomic: another thread may be changing it) */
+static cft_future *_Atomic fired;
 static uint64_t next_call;
 static _Atomic int64_t next_rref;
 
@@ -108,6 +110,7 @@ int cft_rpc_worker_by_name(const char *name) {
 }
 void cft_rpc_set_timeout(double seconds) {
     timeout_s = seconds;
+    cft__dist_rearm();
 }
 static double deadline(void) {
     return timeout_s > 0 ? timeout_s : cft__dist_timeout();
@@ -290,8 +293,8 @@ static cft_future *receiving_futures;
 static void finish_future(cft_future *f, int state) {
     atomic_store(&f->state, state);
     if (f->ncb) {
-        f->next = fired;
-        fired = f;
+        f->next = atomic_load(&fired);
+        atomic_store(&fired, f);
     }
 }
 
@@ -430,8 +433,7 @@ static bool progress_locked(bool serve, bool replies) {
 /* the callbacks of futures done since the last call (outside the lock) */
 static void run_callbacks(void) {
     cft__dist_mpi_lock();
-    cft_future *f = fired;
-    fired = NULL;
+    cft_future *f = atomic_exchange(&fired, NULL);
     cft__dist_mpi_unlock();
     for (; f; f = f->next)
         for (int i = 0; i < f->ncb; i++)
@@ -445,7 +447,7 @@ static bool poll_once(bool serve) {
     cft__dist_mpi_lock();
     bool moved = progress_locked(serve, !serve || !atomic_load(&waiters));
     cft__dist_mpi_unlock();
-    if (fired)
+    if (atomic_load_explicit(&fired, memory_order_relaxed))
         run_callbacks();
     return moved;
 }
@@ -474,6 +476,9 @@ static cft_array *resolve(job *j, int i) {
 static void nap(double seconds);
 static void serve_job(job *j) {
     rpc_header *h = j->h;
+    static const char *const point[] = {"", "rpc_call", "rpc_remote", "rpc_fetch", "rpc_delete"};
+    if (h->kind >= RPC_CALL && h->kind <= RPC_DELETE)
+        cft__fault_point(point[h->kind]);
     if (h->kind == RPC_DELETE) {
         /* a worker that holds no reference to it cannot drop it (no reply:
          * a DELETE is one-way; CFT_DIST_DEBUG says so) */
@@ -631,6 +636,37 @@ static void *serve(void *arg) {
     return NULL;
 }
 
+/* ---- the agent's state, for a stall (CFT_DIST_DEBUG, or on a deadline) ---- */
+
+/* One line on stderr: what this worker's agent holds. Printed when a call
+ * times out with CFT_DIST_DEBUG set, and by cft__rpc_dump_state. */
+void cft__rpc_dump_state(const char *why) {
+    cft__dist_mpi_lock();
+    int nsend = 0, nrecv = 0, nready = 0, nrecvf = 0, nfired = 0;
+    for (sendq *q = sending; q; q = q->next)
+        nsend++;
+    for (job *j = receiving; j; j = j->next)
+        nrecv++;
+    for (job *j = ready; j; j = j->next)
+        nready++;
+    for (cft_future *f = receiving_futures; f; f = f->next)
+        nrecvf++;
+    for (cft_future *f = atomic_load(&fired); f; f = f->next)
+        nfired++;
+    int64_t nw = nwaiting;
+    uint64_t calls = next_call;
+    cft__dist_mpi_unlock();
+    fprintf(stderr,
+            "cft_rpc: worker %d (%s): agent state (%s): %d sends in flight, %lld calls waiting "
+            "for a reply (of %llu made), %d replies receiving data, %d requests receiving data, "
+            "%d requests ready to serve, %d futures with callbacks to run, %d callers waiting, "
+            "server %s, %lld values owned\n",
+            me, me >= 0 && names ? names[me] : "?", why, nsend, (long long)nw,
+            (unsigned long long)calls, nrecvf, nrecv, nready, nfired, atomic_load(&waiters),
+            atomic_load(&server_stop) ? "stopped" : "running", (long long)cft_rpc_owned_count());
+    fflush(stderr);
+}
+
 /* ---- calling ---- */
 
 static cft_future *failed_future(cft_array *e) {
@@ -761,7 +797,7 @@ cft_status cft_future_wait(cft_future *f, int nout, cft_array **out) {
             cft__dist_mpi_lock();
             progress_locked(true, true);
             cft__dist_mpi_unlock();
-            if (fired)
+            if (atomic_load_explicit(&fired, memory_order_relaxed))
                 run_callbacks();
             serve_ready();
         } else
@@ -771,6 +807,9 @@ cft_status cft_future_wait(cft_future *f, int nout, cft_array **out) {
             bool mine = take_waiting(f->id, f->to) != NULL; /* else the reply is in */
             cft__dist_mpi_unlock();
             if (mine) {
+                cft__dist_note_peer_failure();
+                if (getenv("CFT_DIST_DEBUG"))
+                    cft__rpc_dump_state("a call timed out");
                 f->err = cft__fail(CFT_E_FOREIGN,
                                    "cft_future_wait: call of '%s' on worker '%s' (%d) did not "
                                    "complete within %.1f s (CFT_DIST_TIMEOUT): the worker is "
@@ -894,6 +933,7 @@ cft_status cft_rpc_shutdown(void) {
      * barrier that every worker reaches only when its calls are done,
      * while the server keeps answering */
     double t0 = now_s(), limit = deadline();
+    limit = cft__dist_end_wait(limit); /* a short grace once a peer timed out */
     for (;;) {
         cft__dist_mpi_lock();
         bool mine = nwaiting || receiving_futures || sending;

@@ -40,6 +40,8 @@ cft_future *cft__rpc_request(const char *call, int kind, int to, const char *nam
                              int nin, const cft_rpc_arg *args);
 /* a fresh RRef id, unique over the job (this worker's id in the top bits) */
 int64_t cft__rpc_new_rref_id(void);
+/* One line on stderr: the agent's queues and counts (a stall's evidence). */
+void cft__rpc_dump_state(const char *why);
 
 /* agent.c: the function registered under `name` here (NULL if none) */
 cft_fn *cft__rpc_lookup(const char *name);
