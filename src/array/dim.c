@@ -254,12 +254,70 @@ static bool pmul(const poly *a, const poly *b, poly *out) {
 
 /* ---- public functions ---- */
 
-/* the atom named name, or natoms when there is none (under mu) */
+/* the atom named name, or natoms when there is none (under mu); a freed
+ * atom's name is empty, which no symbol has */
 static int find_atom(const char *name) {
     int a = 0;
     while (a < natoms && strcmp(atom_names[a], name))
         a++;
     return a;
+}
+
+/* Atoms made inside a load (cft__dim_txn_begin .. _end) are provisional:
+ * a failed load frees them again (their slots are reused), so a hostile
+ * file leaves no names behind. An atom another thread finds, or any
+ * atom once its load succeeds, is permanent. (A freed atom's slot may
+ * still appear in interned expressions nobody holds: a reused slot gives
+ * them the new name's meaning, the same polynomial over it.) */
+enum { ATOM_KEPT, ATOM_PROVISIONAL, ATOM_FREE };
+static uint8_t atom_state[MAX_ATOMS];
+static int free_atoms[MAX_ATOMS], nfree;
+static _Thread_local int txn_depth, txn_n, txn_cap;
+static _Thread_local int *txn_atoms; /* malloc'd: the atoms this thread's load made */
+
+static bool mine(int a) {
+    for (int i = 0; i < txn_n; i++)
+        if (txn_atoms[i] == a)
+            return true;
+    return false;
+}
+
+/* atom a was found by a lookup (under mu): another thread's provisional
+ * atom is now in use here, so it stays */
+static void found(int a) {
+    if (atom_state[a] == ATOM_PROVISIONAL && !mine(a))
+        atom_state[a] = ATOM_KEPT;
+}
+
+void cft__dim_txn_begin(void) {
+    txn_depth++;
+}
+
+void cft__dim_txn_end(bool ok) {
+    if (txn_depth <= 0 || --txn_depth > 0)
+        return;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < txn_n; i++) {
+        int a = txn_atoms[i];
+        if (atom_state[a] != ATOM_PROVISIONAL)
+            continue;
+        if (ok)
+            atom_state[a] = ATOM_KEPT;
+        else {
+            atom_state[a] = ATOM_FREE;
+            atom_names[a][0] = 0;
+            free_atoms[nfree++] = a;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    txn_n = 0;
+}
+
+int cft__dim_live_symbols(void) {
+    pthread_mutex_lock(&mu);
+    int n = natoms - nfree;
+    pthread_mutex_unlock(&mu);
+    return n;
 }
 
 int64_t cft_dim_sym(const char *name) {
@@ -274,29 +332,47 @@ int64_t cft_dim_sym(const char *name) {
             cft__fail(CFT_E_ARG, "cft_dim_sym: bad symbol name \"%s\"", name ? name : "(null)"));
         return CFT_DIM_INVALID;
     }
+    if (txn_depth > 0 && txn_n == txn_cap) { /* room to record it, before the lock */
+        int cap = txn_cap ? 2 * txn_cap : 64;
+        int *more = realloc(txn_atoms, sizeof *more * (size_t)cap);
+        if (!more) {
+            cft__set_last(cft__oom());
+            return CFT_DIM_INVALID;
+        }
+        txn_atoms = more, txn_cap = cap;
+    }
     pthread_mutex_lock(&mu);
     int a = find_atom(name);
-    if (a == natoms) {
-        if (natoms == MAX_ATOMS) {
+    if (a < natoms)
+        found(a);
+    else {
+        if (nfree > 0)
+            a = free_atoms[--nfree];
+        else if (natoms == MAX_ATOMS) {
             pthread_mutex_unlock(&mu);
             cft__set_last(cft__fail(CFT_E_ARG, "cft_dim_sym: too many symbols (%d)", MAX_ATOMS));
             return CFT_DIM_INVALID;
-        }
+        } else
+            a = natoms++;
         memcpy(atom_names[a], name, len + 1);
-        natoms++;
+        atom_state[a] = txn_depth > 0 ? ATOM_PROVISIONAL : ATOM_KEPT;
+        if (txn_depth > 0)
+            txn_atoms[txn_n++] = a;
     }
     pthread_mutex_unlock(&mu);
     return cft__dim_of_atom(a);
 }
 
 int64_t cft__dim_sym_known(const char *name) {
-    if (!name)
+    if (!name || !*name)
         return CFT_DIM_INVALID;
     pthread_mutex_lock(&mu);
     int a = find_atom(name);
-    bool found = a < natoms;
+    bool got = a < natoms;
+    if (got)
+        found(a);
     pthread_mutex_unlock(&mu);
-    return found ? cft__dim_of_atom(a) : CFT_DIM_INVALID;
+    return got ? cft__dim_of_atom(a) : CFT_DIM_INVALID;
 }
 
 int64_t cft__dim_of_atom(int a) {
@@ -310,7 +386,7 @@ int64_t cft__dim_of_atom(int a) {
 }
 
 const char *cft__dim_atom_name(int a) {
-    return a >= 0 && a < natoms ? atom_names[a] : "?";
+    return a >= 0 && a < natoms && atom_names[a][0] ? atom_names[a] : "?";
 }
 
 bool cft_dim_is_symbolic(int64_t d) {

@@ -50,5 +50,13 @@ const char *cft__dim_s(int64_t d);
 /* The dim of symbol `name` if it exists already, else CFT_DIM_INVALID
  * (nothing is added: readers of outside text count new names first). */
 int64_t cft__dim_sym_known(const char *name);
+/* A load of outside text (cft_ir_parse, cft_export_load): symbols it makes
+ * are provisional until cft__dim_txn_end(true); with false they are freed
+ * again (unless another thread has found them meanwhile). Nests: the
+ * outermost end decides. */
+void cft__dim_txn_begin(void);
+void cft__dim_txn_end(bool ok);
+/* Symbols in the table (made and not freed), for tests. */
+int cft__dim_live_symbols(void);
 
 #endif

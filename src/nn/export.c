@@ -12,6 +12,7 @@
 #include "cft/ops.h"
 #include "cft/shape.h"
 #include "cft/nn.h"
+#include "array/dim.h"
 #include "core/error.h"
 #include "array/array.h"
 #include "core/mem.h"
@@ -229,11 +230,16 @@ cft_status cft_load_exported_ir(const char *path, cft_ir **out) {
         cv[i] = b;
     }
     cft_ir *ir = NULL;
-    if (cft_ir_parse(text, nc, cv, &ir) != CFT_OK)
+    cft__dim_txn_begin(); /* a load that fails leaves no symbol names behind */
+    if (cft_ir_parse(text, nc, cv, &ir) != CFT_OK) {
+        cft__dim_txn_end(false);
         return cft__set_last(cft__fail(CFT_E_ARG, "%s: %s", path, cft_last_error_message()));
+    }
     const char *ins = meta_get(meta, nmeta, "inputs"), *outs = meta_get(meta, nmeta, "outputs");
-    if ((ins && strcmp(ins, avals_text(ir, true)) != 0) ||
-        (outs && strcmp(outs, avals_text(ir, false)) != 0))
+    bool same = !(ins && strcmp(ins, avals_text(ir, true)) != 0) &&
+                !(outs && strcmp(outs, avals_text(ir, false)) != 0);
+    cft__dim_txn_end(same);
+    if (!same)
         return cft__set_last(cft__fail(CFT_E_ARG,
                                        "%s: the inputs/outputs in its metadata "
                                        "(%.200s / %.200s) are not those of its IR",

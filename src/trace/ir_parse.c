@@ -709,6 +709,7 @@ cft_status cft_ir_parse(const char *text, int nconst, cft_array *const *consts, 
                                        nconst));
     parser P = {text, text, NULL, consts, nconst, 0, 0, 0};
     bool was = cft__ir_roundtrip_suspend();
+    cft__dim_txn_begin(); /* a text that fails leaves no symbol names behind */
     cft_ir *ir = parse_ir(&P);
     cft__ir_roundtrip_restore(was);
     if (ir) {
@@ -719,6 +720,7 @@ cft_status cft_ir_parse(const char *text, int nconst, cft_array *const *consts, 
             P.err = cft__fail(CFT_E_ARG, "cft_ir_parse: the text has %d constants, %d values given",
                               P.used, nconst);
     }
+    cft__dim_txn_end(!P.err && ir);
     if (P.err || !ir)
         return cft__set_last(P.err ? P.err : cft__fail(CFT_E_ARG, "cft_ir_parse: no IR"));
     *out = ir;
