@@ -16,6 +16,7 @@
  * traces and first runs. A warm plan runs outside the lock in an arena
  * taken from its traced plan's pool, so callers of the same function on
  * several threads each get their own arena; results equal a serial run. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1483,6 +1484,93 @@ static cft_status run_on_device(jit_env *J, const cft_dev *d, int nin, cft_array
                                    src, &P->on_devices, in, out);
 }
 
+/* CFT_JIT_REPEAT=1 (the jit's regression tests set it): every host call
+ * of a jitted function runs its plan twice more first, with the same inputs
+ * and with fresh copies of them (new buffers: caches keyed by address must
+ * not answer), and the three results must agree: a second call that
+ * crashes, or answers from stale state, fails the test that made it. The
+ * thread count may change between calls (under load), so floats agree to
+ * their dtype's rounding, not bit for bit. */
+static bool jit_repeat(void) {
+    static atomic_int v = -1;
+    if (atomic_load(&v) < 0) {
+        const char *e = getenv("CFT_JIT_REPEAT");
+        atomic_store(&v, e && atoi(e) > 0);
+    }
+    return atomic_load(&v) > 0;
+}
+
+/* a and b agree: exactly for integers and booleans; for floats within
+ * their dtype's rounding of the largest finite magnitude (a cold first call
+ * runs other kernels than the warm plan, and sums of mixed signs may
+ * cancel: relative error alone would flag rounding) */
+static bool agree(cft_array *a, cft_array *b) {
+    if (cft_failed(a) || cft_failed(b))
+        return cft_failed(a) == cft_failed(b);
+    cft_dtype dt = cft_array_dtype(a);
+    if (!cft_dtype_is_inexact(dt))
+        return cft_allclose(a, b, 0, 0, false);
+    double tol = dt == CFT_F64 || dt == CFT_C128  ? 1e-12
+                 : dt == CFT_F32 || dt == CFT_C64 ? 1e-5
+                                                  : 1e-2;
+    cft_array *m = cft__contig(cft_astype(cft_abs(b), CFT_F64));
+    if (cft_failed(m))
+        return false;
+    const double *v = cft__ptr(m);
+    double big = 0;
+    for (int64_t i = 0, n = cft_array_size(m); i < n; i++)
+        if (isfinite(v[i]) && v[i] > big)
+            big = v[i];
+    return cft_allclose(a, b, tol, tol * (big > 1 ? big : 1), true);
+}
+
+static cft_status call_locked(jit_env *J, int nin, cft_array *const *in, int nout,
+                              cft_array **out) {
+    pthread_mutex_lock(&J->mu);
+    cft_status st = jit_locked(J, nin, in, nout, out);
+    pthread_mutex_unlock(&J->mu);
+    return st;
+}
+
+/* the two calls before the real one; false: no check this time (too many
+ * arguments, an input that cannot be copied, a call that failed: the real
+ * call reports it) */
+#define REPEAT_MAX 64
+static bool repeat_before(jit_env *J, int nin, cft_array *const *in, int nout, cft_array **o1,
+                          cft_array **o2) {
+    cft_array *copy[REPEAT_MAX];
+    if (nin > REPEAT_MAX)
+        return false;
+    for (int i = 0; i < nin; i++) {
+        cft_array *c = cft__contig(in[i]);
+        if (cft_failed(c))
+            return false;
+        cft_aval a = cft_array_aval(c);
+        copy[i] = cft__alloc(a.dtype, a.shape, a.ndim);
+        if (cft_failed(copy[i]))
+            return false;
+        memcpy(cft__ptr(copy[i]), cft__ptr(c),
+               (size_t)cft__numel(a.shape, a.ndim) * cft_dtype_size(a.dtype));
+    }
+    cft_status s1 = call_locked(J, nin, in, nout, o1);
+    cft_status s2 = call_locked(J, nin, copy, nout, o2);
+    return s1 == CFT_OK && s2 == CFT_OK;
+}
+
+static cft_status repeat_check(int nout, cft_array **o1, cft_array **o2, cft_array **out) {
+    for (int k = 0; k < nout; k++)
+        if (!agree(o1[k], out[k]) || !agree(o2[k], out[k])) {
+            cft_array *e = cft__fail(CFT_E_ARG,
+                                     "cft_jit: CFT_JIT_REPEAT: output %d of the third call "
+                                     "differs from the %s call",
+                                     k, agree(o1[k], out[k]) ? "second (fresh inputs)" : "first");
+            for (int j = 0; j < nout; j++)
+                out[j] = e;
+            return cft__set_last(e);
+        }
+    return CFT_OK;
+}
+
 static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cft_array **out) {
     jit_env *J = envp;
     out_dest *od = next_dest; /* the lane loop's rows, for this call only */
@@ -1506,6 +1594,9 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
         if (loop)
             return run_lanes(J, size, nin, in, nout, out);
     }
+    cft_array *o1[REPEAT_MAX], *o2[REPEAT_MAX];
+    bool rep = jit_repeat() && !J->donate && !od && nout <= REPEAT_MAX;
+    rep = rep && repeat_before(J, nin, in, nout, o1, o2);
     donation d = {.donate = J->donate, .in = in};
     donation *saved = cur_donation;
     cur_donation = J->donate ? &d : NULL;
@@ -1516,6 +1607,8 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
     pthread_mutex_unlock(&J->mu);
     exec_dest = saved_od;
     cur_donation = saved;
+    if (rep && st == CFT_OK)
+        return repeat_check(nout, o1, o2, out);
     if (J->donate && st == CFT_OK) { /* donated inputs are the outputs' now: invalid */
         atomic_fetch_add(&J->reused, d.reused);
         for (int k = 0; k < nin; k++) {
