@@ -49,6 +49,23 @@ static cft_array *rnd(uint64_t seed, const int64_t *shape, int nd) {
     return cft_random_normal(cft_random_key(seed), CFT_F32, shape, nd);
 }
 
+/* long reductions of a fused chain, with an elementwise output beside
+ * them: sums, maxima (one row with a NaN), minima and products over rows
+ * of 5000 (a block per output on a GPU), over 3 rows of 2 (a thread per
+ * output) and over everything */
+static cft_status long_red(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *t = cft_tanh(cft_mul_s(in[0], 0.5));
+    out[0] = cft_sum(t, (int[]){1}, 1, false);
+    out[1] = cft_max(t, (int[]){1}, 1, false);
+    out[2] = cft_min(cft_mul(t, in[0]), (int[]){1}, 1, false);
+    out[3] = cft_prod(cft_add_s(cft_mul_s(t, 1e-4), 1.0), (int[]){1}, 1, false);
+    out[4] = cft_sum(t, NULL, 0, false);
+    out[5] = cft_sum(t, (int[]){0}, 1, false);
+    out[6] = cft_exp(t);
+    return CFT_OK;
+}
+
 static bool on(const cft_array *x, const char *dev) {
     return !strcmp(cft_device_name(cft_device_of(x)), dev);
 }
@@ -260,6 +277,28 @@ int main(int argc, char **argv) {
             }
             /* its fused groups ran as the backend's kernels (run_kernel) */
             CHECK_MSG(c1.kernels - c0.kernels >= 1, "%ld kernels", c1.kernels - c0.kernels);
+        }
+    }
+    TEST("long reductions on a device (a block per output), jitted, against the host") {
+        cft_array *x =
+            cft_concatenate((cft_array *[]){rnd(21, (int64_t[]){2, 5000}, 2),
+                                            cft_full(NAN, CFT_F32, (int64_t[]){1, 5000}, 2)},
+                            2, 0);
+        for (int dt = 0; dt < 2; dt++) {
+            cft_array *xs = dt ? cft_astype(x, CFT_F64) : x;
+            cft_fn *j = cft_jit(cft_fn_new(long_red, NULL, 1, 7));
+            cft_array *want[7], *got[7], *xd = cft_device_put(xs, d0);
+            CHECK_EQ(cft_fn_call(cft_fn_new(long_red, NULL, 1, 7), &xs, want), CFT_OK);
+            for (int call = 0; call < 3; call++) {
+                CHECK_EQ(cft_fn_call(j, &xd, got), CFT_OK);
+                for (int k = 0; k < 7; k++) {
+                    CHECK(on(got[k], "test:0"));
+                    /* other orders of addition: f32 / f64 rounding of 5000 terms */
+                    double tol = dt ? 1e-12 : 1e-5;
+                    CHECK_MSG(cft_allclose(got[k], want[k], tol, tol * 100, true), "output %d, %s",
+                              k, dt ? "f64" : "f32");
+                }
+            }
         }
     }
     TEST("a backend asking for eager kernels: eager ops and grad run as kernels there") {

@@ -39,11 +39,13 @@ const char *cft__emit_cuda_prelude(void) {
            "#ifndef NAN\n#define NAN __int_as_float(0x7fffffff)\n#endif\n"
            "#define __builtin_popcountll __popcll\n"
            "#define CFT_FN __device__\n"
+           "#define CFT_COOP_SERIAL 0\n"
            "#else /* the host shim: a grid run as loops */\n"
            "#include <stdint.h>\n#include <math.h>\n"
            "struct cft_dim3 { unsigned x, y, z; };\n"
            "static thread_local cft_dim3 threadIdx, blockIdx, blockDim, gridDim;\n"
            "#define __global__\n#define __device__\n#define CFT_FN\n"
+           "#define CFT_COOP_SERIAL 1 /* a block's threads run one after another */\n"
            "#endif\n"
            /* the special functions declare j0 / j1 themselves (glibc hides
             * them); here they are the library's, under other names. NVRTC
@@ -69,6 +71,26 @@ static void decompose(char **b, size_t *l, size_t *c, int nd, int nops, int red_
     for (int k = 0; k < nops; k++)
         put(b, l, c, "            %s%d += i * s[%d + k];\n", pre, k, k * nd);
     put(b, l, c, "          } }\n");
+}
+
+/* the loop over a slot's reduced elements (header `loop`): each element's
+ * offsets, the group's chain, its elementwise outputs, and the fold into acc */
+static void reduce_loop(const cft_ir *ir, const cft_group *g, const cft_eqn *red, int red_out,
+                        int nd, int nops, char **name, const char *loop, char **b, size_t *l,
+                        size_t *c) {
+    put(b, l, c, "        for (%s) {\n", loop);
+    for (int k = 0; k < nops; k++)
+        put(b, l, c, "        int64_t g%d = f%d;\n", k, k);
+    if (red_out >= 0)
+        decompose(b, l, c, nd, nops, red_out, true, "rr", "g");
+    cft__emit_chain(b, l, c, ir, g, name);
+    for (int k = g->nin; k < nops; k++)
+        if (k != red_out)
+            put(b, l, c, "            o%d[g%d] = %s;\n", k, k, name[g->out[k - g->nin]]);
+    if (red_out >= 0)
+        put(b, l, c, "            { const double x = %s; acc = (%s); }\n", name[red->in[0]->id],
+            red->prim->c_expr);
+    put(b, l, c, "        }\n");
 }
 
 void cft__emit_cuda_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, int id,
@@ -98,6 +120,60 @@ void cft__emit_cuda_group(const cft_ir *ir, const cft_group *g, const cft_loop *
         if (red_out >= 0)
             put(b, l, c, "        if (s[%d + k] == 0) { nred *= d[k]; continue; }\n", red_out * nd);
         put(b, l, c, "        nslot *= d[k];\n    }\n");
+        char **name = CFT_NEWN(char *, ir->nvars + 1);
+        for (int k = 0; k < g->nin; k++) {
+            char tmp[32];
+            snprintf(tmp, sizeof tmp, "o%d[g%d]", k, k);
+            name[g->in[k]] = cft__strdup(tmp);
+        }
+        if (red_out >= 0) { /* a long reduction: a block (not a thread) per slot */
+            /* in the host shim (CFT_COOP_SERIAL) a block's threads cannot
+             * meet at a barrier: thread (0, 0) runs each thread's share in
+             * turn, the same shares combined in the same order */
+            put(b, l, c,
+                "    if (nred >= %d) {\n"
+                "    const unsigned nt = blockDim.x < %d ? blockDim.x : %d;\n"
+                "#if CFT_COOP_SERIAL\n"
+                "    double part[%d];\n"
+                "    if (blockIdx.x != 0 || threadIdx.x != 0) return;\n"
+                "    for (int64_t slot = 0; slot < nslot; slot++) {\n"
+                "#else\n"
+                "    __shared__ double part[%d];\n"
+                "    for (int64_t slot = blockIdx.x; slot < nslot; slot += gridDim.x) {\n"
+                "#endif\n",
+                CFT_COOP_MIN_RED, CFT_COOP_THREADS, CFT_COOP_THREADS, CFT_COOP_THREADS,
+                CFT_COOP_THREADS);
+            for (int k = 0; k < nops; k++)
+                put(b, l, c, "        int64_t f%d = 0;\n", k);
+            decompose(b, l, c, nd, nops, red_out, false, "slot", "f");
+            put(b, l, c,
+                "#if CFT_COOP_SERIAL\n"
+                "        for (unsigned tx = 0; tx < nt; tx++) {\n"
+                "#else\n"
+                "        for (unsigned tx = threadIdx.x; tx < nt; tx = nt) {\n"
+                "#endif\n"
+                "        double acc = (double)(%s);\n",
+                red->prim->c_init);
+            reduce_loop(ir, g, red, red_out, nd, nops, name, "int64_t rr = tx; rr < nred; rr += nt",
+                        b, l, c);
+            /* the shares in thread order: the same result on every run */
+            put(b, l, c,
+                "        part[tx] = acc;\n        }\n"
+                "#if !CFT_COOP_SERIAL\n"
+                "        __syncthreads();\n        if (threadIdx.x == 0)\n"
+                "#endif\n"
+                "        {\n"
+                "            double acc = part[0];\n"
+                "            for (unsigned t = 1; t < nt; t++) { const double x = part[t]; acc = "
+                "(%s); }\n"
+                "            { const double x = acc; { const double acc = o%d[f%d]; o%d[f%d] = "
+                "(%s); } }\n        }\n"
+                "#if !CFT_COOP_SERIAL\n"
+                "        __syncthreads();\n"
+                "#endif\n"
+                "    }\n    return;\n    }\n",
+                red->prim->c_expr, red_out, red_out, red_out, red_out, red->prim->c_expr);
+        }
         put(b, l, c,
             "    const int64_t step = (int64_t)gridDim.x * blockDim.x;\n"
             "    for (int64_t slot = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; "
@@ -107,25 +183,8 @@ void cft__emit_cuda_group(const cft_ir *ir, const cft_group *g, const cft_loop *
         decompose(b, l, c, nd, nops, red_out, false, "slot", "f");
         if (red_out >= 0)
             put(b, l, c, "        double acc = (double)(%s);\n", red->prim->c_init);
-        put(b, l, c, "        for (int64_t rr = 0; rr < nred; rr++) {\n");
-        for (int k = 0; k < nops; k++)
-            put(b, l, c, "        int64_t g%d = f%d;\n", k, k);
-        if (red_out >= 0)
-            decompose(b, l, c, nd, nops, red_out, true, "rr", "g");
-        char **name = CFT_NEWN(char *, ir->nvars + 1);
-        for (int k = 0; k < g->nin; k++) {
-            char tmp[32];
-            snprintf(tmp, sizeof tmp, "o%d[g%d]", k, k);
-            name[g->in[k]] = cft__strdup(tmp);
-        }
-        cft__emit_chain(b, l, c, ir, g, name);
-        for (int k = g->nin; k < nops; k++)
-            if (k != red_out)
-                put(b, l, c, "            o%d[g%d] = %s;\n", k, k, name[g->out[k - g->nin]]);
-        if (red_out >= 0)
-            put(b, l, c, "            { const double x = %s; acc = (%s); }\n", name[red->in[0]->id],
-                red->prim->c_expr);
-        put(b, l, c, "        }\n");
+        reduce_loop(ir, g, red, red_out, nd, nops, name, "int64_t rr = 0; rr < nred; rr++", b, l,
+                    c);
         if (red_out >= 0)
             put(b, l, c,
                 "        { const double x = acc; { const double acc = o%d[f%d]; o%d[f%d] = "

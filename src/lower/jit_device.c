@@ -176,11 +176,16 @@ static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_aval *
         for (int i = 0; i < lp.nd; i++)
             strides[k * lp.nd + i] = lp.st[k][i];
     }
+    int64_t nred = 1;
     for (int i = 0; i < lp.nd; i++) {
         dims[i] = lp.dims[i];
         if (red_out < 0 || lp.st[red_out][i] != 0)
             nslot *= lp.dims[i];
+        else
+            nred *= lp.dims[i];
     }
+    if (red_out >= 0 && nred >= CFT_COOP_MIN_RED) /* a block per output (emit_cuda.c) */
+        nslot *= CFT_COOP_THREADS;
     char entry[32];
     snprintf(entry, sizeof entry, "cft_g%d", gi);
     cft_dev_kernel k = {src, entry, args, size, nslot, nops, ptrs};
