@@ -22,6 +22,8 @@ export ASAN_OPTIONS=detect_leaks=0
 ./make_seeds corpus/fuzz_safetensors corpus/fuzz_bool corpus/fuzz_rpc_header \
     corpus/fuzz_checkpoint_meta corpus/fuzz_ir_parse corpus/fuzz_export \
     corpus/fuzz_checkpoint_load
+# an exported program is a safetensors file: its header parser starts from those seeds too
+cp -n corpus/fuzz_safetensors/* corpus/fuzz_export/ 2>/dev/null || true
 # Without the GC nothing is freed (3-12 KB per execution, and fast targets
 # run 12,000 executions a second), so a run goes in rounds of at most 10 s
 # (each a fresh process on the grown corpus): about 1.5 GB at most. Rounds

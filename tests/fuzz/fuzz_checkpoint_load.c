@@ -5,7 +5,9 @@
  * metadata.json, then the bytes of rank0.safetensors; both are written as
  * real files into a private directory. The loader must give a tree or an
  * error naming the call, never crash or read out of bounds, and a tree it
- * gives must have as many arrays as the listing says. */
+ * gives must have as many arrays as the listing says. Pieces are asked
+ * for by name too: rows of the first listed array, and a name that is not
+ * there (an error). */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +48,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int n = cft_checkpoint_list(dir, NULL, NULL);
     if (n < 0 && !strstr(cft_last_error_message(), "cft_checkpoint_list"))
         __builtin_trap(); /* every error names the public call */
+    /* pieces by name: rows of the first listed array, and a name not there */
+    const char **names = NULL;
+    cft_aval *avals = NULL;
+    if (cft_checkpoint_list(dir, &names, &avals) > 0) {
+        int64_t rows = avals[0].ndim > 0 ? avals[0].shape[0] : -1;
+        cft_checkpoint_piece want[2] = {{names[0], rows > 1 ? 1 : 0, rows > 1 ? rows - 1 : -1},
+                                        {"(not there)", 0, 1}};
+        for (int k = 1; k <= 2; k++) {
+            cft_tree *p = cft_checkpoint_load(dir, want, k);
+            if (cft_tree_failed(p) &&
+                !strstr(cft_error_message(cft_tree_error(p)), "cft_checkpoint_load"))
+                __builtin_trap();
+            if (k == 2 && !cft_tree_failed(p))
+                __builtin_trap(); /* the missing name is an error */
+        }
+    }
     cft_tree *t = cft_checkpoint_load(dir, NULL, 0);
     if (cft_tree_failed(t)) {
         if (!strstr(cft_error_message(cft_tree_error(t)), "cft_checkpoint_load"))

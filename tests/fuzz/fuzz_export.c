@@ -24,6 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != (ssize_t)size)
         return 0;
+    cft_fn *f = cft_load_exported(path); /* the same loader, as a function */
+    if (!f || (cft_fn_failed(f) && !strstr(cft_fn_error_message(f), "cft_load_exported")))
+        __builtin_trap();
     cft_ir *ir = NULL;
     cft_status st = cft_load_exported_ir(path, &ir);
     if (st != CFT_OK) {

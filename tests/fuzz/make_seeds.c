@@ -64,6 +64,29 @@ static cft_status seed_scan(void *env, int nin, cft_array *const *in, int nout, 
     out[0] = cft_sum(r[1], NULL, 0, false);
     return st;
 }
+/* constants of every dtype a program may hold (f16, bf16, f64, i32, i64,
+ * bool, complex): the exported program stores each in its safetensors */
+static cft_array *seed_h, *seed_bf; /* f16 and bf16 constants of the program */
+static cft_status seed_dtypes(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *x =
+        cft_add(cft_mul(in[0], cft_astype(seed_h, CFT_F32)), cft_astype(seed_bf, CFT_F32));
+    cft_array *k = cft_arange(1, 4, 1, CFT_F32);
+    cft_array *h = cft_astype(cft_mul(x, cft_astype(cft_astype(k, CFT_F16), CFT_F32)), CFT_F16);
+    cft_array *b = cft_astype(cft_add(x, cft_astype(cft_astype(k, CFT_BF16), CFT_F32)), CFT_BF16);
+    cft_array *d = cft_mul(cft_astype(x, CFT_F64), cft_astype(k, CFT_F64));
+    cft_array *i = cft_add(cft_astype(x, CFT_I32), cft_arange(0, 3, 1, CFT_I32));
+    cft_array *l = cft_add(cft_astype(x, CFT_I64), cft_arange(5, 8, 1, CFT_I64));
+    cft_array *m = cft_where(cft_gt(k, cft_scalar(1.5, CFT_F32)), x, cft_neg(x));
+    cft_array *c = cft_real(cft_mul(cft_complex(x, x), cft_complex(k, k)));
+    out[0] = cft_add(
+        cft_add(cft_add(cft_astype(h, CFT_F32), cft_astype(b, CFT_F32)),
+                cft_astype(cft_add(d, cft_astype(cft_add(cft_astype(i, CFT_I64), l), CFT_F64)),
+                           CFT_F32)),
+        cft_add(m, c));
+    return CFT_OK;
+}
+
 static cft_status seed_conv(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
     cft_array *y = cft_conv2d(in[0], in[1], (int64_t[]){1, 1}, (int64_t[]){1, 1}, NULL, 1);
@@ -187,6 +210,62 @@ int main(int argc, char **argv) {
                 remove(sp);
             }
             free(mt);
+            /* low-bit dtypes (a file holds one piece of each array) */
+            ckpt_piece q2[1] = {{"rank0.safetensors", 0, 4}};
+            ckpt_tensor t2[3] = {{"h", CFT_F16, 2, {4, 2}, 1, q2},
+                                 {"bf", CFT_BF16, 1, {4}, 1, q2},
+                                 {"mask", CFT_BOOL, 1, {4}, 1, q2}};
+            ckpt_meta m2 = {3, t2};
+            char *mt2 = cft__ckpt_format(&m2);
+            cft_array *hv = cft_astype(
+                cft_reshape(cft_arange(0, 8, 1, CFT_F32), (int64_t[]){4, 2}, 2), CFT_F16);
+            cft_tree *tr2 = cft_tree_new();
+            tr2 = cft_tree_set(tr2, "h", hv);
+            tr2 = cft_tree_set(tr2, "bf", cft_astype(cft_arange(0, 4, 1, CFT_F32), CFT_BF16));
+            tr2 = cft_tree_set(tr2, "mask",
+                               cft_gt(cft_arange(0, 4, 1, CFT_F32), cft_scalar(1, CFT_F32)));
+            if (mt2 && cft_save_safetensors(sp, tr2, NULL, 0) == CFT_OK) {
+                FILE *f = fopen(sp, "rb");
+                char *buf = malloc(1 << 16);
+                size_t ml = strlen(mt2),
+                       sn = f && buf ? fread(buf + 4 + ml, 1, (1 << 16) - 4 - ml, f) : 0;
+                if (buf && ml + 4 < (1 << 16)) {
+                    buf[0] = (char)(ml & 255), buf[1] = (char)(ml >> 8 & 255);
+                    buf[2] = (char)(ml >> 16 & 255), buf[3] = (char)(ml >> 24 & 255);
+                    memcpy(buf + 4, mt2, ml);
+                    put(argv[7], "lowbits", buf, 4 + ml + sn);
+                }
+                if (f)
+                    fclose(f);
+                free(buf);
+                remove(sp);
+            }
+            free(mt2);
+            /* a shard whose header has a metadata block and a name written
+             * with \u escapes (U+00E9, and U+1F600 as a surrogate pair) */
+            ckpt_piece q3[1] = {{"rank0.safetensors", 0, 1}};
+            ckpt_tensor t3[1] = {{"\xc3\xa9\xf0\x9f\x98\x80", CFT_F32, 1, {1}, 1, q3}};
+            ckpt_meta m3 = {1, t3};
+            char *mt3 = cft__ckpt_format(&m3);
+            const char *hdr = "{\"__metadata__\":{\"note\":\"\\u00e9\\t\\\"q\\\"\"},"
+                              "\"\\u00e9\\ud83d\\ude00\":{\"dtype\":\"F32\",\"shape\":[1],"
+                              "\"data_offsets\":[0,4]}}";
+            if (mt3) {
+                size_t ml = strlen(mt3), hl = strlen(hdr), n = 4 + ml + 8 + hl + 4;
+                unsigned char *buf = malloc(n);
+                if (buf) {
+                    for (int i = 0; i < 4; i++)
+                        buf[i] = (unsigned char)(ml >> (8 * i));
+                    memcpy(buf + 4, mt3, ml);
+                    for (int i = 0; i < 8; i++)
+                        buf[4 + ml + i] = (unsigned char)((uint64_t)hl >> (8 * i));
+                    memcpy(buf + 4 + ml + 8, hdr, hl);
+                    memcpy(buf + 4 + ml + 8 + hl, "\0\0\x80\x3f", 4); /* 1.0f */
+                    put(argv[7], "escapes", buf, n);
+                    free(buf);
+                }
+            }
+            free(mt3);
         }
     }
     if (argc > 5) { /* IR texts as cft_ir_print writes them */
@@ -211,6 +290,11 @@ int main(int argc, char **argv) {
             cft_export(cft_grad(s, (int[]){0, 1}, 2), a2, path);
             snprintf(path, sizeof path, "%s/conv-symbolic.cftx", argv[6]);
             cft_export(c, a4, path);
+            cft_aval a5[1] = {{CFT_F32, 1, {3}}};
+            seed_h = cft_astype(cft_arange(1, 4, 1, CFT_F32), CFT_F16);
+            seed_bf = cft_astype(cft_arange(-2, 1, 1, CFT_F32), CFT_BF16);
+            snprintf(path, sizeof path, "%s/dtypes.cftx", argv[6]);
+            cft_export(cft_fn_new(seed_dtypes, NULL, 1, 1), a5, path);
         }
     }
     return 0;
