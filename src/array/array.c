@@ -543,6 +543,12 @@ bool cft_allclose(const cft_array *a, const cft_array *b, double rtol, double at
     for (int i = 0; i < a->aval.ndim; i++)
         if (a->aval.shape[i] != b->aval.shape[i])
             return false;
+    /* device arrays: one copy to the host each, not one per element (each
+     * element's read copied the whole array: quadratic) */
+    if (cft__on_device(a) && cft_failed(a = cft__dev_to_host(a, "cft_allclose")))
+        return false;
+    if (cft__on_device(b) && cft_failed(b = cft__dev_to_host(b, "cft_allclose")))
+        return false;
     int64_t n = cft_array_size(a);
     for (int64_t i = 0; i < n; i++) {
         double x, y, xi, yi;
@@ -588,6 +594,12 @@ double cft_max_abs_diff(const cft_array *a, const cft_array *b) {
     if (cft_failed(a) || cft_failed(b))
         return INFINITY;
     double m = 0;
+    /* device arrays: one copy to the host each, not one per element (each
+     * element's read copied the whole array: quadratic) */
+    if (cft__on_device(a) && cft_failed(a = cft__dev_to_host(a, "cft_allclose")))
+        return false;
+    if (cft__on_device(b) && cft_failed(b = cft__dev_to_host(b, "cft_allclose")))
+        return false;
     int64_t n = cft_array_size(a);
     for (int64_t i = 0; i < n; i++) {
         double x, y, xi, yi;
