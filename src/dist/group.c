@@ -261,7 +261,7 @@ cft_status cft_dist_finalize(void) {
     cft__dist_engine_stop();
     inited = false;
     ngroups = 0;
-    atomic_store(&peer_failed, false);
+    cft__dist_rearm();
     if (we_init_mpi)
         MPI_Finalize();
     return CFT_OK;

@@ -73,6 +73,13 @@ static void decompose(char **b, size_t *l, size_t *c, int nd, int nops, int red_
     put(b, l, c, "          } }\n");
 }
 
+/* acc (a slot's reduction) folded into output red_out's pre-filled value */
+static void fold_out(const cft_eqn *red, int red_out, char **b, size_t *l, size_t *c) {
+    put(b, l, c,
+        "        { const double x = acc; { const double acc = o%d[f%d]; o%d[f%d] = (%s); } }\n",
+        red_out, red_out, red_out, red_out, red->prim->c_expr);
+}
+
 /* the loop over a slot's reduced elements (header `loop`): each element's
  * offsets, the group's chain, its elementwise outputs, and the fold into acc */
 static void reduce_loop(const cft_ir *ir, const cft_group *g, const cft_eqn *red, int red_out,
@@ -165,14 +172,15 @@ void cft__emit_cuda_group(const cft_ir *ir, const cft_group *g, const cft_loop *
                 "        {\n"
                 "            double acc = part[0];\n"
                 "            for (unsigned t = 1; t < nt; t++) { const double x = part[t]; acc = "
-                "(%s); }\n"
-                "            { const double x = acc; { const double acc = o%d[f%d]; o%d[f%d] = "
-                "(%s); } }\n        }\n"
+                "(%s); }\n",
+                red->prim->c_expr);
+            fold_out(red, red_out, b, l, c);
+            put(b, l, c,
+                "        }\n"
                 "#if !CFT_COOP_SERIAL\n"
                 "        __syncthreads();\n"
                 "#endif\n"
-                "    }\n    return;\n    }\n",
-                red->prim->c_expr, red_out, red_out, red_out, red_out, red->prim->c_expr);
+                "    }\n    return;\n    }\n");
         }
         put(b, l, c,
             "    const int64_t step = (int64_t)gridDim.x * blockDim.x;\n"
@@ -186,10 +194,7 @@ void cft__emit_cuda_group(const cft_ir *ir, const cft_group *g, const cft_loop *
         reduce_loop(ir, g, red, red_out, nd, nops, name, "int64_t rr = 0; rr < nred; rr++", b, l,
                     c);
         if (red_out >= 0)
-            put(b, l, c,
-                "        { const double x = acc; { const double acc = o%d[f%d]; o%d[f%d] = "
-                "(%s); } }\n",
-                red_out, red_out, red_out, red_out, red->prim->c_expr);
+            fold_out(red, red_out, b, l, c);
         put(b, l, c, "    }\n");
     }
     put(b, l, c, "}\n");

@@ -1602,9 +1602,7 @@ static cft_status jit_cb(void *envp, int nin, cft_array *const *in, int nout, cf
     cur_donation = J->donate ? &d : NULL;
     out_dest *saved_od = exec_dest;
     exec_dest = od;
-    pthread_mutex_lock(&J->mu);
-    cft_status st = jit_locked(J, nin, in, nout, out);
-    pthread_mutex_unlock(&J->mu);
+    cft_status st = call_locked(J, nin, in, nout, out);
     exec_dest = saved_od;
     cur_donation = saved;
     if (rep && st == CFT_OK)

@@ -37,6 +37,29 @@ static void raw(const char *dir, const char *name, const char *header) {
     raw_data(dir, name, header, 0);
 }
 
+/* a whole checkpoint as fuzz_checkpoint_load reads one: a 4-byte length,
+ * the metadata text, then the bytes of rank0.safetensors holding tree t
+ * (written through a scratch file in dir) */
+static void whole_seed(const char *dir, const char *name, const char *meta, const cft_tree *t) {
+    char sp[1100];
+    snprintf(sp, sizeof sp, "%s/.shard.safetensors", dir);
+    if (!meta || cft_save_safetensors(sp, t, NULL, 0) != CFT_OK)
+        return;
+    FILE *f = fopen(sp, "rb");
+    char *buf = malloc(1 << 16);
+    size_t ml = strlen(meta), sn = f && buf ? fread(buf + 4 + ml, 1, (1 << 16) - 4 - ml, f) : 0;
+    if (buf && ml + 4 < (1 << 16)) {
+        buf[0] = (char)(ml & 255), buf[1] = (char)(ml >> 8 & 255);
+        buf[2] = (char)(ml >> 16 & 255), buf[3] = (char)(ml >> 24 & 255);
+        memcpy(buf + 4, meta, ml);
+        put(dir, name, buf, 4 + ml + sn);
+    }
+    if (f)
+        fclose(f);
+    free(buf);
+    remove(sp);
+}
+
 /* IR seeds: programs over many primitives, with a constant f32[3] (the
  * fuzz target offers f32[3] and f32[] values, in that order) */
 static cft_array *seed_c;
@@ -191,24 +214,7 @@ int main(int argc, char **argv) {
                 cft_tree_set(cft_tree_new(), "emb",
                              cft_reshape(cft_arange(0, 30, 1, CFT_F32), (int64_t[]){10, 3}, 2)),
                 "step", cft_scalar(7, CFT_I64));
-            char sp[700];
-            snprintf(sp, sizeof sp, "%s/.shard.safetensors", argv[7]);
-            if (mt && cft_save_safetensors(sp, tr, NULL, 0) == CFT_OK) {
-                FILE *f = fopen(sp, "rb");
-                char *buf = malloc(1 << 16);
-                size_t ml = strlen(mt),
-                       sn = f && buf ? fread(buf + 4 + ml, 1, (1 << 16) - 4 - ml, f) : 0;
-                if (buf && ml + 4 < (1 << 16)) {
-                    buf[0] = (char)(ml & 255), buf[1] = (char)(ml >> 8 & 255);
-                    buf[2] = (char)(ml >> 16 & 255), buf[3] = (char)(ml >> 24 & 255);
-                    memcpy(buf + 4, mt, ml);
-                    put(argv[7], "whole", buf, 4 + ml + sn);
-                }
-                if (f)
-                    fclose(f);
-                free(buf);
-                remove(sp);
-            }
+            whole_seed(argv[7], "whole", mt, tr);
             free(mt);
             /* low-bit dtypes (a file holds one piece of each array) */
             ckpt_piece q2[1] = {{"rank0.safetensors", 0, 4}};
@@ -224,22 +230,7 @@ int main(int argc, char **argv) {
             tr2 = cft_tree_set(tr2, "bf", cft_astype(cft_arange(0, 4, 1, CFT_F32), CFT_BF16));
             tr2 = cft_tree_set(tr2, "mask",
                                cft_gt(cft_arange(0, 4, 1, CFT_F32), cft_scalar(1, CFT_F32)));
-            if (mt2 && cft_save_safetensors(sp, tr2, NULL, 0) == CFT_OK) {
-                FILE *f = fopen(sp, "rb");
-                char *buf = malloc(1 << 16);
-                size_t ml = strlen(mt2),
-                       sn = f && buf ? fread(buf + 4 + ml, 1, (1 << 16) - 4 - ml, f) : 0;
-                if (buf && ml + 4 < (1 << 16)) {
-                    buf[0] = (char)(ml & 255), buf[1] = (char)(ml >> 8 & 255);
-                    buf[2] = (char)(ml >> 16 & 255), buf[3] = (char)(ml >> 24 & 255);
-                    memcpy(buf + 4, mt2, ml);
-                    put(argv[7], "lowbits", buf, 4 + ml + sn);
-                }
-                if (f)
-                    fclose(f);
-                free(buf);
-                remove(sp);
-            }
+            whole_seed(argv[7], "lowbits", mt2, tr2);
             free(mt2);
             /* a shard whose header has a metadata block and a name written
              * with \u escapes (U+00E9, and U+1F600 as a surrogate pair) */

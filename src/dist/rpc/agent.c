@@ -932,8 +932,8 @@ cft_status cft_rpc_shutdown(void) {
     /* my calls first (their replies need the others' servers), then a
      * barrier that every worker reaches only when its calls are done,
      * while the server keeps answering */
-    double t0 = now_s(), limit = deadline();
-    limit = cft__dist_end_wait(limit); /* a short grace once a peer timed out */
+    /* the deadline; a short grace once a peer timed out */
+    double t0 = now_s(), limit = cft__dist_end_wait(deadline());
     for (;;) {
         cft__dist_mpi_lock();
         bool mine = nwaiting || receiving_futures || sending;
