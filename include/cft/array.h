@@ -1,4 +1,5 @@
-/* cft/array.h: creating, inspecting and printing arrays.
+/** @file
+ * cft/array.h: creating, inspecting and printing arrays.
  *
  * Arrays are immutable once made. Views (reshape of contiguous data,
  * transpose, broadcast, slice, squeeze, expand_dims) share the buffer and
@@ -7,6 +8,9 @@
  */
 #ifndef CFT_ARRAY_H
 #define CFT_ARRAY_H
+
+/** @addtogroup arrays
+ *  @{ */
 
 #include <stdio.h>
 
@@ -33,11 +37,13 @@ cft_array *cft_zeros(cft_dtype dtype, const int64_t *shape, int ndim);
 cft_array *cft_ones(cft_dtype dtype, const int64_t *shape, int ndim);
 /** A 0-d array holding `value`. */
 cft_array *cft_scalar(double value, cft_dtype dtype);
+/** @{ */
 /** Zeros / ones / a constant with the dtype and shape of x (traced under
  *  transforms only through x's aval, never through its values). */
 cft_array *cft_zeros_like(cft_array *x);
 cft_array *cft_ones_like(cft_array *x);
 cft_array *cft_full_like(cft_array *x, double value);
+/** @} */
 /** [start, start+step, ...) below stop: 1-d. */
 cft_array *cft_arange(double start, double stop, double step, cft_dtype dtype);
 /** n evenly spaced values from start to stop inclusive. */
@@ -98,4 +104,6 @@ double cft_max_abs_diff(const cft_array *a, const cft_array *b);
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

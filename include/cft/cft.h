@@ -1,4 +1,5 @@
-/* cft/cft.h: the whole public API.
+/** @file
+ * cft/cft.h: the whole public API.
  *
  * cft brings JAX/functorch-style composable function transforms to C:
  * immutable n-d arrays (array.h), operations (ops.h) that run eagerly or are

@@ -1,4 +1,5 @@
-/* cft/checkpoint.h: sharded checkpoints (torch.distributed.checkpoint).
+/** @file
+ * cft/checkpoint.h: sharded checkpoints (torch.distributed.checkpoint).
  *
  * A checkpoint is a directory: one safetensors file per rank that wrote
  * something (rank<r>.safetensors) and metadata.json, which maps each name
@@ -18,6 +19,9 @@
 #ifndef CFT_CHECKPOINT_H
 #define CFT_CHECKPOINT_H
 
+/** @addtogroup checkpoint
+ *  @{ */
+
 #include <stdint.h>
 
 #include "cft/core.h"
@@ -32,17 +36,17 @@ extern "C" {
  *  dims as the local array's). Entries of a saved tree not named in the
  *  shards are whole values (written once, by the lowest rank holding one). */
 typedef struct cft_shard {
-    const char *name;
-    int64_t offset;
-    int64_t global_rows;
+    const char *name;    /**< the entry of the saved tree */
+    int64_t offset;      /**< the global row of the local array's first row */
+    int64_t global_rows; /**< rows of the whole array */
 } cft_shard;
 
 /** What to load: rows [offset, offset + rows) of `name` along axis 0
  *  (rows -1: the whole array, as for 0-d arrays). */
 typedef struct cft_checkpoint_piece {
-    const char *name;
-    int64_t offset;
-    int64_t rows;
+    const char *name; /**< the entry to load */
+    int64_t offset;   /**< the first global row wanted */
+    int64_t rows;     /**< how many rows (-1: the whole array) */
 } cft_checkpoint_piece;
 
 /** Load pieces from checkpoint directory `dir` into a tree (names as
@@ -56,5 +60,7 @@ int cft_checkpoint_list(const char *dir, const char ***names, cft_aval **avals);
 #ifdef __cplusplus
 }
 #endif
+
+/** @} */
 
 #endif

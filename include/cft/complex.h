@@ -1,4 +1,5 @@
-/* cft/complex.h: complex numbers (dtypes c64 and c128).
+/** @file
+ * cft/complex.h: complex numbers (dtypes c64 and c128).
  *
  * Complex arrays hold C99 float _Complex / double _Complex elements. The
  * elementwise ops of ops.h accept them where the math is defined for complex
@@ -18,6 +19,9 @@
  */
 #ifndef CFT_COMPLEX_H
 #define CFT_COMPLEX_H
+
+/** @addtogroup arrays
+ *  @{ */
 
 #include "core.h"
 
@@ -54,4 +58,6 @@ bool cft_is_conj(const cft_array *x);
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

@@ -1,4 +1,5 @@
-/* cft/control.h: loops that transform well.
+/** @file
+ * cft/control.h: loops that transform well.
  *
  * cft_scan runs a body function over the leading axis of its xs, threading
  * a carry, and stacks the per-step outputs: the loop stays one primitive in
@@ -10,6 +11,9 @@
  */
 #ifndef CFT_CONTROL_H
 #define CFT_CONTROL_H
+
+/** @addtogroup transforms
+ *  @{ */
 
 #include "fn.h"
 
@@ -74,4 +78,6 @@ cft_status cft_while_loop_bounded(cft_fn *cond, cft_fn *body, int nconsts, int n
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

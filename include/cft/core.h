@@ -1,4 +1,5 @@
-/* cft/core.h: dtypes, array handles, errors and library set-up.
+/** @file
+ * cft/core.h: dtypes, array handles, errors and library set-up.
  *
  * Every array-returning call in cft returns a non-NULL cft_array. When a call
  * fails it returns an *error array* instead: it carries a code and a message
@@ -12,6 +13,9 @@
  */
 #ifndef CFT_CORE_H
 #define CFT_CORE_H
+
+/** @addtogroup arrays
+ *  @{ */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -40,21 +44,21 @@ typedef enum cft_dtype {
     CFT_F64,
     CFT_F16,
     CFT_BF16,
-    CFT_C64,  /* complex: two f32 (re, im), C's float _Complex */
-    CFT_C128, /* complex: two f64, C's double _Complex */
+    CFT_C64,  /**< complex: two f32 (re, im), C's float _Complex */
+    CFT_C128, /**< complex: two f64, C's double _Complex */
     CFT_NDTYPES
 } cft_dtype;
 
 /** Error codes carried by error arrays and cft_last_error(). */
 typedef enum cft_status {
     CFT_OK = 0,
-    CFT_E_ARG,    /* a bad argument: NULL, out-of-range axis, bad count */
-    CFT_E_SHAPE,  /* shapes that do not fit the operation */
-    CFT_E_DTYPE,  /* a dtype the operation does not accept */
-    CFT_E_NOMEM,  /* out of memory */
-    CFT_E_TRACE,  /* misuse of tracing: a leaked tracer, a missing rule */
-    CFT_E_IO,     /* a file could not be read or written */
-    CFT_E_FOREIGN /* a failure reported by a foreign library */
+    CFT_E_ARG,    /**< a bad argument: NULL, out-of-range axis, bad count */
+    CFT_E_SHAPE,  /**< shapes that do not fit the operation */
+    CFT_E_DTYPE,  /**< a dtype the operation does not accept */
+    CFT_E_NOMEM,  /**< out of memory */
+    CFT_E_TRACE,  /**< misuse of tracing: a leaked tracer, a missing rule */
+    CFT_E_IO,     /**< a file could not be read or written */
+    CFT_E_FOREIGN /**< a failure reported by a foreign library */
 } cft_status;
 
 /** An immutable n-d array, a tracer inside a transform, or an error. Opaque;
@@ -63,9 +67,9 @@ typedef struct cft_array cft_array;
 
 /** The abstract value of an array: its dtype and shape. */
 typedef struct cft_aval {
-    cft_dtype dtype;
-    int ndim;
-    int64_t shape[CFT_MAX_NDIM];
+    cft_dtype dtype;             /**< element type */
+    int ndim;                    /**< number of dims, 0 to CFT_MAX_NDIM */
+    int64_t shape[CFT_MAX_NDIM]; /**< the first ndim entries are the dims */
 } cft_aval;
 
 /** Initialise the library (the GC). Called implicitly by every constructor;
@@ -123,4 +127,6 @@ void cft_clear_error(void);
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

@@ -1,4 +1,5 @@
-/* cft/custom.h: bringing your own C kernels into the transforms.
+/** @file
+ * cft/custom.h: bringing your own C kernels into the transforms.
  *
  * A custom op wraps an opaque C function (a hand-written kernel that reads
  * and makes concrete arrays) as a primitive defined outside the library.
@@ -24,6 +25,9 @@
 #ifndef CFT_CUSTOM_H
 #define CFT_CUSTOM_H
 
+/** @addtogroup transforms
+ *  @{ */
+
 #include "fn.h"
 
 #ifdef __cplusplus
@@ -33,7 +37,8 @@ extern "C" {
 /** The definition of a custom op. Keep it alive (static, or cft_alloc). */
 typedef struct cft_custom_def {
     const char *name; /**< printed in the IR and in errors */
-    int nin, nout;
+    int nin;          /**< number of inputs */
+    int nout;         /**< number of outputs */
     /** output avals from input avals; return CFT_OK or an error status */
     cft_status (*shape)(void *env, const cft_aval *in, cft_aval *out);
     /** the kernel: concrete inputs -> outputs (made with cft_from_data etc.) */
@@ -64,4 +69,6 @@ cft_fn *cft_custom_vjp(cft_fn *f, cft_fn *fwd, cft_fn *bwd, int nres);
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

@@ -1,4 +1,5 @@
-/* cft/device.h: devices, and the backend table a device plugs in by.
+/** @file
+ * cft/device.h: devices, and the backend table a device plugs in by.
  *
  * Arrays live on the host ("cpu") unless put on a device:
  *
@@ -29,6 +30,9 @@
 #ifndef CFT_DEVICE_H
 #define CFT_DEVICE_H
 
+/** @addtogroup devices
+ *  @{ */
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,78 +43,80 @@
 extern "C" {
 #endif
 
-/* A device: the host ("cpu") or one of a backend's devices. Never freed. */
+/** A device: the host ("cpu") or one of a backend's devices. Never freed. */
 typedef struct cft_dev cft_dev;
 
-/* One primitive operation for a backend to run (opaque; see the
+/** One primitive operation for a backend to run (opaque; see the
  * cft_dev_op_* accessors). Its outputs are already allocated on the
  * device. */
 typedef struct cft_dev_op cft_dev_op;
 
-/* What a backend sees of an operand: contiguous row-major device memory. */
+/** What a backend sees of an operand: contiguous row-major device memory. */
 typedef struct {
-    cft_aval aval;
-    void *ptr;    /* device memory (the backend's own pointer) */
-    size_t bytes; /* numel * dtype size */
+    cft_aval aval; /**< dtype and shape */
+    void *ptr;     /**< device memory (the backend's own pointer) */
+    size_t bytes;  /**< numel * dtype size */
 } cft_dev_buf;
 
-/* A fused kernel of the jit for a backend to run (cft_backend.run_kernel):
+/** A fused kernel of the jit for a backend to run (cft_backend.run_kernel):
  * CUDA C, as src/lower/emit_cuda.c writes it. Kernel `entry`
  * ("cft_g<k>") of `source` takes one argument, a struct of the operands'
  * device pointers, the collapsed loop's dims and each operand's strides
  * (in elements); `args` holds it. Its threads share out `nslot` slots in
  * a grid-stride loop, so any grid computes the same result. */
 typedef struct {
-    const char *source;
-    const char *entry;
-    const void *args;
-    size_t args_size;
-    int64_t nslot;
-    int nptrs; /* the operands' device pointers, also in args */
-    void *const *ptrs;
+    const char *source; /**< CUDA C of the kernel (and its helpers) */
+    const char *entry;  /**< the kernel's name in source */
+    const void *args;   /**< the kernel's one argument (a struct) */
+    size_t args_size;   /**< its size in bytes */
+    int64_t nslot;      /**< slots the threads share out */
+    int nptrs;          /**< the operands' device pointers, also in args */
+    void *const *ptrs;  /**< those pointers (nptrs of them) */
 } cft_dev_kernel;
 
-/* The version of cft_backend below; tables of abi 1 (without run_kernel),
+/** The version of cft_backend below; tables of abi 1 (without run_kernel),
  * 2 (without the graph functions) and 3 (without the communicators) are
  * accepted too, any other is refused. */
 #define CFT_BACKEND_ABI 4
 
-/* cft_backend.collective: what to do */
+/** cft_backend.collective: what to do */
 enum { CFT_COLL_ALL_REDUCE, CFT_COLL_BROADCAST, CFT_COLL_ALL_GATHER, CFT_COLL_REDUCE_SCATTER };
-/* ... and how to reduce */
+/** ... and how to reduce */
 enum { CFT_COLL_SUM, CFT_COLL_PROD, CFT_COLL_MAX, CFT_COLL_MIN };
-/* the most bytes of a communicator's id */
+/** the most bytes of a communicator's id */
 #define CFT_COMM_ID_BYTES 256
 
-/* A backend's table. Every function gets the backend's ctx and the device
+/** A backend's table. Every function gets the backend's ctx and the device
  * index. Integer results: 0 on success; on failure last_error(ctx) says
  * why (it may return NULL). */
 typedef struct cft_backend {
-    int abi;          /* CFT_BACKEND_ABI */
-    const char *name; /* devices are "<name>:<index>"; letters, digits, '_' */
-    void *ctx;
-    /* how many devices there are (>= 0), or < 0 when the backend cannot
+    int abi;          /**< CFT_BACKEND_ABI */
+    const char *name; /**< devices are "<name>:<index>"; letters, digits, '_' */
+    void *ctx;        /**< passed to every function of the table */
+    /** how many devices there are (>= 0), or < 0 when the backend cannot
      * run here (no driver): last_error says why */
     int (*device_count)(void *ctx);
-    /* bytes of device memory (NULL: out of memory) and its release */
+    /** bytes of device memory (NULL: out of memory) and its release */
     void *(*alloc)(void *ctx, int dev, size_t bytes);
-    void (*release)(void *ctx, int dev, void *ptr);
-    /* copies: host to device, device to host, device to device */
+    void (*release)(void *ctx, int dev, void *ptr); /**< frees what alloc gave */
+    /** copies: host to device, device to host, device to device */
     int (*to_device)(void *ctx, int dev, void *dst, const void *src, size_t bytes);
+    /** device to host */
     int (*to_host)(void *ctx, int dev, void *dst, const void *src, size_t bytes);
+    /** device to device */
     int (*copy)(void *ctx, int dev, void *dst, const void *src, size_t bytes);
-    /* run one primitive: read the inputs, write the outputs */
+    /** run one primitive: read the inputs, write the outputs */
     int (*run)(void *ctx, int dev, const cft_dev_op *op);
-    /* wait for everything queued on the device */
+    /** wait for everything queued on the device */
     int (*synchronize)(void *ctx, int dev);
-    /* the message of the last failure (thread-local or static storage) */
+    /** the message of the last failure (thread-local or static storage) */
     const char *(*last_error)(void *ctx);
-    /* abi 2, optional (NULL: cft_jit runs its plans on this backend one
+    /** abi 2, optional (NULL: cft_jit runs its plans on this backend one
      * primitive at a time): run one of the jit's fused kernels */
     int (*run_kernel)(void *ctx, int dev, const cft_dev_kernel *k);
-    /* abi 2: CFT_BACKEND_* flags */
+    /** abi 2: CFT_BACKEND_* flags */
     unsigned flags;
-    /* abi 3, optional (NULL: no graphs), all four or none. Between
+    /** abi 3, optional (NULL: no graphs), all four or none. Between
      * begin_capture and end_capture, what the calling thread asks of
      * device dev (kernels, operations, copies between device buffers) is
      * recorded, not run; allocations still happen at once. end_capture
@@ -120,10 +126,13 @@ typedef struct cft_backend {
      * the same device memory; release_graph frees it. The jit captures a
      * plan's steps on a device once and replays them (cft_jit). */
     int (*begin_capture)(void *ctx, int dev);
+    /** abi 3: ends a capture, writing the recording to *graph */
     int (*end_capture)(void *ctx, int dev, void **graph);
+    /** abi 3: replays a recording */
     int (*launch_graph)(void *ctx, int dev, void *graph);
+    /** abi 3: frees a recording */
     void (*release_graph)(void *ctx, int dev, void *graph);
-    /* abi 4, optional (NULL: collectives of this backend's arrays go
+    /** abi 4, optional (NULL: collectives of this backend's arrays go
      * through host copies and MPI), all five or none: communicators among
      * processes for collectives on device memory (NCCL's, on cuda).
      * comm_id writes a fresh id (*size bytes, at most CFT_COMM_ID_BYTES),
@@ -137,15 +146,19 @@ typedef struct cft_backend {
      * reductions by op (CFT_COLL_SUM...), broadcast from root; all_gather
      * and reduce_scatter as MPI's (count: each rank's part). */
     int (*comm_id)(void *ctx, void *id, size_t *size);
+    /** abi 4: starts joining a communicator (see comm_id) */
     int (*comm_init)(void *ctx, int dev, const void *id, size_t size, int nranks, int rank,
                      void **comm);
+    /** abi 4: 1 formed and idle, 0 not yet, -1 failed (see comm_id) */
     int (*comm_poll)(void *ctx, int dev, void *comm);
+    /** abi 4: ends and frees a communicator at once (see comm_id) */
     void (*comm_abort)(void *ctx, int dev, void *comm);
+    /** abi 4: queues one collective (see comm_id) */
     int (*collective)(void *ctx, int dev, void *comm, int kind, const void *send, void *recv,
                       size_t count, cft_dtype dt, int op, int root);
 } cft_backend;
 
-/* cft_backend.flags: eager elementwise operations and reductions run as
+/** cft_backend.flags: eager elementwise operations and reductions run as
  * kernels too (each compiled once, as a one-operation jitted function),
  * not through run */
 #define CFT_BACKEND_EAGER_KERNELS 1u
@@ -176,18 +189,18 @@ const cft_dev *cft_device_of(const cft_array *x);
 /** Waits until everything queued on d has finished. */
 cft_status cft_device_synchronize(const cft_dev *d);
 
-/* Device memory goes through a caching allocator (as in PyTorch): memory
+/** Device memory goes through a caching allocator (as in PyTorch): memory
  * of a released array (collected by the GC, or an intermediate of a
  * jitted function at the end of its call) is kept and handed to the next
  * allocation of the same size class, so a loop of calls stops asking the
  * backend after its first iterations. CFT_DEVICE_CACHE=0 turns it off. */
 typedef struct {
-    size_t in_use;      /* bytes held by live arrays (as rounded by the cache) */
-    size_t peak_in_use; /* the most in_use has been */
-    size_t cached;      /* bytes released by arrays and kept for reuse */
-    uint64_t allocs;    /* allocations asked of the backend */
-    uint64_t releases;  /* blocks handed back to the backend */
-    uint64_t reuses;    /* allocations served from the cache */
+    size_t in_use;      /**< bytes held by live arrays (as rounded by the cache) */
+    size_t peak_in_use; /**< the most in_use has been */
+    size_t cached;      /**< bytes released by arrays and kept for reuse */
+    uint64_t allocs;    /**< allocations asked of the backend */
+    uint64_t releases;  /**< blocks handed back to the backend */
+    uint64_t reuses;    /**< allocations served from the cache */
 } cft_device_memory_stats;
 
 /** d's memory counts (torch.cuda.memory_stats); all zero for "cpu". */
@@ -223,4 +236,6 @@ cft_status cft_dev_op_run_on_host(const cft_dev_op *op);
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

@@ -1,4 +1,5 @@
-/* cft/dist.h: process groups and collectives over MPI (library cft::dist).
+/** @file
+ * cft/dist.h: process groups and collectives over MPI (library cft::dist).
  *
  * Launch the program with mpirun (or srun); every rank runs the same code:
  *
@@ -27,6 +28,9 @@
 #ifndef CFT_DIST_H
 #define CFT_DIST_H
 
+/** @addtogroup distributed
+ *  @{ */
+
 #include <stdbool.h>
 
 #include "cft/checkpoint.h"
@@ -38,7 +42,9 @@
 extern "C" {
 #endif
 
+/** A process group: the ranks of an MPI communicator (opaque). */
 typedef struct cft_dist_group cft_dist_group;
+/** A collective in flight, started by a *_async call (opaque). */
 typedef struct cft_dist_work cft_dist_work;
 
 /** Reductions. MEAN divides the sum by the group size. */
@@ -75,9 +81,11 @@ cft_dist_group *cft_dist_world(void);
  *  it is not a member (rank -1), usable only in queries. NULL on error
  *  (cft_last_error). */
 cft_dist_group *cft_dist_new_group(const int *ranks, int n);
+/** @{ */
 /** This process's rank in g (-1 if not a member); the size of g. */
 int cft_dist_rank(const cft_dist_group *g);
 int cft_dist_size(const cft_dist_group *g);
+/** @} */
 /** The rank on this node (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID). */
 int cft_dist_local_rank(void);
 
@@ -90,11 +98,13 @@ void cft_dist_set_timeout(double seconds);
  *  mismatch: 86, chosen to differ from the shell's and timeout(1)'s codes
  *  (124 was timeout's own: a job cft aborted looked like a killed one). */
 #define CFT_DIST_ABORT_CODE 86
+/** @{ */
 /** On a timeout or mismatch: abort the job (true, the default; exit status
  *  CFT_DIST_ABORT_CODE) or return the error to the caller (and make the
  *  group's error sticky). */
 void cft_dist_set_abort_on_timeout(bool abort_job);
 bool cft_dist_abort_on_timeout(void);
+/** @} */
 /** Check before each collective that every rank calls the same one (kind,
  *  sequence number, dtype, size, root), as CFT_DIST_DEBUG=detail does; all
  *  ranks must set it alike. Costs one small all_gather per collective. */
@@ -126,17 +136,21 @@ cft_array *cft_dist_reduce_scatter(cft_dist_group *g, cft_array *x, cft_dist_op 
 cft_array *cft_dist_all_to_all(cft_dist_group *g, cft_array *x);
 /** Wait until every rank of g arrives. */
 cft_status cft_dist_barrier(cft_dist_group *g);
+/** @{ */
 /** Point to point: send x to rank dst of g; receive an array of the given
  *  dtype and shape from rank src. tag >= 0. */
 cft_status cft_dist_send(cft_dist_group *g, cft_array *x, int dst, int tag);
 cft_array *cft_dist_recv(cft_dist_group *g, cft_dtype dtype, const int64_t *shape, int ndim,
                          int src, int tag);
+/** @} */
 
+/** @{ */
 /** Asynchronous forms: start the collective and return a handle at once
  *  (never NULL: a failed start gives a handle whose wait fails). */
 cft_dist_work *cft_dist_all_reduce_async(cft_dist_group *g, cft_array *x, cft_dist_op op);
 cft_dist_work *cft_dist_broadcast_async(cft_dist_group *g, cft_array *x, int root);
 cft_dist_work *cft_dist_all_gather_async(cft_dist_group *g, cft_array *x, bool stack);
+/** @} */
 /** Wait for a handle: the result (an error array on failure). */
 cft_array *cft_dist_wait(cft_dist_work *w);
 /** True once the work has finished (wait then returns at once). */
@@ -166,23 +180,25 @@ cft_array *cft_ppermute(cft_array *x, cft_dist_group *g, const int *perm);
 /** A bucket of gradients handed to a communication hook: n leaves, in
  *  bucket order, with their names. */
 typedef struct cft_ddp_bucket {
-    int index;
-    int n;
-    const char *const *names;
-    cft_array *const *grads;
+    int index;                /**< the bucket's index, from 0 */
+    int n;                    /**< number of gradients */
+    const char *const *names; /**< their parameter names */
+    cft_array *const *grads;  /**< the local gradients */
 } cft_ddp_bucket;
 /** A communication hook (PyTorch's register_comm_hook): write to out[0..n)
  *  the gradients averaged over the group (or an approximation of them). */
 typedef cft_status (*cft_ddp_hook)(void *state, cft_dist_group *g, const cft_ddp_bucket *b,
                                    cft_array **out);
 
+/** DDP's options (zero-initialised: the defaults). */
 typedef struct cft_ddp_options {
     double bucket_mb;  /**< bucket capacity in MiB (0: 25, PyTorch's default) */
     bool static_graph; /**< the bucket order is fixed once (always true here) */
     cft_ddp_hook hook; /**< NULL: all_reduce of each bucket, averaged */
-    void *hook_state;
+    void *hook_state;  /**< passed to hook */
 } cft_ddp_options;
 
+/** A DistributedDataParallel wrapper of one loss (opaque, GC-managed). */
 typedef struct cft_ddp cft_ddp;
 /** DDP over group g for `loss`, a tree function (cft_tree_fn_new over
  *  params' names) of the parameters and nin batch arrays returning the
@@ -206,6 +222,7 @@ double cft_ddp_bytes_sent(const cft_ddp *d);
 /** Buckets (after cft_ddp_new). */
 int cft_ddp_num_buckets(const cft_ddp *d);
 
+/** @{ */
 /** Built-in hooks: the default all_reduce (state NULL), and fp16 / bf16
  *  compression (gradients sent as halves, averaged, cast back). */
 cft_status cft_ddp_hook_allreduce(void *state, cft_dist_group *g, const cft_ddp_bucket *b,
@@ -214,11 +231,15 @@ cft_status cft_ddp_hook_fp16(void *state, cft_dist_group *g, const cft_ddp_bucke
                              cft_array **out);
 cft_status cft_ddp_hook_bf16(void *state, cft_dist_group *g, const cft_ddp_bucket *b,
                              cft_array **out);
+/** @} */
 /** PowerSGD (Vogels et al. 2019) state: rank-r approximation of every
  *  gradient of two or more dims, with error feedback and warm-started Q;
  *  plain all_reduce before `start_iter` steps and for vectors. */
 typedef struct cft_powersgd cft_powersgd;
+/** PowerSGD state of rank `rank` (the approximation's), plain all_reduce
+ *  for the first start_iter steps; seed draws the first Q. */
 cft_powersgd *cft_powersgd_new(int rank, int start_iter, uint64_t seed);
+/** The PowerSGD hook; state is a cft_powersgd. */
 cft_status cft_ddp_hook_powersgd(void *state, cft_dist_group *g, const cft_ddp_bucket *b,
                                  cft_array **out);
 /** PowerSGD's bytes sent against what plain all_reduce would have sent. */
@@ -228,6 +249,8 @@ double cft_powersgd_bytes(const cft_powersgd *p, double *uncompressed);
  *  over g; each rank owns whole parameters (greedy by size), updates them
  *  with `o`, and the updated parameters are broadcast from their owners. */
 typedef struct cft_zero cft_zero;
+/** ZeRO over g for optimizer o and params' names and shapes (NULL on
+ *  error: cft_last_error). */
 cft_zero *cft_zero_new(cft_dist_group *g, const cft_optim *o, const cft_tree *params);
 /** One step: new parameters (the same on every rank). step, lr as
  *  cft_optim_update. */
@@ -243,6 +266,7 @@ cft_tree *cft_zero_state_dict(cft_zero *z, int to);
 
 /* ---- sharded checkpoints (loading: cft/checkpoint.h, no MPI needed) ---- */
 
+/** A checkpoint save in flight (cft_dist_save_checkpoint_async). */
 typedef struct cft_checkpoint_job cft_checkpoint_job;
 /** Save every rank's `local` tree into checkpoint directory `dir`
  *  (collective over g; a file system all ranks share): the entries named in
@@ -263,5 +287,7 @@ cft_status cft_checkpoint_wait(cft_checkpoint_job *s);
 #ifdef __cplusplus
 }
 #endif
+
+/** @} */
 
 #endif

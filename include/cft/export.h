@@ -1,4 +1,5 @@
-/* cft/export.h: a traced program saved with its weights, and loaded and run
+/** @file
+ * cft/export.h: a traced program saved with its weights, and loaded and run
  * without the code that produced it (torch.export and JAX's export).
  *
  *     cft_export(psg, avals, "psg.cftx");          // f32[B,64] ... symbolic dims kept
@@ -15,6 +16,9 @@
  * the process that traced them): cft_export says which. */
 #ifndef CFT_EXPORT_H
 #define CFT_EXPORT_H
+
+/** @addtogroup jit
+ *  @{ */
 
 #include "core.h"
 #include "fn.h"
@@ -52,6 +56,7 @@ cft_status cft_load_exported_ir(const char *path, cft_ir **out);
  *  limit), constants no larger than the file holds. A larger program is an
  *  error naming the limit. */
 #define CFT_EXPORT_MAX_IR_BYTES (16 << 20)
+/** The most equations an exported program may hold (see above). */
 #define CFT_EXPORT_MAX_EQNS 20000
 /** Read an exported program as a function that can be called, jitted and
  *  transformed again (its gradient is the gradient of the original). On
@@ -61,4 +66,6 @@ cft_fn *cft_load_exported(const char *path);
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

@@ -1,4 +1,5 @@
-/* cft/fft.h: discrete Fourier transforms with numpy.fft / torch.fft's names,
+/** @file
+ * cft/fft.h: discrete Fourier transforms with numpy.fft / torch.fft's names,
  * differentiable and batchable.
  *
  * Every transform works along any axes, for any sizes (not only powers of
@@ -31,6 +32,9 @@
 #ifndef CFT_FFT_H
 #define CFT_FFT_H
 
+/** @addtogroup numerics
+ *  @{ */
+
 #include "core.h"
 
 #ifdef __cplusplus
@@ -39,9 +43,9 @@ extern "C" {
 
 /** Normalisation modes (NumPy's norm argument; 0 is the default). */
 typedef enum cft_fft_norm {
-    CFT_FFT_BACKWARD = 0, /* forward unscaled, inverse 1/n */
-    CFT_FFT_ORTHO = 1,    /* both 1/sqrt(n): unitary */
-    CFT_FFT_FORWARD = 2,  /* forward 1/n, inverse unscaled */
+    CFT_FFT_BACKWARD = 0, /**< forward unscaled, inverse 1/n */
+    CFT_FFT_ORTHO = 1,    /**< both 1/sqrt(n): unitary */
+    CFT_FFT_FORWARD = 2,  /**< forward 1/n, inverse unscaled */
 } cft_fft_norm;
 
 /** 1-d DFT along `axis`: y_k = sum_j x_j e^(-2 pi i jk/n). n: the length
@@ -63,13 +67,16 @@ cft_array *cft_fft_hfft(cft_array *x, int64_t n, int axis, cft_fft_norm norm);
  *  n/2 + 1 bins of a real signal's inverse DFT). */
 cft_array *cft_fft_ihfft(cft_array *x, int64_t n, int axis, cft_fft_norm norm);
 
+/** @{ */
 /** 2-d transforms over `axes` (2 entries; NULL: the last two), lengths `s`
  *  (2 entries, -1 keeps one; NULL: the input's). */
 cft_array *cft_fft_fft2(cft_array *x, const int64_t *s, const int *axes, cft_fft_norm norm);
 cft_array *cft_fft_ifft2(cft_array *x, const int64_t *s, const int *axes, cft_fft_norm norm);
 cft_array *cft_fft_rfft2(cft_array *x, const int64_t *s, const int *axes, cft_fft_norm norm);
 cft_array *cft_fft_irfft2(cft_array *x, const int64_t *s, const int *axes, cft_fft_norm norm);
+/** @} */
 
+/** @{ */
 /** n-d transforms over `naxes` axes (`axes` NULL: the last naxes; naxes -1:
  *  all of x's axes, in order), lengths s (naxes entries or NULL). The real
  *  transforms halve the last of the axes. Axes may not repeat. */
@@ -81,6 +88,7 @@ cft_array *cft_fft_rfftn(cft_array *x, const int64_t *s, const int *axes, int na
                          cft_fft_norm norm);
 cft_array *cft_fft_irfftn(cft_array *x, const int64_t *s, const int *axes, int naxes,
                           cft_fft_norm norm);
+/** @} */
 
 /** Sample frequencies of an n-point DFT with sample spacing d: [0, 1, ...,
  *  (n-1)/2, -(n/2), ..., -1] / (d n), of a float dtype. */
@@ -96,4 +104,6 @@ cft_array *cft_fft_ifftshift(cft_array *x, const int *axes, int naxes);
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

@@ -1,4 +1,5 @@
-/* cft/fn.h: functions as values, and the transforms over them.
+/** @file
+ * cft/fn.h: functions as values, and the transforms over them.
  *
  * A cft_fn is a pure C function over arrays: a callback plus an environment
  * pointer, with a fixed number of inputs and outputs. Transforms take cft_fn
@@ -21,6 +22,9 @@
  */
 #ifndef CFT_FN_H
 #define CFT_FN_H
+
+/** @addtogroup transforms
+ *  @{ */
 
 #include <stdio.h>
 
@@ -54,6 +58,7 @@ cft_fn *cft_fn_new(cft_fn_cb cb, void *env, int nin, int nout);
  *  callback's own name here. */
 cft_fn *cft_fn_new_named(cft_fn_cb cb, void *env, int nin, int nout, const char *name);
 #ifndef CFT_INTERNAL_BUILD
+/** cft_fn_new_named with the callback's name. */
 #define cft_fn_new(cb, env, nin, nout) cft_fn_new_named(cb, env, nin, nout, #cb)
 #endif
 /** Give a function a name (used in the IR printer and errors). Returns f. */
@@ -70,9 +75,11 @@ cft_fn *cft_fn_uncached(cft_fn *f);
 bool cft_fn_failed(const cft_fn *f);
 /** The message of an error function ("" for a usable one). */
 const char *cft_fn_error_message(const cft_fn *f);
+/** @{ */
 /** Number of inputs / outputs. */
 int cft_fn_nin(const cft_fn *f);
 int cft_fn_nout(const cft_fn *f);
+/** @} */
 /** Call f: in[nin] -> out[nout]. Outputs are always set (error arrays on
  *  failure); returns CFT_OK or the first error code (also cft_last_error). */
 cft_status cft_fn_call(cft_fn *f, cft_array *const *in, cft_array **out);
@@ -155,17 +162,21 @@ cft_fn *cft_vmap_chunked(cft_fn *f, const int *in_axes, int64_t chunk);
  *  per chunk). Outputs batched along axis 0, as cft_vmap_chunked. */
 cft_fn *cft_vmap_budget(cft_fn *f, const int *in_axes, size_t memory_budget);
 
+/** @{ */
 /** Jacobians of a function with respect to the inputs in argnums (NULL, 0:
  *  input 0). Output k*nargnums+j is d out[k] / d in[argnums[j]], of shape
  *  out_shape + in_shape. jacrev: vmap of vjp over basis cotangents; jacfwd:
  *  vmap of jvp over basis tangents. */
 cft_fn *cft_jacrev(cft_fn *f, const int *argnums, int nargnums);
 cft_fn *cft_jacfwd(cft_fn *f, const int *argnums, int nargnums);
+/** @} */
+/** @{ */
 /** cft_jacrev / cft_jacfwd with flags: CFT_HOLOMORPHIC gives the complex
  *  Jacobian of a holomorphic f of complex inputs. Without it, jacrev needs
  *  real inputs and outputs and jacfwd real inputs (as JAX). */
 cft_fn *cft_jacrev_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags);
 cft_fn *cft_jacfwd_ex(cft_fn *f, const int *argnums, int nargnums, unsigned flags);
+/** @} */
 /** Modes of cft_jacobian. */
 enum { CFT_JAC_AUTO = 0, CFT_JAC_REV = 1, CFT_JAC_FWD = 2 };
 /** Options of cft_jacobian and cft_hessian_n (zero-initialise; all optional). */
@@ -222,4 +233,6 @@ cft_fn *cft_hessian_n(cft_fn *f, const int *argnums, int nargnums, const cft_jac
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

@@ -1,4 +1,5 @@
-/* cft/ir.h: the closure IR, jaxpr-like and public.
+/** @file
+ * cft/ir.h: the closure IR, jaxpr-like and public.
  *
  * cft_make_ir traces a function at given input avals into an IR: typed
  * variables and a flat list of equations `outs = prim[params](ins)`. Values
@@ -13,6 +14,9 @@
  */
 #ifndef CFT_IR_H
 #define CFT_IR_H
+
+/** @addtogroup jit
+ *  @{ */
 
 #include <stdio.h>
 
@@ -69,9 +73,11 @@ cft_ir *cft_ir_cse(const cft_ir *ir);
  *  outer products (dense layers) instead of the [B, ...] gradients, which
  *  then drop out. The IR itself when no rule applies. */
 cft_ir *cft_ir_rewrite(const cft_ir *ir);
+/** @{ */
 /** The aval of input i (resp. output i) of the IR (CFT_E_ARG when there is none). */
 cft_status cft_ir_input_aval(const cft_ir *ir, int i, cft_aval *out);
 cft_status cft_ir_output_aval(const cft_ir *ir, int i, cft_aval *out);
+/** @} */
 /** The aval of output k of equation i (CFT_E_ARG when there is none). */
 cft_status cft_ir_eqn_out_aval(const cft_ir *ir, int i, int k, cft_aval *out);
 /** The IR as a Graphviz DOT graph (render with `dot -Tsvg`): inputs,
@@ -81,16 +87,20 @@ cft_status cft_ir_eqn_out_aval(const cft_ir *ir, int i, int k, cft_aval *out);
 cft_status cft_ir_to_dot(const cft_ir *ir, FILE *f);
 /** The IR as a function (evaluates it). */
 cft_fn *cft_ir_fn(cft_ir *ir);
+/** @{ */
 /** Counts, and the primitive name of equation i. */
 int cft_ir_num_inputs(const cft_ir *ir);
 int cft_ir_num_outputs(const cft_ir *ir);
 int cft_ir_num_consts(const cft_ir *ir);
 int cft_ir_num_eqns(const cft_ir *ir);
 const char *cft_ir_eqn_prim(const cft_ir *ir, int i);
+/** @} */
 /** Print the IR that f has for the given input avals (convenience). */
 cft_status cft_fn_print_ir(cft_fn *f, const cft_aval *in_avals, FILE *out);
 
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

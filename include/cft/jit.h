@@ -1,4 +1,5 @@
-/* cft/jit.h: compiling functions into fused CPU kernels.
+/** @file
+ * cft/jit.h: compiling functions into fused CPU kernels.
  *
  * cft_jit(f) returns a function with f's results that runs much faster: on
  * its first call with new input shapes it traces f into the IR, simplifies
@@ -36,6 +37,9 @@
 #ifndef CFT_JIT_H
 #define CFT_JIT_H
 
+/** @addtogroup jit
+ *  @{ */
+
 #include "fn.h"
 
 #ifdef __cplusplus
@@ -60,12 +64,12 @@ int64_t cft_jit_donated_count(const cft_fn *jitted);
 
 /** What a jitted function did so far (for tests and tuning). */
 typedef struct cft_jit_stats {
-    int traces;          /* times f was traced and lowered */
-    int symbolic_traces; /* of those, with symbolic dims */
-    int instances;       /* concrete shapes planned (a trace's memory plan per shape) */
-    int compiles;        /* kernel files compiled or loaded from the disk cache */
-    bool fallback;       /* tracing with symbols failed: one trace per shape */
-    int interpreted;     /* plans whose kernels could not be compiled (run interpreted) */
+    int traces;          /**< times f was traced and lowered */
+    int symbolic_traces; /**< of those, with symbolic dims */
+    int instances;       /**< concrete shapes planned (a trace's memory plan per shape) */
+    int compiles;        /**< kernel files compiled or loaded from the disk cache */
+    bool fallback;       /**< tracing with symbols failed: one trace per shape */
+    int interpreted;     /**< plans whose kernels could not be compiled (run interpreted) */
 } cft_jit_stats;
 
 /** The counters of `jitted`, a function made by cft_jit; CFT_E_ARG for any
@@ -99,4 +103,6 @@ int cft_get_num_threads(void);
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

@@ -1,4 +1,5 @@
-/* cft/linalg.h: linear algebra with torch.linalg's names, differentiable
+/** @file
+ * cft/linalg.h: linear algebra with torch.linalg's names, differentiable
  * and batchable.
  *
  * Matrices are the last two dims of an array; leading dims are batch dims
@@ -13,6 +14,9 @@
  */
 #ifndef CFT_LINALG_H
 #define CFT_LINALG_H
+
+/** @addtogroup numerics
+ *  @{ */
 
 #include "core.h"
 
@@ -54,23 +58,35 @@ cft_status cft_linalg_qr(cft_array *A, cft_array **Q, cft_array **R);
  *  [..., k, n]. Any output may be NULL. */
 cft_status cft_linalg_svd(cft_array *A, cft_array **U, cft_array **S, cft_array **Vh);
 
-/* The same, returned by value, for use inside expressions
+/** The same, returned by value, for use inside expressions
  * (e.g. cft_linalg_qr_of(A).r); fields are error arrays on failure. */
 typedef struct cft_slogdet_result {
-    cft_array *sign, *logabsdet;
+    cft_array *sign;      /**< the sign of the determinant */
+    cft_array *logabsdet; /**< log |det| */
 } cft_slogdet_result;
+/** cft_linalg_eigh's outputs by value. */
 typedef struct cft_eigh_result {
-    cft_array *w, *v;
+    cft_array *w; /**< eigenvalues, ascending */
+    cft_array *v; /**< eigenvectors, as columns */
 } cft_eigh_result;
+/** cft_linalg_qr's outputs by value. */
 typedef struct cft_qr_result {
-    cft_array *q, *r;
+    cft_array *q; /**< orthonormal columns */
+    cft_array *r; /**< upper triangular */
 } cft_qr_result;
+/** cft_linalg_svd's outputs by value. */
 typedef struct cft_svd_result {
-    cft_array *u, *s, *vh;
+    cft_array *u;  /**< left singular vectors */
+    cft_array *s;  /**< singular values, descending */
+    cft_array *vh; /**< right singular vectors, transposed */
 } cft_svd_result;
+/** cft_linalg_slogdet by value. */
 cft_slogdet_result cft_linalg_slogdet_of(cft_array *A);
+/** cft_linalg_eigh by value. */
 cft_eigh_result cft_linalg_eigh_of(cft_array *A);
+/** cft_linalg_qr by value. */
 cft_qr_result cft_linalg_qr_of(cft_array *A);
+/** cft_linalg_svd by value. */
 cft_svd_result cft_linalg_svd_of(cft_array *A);
 /** Singular values, descending. */
 cft_array *cft_linalg_svdvals(cft_array *A);
@@ -109,4 +125,6 @@ cft_array *cft_linalg_matrix_exp(cft_array *A);
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

@@ -1,4 +1,5 @@
-/* cft/nn.h: neural-network building blocks, pure and functional.
+/** @file
+ * cft/nn.h: neural-network building blocks, pure and functional.
  *
  * Nothing here holds state: parameters, running statistics, optimizer
  * moments and random keys are values passed in and returned, as in
@@ -37,6 +38,9 @@
 #ifndef CFT_NN_H
 #define CFT_NN_H
 
+/** @addtogroup nn
+ *  @{ */
+
 #include <stdio.h>
 
 #include "core.h"
@@ -68,9 +72,11 @@ bool cft_tree_has(const cft_tree *t, const char *name);
 cft_tree *cft_tree_remove(const cft_tree *t, const char *name);
 /** Number of entries (0 for an error tree). */
 int cft_tree_size(const cft_tree *t);
+/** @{ */
 /** Name / array of entry i in order (NULL / an error array if out of range). */
 const char *cft_tree_name(const cft_tree *t, int i);
 cft_array *cft_tree_at(const cft_tree *t, int i);
+/** @} */
 /** True for an error tree (or NULL). */
 bool cft_tree_failed(const cft_tree *t);
 /** The error array of an error tree (a plain error array for NULL); NULL
@@ -92,7 +98,9 @@ cft_tree *cft_tree_unflatten(const cft_tree *like, cft_array *const *leaves);
 
 /** Callbacks of the tree maps: return the new leaf (an error array fails the map). */
 typedef cft_array *(*cft_tree_map_cb)(void *env, const char *name, cft_array *x);
+/** Callback of cft_tree_zip: a and b are the leaves of one name. */
 typedef cft_array *(*cft_tree_zip_cb)(void *env, const char *name, cft_array *a, cft_array *b);
+/** Callback of cft_tree_map_n: xs[n] are the n trees' leaves of one name. */
 typedef cft_array *(*cft_tree_map_n_cb)(void *env, const char *name, cft_array *const *xs, int n);
 /** f applied to every leaf; same names. */
 cft_tree *cft_tree_map(const cft_tree *t, cft_tree_map_cb f, void *env);
@@ -166,8 +174,8 @@ cft_status cft_tree_call(cft_fn *f, const cft_tree *params, cft_array *const *re
 typedef enum cft_activation_kind {
     CFT_ACT_IDENTITY = 0,
     CFT_ACT_RELU,
-    CFT_ACT_GELU,      /* exact, with erf */
-    CFT_ACT_GELU_TANH, /* tanh approximation */
+    CFT_ACT_GELU,      /**< exact, with erf */
+    CFT_ACT_GELU_TANH, /**< tanh approximation */
     CFT_ACT_SILU,
     CFT_ACT_TANH,
     CFT_ACT_SIGMOID,
@@ -299,6 +307,7 @@ cft_module *cft_nn_mha(int64_t embed_dim, int64_t num_heads, bool bias);
 cft_module *cft_nn_conv2d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
                           const int64_t *padding, const int64_t *dilation, int64_t groups,
                           bool bias);
+/** @{ */
 /** Conv1d and Conv3d (nn.Conv1d / nn.Conv3d): as cft_nn_conv2d with 1 or 3
  *  spatial dims (kernel, stride, padding, dilation: 1 or 3 values each). */
 cft_module *cft_nn_conv1d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
@@ -307,6 +316,8 @@ cft_module *cft_nn_conv1d(int64_t in, int64_t out, const int64_t *kernel, const 
 cft_module *cft_nn_conv3d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
                           const int64_t *padding, const int64_t *dilation, int64_t groups,
                           bool bias);
+/** @} */
+/** @{ */
 /** ConvTranspose1d/2d/3d (nn.ConvTranspose*d): input [N, in, *spatial] or
  *  [in, *spatial]; params weight [in, out/groups, *kernel] (PyTorch's layout)
  *  and bias [out], U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in =
@@ -326,6 +337,7 @@ cft_module *cft_nn_conv_transpose3d(int64_t in, int64_t out, const int64_t *kern
                                     const int64_t *stride, const int64_t *padding,
                                     const int64_t *output_padding, const int64_t *dilation,
                                     int64_t groups, bool bias);
+/** @} */
 /** MaxPool2d over [N, C, H, W] or [C, H, W] (no params): kernel[2]; stride
  *  NULL = kernel; padding NULL = 0 (at most kernel/2; padding never wins);
  *  dilation NULL = 1. Floor mode (no ceil_mode), no indices. */
@@ -424,17 +436,18 @@ typedef enum cft_optim_kind {
 /** Optimizer hyperparameters (a plain value: make one with cft_sgd, cft_adam,
  *  ... and adjust fields). Fields unused by a kind are ignored. */
 typedef struct cft_optim {
-    cft_optim_kind kind;
-    double lr;
-    double weight_decay; /* L2 added to the gradient; AdamW: decoupled decay */
-    double momentum;     /* SGD, RMSprop */
-    double dampening;    /* SGD */
-    bool nesterov;       /* SGD */
-    double beta1, beta2; /* Adam, AdamW */
-    double eps;          /* Adam, AdamW, RMSprop */
-    bool amsgrad;        /* Adam, AdamW */
-    double alpha;        /* RMSprop smoothing constant */
-    bool centered;       /* RMSprop */
+    cft_optim_kind kind; /**< which update */
+    double lr;           /**< learning rate (a step's lr argument overrides it) */
+    double weight_decay; /**< L2 added to the gradient; AdamW: decoupled decay */
+    double momentum;     /**< SGD, RMSprop */
+    double dampening;    /**< SGD */
+    bool nesterov;       /**< SGD */
+    double beta1;        /**< Adam, AdamW: the first moment's decay */
+    double beta2;        /**< Adam, AdamW: the second moment's decay */
+    double eps;          /**< Adam, AdamW, RMSprop */
+    bool amsgrad;        /**< Adam, AdamW */
+    double alpha;        /**< RMSprop smoothing constant */
+    bool centered;       /**< RMSprop */
 } cft_optim;
 
 /** SGD (PyTorch defaults: dampening 0). */
@@ -533,4 +546,6 @@ cft_tree *cft_load_safetensors_ex(const char *path, unsigned flags, const char *
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

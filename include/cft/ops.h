@@ -1,4 +1,5 @@
-/* cft/ops.h: the operations on arrays.
+/** @file
+ * cft/ops.h: the operations on arrays.
  *
  * Every op works on concrete arrays (eagerly) and on tracers inside a
  * transform (recording the op), with the same code. Binary ops broadcast
@@ -9,6 +10,9 @@
  */
 #ifndef CFT_OPS_H
 #define CFT_OPS_H
+
+/** @addtogroup arrays
+ *  @{ */
 
 #include "core.h"
 
@@ -97,24 +101,30 @@ cft_array *cft_logical_or(cft_array *a, cft_array *b);  /**< bool or */
 cft_array *cft_rem(cft_array *a, cft_array *b);
 /** The next float after a toward b (floats); derivative 1 in a, 0 in b. */
 cft_array *cft_nextafter(cft_array *a, cft_array *b);
+/** @{ */
 /** Bitwise and, or, xor of ints; logical on bools. */
 cft_array *cft_bitwise_and(cft_array *a, cft_array *b);
 cft_array *cft_bitwise_or(cft_array *a, cft_array *b);
 cft_array *cft_bitwise_xor(cft_array *a, cft_array *b);
+/** @} */
+/** @{ */
 /** Shifts of ints by b bits (b outside [0, bits): 0, or the sign fill for
  *  the arithmetic right shift, as XLA). The logical right shift fills with
  *  zeros, reading a as unsigned. */
 cft_array *cft_shift_left(cft_array *a, cft_array *b);
 cft_array *cft_shift_right_logical(cft_array *a, cft_array *b);
 cft_array *cft_shift_right_arithmetic(cft_array *a, cft_array *b);
+/** @} */
 /** min(max(x, lo), hi) elementwise; the three broadcast together and
  *  promote. NaN in x stays NaN; lo > hi gives hi. The derivative follows
  *  that composition: hi's tangent where max(x, lo) > hi, else lo's where
  *  x < lo, else x's (x keeps it at ties, where JAX gives 0). */
 cft_array *cft_clamp(cft_array *x, cft_array *lo, cft_array *hi);
+/** @{ */
 /** a + s, a * s with a scalar s of a's dtype. */
 cft_array *cft_add_s(cft_array *a, double s);
 cft_array *cft_mul_s(cft_array *a, double s);
+/** @} */
 /** cond ? a : b elementwise; cond is bool, all three broadcast together. */
 cft_array *cft_where(cft_array *cond, cft_array *a, cft_array *b);
 
@@ -162,6 +172,7 @@ cft_array *cft_stop_gradient(cft_array *x);
  * dtype is an error. Out-of-range indices never crash: they follow a mode. A
  * *window* is the block one index vector reads (gather) or writes
  * (scatter). */
+/** What gathers and scatters do with indices out of range. */
 typedef enum cft_index_mode {
     /** Clamp each window start into [0, dim - window size] so the window
      *  lies inside the operand (JAX's GatherScatterMode.CLIP). */
@@ -181,13 +192,13 @@ typedef enum cft_index_mode {
  *  `offset_dims` (increasing) the window dims of the operand dims not in
  *  `collapsed_slice_dims` (increasing; their slice size must be 1). */
 typedef struct cft_gather_dnums {
-    int offset_dims[CFT_MAX_NDIM];
-    int n_offset_dims;
-    int collapsed_slice_dims[CFT_MAX_NDIM];
-    int n_collapsed_slice_dims;
-    int start_index_map[CFT_MAX_NDIM];
-    int n_start_index_map;
-    int index_vector_dim;
+    int offset_dims[CFT_MAX_NDIM];          /**< output dims of the window */
+    int n_offset_dims;                      /**< entries of offset_dims */
+    int collapsed_slice_dims[CFT_MAX_NDIM]; /**< operand dims dropped from the window */
+    int n_collapsed_slice_dims;             /**< entries of collapsed_slice_dims */
+    int start_index_map[CFT_MAX_NDIM];      /**< operand dim of each index component */
+    int n_start_index_map;                  /**< entries of start_index_map */
+    int index_vector_dim;                   /**< the indices' dim holding the vectors */
 } cft_gather_dnums;
 
 /** Dimension numbers of a scatter (jax.lax.ScatterDimensionNumbers): the
@@ -197,13 +208,13 @@ typedef struct cft_gather_dnums {
  *  an index vector is the window start on operand dim
  *  scatter_dims_to_operand_dims[k]. */
 typedef struct cft_scatter_dnums {
-    int update_window_dims[CFT_MAX_NDIM];
-    int n_update_window_dims;
-    int inserted_window_dims[CFT_MAX_NDIM];
-    int n_inserted_window_dims;
-    int scatter_dims_to_operand_dims[CFT_MAX_NDIM];
-    int n_scatter_dims_to_operand_dims;
-    int index_vector_dim;
+    int update_window_dims[CFT_MAX_NDIM];           /**< updates' window dims */
+    int n_update_window_dims;                       /**< entries of update_window_dims */
+    int inserted_window_dims[CFT_MAX_NDIM];         /**< operand dims of window size 1 */
+    int n_inserted_window_dims;                     /**< entries of inserted_window_dims */
+    int scatter_dims_to_operand_dims[CFT_MAX_NDIM]; /**< operand dim of each component */
+    int n_scatter_dims_to_operand_dims;             /**< entries of the above */
+    int index_vector_dim;                           /**< the indices' dim holding the vectors */
 } cft_scatter_dnums;
 
 /** XLA/jax.lax gather: slices of x of `slice_sizes` (one per dim of x)
@@ -252,9 +263,11 @@ cft_array *cft_min(cft_array *x, const int *axes, int naxes, bool keepdims);  /*
 cft_array *cft_mean(cft_array *x, const int *axes, int naxes, bool keepdims); /**< mean */
 /** Variance with `ddof` delta degrees of freedom. */
 cft_array *cft_var(cft_array *x, const int *axes, int naxes, int ddof, bool keepdims);
+/** @{ */
 /** Index (i32) of the first max / min along `axis`. */
 cft_array *cft_argmax(cft_array *x, int axis, bool keepdims);
 cft_array *cft_argmin(cft_array *x, int axis, bool keepdims);
+/** @} */
 
 /* ---- scans and sorting (along one axis; negative axes count from the end) ---- */
 /** Inclusive cumulative sum along `axis`; reverse: from the end (jax.lax
@@ -262,10 +275,12 @@ cft_array *cft_argmin(cft_array *x, int axis, bool keepdims);
 cft_array *cft_cumsum(cft_array *x, int axis, bool reverse);
 /** Cumulative product (bool as i32). The derivative is exact at zeros. */
 cft_array *cft_cumprod(cft_array *x, int axis, bool reverse);
+/** @{ */
 /** Running max / min (NaN propagates). The tangent is that of the element
  *  holding the running extreme, the first one in scan order on ties. */
 cft_array *cft_cummax(cft_array *x, int axis, bool reverse);
 cft_array *cft_cummin(cft_array *x, int axis, bool reverse);
+/** @} */
 /** log(cumsum(exp(x))), stable (ints are converted to f32). */
 cft_array *cft_cumlogsumexp(cft_array *x, int axis, bool reverse);
 /** Stable sort along `axis`. Ascending order puts NaNs last (as NumPy);
@@ -286,8 +301,10 @@ cft_status cft_sort_multi(cft_array *const *xs, int n, int axis, bool descending
 cft_status cft_top_k(cft_array *x, int64_t k, cft_array **values, cft_array **indices);
 /** cft_top_k returned by value (error arrays on failure). */
 typedef struct cft_top_k_result {
-    cft_array *values, *indices;
+    cft_array *values;  /**< the k largest, descending */
+    cft_array *indices; /**< their indices (i32) */
 } cft_top_k_result;
+/** cft_top_k by value. */
 cft_top_k_result cft_top_k_of(cft_array *x, int64_t k);
 
 /* ---- contractions ---- */
@@ -323,10 +340,12 @@ cft_array *cft_matrix_trace(cft_array *x);
 cft_array *cft_swapaxes(cft_array *x, int a, int b);
 
 /* ---- shape and index helpers (jax.numpy), built from primitives ---- */
+/** @{ */
 /** x with the elements above (tril) / below (triu) diagonal k of the last
  *  two dims set to zero (k > 0: above the main diagonal). */
 cft_array *cft_tril(cft_array *x, int k);
 cft_array *cft_triu(cft_array *x, int k);
+/** @} */
 /** x shifted by `shift` along axis, wrapping around (numpy.roll). */
 cft_array *cft_roll(cft_array *x, int64_t shift, int axis);
 /** x repeated reps[d] times along each dim (right-aligned, numpy.tile). */
@@ -336,10 +355,12 @@ cft_array *cft_tile(cft_array *x, const int64_t *reps, int nreps);
  *  result's length along axis, or -1 (counts are static: jnp.repeat's
  *  total_repeat_length). */
 cft_array *cft_repeat(cft_array *x, const int64_t *counts, int ncounts, int axis, int64_t total);
+/** @{ */
 /** Split x into `sections` equal parts along axis (out[sections]);
  *  array_split allows unequal ones (the first get one more). */
 cft_status cft_split(cft_array *x, int sections, int axis, cft_array **out);
 cft_status cft_array_split(cft_array *x, int sections, int axis, cft_array **out);
+/** @} */
 /** Diagonal `offset` of the dims axis1, axis2 (which go away; the diagonal
  *  becomes the last dim), numpy.diagonal. */
 cft_array *cft_diagonal(cft_array *x, int offset, int axis1, int axis2);
@@ -402,6 +423,7 @@ cft_array *cft_conv_general_dilated(cft_array *lhs, cft_array *rhs, const int64_
  *  cft_conv_general_dilated. */
 cft_array *cft_conv2d(cft_array *x, cft_array *w, const int64_t *stride, const int64_t *padding,
                       const int64_t *dilation, int64_t groups);
+/** @{ */
 /** conv1d / conv3d as cft_conv2d: x [N, C, L] or [C, L] with w [O, C/groups, k],
  *  x [N, C, D, H, W] or [C, D, H, W] with w [O, C/groups, kD, kH, kW];
  *  stride, padding, dilation: 1 or 3 values each (NULL: 1, 0, 1). */
@@ -409,6 +431,8 @@ cft_array *cft_conv1d(cft_array *x, cft_array *w, const int64_t *stride, const i
                       const int64_t *dilation, int64_t groups);
 cft_array *cft_conv3d(cft_array *x, cft_array *w, const int64_t *stride, const int64_t *padding,
                       const int64_t *dilation, int64_t groups);
+/** @} */
+/** @{ */
 /** PyTorch's conv_transpose1d/2d/3d without bias: x [N, C, *spatial] or
  *  [C, *spatial], w [C, O/groups, *kernel] (PyTorch's layout); per spatial
  *  dim the output is (in - 1) * stride - 2 * padding + dilation * (k - 1) +
@@ -425,6 +449,7 @@ cft_array *cft_conv_transpose2d(cft_array *x, cft_array *w, const int64_t *strid
 cft_array *cft_conv_transpose3d(cft_array *x, cft_array *w, const int64_t *stride,
                                 const int64_t *padding, const int64_t *output_padding,
                                 const int64_t *dilation, int64_t groups);
+/** @} */
 /** Padding modes for cft_conv_padding (as jax's "VALID", "SAME", "SAME_LOWER"). */
 typedef enum cft_pad_mode { CFT_PAD_VALID = 0, CFT_PAD_SAME, CFT_PAD_SAME_LOWER } cft_pad_mode;
 /** The (lo, hi) padding pairs of `mode` for nsp spatial dims of sizes in[],
@@ -436,6 +461,7 @@ cft_status cft_conv_padding(cft_pad_mode mode, int nsp, const int64_t *in, const
                             const int64_t *strides, const int64_t *dilation, int64_t *pads);
 /** Reverse the order of elements along the given axes (NULL/0: all). */
 cft_array *cft_flip(cft_array *x, const int *axes, int naxes);
+/** @{ */
 /** Windowed sum / max over every dim of x (jax.lax.reduce_window):
  *  window[ndim] sizes, strides (NULL: 1), padding ndim (lo, hi) pairs (NULL:
  *  0; padding adds nothing and never wins a max), dilation between window
@@ -446,6 +472,7 @@ cft_array *cft_reduce_window_sum(cft_array *x, const int64_t *window, const int6
                                  const int64_t *padding, const int64_t *dilation);
 cft_array *cft_reduce_window_max(cft_array *x, const int64_t *window, const int64_t *strides,
                                  const int64_t *padding, const int64_t *dilation);
+/** @} */
 /** PyTorch's max_pool2d over [N, C, H, W] or [C, H, W]: kernel[2], stride
  *  (NULL: kernel), padding (NULL: 0; at most kernel/2, never selected),
  *  dilation (NULL: 1). Floor mode. */
@@ -477,4 +504,6 @@ cft_array *cft_mse(cft_array *pred, cft_array *target);
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

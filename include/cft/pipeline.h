@@ -1,4 +1,5 @@
-/* cft/pipeline.h: pipeline parallelism (torch.distributed.pipeline's Pipe,
+/** @file
+ * cft/pipeline.h: pipeline parallelism (torch.distributed.pipeline's Pipe,
  * GPipe and 1F1B schedules), library cft::dist.
  *
  * A model split by layers into stages, one per rank of a group (rank s runs
@@ -16,6 +17,9 @@
 #ifndef CFT_PIPELINE_H
 #define CFT_PIPELINE_H
 
+/** @addtogroup pipeline
+ *  @{ */
+
 #include <stdbool.h>
 
 #include "cft/dist.h"
@@ -24,18 +28,21 @@
 extern "C" {
 #endif
 
+/** The order a stage runs its micro-batches in. */
 typedef enum cft_pipe_schedule {
     CFT_PIPE_GPIPE = 0, /**< every forward, then every backward */
     CFT_PIPE_1F1B       /**< one forward one backward: at most (stages - s)
                              micro-batches of activations alive on stage s */
 } cft_pipe_schedule;
 
+/** Pipeline options (zero-initialised: one micro-batch, GPipe). */
 typedef struct cft_pipeline_options {
     int micro_batches;          /**< the batch's leading dim must divide by it */
     cft_pipe_schedule schedule; /**< GPipe (default) or 1F1B */
     bool recompute;             /**< keep only stage inputs, recompute in backward */
 } cft_pipeline_options;
 
+/** This rank's stage of a pipeline (opaque, GC-managed). */
 typedef struct cft_pipeline cft_pipeline;
 /** This rank's stage of a pipeline over group g (stage = rank in g). stage
  *  is a tree function (cft_tree_fn_new) over params' names, as above. */
@@ -52,13 +59,18 @@ cft_status cft_pipeline_step(cft_pipeline *p, const cft_tree *params, cft_array 
  *  and backward), waiting for neighbours' messages, and in the whole step,
  *  and the most micro-batches whose activations were kept at once. */
 typedef struct cft_pipeline_stats {
-    double compute_s, wait_s, step_s;
-    int peak_live;
+    double compute_s; /**< seconds computing */
+    double wait_s;    /**< seconds waiting for neighbours */
+    double step_s;    /**< seconds in the whole step */
+    int peak_live;    /**< most micro-batches' activations kept at once */
 } cft_pipeline_stats;
+/** This rank's measurements of its last step. */
 cft_pipeline_stats cft_pipeline_last_stats(const cft_pipeline *p);
 
 #ifdef __cplusplus
 }
 #endif
+
+/** @} */
 
 #endif

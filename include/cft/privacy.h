@@ -1,4 +1,5 @@
-/* cft/privacy.h: privacy accounting and sampling for DP-SGD.
+/** @file
+ * cft/privacy.h: privacy accounting and sampling for DP-SGD.
  *
  * A DP-SGD step with sampling rate q (each example in the batch with
  * probability q) and noise multiplier sigma (noise std / clipping norm) is
@@ -20,6 +21,9 @@
  */
 #ifndef CFT_PRIVACY_H
 #define CFT_PRIVACY_H
+
+/** @addtogroup nn
+ *  @{ */
 
 #include "core.h"
 #include "fn.h"
@@ -73,5 +77,7 @@ cft_array *cft_dp_poisson_sample(cft_array *key, int64_t n, double q);
 #ifdef __cplusplus
 }
 #endif
+
+/** @} */
 
 #endif

@@ -1,4 +1,5 @@
-/* cft/profile.h: where the time goes, as torch.profiler shows it.
+/** @file
+ * cft/profile.h: where the time goes, as torch.profiler shows it.
  *
  *     cft_profile_start();
  *     for (int i = 0; i < 10; i++) cft_fn_call(step, in, out);
@@ -17,6 +18,9 @@
  */
 #ifndef CFT_PROFILE_H
 #define CFT_PROFILE_H
+
+/** @addtogroup profiling
+ *  @{ */
 
 #include <stdio.h>
 
@@ -43,5 +47,7 @@ void cft_profile_table(FILE *f, int max_rows);
 #ifdef __cplusplus
 }
 #endif
+
+/** @} */
 
 #endif

@@ -1,4 +1,5 @@
-/* cft/random.h: counter-based random numbers with explicit keys.
+/** @file
+ * cft/random.h: counter-based random numbers with explicit keys.
  *
  * A key is an i32[2] array (the two 32-bit words of a Threefry-2x32 key, as
  * bits). Functions of a key are pure: the same key gives the same numbers, and
@@ -7,6 +8,9 @@
  */
 #ifndef CFT_RANDOM_H
 #define CFT_RANDOM_H
+
+/** @addtogroup random
+ *  @{ */
 
 #include "core.h"
 
@@ -63,4 +67,6 @@ cft_array *cft_random_dirichlet(cft_array *key, const double *alpha, int k, cft_
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

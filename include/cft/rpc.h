@@ -1,4 +1,5 @@
-/* cft/rpc.h: remote procedure calls between the ranks of an MPI job
+/** @file
+ * cft/rpc.h: remote procedure calls between the ranks of an MPI job
  * (library cft::dist), as torch.distributed.rpc: every rank is a named
  * worker; functions are registered by name on every worker (never code
  * from the wire) and called on another worker with arrays in and out.
@@ -22,6 +23,9 @@
 #ifndef CFT_RPC_H
 #define CFT_RPC_H
 
+/** @addtogroup rpc
+ *  @{ */
+
 #include <stdbool.h>
 
 #include "cft/core.h"
@@ -32,7 +36,9 @@
 extern "C" {
 #endif
 
+/** The result of an asynchronous call, to wait for (opaque). */
 typedef struct cft_future cft_future;
+/** A remote reference: a value owned by one worker (opaque). */
 typedef struct cft_rref cft_rref;
 
 /** Start RPC on every rank of the world (collective, after cft_dist_init):
@@ -43,12 +49,14 @@ cft_status cft_rpc_init(const char *name);
  *  0.5 s once a call or collective of this process timed out (as
  *  cft_dist_finalize): the error then says the others did not stop. */
 cft_status cft_rpc_shutdown(void);
+/** @{ */
 /** Workers: this one's id (its world rank), the count, a worker's name,
  *  the id of a name (-1 if none). */
 int cft_rpc_worker_id(void);
 int cft_rpc_num_workers(void);
 const char *cft_rpc_worker_name(int id);
 int cft_rpc_worker_by_name(const char *name);
+/** @} */
 /** Seconds a call may take (default: CFT_DIST_TIMEOUT, else 300); after
  *  a timeout, also the whole wait of cft_rpc_shutdown again. */
 void cft_rpc_set_timeout(double seconds);
@@ -68,8 +76,8 @@ cft_status cft_rpc_register(const char *name, cft_fn *f);
 /** An argument: an array, or an RRef whose value the callee receives (no
  *  copy through the caller: the callee takes it from the owner). */
 typedef struct cft_rpc_arg {
-    cft_array *array;
-    cft_rref *rref;
+    cft_array *array; /**< an array sent with the call, or NULL */
+    cft_rref *rref;   /**< else an RRef whose value the callee receives */
 } cft_rpc_arg;
 
 /** Call `name` on worker `to` with nin arrays; its nout results in out
@@ -137,8 +145,11 @@ int64_t cft_rpc_owned_count(void);
  *     cft_dist_optimizer_step(opt, ctx);                               // ... and are applied there
  *     cft_dist_autograd_release(ctx);
  */
+/** A module whose parameters live on another worker (opaque). */
 typedef struct cft_remote_module cft_remote_module;
+/** A distributed autograd context: gradients kept where they are (opaque). */
 typedef struct cft_dist_autograd_ctx cft_dist_autograd_ctx;
+/** An optimizer over parameters on several workers (opaque). */
 typedef struct cft_dist_optimizer cft_dist_optimizer;
 
 /** Register an nn module description under `name` (on every worker). */
@@ -190,5 +201,7 @@ cft_status cft_dist_optimizer_step(cft_dist_optimizer *d, cft_dist_autograd_ctx 
 #ifdef __cplusplus
 }
 #endif
+
+/** @} */
 
 #endif

@@ -1,4 +1,5 @@
-/* cft/shape.h: symbolic dimensions.
+/** @file
+ * cft/shape.h: symbolic dimensions.
  *
  * A dim in an aval is an int64_t: a size (0 <= d < 2^40), or a *symbolic
  * dim*, an expression over named symbols (B, N, B*64, B+1, ...) encoded as
@@ -22,6 +23,9 @@
 #ifndef CFT_SHAPE_H
 #define CFT_SHAPE_H
 
+/** @addtogroup arrays
+ *  @{ */
+
 #include "core.h"
 
 #ifdef __cplusplus
@@ -44,11 +48,13 @@ bool cft_dim_is_symbolic(int64_t d);
 bool cft_dim_valid(int64_t d);
 /** True if some dim of the aval is symbolic. */
 bool cft_aval_is_symbolic(const cft_aval *a);
+/** @{ */
 /** a + b, a - b, a * b as dims (concrete when both are); CFT_DIM_INVALID
  *  if an operand is invalid or the result is too large to express. */
 int64_t cft_dim_add(int64_t a, int64_t b);
 int64_t cft_dim_sub(int64_t a, int64_t b);
 int64_t cft_dim_mul(int64_t a, int64_t b);
+/** @} */
 /** a / b when b divides a exactly (as polynomials: (B*64)/64 = B,
  *  (B*N)/N = N); CFT_DIM_INVALID otherwise. */
 int64_t cft_dim_div(int64_t a, int64_t b);
@@ -66,4 +72,6 @@ int64_t cft_dim_eval(int64_t d, int n, const char *const *names, const int64_t *
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

@@ -1,4 +1,5 @@
-/* cft/special.h: special functions with torch.special's names (f32 and
+/** @file
+ * cft/special.h: special functions with torch.special's names (f32 and
  * f64; integer and bool inputs are converted to f32 first), plus the
  * primitive ops underneath them.
  *
@@ -13,6 +14,9 @@
  * tests/test_special.c. Errors follow core.h: no call returns NULL. */
 #ifndef CFT_SPECIAL_H
 #define CFT_SPECIAL_H
+
+/** @addtogroup numerics
+ *  @{ */
 
 #include "array.h"
 
@@ -97,4 +101,6 @@ cft_array *cft_special_logsumexp(cft_array *x, const int *axes, int naxes, bool 
 #ifdef __cplusplus
 }
 #endif
+/** @} */
+
 #endif

@@ -1,4 +1,5 @@
-/* cft/timer.h: measuring C calls the way torch.utils.benchmark.Timer does.
+/** @file
+ * cft/timer.h: measuring C calls the way torch.utils.benchmark.Timer does.
  *
  *     cft_measurement m;
  *     cft_timer_blocked_autorange(step, &job, 0.2, &m);   // warm-up, then blocks
@@ -13,6 +14,9 @@
  */
 #ifndef CFT_TIMER_H
 #define CFT_TIMER_H
+
+/** @addtogroup profiling
+ *  @{ */
 
 #include <stdint.h>
 #include <stdio.h>
@@ -30,14 +34,21 @@ typedef void (*cft_timer_fn)(void *arg);
  *  description are the caller's, for printing and cft_timer_compare
  *  (rows: label + sub_label, columns: description). */
 typedef struct cft_measurement {
-    const char *label, *sub_label, *description;
-    int64_t runs;   /**< timed blocks */
-    int64_t number; /**< calls per block */
-    double median, iqr, mean, min, max;
-    double q25, q75; /**< the quartiles whose difference is iqr */
-    double total;    /**< seconds spent in the timed blocks */
-    int threads;     /**< cft_get_num_threads() when measured */
-    double *times;   /**< per-call time of each block (runs values; cft_alloc'd) */
+    const char *label;       /**< the row's name */
+    const char *sub_label;   /**< the row's second name */
+    const char *description; /**< the column's name */
+    int64_t runs;            /**< timed blocks */
+    int64_t number;          /**< calls per block */
+    double median;           /**< median per-call time of the blocks */
+    double iqr;              /**< q75 - q25 */
+    double mean;             /**< mean per-call time */
+    double min;              /**< fastest block's per-call time */
+    double max;              /**< slowest block's per-call time */
+    double q25;              /**< the lower quartile */
+    double q75;              /**< the upper quartile */
+    double total;            /**< seconds spent in the timed blocks */
+    int threads;             /**< cft_get_num_threads() when measured */
+    double *times;           /**< per-call time of each block (runs values; cft_alloc'd) */
 } cft_measurement;
 
 /** torch's blocked_autorange: one warm-up call, then the number of calls per
@@ -63,5 +74,7 @@ void cft_timer_compare(const cft_measurement *ms, int n, FILE *f);
 #ifdef __cplusplus
 }
 #endif
+
+/** @} */
 
 #endif
