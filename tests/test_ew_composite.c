@@ -130,7 +130,9 @@ int main(int argc, char **argv) {
                     xr[k] = cft_index(x[k], j);
                 CHECK_ARRAY_CLOSE(cft_index(vy, j), cft_fn_call1(f, xr), 0, 0);
             }
-            CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jit(f), x), y, 0, 0);
+            /* the jit's kernels may call libm's vector variants (libmvec,
+             * within 4 ulp), the eager ones its scalar functions: 8 ulp of f64 */
+            CHECK_ARRAY_CLOSE(cft_fn_call1(cft_jit(f), x), y, 2e-15, 1e-300);
         }
     }
     TEST("integer_pow on complex numbers: z^3 = z z z, z^-2 = 1/(z z), holomorphic jvp") {

@@ -6,7 +6,8 @@
  * source; sizes and outer strides come at run time, so one compiled kernel
  * serves every size. Expressions come from the primitive records (c_expr,
  * c_iexpr), and the prelude declares libm's functions `simd`, so glibc's
- * libmvec vectorises exp, log, tanh, erf, ... without fast-math. The
+ * libmvec vectorises exp, log, tanh, erf, ... without fast-math (cc.c
+ * compiles with -fno-math-errno, which the vectoriser needs). The
  * prelude also carries prims/special_fns.h's functions, pasted as text, so
  * the special rows (digamma, erfinv, zeta, ...) fuse like the others. */
 #include <stdarg.h>

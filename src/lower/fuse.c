@@ -4,6 +4,10 @@
  * but does not read the open group (a view, a GEMM on other values) runs
  * before the group instead of closing it, so interleaved broadcasts do not
  * split chains. Anything else closes the group and runs on its own.
+ * Elementwise equations on single elements that read only the program's
+ * inputs, constants and each other (an optimizer's bias corrections, a
+ * learning rate's conversion) are taken first, so they form one group of
+ * their own instead of cutting the per-element chain they are written in.
  * A group never exceeds CFT_KMAX_OPS operands: its distinct outside inputs
  * plus its equations (each may be an output) are counted as it grows, and
  * an equation that would pass the bound starts a new group. */
@@ -34,6 +38,14 @@ static bool fusable_red(const cft_eqn *q) {
     const cft_prim *p = q->prim;
     return (p->flags & CFT_PRIM_REDUCTION) && p->c_init &&
            cft_dtype_is_float(q->in[0]->aval.dtype) && no_half(q);
+}
+
+/* one element, by shape alone (a symbolic dim is not known to be 1) */
+static bool one_element(const cft_irvar *v) {
+    for (int d = 0; d < v->aval.ndim; d++)
+        if (v->aval.shape[d] != 1)
+            return false;
+    return true;
 }
 
 /* outside inputs of q not yet among the open group's ext[0..*n) */
@@ -73,7 +85,30 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
         owner[v] = -1;
     int ns = 0, ng = 0, open = -1;
     int ext[CFT_KMAX_OPS + 8], next = 0; /* the open group's outside inputs */
+    /* the order equations are taken in: the scalar ones first */
+    int *order = CFT_NEWN(int, ir->neqn + 1), no = 0;
+    bool *early = CFT_NEWN(bool, ir->nvars + 1), *taken = CFT_NEWN(bool, ir->neqn + 1);
+    for (int v = 0; v < ir->nvars; v++)
+        early[v] = true; /* until an equation produces it */
+    for (int k = 0; k < ir->neqn; k++)
+        for (int o = 0; o < ir->eqns[k].nout; o++)
+            early[ir->eqns[k].out[o]->id] = false;
     for (int k = 0; k < ir->neqn; k++) {
+        const cft_eqn *q = &ir->eqns[k];
+        bool scalar = fusable_ew(q) && one_element(q->out[0]);
+        for (int i = 0; i < q->nin && scalar; i++)
+            scalar = early[q->in[i]->id] && one_element(q->in[i]);
+        if (scalar) {
+            early[q->out[0]->id] = true;
+            taken[k] = true;
+            order[no++] = k;
+        }
+    }
+    for (int k = 0; k < ir->neqn; k++)
+        if (!taken[k])
+            order[no++] = k;
+    for (int kk = 0; kk < ir->neqn; kk++) {
+        int k = order[kk];
         const cft_eqn *q = &ir->eqns[k];
         /* would q keep the open group within CFT_KMAX_OPS operands? */
         bool room =
