@@ -472,6 +472,41 @@ cft_tree *cft_optim_init(const cft_optim *o, const cft_tree *params);
 cft_status cft_optim_update(const cft_optim *o, const cft_tree *grads, const cft_tree *state,
                             const cft_tree *params, cft_array *step, cft_array *lr,
                             cft_tree **new_params, cft_tree **new_state);
+/** An optimizer step compiled once for one set of parameters (torch's
+ *  foreach / fused optimizers): cft_optim_update's equations for every
+ *  parameter traced into one function and jitted, so a step is one call of
+ *  fused kernels instead of a dozen eager operations per parameter.
+ *  Opaque, GC-managed, safe to call from many threads. */
+typedef struct cft_optim_step cft_optim_step;
+/** Flags of cft_optim_step_new: write the new parameters (the new state)
+ *  into the buffers of the ones passed in (cft_jit_donate). After a call
+ *  the arrays passed are error arrays ("donated ..."): use the returned
+ *  trees, as with torch's in-place step. Without them nothing passed in
+ *  changes. */
+#define CFT_OPTIM_DONATE_PARAMS 1u
+/** See CFT_OPTIM_DONATE_PARAMS. */
+#define CFT_OPTIM_DONATE_STATE 2u
+/** The jitted step of optimizer o for parameters with params' names,
+ *  dtypes and shapes (0 or CFT_OPTIM_DONATE_* flags). Never NULL: bad
+ *  hyperparameters, a non-float parameter or unknown flags give a step
+ *  whose cft_optim_step_error says so and whose calls fail with it. */
+cft_optim_step *cft_optim_step_new(const cft_optim *o, const cft_tree *params, unsigned flags);
+/** As cft_optim_update (same arguments, same results to rounding: the
+ *  fused kernels may contract a*b+c into one fused multiply-add) in one
+ *  jitted call. params must have the names, dtypes and shapes the step was
+ *  made for (CFT_E_SHAPE names the first that does not); grads and state
+ *  are found by name. lr NULL: o->lr. */
+cft_status cft_optim_step_apply(cft_optim_step *s, const cft_tree *grads, const cft_tree *state,
+                                const cft_tree *params, cft_array *step, cft_array *lr,
+                                cft_tree **new_params, cft_tree **new_state);
+/** The jitted function behind s: (params[n], grads[n], state[m], step, lr)
+ *  -> (new params[n], new state[m]), in the order of the params given to
+ *  cft_optim_step_new and of cft_optim_init's state (for inspecting,
+ *  cft_jit_to_dot, export). An error function for a failed step. */
+cft_fn *cft_optim_step_fn(const cft_optim_step *s);
+/** NULL for a usable step, else the error it was made with. */
+cft_array *cft_optim_step_error(const cft_optim_step *s);
+
 /** The L2 norm of all leaves together (a scalar). */
 cft_array *cft_tree_global_norm(const cft_tree *t);
 /** Gradient clipping by global norm (clip_grad_norm_): every leaf times

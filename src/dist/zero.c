@@ -1,7 +1,8 @@
 /* zero.c: ZeRO stage 1 (PyTorch 1.8/1.10's ZeroRedundancyOptimizer). The
  * parameters are partitioned over the group, greedily by size (largest
  * first to the least loaded rank), so each rank holds the optimizer state
- * of its parameters only and runs any nn.h optimizer on them; the updated
+ * of its parameters only and runs any nn.h optimizer on them (as one
+ * jitted step, cft_optim_step, when it owns any); the updated
  * parameters are then broadcast from their owners (all broadcasts in
  * flight at once). The whole state can be gathered on one rank. */
 #include <stdio.h>
@@ -20,8 +21,9 @@ struct cft_zero {
     int np;
     int *owner;
     const char **names;
-    cft_aval *avals; /* the parameters' shapes: what other shards look like */
-    cft_tree *state; /* this rank's shard */
+    cft_aval *avals;        /* the parameters' shapes: what other shards look like */
+    cft_tree *state;        /* this rank's shard */
+    cft_optim_step *update; /* the jitted step over the owned parameters (NULL: owns none) */
 };
 
 /* the parameters this rank owns, as a tree */
@@ -75,11 +77,15 @@ cft_zero *cft_zero_new(cft_dist_group *g, const cft_optim *o, const cft_tree *pa
     z->avals = CFT_NEWN(cft_aval, z->np + 1);
     for (int i = 0; i < z->np; i++)
         z->names[i] = params->names[i], z->avals[i] = cft_array_aval(params->xs[i]);
-    z->state = cft_optim_init(&z->opt, owned(z, params));
+    cft_tree *mine = owned(z, params);
+    z->state = cft_optim_init(&z->opt, mine);
     if (z->state->err) {
         cft__set_last(z->state->err);
         return NULL;
     }
+    /* not donated: the caller's parameters and the state it may hold
+     * (cft_zero_local_state) stay valid */
+    z->update = cft_tree_size(mine) ? cft_optim_step_new(&z->opt, mine, 0) : NULL;
     return z;
 }
 
@@ -107,8 +113,10 @@ cft_status cft_zero_step(cft_zero *z, const cft_tree *grads, const cft_tree *par
         return cft__set_last(e);
     }
     cft_tree *np = NULL, *ns = NULL;
-    cft_status st =
-        cft_optim_update(&z->opt, owned(z, grads), z->state, owned(z, params), step, lr, &np, &ns);
+    cft_status st = z->update ? cft_optim_step_apply(z->update, owned(z, grads), z->state,
+                                                     owned(z, params), step, lr, &np, &ns)
+                              : cft_optim_update(&z->opt, owned(z, grads), z->state,
+                                                 owned(z, params), step, lr, &np, &ns);
     if (st != CFT_OK) {
         *new_params = np;
         return st;
