@@ -11,6 +11,7 @@
  * through the shared layer; the program fails below 85%.
  *
  *     mpirun -np 3 build/examples/rpc_param_server [--epochs N] */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,31 @@ static cft_status loss(void *env, int nin, cft_array *const *in, int nout, cft_a
     return CFT_OK;
 }
 
+//! [state]
+/* Server state kept between calls: the examples the trainers have reported,
+ * in the env of a registered function. The function is registered
+ * uncached, so every request runs the callback with values (a plain
+ * cft_fn is traced: cft_item of its input fails, and a later call would
+ * replay the trace without running the update), and it locks its state:
+ * requests are served one at a time, but a worker may also call it
+ * locally. */
+typedef struct {
+    pthread_mutex_t mu;
+    double seen;
+} server_stats;
+
+static cft_status report(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)nin, (void)nout;
+    server_stats *s = env;
+    pthread_mutex_lock(&s->mu);
+    s->seen += cft_item(in[0]);
+    double total = s->seen;
+    pthread_mutex_unlock(&s->mu);
+    out[0] = cft_scalar(total, CFT_F64);
+    return CFT_OK;
+}
+//! [state]
+
 static double accuracy(cft_array *const *p, const digits *d, int from, int to) {
     cft_array *x = cft_from_f32(d->x + (size_t)from * 64, (int64_t[]){to - from, 64}, 2);
     cft_array *h;
@@ -54,6 +80,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--epochs"))
             epochs = atoi(argv[i + 1]);
+    //! [order]
     cft_init();
     if (cft_dist_init(&argc, &argv) != CFT_OK || cft_rpc_init(NULL) != CFT_OK) {
         fprintf(stderr, "%s\n", cft_last_error_message());
@@ -65,7 +92,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "run with mpirun -np 2 or more (worker 0 serves, the others train)\n");
         return 1;
     }
+    static server_stats stats = {PTHREAD_MUTEX_INITIALIZER, 0};
+    cft_rpc_register("report", cft_fn_uncached(cft_fn_new(report, &stats, 1, 1)));
     cft_rpc_register_module("layer1", cft_nn_linear(64, 128, true));
+    //! [order]
     /* worker 0 makes the shared layer and tells the trainers its index */
     int64_t index = 0;
     if (rank == 0) {
@@ -115,8 +145,15 @@ int main(int argc, char **argv) {
                 cft_fn_call(f, in, l);
                 total += cft_item(l[0]);
             }
+            cft_array *seen[1]; /* tell the server, which counts for everyone */
+            if (cft_rpc_sync(0, "report", 1, (cft_array *[]){cft_scalar(batches * B, CFT_F64)}, 1,
+                             seen) != CFT_OK) {
+                fprintf(stderr, "trainer %d: %s\n", rank, cft_last_error_message());
+                return 1;
+            }
             if (rank == 1)
-                printf("epoch %2d  trainer 1 loss %.4f\n", e + 1, total / batches);
+                printf("epoch %2d  trainer 1 loss %.4f  (examples the server has counted: %.0f)\n",
+                       e + 1, total / batches, cft_item(seen[0]));
         }
         cft_array *p[2];
         cft_tree_flatten(params, p);
@@ -125,7 +162,11 @@ int main(int argc, char **argv) {
                acc, d.n - ntrain);
         status = acc < 0.85;
     }
+    //! [shutdown]
     cft_rpc_shutdown(); /* worker 0 serves until every trainer is done */
     cft_dist_finalize();
+    //! [shutdown]
+    if (rank == 0)
+        printf("worker 0 counted %.0f examples from %d trainers\n", stats.seen, size - 1);
     return status;
 }

@@ -70,7 +70,9 @@ void cft_rpc_set_timeout(double seconds);
  *  between calls keeps it in its env (cft_alloc'd memory, so the GC sees
  *  the arrays it holds), guarded by a lock of its own: requests to one
  *  worker are served one at a time, but the function may also be called
- *  locally. */
+ *  locally. Register it as cft_fn_uncached(f): a plain cft_fn is traced
+ *  once and replayed, so its callback would not run on later calls, and
+ *  reading an input's value (cft_item) while tracing fails the call. */
 cft_status cft_rpc_register(const char *name, cft_fn *f);
 
 /** An argument: an array, or an RRef whose value the callee receives (no
