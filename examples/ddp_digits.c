@@ -1,6 +1,6 @@
 /* ddp_digits.c: DP-SGD on the digits data across MPI ranks.
  *
- *     mpirun -np 2 build/examples/ddp_digits [--epochs N] [--shuffle]   (see the README)
+ *     mpirun -np 2 build/examples/ddp_digits [--epochs N] [--shuffle]   (tutorial: DDP and ZeRO)
  *
  * Every rank draws the same global batch by Poisson sampling
  * (cft_dp_poisson_sample with a key shared by all ranks: each example with
