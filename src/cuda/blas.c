@@ -51,7 +51,12 @@ static char load_err[1200];
 static void load(void) {
     for (int i = 0; i < CFT_CUDA_MAX_DEV; i++)
         pthread_mutex_init(&bl.mu[i], NULL);
+    static const char *const sonames[] = {"libcublas.so.13", "libcublas.so.12", NULL};
 #ifdef CFT_CUBLAS_PATH
+    const char *built = CFT_CUBLAS_PATH; /* the build machine's, tried last */
+#else
+    const char *built = NULL;
+#endif
     void **const slots[] = {(void **)&bl.create,     (void **)&bl.status, (void **)&bl.sgemm,
                             (void **)&bl.dgemm,      (void **)&bl.strsm,  (void **)&bl.dtrsm,
                             (void **)&bl.set_stream, (void **)&bl.sgetrf, (void **)&bl.dgetrf};
@@ -59,11 +64,8 @@ static void load(void) {
         "cublasCreate_v2",           "cublasGetStatusString", "cublasSgemmStridedBatched",
         "cublasDgemmStridedBatched", "cublasStrsmBatched",    "cublasDtrsmBatched",
         "cublasSetStream_v2",        "cublasSgetrfBatched",   "cublasDgetrfBatched"};
-    bl.lib = cft_cuda_open_lib(CFT_CUBLAS_PATH, "cuBLAS", slots, names,
+    bl.lib = cft_cuda_find_lib(sonames, built, "cuBLAS", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
-#else
-    snprintf(load_err, sizeof load_err, "built without cuBLAS");
-#endif
 }
 
 /* whether cuBLAS takes an operation on dev: 1 yes, 0 not loaded (the

@@ -74,6 +74,15 @@ void cft_cuda_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * err set ("<what> not loaded: ...", or the first function missing). */
 void *cft_cuda_open_lib(const char *path, const char *what, void **const *slots,
                         const char *const *names, int count, char *err, size_t n);
+/* A library of the toolkit found by one of its sonames (NULL-terminated
+ * list, newest first) where this machine has it (locate.c: CFT_CUDA_LIBDIR,
+ * LD_LIBRARY_PATH, CUDA_HOME, the loader's directories, /usr/local/cuda*,
+ * NVIDIA's Python wheels, then `built`, the build machine's file, may be
+ * NULL), opened as cft_cuda_open_lib does; NULL with err naming where it
+ * looked. */
+void *cft_cuda_find_lib(const char *const *sonames, const char *built, const char *what,
+                        void **const *slots, const char *const *names, int count, char *err,
+                        size_t n);
 /* this thread's error message ("" when none) */
 const char *cft_cuda_message(void);
 

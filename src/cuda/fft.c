@@ -34,18 +34,20 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char load_err[1200];
 
 static void load(void) {
+    static const char *const sonames[] = {"libcufft.so.12", "libcufft.so.11", NULL};
 #ifdef CFT_CUFFT_PATH
+    const char *built = CFT_CUFFT_PATH; /* the build machine's, tried last */
+#else
+    const char *built = NULL;
+#endif
     void **const slots[] = {(void **)&ff.plan, (void **)&ff.c2c,     (void **)&ff.r2c,
                             (void **)&ff.c2r,  (void **)&ff.z2z,     (void **)&ff.d2z,
                             (void **)&ff.z2d,  (void **)&ff.destroy, (void **)&ff.set_stream};
     static const char *const names[] = {"cufftPlanMany", "cufftExecC2C", "cufftExecR2C",
                                         "cufftExecC2R",  "cufftExecZ2Z", "cufftExecD2Z",
                                         "cufftExecZ2D",  "cufftDestroy", "cufftSetStream"};
-    ff.lib = cft_cuda_open_lib(CFT_CUFFT_PATH, "cuFFT", slots, names,
+    ff.lib = cft_cuda_find_lib(sonames, built, "cuFFT", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
-#else
-    snprintf(load_err, sizeof load_err, "built without cuFFT");
-#endif
 }
 
 /* y *= s over n reals, on the device */

@@ -39,7 +39,12 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char load_err[1200];
 
 static void load(void) {
+    static const char *const sonames[] = {"libnccl.so.2", NULL};
 #ifdef CFT_NCCL_PATH
+    const char *built = CFT_NCCL_PATH; /* the build machine's, tried last */
+#else
+    const char *built = NULL;
+#endif
     void **const slots[] = {
         (void **)&nc.unique_id, (void **)&nc.init,         (void **)&nc.async_error,
         (void **)&nc.abort,     (void **)&nc.error_string, (void **)&nc.all_reduce,
@@ -48,11 +53,8 @@ static void load(void) {
         "ncclGetUniqueId", "ncclCommInitRankConfig", "ncclCommGetAsyncError",
         "ncclCommAbort",   "ncclGetErrorString",     "ncclAllReduce",
         "ncclBroadcast",   "ncclAllGather",          "ncclReduceScatter"};
-    nc.lib = cft_cuda_open_lib(CFT_NCCL_PATH, "NCCL", slots, names,
+    nc.lib = cft_cuda_find_lib(sonames, built, "NCCL", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
-#else
-    snprintf(load_err, sizeof load_err, "built without NCCL");
-#endif
 }
 
 static bool loaded(void) {

@@ -40,7 +40,12 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char load_err[1200];
 
 static void load(void) {
+    static const char *const sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12", NULL};
 #ifdef CFT_NVRTC_PATH
+    const char *built = CFT_NVRTC_PATH; /* the build machine's, tried last */
+#else
+    const char *built = NULL;
+#endif
     void **const slots[] = {(void **)&nv.version,  (void **)&nv.create,  (void **)&nv.compile,
                             (void **)&nv.log_size, (void **)&nv.log,     (void **)&nv.cubin_size,
                             (void **)&nv.cubin,    (void **)&nv.destroy, (void **)&nv.error};
@@ -48,13 +53,10 @@ static void load(void) {
         "nvrtcVersion",           "nvrtcCreateProgram",  "nvrtcCompileProgram",
         "nvrtcGetProgramLogSize", "nvrtcGetProgramLog",  "nvrtcGetCUBINSize",
         "nvrtcGetCUBIN",          "nvrtcDestroyProgram", "nvrtcGetErrorString"};
-    nv.lib = cft_cuda_open_lib(CFT_NVRTC_PATH, "NVRTC", slots, names,
+    nv.lib = cft_cuda_find_lib(sonames, built, "NVRTC", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
     if (nv.lib && nv.version(&nv.major, &nv.minor) != NVRTC_SUCCESS)
         snprintf(load_err, sizeof load_err, "nvrtcVersion failed");
-#else
-    snprintf(load_err, sizeof load_err, "built without NVRTC");
-#endif
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {

@@ -71,7 +71,12 @@ static char load_err[1200];
 static void load(void) {
     for (int i = 0; i < CFT_CUDA_MAX_DEV; i++)
         pthread_mutex_init(&so.mu[i], NULL);
+    static const char *const sonames[] = {"libcusolver.so.12", "libcusolver.so.11", NULL};
 #ifdef CFT_CUSOLVER_PATH
+    const char *built = CFT_CUSOLVER_PATH; /* the build machine's, tried last */
+#else
+    const char *built = NULL;
+#endif
     void **const slots[] = {
         (void **)&so.create,      (void **)&so.spotrf,       (void **)&so.dpotrf,
         (void **)&so.set_stream,  (void **)&so.create_syevj, (void **)&so.destroy_syevj,
@@ -103,11 +108,8 @@ static void load(void) {
                                         "cusolverDnDgesvd_bufferSize",
                                         "cusolverDnSgesvd",
                                         "cusolverDnDgesvd"};
-    so.lib = cft_cuda_open_lib(CFT_CUSOLVER_PATH, "cuSOLVER", slots, names,
+    so.lib = cft_cuda_find_lib(sonames, built, "cuSOLVER", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
-#else
-    snprintf(load_err, sizeof load_err, "built without cuSOLVER");
-#endif
 }
 
 static const char *chol_src = CFT_CHOL_KERNELS CFT_EIGH_KERNELS CFT_QR_KERNELS CFT_SVD_KERNELS;
