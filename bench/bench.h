@@ -199,7 +199,9 @@ static void bench_call_run(void *p) {
 
 /* One JSON line: jitted f on d (inputs copied there once) against the same
  * jitted f on the host in this run, with the largest difference of the
- * outputs. config is the line's config object's body. */
+ * outputs and what one warm call asked of the device (per_call: kernels,
+ * primitives, graph replays, copies each way and their bytes, waits,
+ * allocations). config is the line's config object's body. */
 static inline void bench_on_device(const char *bench, const char *config, const char *method,
                                    cft_fn *f, int nin, cft_array **in, int nout, const cft_dev *d) {
     cft_array *din[32];
@@ -214,12 +216,23 @@ static inline void bench_on_device(const char *bench, const char *config, const 
         double e = cft_max_abs_diff(g.out[k], h.out[k]);
         diff = e > diff ? e : diff;
     }
+    /* what one warm call asks of the device (cft_device_counters_of), over 20 calls */
+    cft_device_counters c0, c1;
+    cft_device_counters_of(d, &c0);
+    for (int i = 0; i < 20; i++)
+        bench_call_run(&g);
+    cft_device_counters_of(d, &c1);
+#define PER(f) ((double)(c1.f - c0.f) / 20)
     printf("{\"bench\": \"%s\", \"config\": {%s}, \"method\": \"%s\", \"device\": \"%s\", "
            "\"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": %d, \"baseline\": \"%s on the "
            "host\", \"baseline_median_ms\": %.4f, \"ratio_to_baseline\": %.3f, "
-           "\"max_abs_diff\": %.3g}\n",
+           "\"max_abs_diff\": %.3g, \"per_call\": {\"kernels\": %g, \"ops\": %g, \"graphs\": %g, "
+           "\"h2d\": %g, \"h2d_bytes\": %g, \"d2h\": %g, \"d2h_bytes\": %g, \"syncs\": %g, "
+           "\"allocs\": %g, \"alloc_bytes\": %g}}\n",
            bench, config, method, cft_device_name(d), dm, dmin, bench_nthreads, method, hm, dm / hm,
-           diff);
+           diff, PER(kernels), PER(ops), PER(graphs), PER(h2d), PER(h2d_bytes), PER(d2h),
+           PER(d2h_bytes), PER(syncs), PER(allocs), PER(alloc_bytes));
+#undef PER
     fflush(stdout);
 }
 

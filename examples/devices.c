@@ -62,6 +62,20 @@ int main(int argc, char **argv) {
         bad |= !same;
     }
 
+    //! [counters]
+    /* what one more call asks of the device: launches, copies, waits */
+    cft_device_counters c0, c1;
+    cft_device_counters_of(dev, &c0);
+    cft_fn_call(psg, on_dev, g_dev);
+    cft_device_counters_of(dev, &c1);
+    printf("one warm call on %s: %llu kernels, %llu graph replays, %llu primitives one by one, "
+           "%llu copies to the device, %llu to the host, %llu allocations\n",
+           cft_device_name(dev), (unsigned long long)(c1.kernels - c0.kernels),
+           (unsigned long long)(c1.graphs - c0.graphs), (unsigned long long)(c1.ops - c0.ops),
+           (unsigned long long)(c1.h2d - c0.h2d), (unsigned long long)(c1.d2h - c0.d2h),
+           (unsigned long long)(c1.allocs - c0.allocs));
+    //! [counters]
+
     //! [memory]
     cft_device_memory_stats ms;
     cft_device_memory(dev, &ms);

@@ -279,6 +279,78 @@ int main(int argc, char **argv) {
             CHECK_MSG(c1.kernels - c0.kernels >= 1, "%ld kernels", c1.kernels - c0.kernels);
         }
     }
+    TEST("device counters: what the backend itself counted; a warm jitted call moves nothing "
+         "through the host and allocates only its outputs; the profiler's device track") {
+        cft_fn *j = cft_jit(cft_value_and_grad(f, (int[]){0, 1}, 2, false));
+        cft_array *dev_in[4], *got[3];
+        for (int i = 0; i < 4; i++)
+            dev_in[i] = cft_device_put(in[i], d0);
+        cft_device_counters k0, k1, t0, t1, w0, w1;
+        cft_device_counters_of(d0, &k0), cft_device_counters_of(d1, &t0);
+        test_backend_counts c0 = test_backend_counts_now();
+        for (int call = 0; call < 4; call++) {
+            if (call == 3)
+                cft_device_counters_of(d0, &w0);
+            CHECK_EQ(cft_fn_call(j, dev_in, got), CFT_OK);
+        }
+        (void)cft_item_at(got[0], 0); /* a copy to the host */
+        test_backend_counts c1 = test_backend_counts_now();
+        cft_device_counters_of(d0, &k1), cft_device_counters_of(d1, &t1);
+        cft_device_counters_of(d0, &w1);
+#define DELTA(f) ((long)((k1.f - k0.f) + (t1.f - t0.f)))
+        /* a replayed recording runs its kernels and copies inside the
+         * backend: cft counts one replay, the backend each step */
+        if (DELTA(graphs) == 0)
+            CHECK_EQ(DELTA(kernels), c1.kernels - c0.kernels);
+        else
+            CHECK(DELTA(kernels) < c1.kernels - c0.kernels);
+        CHECK_EQ(DELTA(ops), c1.runs - c0.runs);
+        CHECK_EQ(DELTA(graphs), c1.graphs - c0.graphs);
+        CHECK_EQ(DELTA(h2d), c1.to_device - c0.to_device);
+        CHECK_EQ(DELTA(h2d_bytes), c1.bytes_to_device - c0.bytes_to_device);
+        CHECK_EQ(DELTA(d2h), c1.to_host - c0.to_host);
+        CHECK_EQ(DELTA(d2h_bytes), c1.bytes_to_host - c0.bytes_to_host);
+        CHECK(DELTA(d2d) <= c1.copies - c0.copies);
+        CHECK(DELTA(graphs) > 0 || DELTA(d2d) == c1.copies - c0.copies);
+        CHECK_EQ(DELTA(allocs), c1.allocs - c0.allocs);
+        CHECK_EQ(DELTA(releases), c1.releases - c0.releases);
+#undef DELTA
+        CHECK_EQ((long)(w1.d2h - w0.d2h), 1); /* only cft_item's copy */
+        CHECK_EQ((long)(w1.h2d - w0.h2d), 0);
+        /* the intermediates live in the plan's arena: what a warm call
+         * asks of the backend is at most its 3 outputs (until the GC hands
+         * earlier outputs back to the cache) */
+        CHECK_MSG((long)(w1.allocs - w0.allocs) <= 3, "%ld allocations",
+                  (long)(w1.allocs - w0.allocs));
+        CHECK_MSG(w1.kernels > w0.kernels || w1.graphs > w0.graphs, "no kernel, no replay");
+        cft_device_counters host;
+        CHECK_EQ(cft_device_counters_of(cpu, &host), CFT_OK);
+        CHECK_EQ((long)host.kernels, 0);
+        CHECK_EQ(cft_device_counters_of(NULL, &host), CFT_E_ARG);
+        CHECK(cft_device_counters_of(cft_device("test:9"), &host) != CFT_OK);
+
+        char path[] = "/tmp/cft-device-trace-XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        close(fd);
+        cft_profile_start();
+        CHECK_EQ(cft_fn_call(j, dev_in, got), CFT_OK);
+        (void)cft_item_at(got[0], 0);
+        CHECK_EQ(cft_profile_stop(path), CFT_OK);
+        FILE *tf = fopen(path, "r");
+        char *text = calloc(1, 1 << 20);
+        size_t n = tf ? fread(text, 1, (1 << 20) - 1, tf) : 0;
+        if (tf)
+            fclose(tf);
+        text[n] = 0;
+        CHECK_MSG(strstr(text, "\"device: kernel\"") || strstr(text, "\"device: graph replay\""),
+                  "no device step in the trace");
+        CHECK(strstr(text, "\"device: copy to host\"") != NULL);
+        CHECK_MSG(strstr(text, "\"thread_name\"") && strstr(text, "\"test:0\""),
+                  "no named device track");
+        free(text);
+        unlink(path);
+    }
     TEST("long reductions on a device (a block per output), jitted, against the host") {
         cft_array *x =
             cft_concatenate((cft_array *[]){rnd(21, (int64_t[]){2, 5000}, 2),

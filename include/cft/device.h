@@ -203,6 +203,34 @@ typedef struct {
     uint64_t reuses;    /**< allocations served from the cache */
 } cft_device_memory_stats;
 
+/** What cft has asked of a device's backend since the program started,
+ *  counted for every backend (the CUDA plugin, the test backend, one of
+ *  your own): the difference around some calls is what they cost in
+ *  launches, copies and waits. While the profiler records
+ *  (cft/profile.h), each of these is also an event on the device's own
+ *  track, and kernels, primitives and graph replays are waited for so that
+ *  their events span their device time. */
+typedef struct cft_device_counters {
+    uint64_t kernels;     /**< fused kernels launched (run_kernel) */
+    uint64_t ops;         /**< primitives run one at a time (run) */
+    uint64_t graphs;      /**< recorded plans replayed (launch_graph) */
+    uint64_t h2d;         /**< copies host to device */
+    uint64_t h2d_bytes;   /**< their bytes */
+    uint64_t d2h;         /**< copies device to host */
+    uint64_t d2h_bytes;   /**< their bytes */
+    uint64_t d2d;         /**< copies on the device */
+    uint64_t d2d_bytes;   /**< their bytes */
+    uint64_t syncs;       /**< waits for the device (synchronize) */
+    uint64_t allocs;      /**< allocations asked of the backend (cache misses) */
+    uint64_t alloc_bytes; /**< their bytes */
+    uint64_t releases;    /**< blocks handed back to the backend */
+    uint64_t collectives; /**< collectives queued on the device's communicators */
+} cft_device_counters;
+
+/** d's counters; all zero for "cpu"; CFT_E_ARG for NULL, a failed device
+ *  gives its error. */
+cft_status cft_device_counters_of(const cft_dev *d, cft_device_counters *out);
+
 /** d's memory counts (torch.cuda.memory_stats); all zero for "cpu". */
 cft_status cft_device_memory(const cft_dev *d, cft_device_memory_stats *out);
 

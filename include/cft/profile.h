@@ -12,7 +12,12 @@
  * avals), every eager primitive outside a jitted plan, each trace and
  * kernel compile, each blocking collective, each cft_rpc_sync and each
  * garbage collection ("GC collect") is an event with its start and
- * duration on its thread; the GC heap and the
+ * duration on its thread; what a device's backend is asked to do (each
+ * kernel, primitive, graph replay, copy, allocation and wait: "device:
+ * kernel", "device: copy to host", ...) is an event on that device's own
+ * track ("cuda:0"), and while recording the profiler waits for the device
+ * after each kernel, primitive and replay, so their events span their
+ * device time (the device's work is serialised meanwhile); the GC heap and the
  * jit's arena sizes are counters. Off (the default), the cost is one
  * predictable branch per call and per step.
  */

@@ -92,6 +92,7 @@ cft_status cft_register_backend(const cft_backend *b) {
             nb->comm_id = NULL, nb->comm_init = NULL, nb->comm_poll = NULL, nb->comm_abort = NULL,
             nb->collective = NULL; /* all five or none */
         backends[nbackends].name = cft__strdup(b->name);
+        cft__dev_wrap(&backends[nbackends], nbackends); /* counted, profiled */
         nbackends++;
     }
     pthread_mutex_unlock(&mu);

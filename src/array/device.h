@@ -15,6 +15,9 @@ struct cft_dev {
     cft_array *err; /* set: this device cannot be used, and why */
 };
 
+/* replaces registered table t's functions and ctx by counting and
+ * profiling shims around the backend's own (device_count.c) */
+void cft__dev_wrap(cft_backend *t, int slot);
 /* the host device */
 const cft_dev *cft__dev_cpu(void);
 /* x is concrete and lives on a device (not the host) */

@@ -70,6 +70,29 @@ void cft__prof_event(const char *name, const char *cat, double t0, const char *a
                 'X'});
 }
 
+void cft__prof_event_on(int track, const char *name, const char *cat, double t0, const char *args) {
+    double t1 = cft__prof_now();
+    add((event){strdup(name ? name : "?"), args ? strdup(args) : NULL, cat, t0, t1 - t0, 0, track,
+                'X'});
+}
+
+/* named tracks (devices): kept across recordings, written as metadata */
+static struct {
+    int tid;
+    char name[64];
+} tracks[64];
+static int ntracks;
+
+void cft__prof_track_name(int track, const char *name) {
+    pthread_mutex_lock(&mu);
+    if (ntracks < 64) {
+        tracks[ntracks].tid = track;
+        snprintf(tracks[ntracks].name, sizeof tracks[ntracks].name, "%s", name);
+        ntracks++;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
 void cft__prof_counter(const char *name, double value) {
     add((event){strdup(name), NULL, "memory", cft__prof_now(), 0, value, tid(), 'C'});
 }
@@ -118,6 +141,14 @@ static int write_trace(FILE *f) {
         else
             fprintf(f, ", \"args\": {\"MB\": %.3f}", e->value);
         fputc('}', f);
+    }
+    for (int t = 0; t < ntracks; t++) {
+        fprintf(f,
+                "%s{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
+                "\"args\": {\"name\": ",
+                nev || t ? ",\n" : "", pid, tracks[t].tid);
+        put_json_str(f, tracks[t].name);
+        fprintf(f, "}}");
     }
     fprintf(f, "\n]}\n");
     return ferror(f) ? -1 : 0;

@@ -20,6 +20,11 @@ double cft__prof_now(void);
  * cat: a static string ("fn", "kernel", "op", "trace", "compile", "comm");
  * args: JSON object members without the braces, or NULL */
 void cft__prof_event(const char *name, const char *cat, double t0, const char *args);
+/* the same on track `tid` of the trace instead of the calling thread's
+ * (a device's track: cft__prof_track_name names it) */
+void cft__prof_event_on(int tid, const char *name, const char *cat, double t0, const char *args);
+/* the name a track shows in the trace (once per track) */
+void cft__prof_track_name(int tid, const char *name);
 /* a counter's value now */
 void cft__prof_counter(const char *name, double value);
 
