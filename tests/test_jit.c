@@ -26,6 +26,15 @@ static int count_so(void) {
 }
 
 /* (w1 [4,8], b1 [8], w2 [8,3], x [4], y []) -> cross-entropy of one example */
+/* (buf, g) -> (buf' = 0.9 buf + g, p-like update -0.1 buf') */
+static cft_status momentum_step(void *env, int nin, cft_array *const *in, int nout,
+                                cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_add(cft_mul_s(in[0], 0.9), in[1]);
+    out[1] = cft_mul_s(out[0], -0.1);
+    return CFT_OK;
+}
+
 static cft_status mlp(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
     cft_array *h = cft_tanh(cft_add(cft_matmul(in[3], in[0]), in[1]));
@@ -253,6 +262,34 @@ int main(int argc, char **argv) {
                 CHECK_ARRAY_CLOSE(kept, want, 0, 0);
             }
         }
+    }
+    TEST("first called with broadcast zeros (an optimizer's initial state), later calls still run "
+         "the compiled kernel") {
+        cft_fn *f = cft_fn_new(momentum_step, NULL, 2, 2), *j = cft_jit(f);
+        cft_array *g = randn(90, (int64_t[]){64, 33}, 2);
+        cft_array *in[2] = {cft_zeros(CFT_F32, (int64_t[]){64, 33}, 2), g}, *a[2], *c[2];
+        for (int call = 0; call < 4; call++) {
+            CHECK_EQ(cft_fn_call(j, in, a), CFT_OK);
+            CHECK_EQ(cft_fn_call(f, in, c), CFT_OK);
+            CHECK_ARRAY_CLOSE(a[0], c[0], 1e-6, 1e-6);
+            CHECK_ARRAY_CLOSE(a[1], c[1], 1e-6, 1e-6);
+            in[0] = a[0]; /* dense from now on */
+        }
+        /* the profile of a warm call: its chain is one kernel, not op by op */
+        char path[] = "/tmp/cft-jit-trace-XXXXXX";
+        int fd = mkstemp(path);
+        close(fd);
+        cft_profile_start();
+        CHECK_EQ(cft_fn_call(j, in, a), CFT_OK);
+        cft_profile_stop(path);
+        FILE *tf = fopen(path, "r");
+        char text[1 << 14] = "";
+        size_t n = tf ? fread(text, 1, sizeof text - 1, tf) : 0;
+        if (tf)
+            fclose(tf);
+        text[n] = 0;
+        unlink(path);
+        CHECK_MSG(!strstr(text, "op by op"), "the warm call ran op by op:\n%s", text);
     }
     TEST("stop_gradient in a plan: its input read, gradients still stopped") {
         cft_fn *f = cft_fn_new(held, NULL, 1, 3), *j = cft_jit(f);

@@ -479,11 +479,16 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, out_dest
             return NULL;
         }
     }
-    for (int e = 0; e < g->neqn; e++) { /* eagerly, one equation at a time */
+    /* eagerly, one equation at a time; in a profile, said when a compiled
+     * kernel was there but did not fit these operands' strides */
+    double t0 = cft__prof() && kern && !record ? cft__prof_now() : 0;
+    for (int e = 0; e < g->neqn; e++) {
         cft_array *err = cft__run_eqn(&ir->eqns[g->eqns[e]], env);
         if (err)
             return err;
     }
+    if (t0)
+        cft__prof_event("op by op: operand strides unlike the kernel's", "kernel", t0, NULL);
     return NULL;
 }
 
@@ -1238,10 +1243,34 @@ static splan *trace(jit_env *J, const cft_aval *avals, bool *closed) {
     return S;
 }
 
+/* The inputs with every broadcast view (a zero stride along a dim of size
+ * over 1: cft_zeros, cft_full, cft_zeros_like) made dense. Kernels are
+ * compiled for the strides of the first run, and a group whose operands
+ * later arrive with other strides runs op by op: a training step first
+ * called with zero-initialised state would run eagerly ever after. */
+static cft_array *const *dense_inputs(const plan *P, cft_array *const *in) {
+    cft_array **d = NULL;
+    for (int i = 0; i < P->ir->nin; i++) {
+        const cft_array *x = in[i];
+        bool bcast = false;
+        for (int k = 0; x->kind == CFT_K_CONCRETE && !x->dev && k < x->aval.ndim; k++)
+            bcast |= x->strides[k] == 0 && x->aval.shape[k] > 1;
+        if (!bcast)
+            continue;
+        if (!d) {
+            d = CFT_NEWN(cft_array *, P->ir->nin + 1);
+            memcpy(d, in, sizeof(cft_array *) * (size_t)P->ir->nin);
+        }
+        d[i] = cft__contig(in[i]);
+    }
+    return d ? d : in;
+}
+
 /* Run P, called with J->mu held (once). A first run records and compiles,
  * so it stays under the lock; a warm plan runs outside it, in an arena of
  * its own. */
 static cft_status run_plan(jit_env *J, plan *P, cft_array *const *in, cft_array **out) {
+    in = dense_inputs(P, in);
     int cap = P->threads ? cft__par_cap(P->threads) : -1;
     cft_status st;
     if (P->runs == 0) {
