@@ -35,6 +35,12 @@ static cft_status net(void *env, int nin, cft_array *const *in, int nout, cft_ar
 }
 
 /* sort(x) * 2 (a sort runs on the test backend's host fallback) */
+static cft_status big_exp(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_exp(in[0]);
+    return CFT_OK;
+}
+
 static cft_status sorted(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
     out[0] = cft_mul_s(cft_sort(in[0], -1, false), 2.0);
@@ -138,6 +144,26 @@ int main(int argc, char **argv) {
         }
         if (test)
             CHECK_EQ(test_backend_counts_now().graphs - c0.graphs, 3);
+    }
+    TEST("a plan that would copy more than 4 MiB a step in and out is not replayed") {
+        /* exp over 2M floats: one step, 8 MB in and 8 MB out; the copies
+         * in and out of a recording would cost more than the launch saved */
+        cft_fn *f = cft_jit(cft_fn_new(big_exp, NULL, 1, 1));
+        cft_array *x = cft_mul_s(rnd(70, (int64_t[]){2048, 1024}, 2), 0.1);
+        cft_array *dx = cft_device_put(x, d), *want = cft_exp(x);
+        cft_device_counters k0, k1;
+        for (int call = 0; call < 5; call++) {
+            if (call == 4)
+                cft_device_counters_of(d, &k0);
+            cft_array *got = NULL;
+            CHECK_EQ(cft_fn_call(f, &dx, &got), CFT_OK);
+            if (call == 4)
+                cft_device_counters_of(d, &k1);
+            CHECK_ARRAY_CLOSE(got, want, 1e-6, 1e-6);
+        }
+        CHECK_EQ((long)(k1.graphs - k0.graphs), 0);
+        CHECK_EQ((long)(k1.d2d - k0.d2d), 0); /* nothing copied in or out */
+        CHECK_EQ((long)(k1.kernels - k0.kernels), 1);
     }
     TEST("an operation the host must run: not captured, step by step, right values") {
         cft_fn *f = cft_jit(cft_fn_new(sorted, NULL, 1, 1));

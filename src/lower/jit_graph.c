@@ -11,7 +11,13 @@
  * the host, or copied to or from it) is not tried again; inputs that are
  * views, on the host or on another device run the plan's steps as usual.
  * One call at a time replays a given graph (its buffers are shared).
- * CFT_DEVICE_GRAPHS=0 turns graphs off. The recording lives as long as
+ * The copies in and out cost what the launches they save cost only while
+ * they are small: a recording whose inputs and outputs together exceed
+ * CFT_GRAPH_BYTES_PER_STEP (4 MiB) per step of the plan is dropped and the
+ * plan runs its steps (per-sample gradients of 1.9 GB were copied out of
+ * the graph's buffers on every call: twice the memory traffic of the
+ * kernels that wrote them). CFT_DEVICE_GRAPHS=0 turns graphs off,
+ * CFT_DEVICE_GRAPHS=always keeps them whatever the bytes. The recording lives as long as
  * the plan: when the collector finds the plan's graph state unreachable,
  * the backend's release_graph is queued (array/device.c's release
  * queue). */
@@ -44,16 +50,19 @@ bool cft__graph_capturing(void) {
     return capturing;
 }
 
-static bool graphs_on(void) {
+/* 0: off, 1: on (for plans whose copies are small), 2: always */
+static int graphs_on(void) {
     static _Atomic int on = -1;
     int v = atomic_load_explicit(&on, memory_order_relaxed);
     if (v < 0) {
         const char *e = getenv("CFT_DEVICE_GRAPHS");
-        v = !(e && !strcmp(e, "0"));
+        v = e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "always") ? 2 : 1;
         atomic_store_explicit(&on, v, memory_order_relaxed);
     }
     return v;
 }
+
+#define CFT_GRAPH_BYTES_PER_STEP ((size_t)4 << 20)
 
 static size_t nbytes(const cft_array *x) {
     return (size_t)cft__numel(x->aval.shape, x->aval.ndim) * cft_dtype_size(x->aval.dtype);
@@ -110,6 +119,21 @@ static void capture(cft_dev_graph *g, const cft_dev_plan *p, cft_dev_steps_fn st
                     : rc && d->b->last_error && d->b->last_error(d->b->ctx)
                         ? d->b->last_error(d->b->ctx)
                         : "an output that is not an array of the device");
+        return;
+    }
+    size_t bytes = 0; /* copied in and out on every replay */
+    for (int i = 0; i < ir->nin; i++)
+        bytes += nbytes(g->in[i]);
+    for (int i = 0; i < ir->nout; i++)
+        bytes += nbytes(g->out[i]);
+    if (graphs_on() < 2 &&
+        bytes > (size_t)(p->nsteps > 0 ? p->nsteps : 1) * CFT_GRAPH_BYTES_PER_STEP) {
+        d->b->release_graph(d->b->ctx, d->index, graph);
+        if (cft__debug())
+            fprintf(stderr,
+                    "cft: a plan's steps on %s are not replayed as a graph: %zu bytes to copy "
+                    "in and out per call for %d steps\n",
+                    d->name, bytes, p->nsteps);
         return;
     }
     g->graph = graph;
