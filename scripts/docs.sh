@@ -31,7 +31,7 @@ for f in $(grep -rhoE '\\verbinclude +[A-Za-z0-9_.-]+' "$src/docs/site" | awk '{
     fi
 done
 if [ -s "$build/docs-out/trace.json" ]; then
-    python3 "$src/scripts/trace-svg.py" "$build/docs-out/trace.json" "$out/outputs/trace.svg" 3
+    python3 "$src/scripts/trace-svg.py" "$build/docs-out/trace.json" "$out/outputs/trace.svg"
 else
     missing=$((missing + 1))
     echo '<svg xmlns="http://www.w3.org/2000/svg" width="400" height="20"><text y="14">(no trace: run ctest first)</text></svg>' > "$out/outputs/trace.svg"
