@@ -15,6 +15,13 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(realpath -m "${1:-$src/build}")
 out=$build/docs
+# Debian's doxygen (and chromium for the browser check), installed as the
+# other scripts install their dependencies: when missing and run as root
+if { ! command -v doxygen || ! command -v chromium; } >/dev/null && [ "$(id -u)" = 0 ] &&
+    [ "${CFT_DOCS_NO_INSTALL:-0}" != 1 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends doxygen chromium >/dev/null || true
+fi
 command -v doxygen >/dev/null || { echo "docs.sh: doxygen is not installed (apt-get install doxygen)" >&2; exit 2; }
 rm -rf "$out"
 mkdir -p "$out/outputs"
