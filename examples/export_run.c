@@ -77,8 +77,8 @@ int main(int argc, char **argv) {
     }
     cft_ir *ir;
     cft_load_exported_ir(prog, &ir);
-    printf("%s: %d equations, %d constants (the weights among them), inputs f32[B,64] i32[B]\n", prog,
-           cft_ir_num_eqns(ir), cft_ir_num_consts(ir));
+    printf("%s: %d equations, %d constants (the weights among them), inputs f32[B,64] i32[B]\n",
+           prog, cft_ir_num_eqns(ir), cft_ir_num_consts(ir));
     for (int64_t b = 3; b <= 32; b += 29) { /* one program, two batch sizes */
         cft_array *in[2] = {batch_x(b), batch_y(b)}, *want[2], *got[2];
         cft_fn_call(psg, in, want);

@@ -217,6 +217,14 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_optim_step_apply(NULL, g, s, p, cft_scalar(1, CFT_F32), NULL, &np, &ns),
                  CFT_E_ARG);
         CHECK(cft_optim_step_error(cft_optim_step_new(&o, NULL, 0)) != NULL);
+        /* no parameters: nothing to do, empty trees */
+        cft_tree *none = cft_tree_new();
+        cft_optim_step *empty = cft_optim_step_new(&o, none, 0);
+        CHECK_EQ(cft_optim_step_apply(empty, none, cft_optim_init(&o, none), none,
+                                      cft_scalar(1, CFT_F32), NULL, &np, &ns),
+                 CFT_OK);
+        CHECK(cft_tree_size(np) == 0 && cft_tree_size(ns) == 0 && !cft_tree_failed(np));
+        CHECK(cft_optim_step_error(empty) == NULL && cft_fn_failed(cft_optim_step_fn(empty)));
         /* and the step still works after all that */
         CHECK_EQ(cft_optim_step_apply(st, g, s, p, cft_scalar(1, CFT_F32), NULL, &np, &ns), CFT_OK);
     }

@@ -502,7 +502,8 @@ cft_status cft_optim_step_apply(cft_optim_step *s, const cft_tree *grads, const 
 /** The jitted function behind s: (params[n], grads[n], state[m], step, lr)
  *  -> (new params[n], new state[m]), in the order of the params given to
  *  cft_optim_step_new and of cft_optim_init's state (for inspecting,
- *  cft_jit_to_dot, export). An error function for a failed step. */
+ *  cft_jit_to_dot, export). An error function for a failed step, and for
+ *  a step made for no parameters (whose apply gives empty trees). */
 cft_fn *cft_optim_step_fn(const cft_optim_step *s);
 /** NULL for a usable step, else the error it was made with. */
 cft_array *cft_optim_step_error(const cft_optim_step *s);

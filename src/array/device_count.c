@@ -80,7 +80,8 @@ static void *sh_alloc(void *ctx, int dev, size_t bytes) {
     shim *s = ctx;
     double t0 = cft__prof() ? cft__prof_now() : 0;
     void *p = s->orig.alloc(s->orig.ctx, dev, bytes);
-    bump(s, dev, K_ALLOCS, 1), bump(s, dev, K_ALLOC_B, bytes);
+    if (p) /* what the backend gave */
+        bump(s, dev, K_ALLOCS, 1), bump(s, dev, K_ALLOC_B, bytes);
     if (t0) {
         char a[48];
         snprintf(a, sizeof a, "\"bytes\": %zu", bytes);

@@ -53,7 +53,9 @@ static void add(dirs *s, const char *d) {
     for (int i = 0; i < s->n; i++)
         if (!strcmp(s->d[i], d))
             return;
-    s->d[s->n++] = strdup(d);
+    char *copy = strdup(d);
+    if (copy)
+        s->d[s->n++] = copy;
 }
 
 static void add_list(dirs *s, const char *list) {

@@ -2,7 +2,7 @@
  * parameters are partitioned over the group, greedily by size (largest
  * first to the least loaded rank), so each rank holds the optimizer state
  * of its parameters only and runs any nn.h optimizer on them (as one
- * jitted step, cft_optim_step, when it owns any); the updated
+ * jitted step, cft_optim_step); the updated
  * parameters are then broadcast from their owners (all broadcasts in
  * flight at once). The whole state can be gathered on one rank. */
 #include <stdio.h>
@@ -23,7 +23,7 @@ struct cft_zero {
     const char **names;
     cft_aval *avals;        /* the parameters' shapes: what other shards look like */
     cft_tree *state;        /* this rank's shard */
-    cft_optim_step *update; /* the jitted step over the owned parameters (NULL: owns none) */
+    cft_optim_step *update; /* the jitted step over the owned parameters */
 };
 
 /* the parameters this rank owns, as a tree */
@@ -85,7 +85,7 @@ cft_zero *cft_zero_new(cft_dist_group *g, const cft_optim *o, const cft_tree *pa
     }
     /* not donated: the caller's parameters and the state it may hold
      * (cft_zero_local_state) stay valid */
-    z->update = cft_tree_size(mine) ? cft_optim_step_new(&z->opt, mine, 0) : NULL;
+    z->update = cft_optim_step_new(&z->opt, mine, 0);
     return z;
 }
 
@@ -113,10 +113,8 @@ cft_status cft_zero_step(cft_zero *z, const cft_tree *grads, const cft_tree *par
         return cft__set_last(e);
     }
     cft_tree *np = NULL, *ns = NULL;
-    cft_status st = z->update ? cft_optim_step_apply(z->update, owned(z, grads), z->state,
-                                                     owned(z, params), step, lr, &np, &ns)
-                              : cft_optim_update(&z->opt, owned(z, grads), z->state,
-                                                 owned(z, params), step, lr, &np, &ns);
+    cft_status st = cft_optim_step_apply(z->update, owned(z, grads), z->state, owned(z, params),
+                                         step, lr, &np, &ns);
     if (st != CFT_OK) {
         *new_params = np;
         return st;

@@ -7,8 +7,6 @@
  * into the old ones' buffers. */
 #include <string.h>
 
-#include "array/array.h"
-#include "array/device.h"
 #include "core/error.h"
 #include "trace/fn.h"
 #include "nn/nn_internal.h"
@@ -80,6 +78,8 @@ cft_optim_step *cft_optim_step_new(const cft_optim *o, const cft_tree *params, u
     }
     for (int j = 0; j < s->m; j++)
         s->snames[j] = st->names[j];
+    if (s->n == 0) /* nothing to update: apply gives empty trees, there is no function */
+        return s;
     int nin = 2 * s->n + s->m + 2, nout = s->n + s->m;
     s->fn = cft_fn_new_named(step_body, s, nin, nout, "optim_step");
     int *donate = CFT_NEWN(int, s->n + s->m + 1), nd = 0;
@@ -99,6 +99,10 @@ cft_fn *cft_optim_step_fn(const cft_optim_step *s) {
         return cft__fn_error(cft__fail(CFT_E_ARG, "cft_optim_step_fn: NULL step"), 0, 0);
     if (s->err)
         return cft__fn_error(s->err, 0, 0);
+    if (!s->jitted)
+        return cft__fn_error(
+            cft__fail(CFT_E_ARG, "cft_optim_step_fn: the step has no parameters, so no function"),
+            2, 0);
     return s->jitted;
 }
 
@@ -159,6 +163,11 @@ cft_status cft_optim_step_apply(cft_optim_step *s, const cft_tree *grads, const 
     if (e)
         return fail_step(e, new_params, new_state);
     int n = s->n, m = s->m;
+    if (n == 0) { /* nothing to update (a ZeRO rank that owns no parameter) */
+        *new_params = cft_tree_new();
+        *new_state = cft_tree_new();
+        return CFT_OK;
+    }
     cft_array **in = CFT_NEWN(cft_array *, 2 * n + m + 2);
     cft_array **out = CFT_NEWN(cft_array *, n + m + 1);
     for (int i = 0; i < n && !e; i++) {
@@ -174,18 +183,16 @@ cft_status cft_optim_step_apply(cft_optim_step *s, const cft_tree *grads, const 
     }
     if (e)
         return fail_step(e, new_params, new_state);
-    /* the kernels are compiled for the strides of the first call, and a
-     * later call with other strides runs the operations one at a time: so
-     * every call passes dense host arrays (cft_optim_init's zeros and
-     * cft_zeros biases are broadcast views; after one step they are not) */
-    for (int k = 0; k < 2 * n + m; k++)
-        if (in[k]->kind == CFT_K_CONCRETE && !cft__on_device(in[k]) && !cft__is_contig(in[k]))
-            in[k] = cft__contig(in[k]);
     in[2 * n + m] = step;
     in[2 * n + m + 1] = lr ? lr : cft_scalar(s->opt.lr, CFT_F64);
     cft_status rc = cft_fn_call(s->jitted, in, out);
-    if (rc != CFT_OK) /* outputs are error arrays then */
-        return fail_step(cft_failed(out[0]) ? out[0] : out[n + m - 1], new_params, new_state);
+    if (rc != CFT_OK) { /* outputs are error arrays then (there may be none) */
+        cft_array *err = NULL;
+        for (int k = 0; k < n + m && !err; k++)
+            err = cft_failed(out[k]) ? out[k] : NULL;
+        return fail_step(err ? err : cft__fail(rc, "%s: the jitted step failed", op), new_params,
+                         new_state);
+    }
     *new_params = cft_tree_from(s->names, out, n);
     *new_state = cft_tree_from(s->snames, out + n, m);
     return CFT_OK;
