@@ -26,6 +26,7 @@
 #ifndef CFT_H
 #define CFT_H
 
+#include "amp.h"
 #include "array.h"
 #include "core.h"
 #include "device.h"

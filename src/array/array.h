@@ -41,6 +41,9 @@ struct cft_array {
         struct {
             struct cft_irvar *var;
         } stage;
+        struct {
+            cft_array *val;
+        } cast; /* autocast: the value below */
     } u;
     /* error */
     cft_status err_code;

@@ -825,7 +825,7 @@ const cft_prim cft_p_conv_general_dilated = {
     .name = "conv_general_dilated",
     .nin = 2,
     .nout = 1,
-    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONTRACTION,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONTRACTION | CFT_PRIM_AMP_LOW,
     .pnames = {"strides", "padding", "lhs_dilation", "rhs_dilation", "#feature_group_count",
                "#batch_group_count"},
     .shape = conv_shape,

@@ -40,6 +40,9 @@ enum {
                                      their device (the collectives): the dispatch calls it */
     CFT_PRIM_IDENTITY = 4096u,    /* output 0 is input 0 once differentiation is over
                                      (stop_gradient): a lowered plan reads the input */
+    CFT_PRIM_AMP_LOW = 8192u,     /* autocast (transforms/autocast) runs it on operands cast
+                                     to the low dtype (bf16/f16) and casts its outputs back:
+                                     the matrix products and convolutions */
 };
 
 struct cft_eqn;
