@@ -724,6 +724,94 @@ static void ref_random_fold_in(const row *r, double *const *x, const cft_aval *a
     y[0] = as_i32(w[0]), y[1] = as_i32(w[1]);
 }
 
+/* ---- 2:4 sparsity (sparse24.c): metadata i32 words, a group per 4 bits,
+ * two 2-bit positions each; any word is valid (coinciding positions add) */
+static int s24_pos(double word, int64_t g, int j) {
+    uint32_t w = (uint32_t)(int32_t)word;
+    return (int)((w >> (4 * (g % 8) + 2 * j)) & 3u);
+}
+FN(fn_s24_meta) {
+    UNUSED_FN;
+    out[0] = cft_sparse24_meta(in[0]);
+    return CFT_OK;
+}
+static void ref_s24_meta(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                         double *y) { /* w [n, k] -> [n, ceil(k / 32)] */
+    (void)r, (void)o;
+    int64_t n = av[0].shape[0], k = av[0].shape[1], nw = (k / 4 + 7) / 8;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t words[4] = {0};
+        for (int64_t g = 0; g < k / 4; g++) {
+            const double *q = x[0] + i * k + 4 * g;
+            int best[2] = {-1, -1}; /* the two largest |q|, the lower index on ties */
+            for (int pass = 0; pass < 2; pass++)
+                for (int c = 0; c < 4; c++)
+                    if (c != best[0] && (best[pass] < 0 || fabs(q[c]) > fabs(q[best[pass]])))
+                        best[pass] = c;
+            int lo = best[0] < best[1] ? best[0] : best[1], hi = best[0] + best[1] - lo;
+            words[g / 8] |= (uint32_t)(lo | hi << 2) << (4 * (g % 8));
+        }
+        for (int64_t w = 0; w < nw; w++)
+            y[i * nw + w] = (double)(int32_t)words[w];
+    }
+}
+FN(fn_s24_compress) { /* the kept values of w (meta and gather) */
+    UNUSED_FN;
+    out[0] = cft_sparse24_compress(in[0]).values;
+    return CFT_OK;
+}
+static void ref_s24_compress(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                             double *y) { /* w [n, k] -> [n, k / 2] */
+    int64_t n = av[0].shape[0], k = av[0].shape[1];
+    double *m = malloc(sizeof(double) * (size_t)(n * 4));
+    ref_s24_meta(r, x, av, o, m);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t g = 0; g < k / 4; g++)
+            for (int j = 0; j < 2; j++)
+                y[i * k / 2 + 2 * g + j] =
+                    x[0][i * k + 4 * g + s24_pos(m[i * ((k / 4 + 7) / 8) + g / 8], g, j)];
+    free(m);
+}
+FN(fn_s24_densify) {
+    UNUSED_FN;
+    out[0] = cft_sparse24_to_dense((cft_sparse24){in[0], in[1]});
+    return CFT_OK;
+}
+static void s24_dense(const double *v, const double *meta, int64_t n, int64_t k, double *w) {
+    int64_t nw = (k / 4 + 7) / 8;
+    for (int64_t i = 0; i < n * k; i++)
+        w[i] = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t g = 0; g < k / 4; g++)
+            for (int j = 0; j < 2; j++)
+                w[i * k + 4 * g + s24_pos(meta[i * nw + g / 8], g, j)] += v[i * k / 2 + 2 * g + j];
+}
+static void ref_s24_densify(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                            double *y) { /* values [n, k/2], meta -> [n, k] */
+    (void)r, (void)o;
+    s24_dense(x[0], x[1], av[0].shape[0], 2 * av[0].shape[1], y);
+}
+FN(fn_s24_linear) {
+    UNUSED_FN;
+    out[0] = cft_sparse24_linear(in[0], (cft_sparse24){in[1], in[2]});
+    return CFT_OK;
+}
+static void ref_s24_linear(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                           double *y) { /* x [m, k], values [n, k/2], meta -> [m, n] */
+    (void)r, (void)o;
+    int64_t m = av[0].shape[0], k = av[0].shape[1], n = av[1].shape[0];
+    double *w = malloc(sizeof(double) * (size_t)(n * k));
+    s24_dense(x[1], x[2], n, k, w);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t q = 0; q < k; q++)
+                acc += x[0][i * k + q] * w[j * k + q];
+            y[i * n + j] = acc;
+        }
+    free(w);
+}
+
 /* ---- indexing (index.c): gather, scatter, scatter_add, dynamic_slice,
  * dynamic_update_slice. References follow the documented modes: take and
  * take_along_axis wrap negative indices, then clamp; CFT_INDEX_CLIP clamps
@@ -1335,6 +1423,19 @@ static const row rows[] = {
     {.prim = "random_fold_in", .label = "random_fold_in (data beyond 32 bits)",
      .fn = fn_random_fold_in, .nin = 1, .in = {{K, 1, {2}, 0, 0, 0}}, .out_nd = 1, .out_shape = {2},
      .ref = ref_random_fold_in, .p = {12345, 7}, .flags = NONDIFF},
+    /* 2:4 sparsity: metadata words span all of i32 (every word is valid) */
+    {.prim = "sparse24_meta", .fn = fn_s24_meta, .nin = 1, .in = {{F, 2, {3, 40}, -2, 2, 0}},
+     .out_nd = 2, .out_shape = {3, 2}, .ref = ref_s24_meta, .flags = NONDIFF | ANY_DTYPE},
+    {.prim = "sparse24_gather", .label = "sparse24_gather (compress)", .fn = fn_s24_compress,
+     .nin = 1, .in = {{F, 2, {3, 8}, -2, 2, 0}}, .out_nd = 2, .out_shape = {3, 4},
+     .ref = ref_s24_compress, .flags = O2},
+    {.prim = "sparse24_densify", .fn = fn_s24_densify, .nin = 2,
+     .in = {{F, 2, {3, 4}, -2, 2, 0}, {I, 2, {3, 1}, -2147483648.0, 2147483647.0, 0}},
+     .out_nd = 2, .out_shape = {3, 8}, .ref = ref_s24_densify, .flags = O2},
+    {.prim = "dot_sparse24", .fn = fn_s24_linear, .nin = 3,
+     .in = {{F, 2, {9, 8}, -2, 2, 0}, {F, 2, {3, 4}, -2, 2, 0},
+            {I, 2, {3, 1}, -2147483648.0, 2147483647.0, 0}},
+     .out_nd = 2, .out_shape = {9, 3}, .ref = ref_s24_linear, .flags = O2 | BLAS_SHAPES},
 };
 /* clang-format on */
 #define NROWS ((int)(sizeof rows / sizeof rows[0]))

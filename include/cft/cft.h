@@ -45,6 +45,7 @@
 #include "profile.h"
 #include "random.h"
 #include "shape.h"
+#include "sparse.h"
 #include "special.h"
 #include "timer.h"
 

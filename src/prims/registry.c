@@ -12,6 +12,8 @@
 #undef CFT_BINARY
 
 extern const cft_prim cft_p_real, cft_p_imag, cft_p_conj, cft_p_complex, cft_p_cabs;
+extern const cft_prim cft_p_sparse24_meta, cft_p_sparse24_gather, cft_p_sparse24_densify,
+    cft_p_dot_sparse24;
 
 const cft_prim *const cft__prims[] = {
 #define CFT_UNARY(NAME, ...) &cft_p_##NAME,
@@ -81,5 +83,9 @@ const cft_prim *const cft__prims[] = {
     &cft_p_qr,
     &cft_p_svd,
     &cft_p_fft,
+    &cft_p_sparse24_meta,
+    &cft_p_sparse24_gather,
+    &cft_p_sparse24_densify,
+    &cft_p_dot_sparse24,
     NULL,
 };
