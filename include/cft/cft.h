@@ -43,6 +43,7 @@
 #include "ops.h"
 #include "privacy.h"
 #include "profile.h"
+#include "quant.h"
 #include "random.h"
 #include "shape.h"
 #include "sparse.h"

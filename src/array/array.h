@@ -43,7 +43,7 @@ struct cft_array {
         } stage;
         struct {
             cft_array *val;
-        } cast; /* autocast: the value below */
+        } cast; /* autocast, quant: the value below */
     } u;
     /* error */
     cft_status err_code;

@@ -33,4 +33,14 @@ cft_status cft__linearize(cft_fn *f, cft_array *const *primals, const bool *diff
  * zero). */
 cft_status cft__backward(const cft_lin *lin, cft_array *const *cts, cft_array **ct_in);
 
+/* Wrapping traces (wrap.c): a tracer holding the value below in
+ * u.cast.val; lift boxes a lower value; apply runs f on boxed inputs under
+ * a new trace of vt (errors name `call`) and unboxes the outputs. */
+struct cft_trace;
+struct cft_trace_vt;
+cft_array *cft__wrap_box(struct cft_trace *t, cft_array *v);
+cft_array *cft__wrap_lift(struct cft_trace *t, cft_array *x);
+cft_status cft__wrap_apply(const struct cft_trace_vt *vt, void *state, cft_fn *f, const char *call,
+                           int nin, cft_array *const *in, int nout, cft_array **out);
+
 #endif

@@ -14,25 +14,12 @@
 #include "core/mem.h"
 #include "trace/fn.h"
 #include "trace/trace.h"
+#include "transforms/transforms.h"
 
 typedef struct {
     cft_fn *f;
     cft_dtype low;
 } autocast_env;
-
-static cft_array *cast_box(cft_trace *t, cft_array *v) {
-    if (cft_failed(v))
-        return v;
-    cft_array *x = cft__tracer(t, &v->aval);
-    if (cft_failed(x))
-        return x;
-    x->u.cast.val = v;
-    return x;
-}
-
-static cft_array *cast_lift(cft_trace *t, cft_array *x) {
-    return cast_box(t, x);
-}
 
 /* p under autocast to `low`: an AMP_LOW primitive runs on its f32 operands
  * cast to the low dtype (unless an f64 or complex operand says the caller
@@ -72,28 +59,18 @@ static cft_array *cast_process(cft_trace *t, const cft_prim *p, const cft_params
     for (int j = 0; j < nout; j++) {
         if (low && y[j]->aval.dtype != want[j].dtype)
             y[j] = cft_astype(y[j], want[j].dtype);
-        out[j] = cast_box(t, y[j]);
+        out[j] = cft__wrap_box(t, y[j]);
         if (cft_failed(out[j]))
             return out[j];
     }
     return NULL;
 }
 
-static const cft_trace_vt cast_vt = {"autocast", cast_process, cast_lift, NULL};
+static const cft_trace_vt cast_vt = {"autocast", cast_process, cft__wrap_lift, NULL};
 
 static cft_status autocast_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     autocast_env *a = env;
-    cft_trace *t = cft__trace_push(&cast_vt, a);
-    if (!t)
-        return cft__fail_outs(cft__fail(CFT_E_TRACE, "cft_autocast: trace stack full"), nout, out);
-    cft_array *x[nin > 0 ? nin : 1], *res[nout > 0 ? nout : 1];
-    for (int i = 0; i < nin; i++)
-        x[i] = cast_box(t, in[i]);
-    cft_status st = cft__fn_apply(a->f, x, res);
-    cft__trace_pop(t);
-    for (int j = 0; j < nout; j++)
-        out[j] = cft__is_tracer_of(res[j], t) ? res[j]->u.cast.val : res[j];
-    return st;
+    return cft__wrap_apply(&cast_vt, a, a->f, "cft_autocast", nin, in, nout, out);
 }
 
 cft_fn *cft_autocast(cft_fn *f, cft_dtype low) {

@@ -1,0 +1,141 @@
+/** @file
+ * cft/quant.h: quantization as a transform (FX graph mode / PT2E's
+ * prepare, calibrate, convert; quantization-aware training).
+ *
+ * A quantizer (plain data, cft_quantizer_x86 gives PT2E's X86 defaults)
+ * names the primitives whose operands are quantized, which operand is the
+ * weight and its channel axis, and how activations and weights are
+ * quantized (bits, affine or symmetric, per tensor or per channel, which
+ * observer). cft_quant_prepare(f, quantizer) makes a record whose
+ * functions are f with every such operand ("site", numbered in the order
+ * f binds them) handled:
+ *
+ *     cft_quant *q = cft_quant_prepare(loss_or_logits, &qz);
+ *     cft_fn *obs = cft_quant_observer_fn(q);   // calibrate: call it on data
+ *     ... cft_fn_call(obs, batch, out) for some batches ...
+ *     cft_fn *int8 = cft_quant_convert(q);      // operands on the int8 grid
+ *     cft_export(int8, avals, "model.cftx");    // plain primitives: cft-run runs it
+ *
+ * Observers (min-max, moving-average min-max, percentile of a histogram)
+ * read concrete values, so they record when the function runs eagerly
+ * (also under grad and vmap, which see every example's values); under
+ * cft_jit they are traced once and record nothing. cft_quant_qat_fn is
+ * quantization-aware training: every site fake-quantized with the
+ * straight-through estimator (cft_fake_quantize) using the observers'
+ * current ranges, which it keeps updating when run eagerly; it composes
+ * with grad, vmap (an ensemble of QAT models) and jit (which freezes the
+ * ranges it traced with). cft_quant_convert freezes the ranges into
+ * constants: the converted function computes what an int8 kernel computes
+ * (operands rounded to the int8 grid, products accumulated exactly
+ * enough in f32), but on f32 kernels: cft has no int8 GEMM yet, so it is
+ * not faster than f32.
+ */
+#ifndef CFT_QUANT_H
+#define CFT_QUANT_H
+
+/** @addtogroup lowbits
+ *  @{ */
+
+#include "core.h"
+#include "fn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** How an observer turns the values it saw into a range. */
+typedef enum cft_observer {
+    CFT_OBS_MINMAX = 0,     /**< the smallest and largest value seen (MinMaxObserver) */
+    CFT_OBS_MOVING_AVERAGE, /**< min and max averaged over calls (MovingAverageMinMaxObserver) */
+    CFT_OBS_PERCENTILE      /**< |x|'s percentile from a histogram: outliers clipped */
+} cft_observer;
+
+/** How one kind of operand is quantized. */
+typedef struct cft_quant_spec {
+    int bits;              /**< 2 to 16; 8 for int8 */
+    bool symmetric;        /**< zero point 0, range [-2^(b-1), 2^(b-1)-1]; else affine [0, 2^b-1] */
+    bool per_channel;      /**< one scale per channel (weights), else per tensor */
+    cft_observer observer; /**< how the range is found */
+    double averaging;      /**< CFT_OBS_MOVING_AVERAGE: the new call's weight (0.01) */
+    double percentile;     /**< CFT_OBS_PERCENTILE: in (0, 100] (99.99) */
+} cft_quant_spec;
+
+/** One primitive whose operands are quantized. */
+typedef struct cft_quant_op {
+    const char *prim; /**< its name in the IR ("dot_general", "conv_general_dilated") */
+    int weight_arg; /**< which operand is the weight (per-channel spec); the others are activations
+                     */
+    int channel_axis; /**< the weight's channel axis (negative: from the end) */
+} cft_quant_op;
+
+/** A quantizer: which primitives, and how (PT2E's Quantizer, as data). */
+typedef struct cft_quantizer {
+    int nops;                  /**< entries of ops used */
+    cft_quant_op ops[8];       /**< the primitives quantized */
+    cft_quant_spec activation; /**< their non-weight operands */
+    cft_quant_spec weight;     /**< their weight operands */
+} cft_quantizer;
+
+/** PT2E's X86 defaults: matrix products (x @ W: W is operand 1, channels
+ *  its last dim) and convolutions (W [O, I, ...]: channels dim 0);
+ *  activations u8 affine per tensor with a moving-average min-max observer
+ *  (a histogram's percentile 99.99 where outliers matter: set it),
+ *  weights s8 symmetric per channel with min-max. */
+cft_quantizer cft_quantizer_x86(void);
+
+/** x fake-quantized: (clamp(round(x / scale) + zero_point, qmin, qmax) -
+ *  zero_point) * scale, rounding half to even (torch's
+ *  fake_quantize_per_tensor/channel_affine). scale and zero_point are
+ *  scalars, or 1-d along x's `axis` (per channel; axis ignored for
+ *  scalars). Its derivative is the straight-through estimator: 1 where
+ *  round(x / scale) + zero_point lies in [qmin, qmax], 0 outside; none
+ *  for scale and zero_point. CFT_E_ARG for qmin > qmax; a scale that is
+ *  not positive makes the results NaN. */
+cft_array *cft_fake_quantize(cft_array *x, cft_array *scale, cft_array *zero_point, int axis,
+                             int64_t qmin, int64_t qmax);
+/** The quantization parameters of a range (torch's _calculate_qparams):
+ *  min and max (scalars or 1-d per channel) widened to include 0; scale =
+ *  (max - min) / (qmax - qmin) (symmetric: max(|min|, max) / ((qmax -
+ *  qmin) / 2)), at least f32's epsilon (as torch) so that it is never 0;
+ *  zero_point rounds qmin - min / scale and clamps it into [qmin, qmax]
+ *  (symmetric: 0). qmin and qmax (each may be NULL) get the integer range
+ *  of spec. */
+cft_status cft_quant_qparams(cft_array *min, cft_array *max, const cft_quant_spec *spec,
+                             cft_array **scale, cft_array **zero_point, int64_t *qmin,
+                             int64_t *qmax);
+
+/** A function being quantized: f, its quantizer and each site's observer
+ *  state. Opaque, GC-managed; its functions may be called from many
+ *  threads (observers update under a lock). */
+typedef struct cft_quant cft_quant;
+
+/** Prepare f for quantization (copies the quantizer). Never NULL: a bad
+ *  quantizer (no ops, bits outside 2..16, a moving-average weight outside
+ *  (0, 1], a percentile outside (0, 100]) or an error function gives a
+ *  record whose functions fail with CFT_E_ARG naming the call. */
+cft_quant *cft_quant_prepare(cft_fn *f, const cft_quantizer *qz);
+/** f with observers on every site (calibration): same outputs as f. */
+cft_fn *cft_quant_observer_fn(cft_quant *q);
+/** Quantization-aware training: f with every site fake-quantized by the
+ *  observers' current ranges, the observers updating first (eager calls).
+ *  A site never observed yet passes through unchanged. */
+cft_fn *cft_quant_qat_fn(cft_quant *q);
+/** The converted function: every site fake-quantized by the ranges
+ *  observed so far, frozen into constants (later observing does not
+ *  change it). A site never observed fails its calls with CFT_E_ARG
+ *  ("site k was never observed: calibrate first"). */
+cft_fn *cft_quant_convert(cft_quant *q);
+/** Sites observed so far. */
+int cft_quant_num_sites(const cft_quant *q);
+/** Site i's quantization parameters now (scalars, or 1-d per channel) and
+ *  the name of its primitive and whether it is a weight. */
+cft_status cft_quant_site(const cft_quant *q, int i, cft_array **scale, cft_array **zero_point,
+                          const char **prim, bool *is_weight);
+
+#ifdef __cplusplus
+}
+#endif
+
+/** @} */
+
+#endif

@@ -1,0 +1,306 @@
+/* quant.c: quantization as a transform. A quant tracer wraps the value
+ * below it (as autocast's does); processing a primitive that the
+ * quantizer names numbers its float operands as sites (in bind order, per
+ * call), passes each through its observer (an effect primitive,
+ * observe.c, which records whenever the function runs), and in QAT and
+ * converted functions replaces the operand by its fake-quantized value
+ * before binding the primitive below. */
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "cft/ops.h"
+#include "cft/quant.h"
+#include "core/error.h"
+#include "core/mem.h"
+#include "prims/rules.h"
+#include "trace/fn.h"
+#include "trace/trace.h"
+#include "transforms/quant/quant_internal.h"
+#include "transforms/transforms.h"
+
+enum { OBSERVE, QAT, CONVERT };
+
+/* a converted function's frozen parameters */
+typedef struct {
+    int n;
+    cft_array **scale, **zp;
+    int64_t *qmin, *qmax;
+    int *axis;
+} frozen;
+
+typedef struct {
+    cft_quant *q;
+    int mode;
+    const frozen *fz;
+    int next; /* the next site's number in this call */
+} qstate;
+
+static const cft_quant_op *op_of(const cft_quant *q, const cft_prim *p) {
+    for (int i = 0; i < q->qz.nops; i++)
+        if (q->qz.ops[i].prim && !strcmp(q->qz.ops[i].prim, p->name))
+            return &q->qz.ops[i];
+    return NULL;
+}
+
+/* operand x (value below) of site k: observed (OBSERVE, QAT), and in QAT
+ * and converted functions replaced by its fake-quantized value */
+static cft_array *handle(qstate *st, const cft_prim *p, const cft_quant_op *o, int arg,
+                         cft_array *x, cft_array **y) {
+    cft_quant *q = st->q;
+    int k = st->next++;
+    bool weight = arg == o->weight_arg;
+    const cft_quant_spec *sp = weight ? &q->qz.weight : &q->qz.activation;
+    int axis = -1;
+    if (sp->per_channel && x->aval.ndim > 0) {
+        axis = o->channel_axis < 0 ? o->channel_axis + x->aval.ndim : o->channel_axis;
+        if (axis < 0 || axis >= x->aval.ndim)
+            return cft__fail(CFT_E_ARG, "cft_quant: channel axis %d out of range for %s's %s",
+                             o->channel_axis, p->name, cft__av(&x->aval));
+    }
+    *y = x;
+    if (st->mode == CONVERT) {
+        if (k >= st->fz->n || !st->fz->scale[k])
+            return cft__fail(CFT_E_ARG,
+                             "cft_quant_convert: site %d (%s operand %d) was never observed: "
+                             "calibrate first",
+                             k, p->name, arg);
+        *y = cft_fake_quantize(x, st->fz->scale[k], st->fz->zp[k], st->fz->axis[k], st->fz->qmin[k],
+                               st->fz->qmax[k]);
+        return cft_failed(*y) ? *y : NULL;
+    }
+    int64_t nch = axis >= 0 ? x->aval.shape[axis] : 1;
+    if (cft__dim_maybe_sym(nch))
+        return cft__fail(CFT_E_SHAPE, "cft_quant: %s's channel dim of %s must be concrete", p->name,
+                         cft__av(&x->aval));
+    cft__qsite *s;
+    pthread_mutex_lock(&q->mu);
+    cft_array *e = cft__qsite_at(q, k, p->name, weight, axis, nch, &s);
+    pthread_mutex_unlock(&q->mu);
+    if (e)
+        return e;
+    *y = cft__qobserve(q, k, x, axis);
+    if (cft_failed(*y) || st->mode != QAT)
+        return cft_failed(*y) ? *y : NULL;
+    cft_array *scale, *zp;
+    e = cft__qparams_of(q, k, axis >= 0 ? nch : 0, *y, &scale, &zp);
+    if (e)
+        return e;
+    *y = cft_fake_quantize(*y, scale, zp, axis, cft__qlo(sp), cft__qhi(sp));
+    return cft_failed(*y) ? *y : NULL;
+}
+
+static cft_array *process(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
+                          cft_array *const *in, cft_array **out) {
+    qstate *st = t->state;
+    int nout = cft__nout(p, par, nin);
+    cft_array *x[nin > 0 ? nin : 1], *y[nout > 0 ? nout : 1];
+    for (int i = 0; i < nin; i++)
+        x[i] = in[i]->u.cast.val;
+    const cft_quant_op *o = op_of(st->q, p);
+    for (int i = 0; o && i < nin; i++) {
+        if (!cft_dtype_is_float(x[i]->aval.dtype))
+            continue;
+        cft_array *e = handle(st, p, o, i, x[i], &x[i]);
+        if (e)
+            return e;
+    }
+    cft_array *e = cft__bind(p, par, nin, x, nout, y);
+    if (e)
+        return e;
+    for (int j = 0; j < nout; j++) {
+        out[j] = cft__wrap_box(t, y[j]);
+        if (cft_failed(out[j]))
+            return out[j];
+    }
+    return NULL;
+}
+
+static const cft_trace_vt quant_vt = {"quant", process, cft__wrap_lift, NULL};
+
+typedef struct {
+    cft_quant *q;
+    int mode;
+    frozen *fz;
+} qenv;
+
+static cft_status quant_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    qenv *a = env;
+    if (a->q->err)
+        return cft__fail_outs(a->q->err, nout, out);
+    qstate st = {a->q, a->mode, a->fz, 0};
+    return cft__wrap_apply(&quant_vt, &st, a->q->f, "cft_quant", nin, in, nout, out);
+}
+
+static cft_array *check_spec(const char *what, const cft_quant_spec *s) {
+    if (s->bits < 2 || s->bits > 16)
+        return cft__fail(CFT_E_ARG, "cft_quant_prepare: %s bits %d outside 2..16", what, s->bits);
+    if ((unsigned)s->observer > CFT_OBS_PERCENTILE)
+        return cft__fail(CFT_E_ARG, "cft_quant_prepare: %s observer %d unknown", what,
+                         (int)s->observer);
+    if (s->observer == CFT_OBS_MOVING_AVERAGE && !(s->averaging > 0 && s->averaging <= 1))
+        return cft__fail(CFT_E_ARG, "cft_quant_prepare: %s averaging %g outside (0, 1]", what,
+                         s->averaging);
+    if (s->observer == CFT_OBS_PERCENTILE && !(s->percentile > 0 && s->percentile <= 100))
+        return cft__fail(CFT_E_ARG, "cft_quant_prepare: %s percentile %g outside (0, 100]", what,
+                         s->percentile);
+    if (s->observer == CFT_OBS_PERCENTILE && s->per_channel)
+        return cft__fail(CFT_E_ARG, "cft_quant_prepare: %s: the percentile observer is per tensor",
+                         what);
+    return NULL;
+}
+
+cft_quant *cft_quant_prepare(cft_fn *f, const cft_quantizer *qz) {
+    CFT_API("cft_quant_prepare");
+    cft_quant *q = CFT_NEW(cft_quant);
+    if (!q)
+        return NULL;
+    pthread_mutex_init(&q->mu, NULL);
+    q->f = f;
+    q->id = -1;
+    if (!f)
+        q->err = cft__fail(CFT_E_ARG, "cft_quant_prepare: NULL function");
+    else if (cft_fn_failed(f))
+        q->err = f->err;
+    else if (!qz)
+        q->err = cft__fail(CFT_E_ARG, "cft_quant_prepare: NULL quantizer");
+    else if (qz->nops < 1 || qz->nops > 8)
+        q->err = cft__fail(CFT_E_ARG, "cft_quant_prepare: %d ops (want 1 to 8)", qz->nops);
+    else if (!(q->err = check_spec("activation", &qz->activation)))
+        q->err = check_spec("weight", &qz->weight);
+    if (qz)
+        q->qz = *qz;
+    for (int i = 0; !q->err && i < qz->nops; i++)
+        if (!qz->ops[i].prim)
+            q->err = cft__fail(CFT_E_ARG, "cft_quant_prepare: op %d has no primitive name", i);
+    return q;
+}
+
+static cft_fn *quant_fn(cft_quant *q, int mode, frozen *fz, const char *name) {
+    int nin = q->f ? q->f->nin : 0, nout = q->f ? q->f->nout : 1;
+    if (q->err)
+        return cft__fn_error(q->err, nin, nout > 0 ? nout : 1);
+    qenv *a = CFT_NEW(qenv);
+    if (!a)
+        return cft__fn_error(cft__oom(), nin, nout);
+    a->q = q, a->mode = mode, a->fz = fz;
+    cft_fn *g = cft_fn_new(quant_cb, a, nin, nout);
+    return cft_fn_named(g, name);
+}
+
+cft_fn *cft_quant_observer_fn(cft_quant *q) {
+    CFT_API("cft_quant_observer_fn");
+    if (!q)
+        return cft__fn_fail(0, 1, CFT_E_ARG, "cft_quant_observer_fn: NULL record");
+    return quant_fn(q, OBSERVE, NULL, "quant_observe");
+}
+
+cft_fn *cft_quant_qat_fn(cft_quant *q) {
+    CFT_API("cft_quant_qat_fn");
+    if (!q)
+        return cft__fn_fail(0, 1, CFT_E_ARG, "cft_quant_qat_fn: NULL record");
+    return quant_fn(q, QAT, NULL, "quant_qat");
+}
+
+cft_fn *cft_quant_convert(cft_quant *q) {
+    CFT_API("cft_quant_convert");
+    if (!q)
+        return cft__fn_fail(0, 1, CFT_E_ARG, "cft_quant_convert: NULL record");
+    if (q->err)
+        return quant_fn(q, CONVERT, NULL, "quant_int8");
+    frozen *fz = CFT_NEW(frozen);
+    if (!fz)
+        return cft__fn_error(cft__oom(), q->f->nin, q->f->nout);
+    pthread_mutex_lock(&q->mu);
+    int n = q->n;
+    fz->n = n;
+    fz->scale = CFT_NEWN(cft_array *, n + 1), fz->zp = CFT_NEWN(cft_array *, n + 1);
+    fz->qmin = CFT_NEWN(int64_t, n + 1), fz->qmax = CFT_NEWN(int64_t, n + 1);
+    fz->axis = CFT_NEWN(int, n + 1);
+    bool ok = fz->scale && fz->zp && fz->qmin && fz->qmax && fz->axis;
+    for (int k = 0; ok && k < n; k++) {
+        const cft__qsite *s = &q->s[k];
+        if (!s->seen)
+            continue;
+        cft__qparams_now(q, s, &fz->scale[k], &fz->zp[k]);
+        fz->qmin[k] = cft__qlo(cft__qspec(q, s)), fz->qmax[k] = cft__qhi(cft__qspec(q, s));
+        fz->axis[k] = s->axis;
+    }
+    pthread_mutex_unlock(&q->mu);
+    if (!ok)
+        return cft__fn_error(cft__oom(), q->f->nin, q->f->nout);
+    return quant_fn(q, CONVERT, fz, "quant_int8");
+}
+
+int cft_quant_num_sites(const cft_quant *q) {
+    if (!q)
+        return 0;
+    pthread_mutex_lock((pthread_mutex_t *)&q->mu);
+    int n = q->n;
+    pthread_mutex_unlock((pthread_mutex_t *)&q->mu);
+    return n;
+}
+
+cft_status cft_quant_site(const cft_quant *q, int i, cft_array **scale, cft_array **zero_point,
+                          const char **prim, bool *is_weight) {
+    CFT_API("cft_quant_site");
+    if (!q || !scale || !zero_point)
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_quant_site: NULL argument"));
+    pthread_mutex_lock((pthread_mutex_t *)&q->mu);
+    cft_array *e = NULL;
+    if (i < 0 || i >= q->n)
+        e = cft__fail(CFT_E_ARG, "cft_quant_site: site %d of %d", i, q->n);
+    else if (!q->s[i].seen)
+        e = cft__fail(CFT_E_ARG, "cft_quant_site: site %d was never observed", i);
+    else {
+        cft__qparams_now(q, &q->s[i], scale, zero_point);
+        if (prim)
+            *prim = q->s[i].prim;
+        if (is_weight)
+            *is_weight = q->s[i].weight;
+    }
+    pthread_mutex_unlock((pthread_mutex_t *)&q->mu);
+    if (e) {
+        *scale = *zero_point = e;
+        return cft__set_last(e);
+    }
+    return CFT_OK;
+}
+
+cft_status cft_quant_qparams(cft_array *min, cft_array *max, const cft_quant_spec *spec,
+                             cft_array **scale, cft_array **zero_point, int64_t *qmin,
+                             int64_t *qmax) {
+    CFT_API("cft_quant_qparams");
+    const char *op = "cft_quant_qparams";
+    cft_array *e = NULL;
+    if (!spec || !scale || !zero_point || !min || !max)
+        e = cft__fail(CFT_E_ARG, "%s: NULL argument", op);
+    else if (cft_failed(min) || cft_failed(max))
+        e = cft_failed(min) ? min : max;
+    else if (!(e = check_spec("spec", spec)) &&
+             (cft_array_ndim(min) > 1 || cft_array_size(min) != cft_array_size(max) ||
+              cft_array_ndim(min) != cft_array_ndim(max)))
+        e = cft__fail(CFT_E_SHAPE, "%s: min %s and max %s must be scalars or equal 1-d", op,
+                      cft__av(&min->aval), cft__av(&max->aval));
+    int64_t n = e ? 0 : cft_array_size(min);
+    double a[n > 0 ? n : 1], b[n > 0 ? n : 1], s[n > 0 ? n : 1], z[n > 0 ? n : 1];
+    if (!e && (cft_copy_to(min, CFT_F64, a) != CFT_OK || cft_copy_to(max, CFT_F64, b) != CFT_OK))
+        e = cft__fail(CFT_E_ARG, "%s: min and max must be concrete", op);
+    if (e) {
+        if (scale)
+            *scale = e;
+        if (zero_point)
+            *zero_point = e;
+        return cft__set_last(e);
+    }
+    for (int64_t i = 0; i < n; i++)
+        cft__qparams_d(a[i], b[i], spec, &s[i], &z[i]);
+    int nd = cft_array_ndim(min);
+    *scale = cft_astype(cft_from_data(s, CFT_F64, &n, nd), CFT_F32);
+    *zero_point = cft_astype(cft_from_data(z, CFT_F64, &n, nd), CFT_F32);
+    if (qmin)
+        *qmin = cft__qlo(spec);
+    if (qmax)
+        *qmax = cft__qhi(spec);
+    return CFT_OK;
+}

@@ -1,0 +1,305 @@
+/* test_quant.c: quantization (cft/quant.h). cft_fake_quantize against a
+ * scalar reference (half-to-even rounding, clamping, per channel), its
+ * straight-through derivative, vmap and jit; cft_quant_qparams against
+ * torch's formulas worked by hand; the PTQ pipeline (prepare, calibrate,
+ * convert) on an MLP, within a stated distance of f32, with operands on the
+ * int8 grid; QAT under grad, jit (twice, against eager) and vmap (an
+ * ensemble against a loop); export of a converted program; observers from
+ * several threads; bad quantizers and an uncalibrated convert.
+ *
+ * Tolerances: fake quantization computes in the operand's dtype, so f64
+ * values match the reference to 1e-12 relative. An int8 MLP's logits
+ * differ from f32's by a few quantization steps per layer: the test asks
+ * for a relative distance below 5% (measured: about 1%), and the same
+ * argmax on at least 95% of the rows. */
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static double ref_fq(double x, double s, double z, double lo, double hi) {
+    double q = nearbyint(x / s) + z;
+    q = q < lo ? lo : q > hi ? hi : q;
+    return (q - z) * s;
+}
+
+static cft_status fq_fn(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_fake_quantize(in[0], in[1], in[2], 1, -8, 7);
+    return CFT_OK;
+}
+
+/* logits of a 16-32-32-10 MLP: (w1, b1, w2, b2, w3, b3, x) */
+static cft_status mlp(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *h = in[6];
+    for (int l = 0; l < 3; l++) {
+        h = cft_add(cft_matmul(h, in[2 * l]), in[2 * l + 1]);
+        if (l < 2)
+            h = cft_relu(h);
+    }
+    out[0] = h;
+    return CFT_OK;
+}
+
+static cft_status mlp_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)nin, (void)nout;
+    cft_array *lg;
+    cft_status s = cft_fn_call(env, in, &lg);
+    out[0] = cft_mean(cft_cross_entropy(lg, in[7]), NULL, 0, false);
+    return s;
+}
+
+static cft_array *P[8];
+static void make(void) {
+    const int64_t sz[4] = {16, 32, 32, 10};
+    for (int l = 0; l < 3; l++) {
+        P[2 * l] = cft_mul_s(
+            cft_random_normal(cft_random_key(10 + l), CFT_F32, (int64_t[]){sz[l], sz[l + 1]}, 2),
+            1 / sqrt((double)sz[l]));
+        P[2 * l + 1] =
+            cft_mul_s(cft_random_normal(cft_random_key(20 + l), CFT_F32, &sz[l + 1], 1), 0.1);
+    }
+    P[6] = cft_random_normal(cft_random_key(30), CFT_F32, (int64_t[]){64, 16}, 2);
+    P[7] = cft_random_randint(cft_random_key(31), (int64_t[]){64}, 1, 0, 10, CFT_I32);
+}
+
+static double rel(cft_array *a, cft_array *b) {
+    cft_array *d = cft_sub(cft_astype(a, CFT_F64), cft_astype(b, CFT_F64));
+    double n = cft_item(cft_sqrt(cft_sum(cft_square(d), NULL, 0, false)));
+    return n / cft_item(cft_sqrt(cft_sum(cft_square(cft_astype(b, CFT_F64)), NULL, 0, false)));
+}
+
+typedef struct {
+    cft_fn *f;
+    int bad;
+} targ;
+static void *observe_many(void *p) {
+    targ *a = p;
+    for (int i = 0; i < 10; i++)
+        if (cft_failed(cft_fn_call1(a->f, P)))
+            a->bad++;
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    check_init(argc, argv);
+    make();
+
+    TEST("fake_quantize per channel equals the reference; ties round to even") {
+        double xs[3][4] = {{0.25, -0.75, 3.9, 100}, {1.5, 2.5, -2.5, -100}, {0.05, 0.15, 0.2, 0.3}};
+        double sc[4] = {0.5, 1, 1, 0.1}, zp[4] = {0, 1, -1, 0};
+        cft_array *x = cft_from_data(xs, CFT_F64, (int64_t[]){3, 4}, 2);
+        cft_array *s = cft_from_data(sc, CFT_F64, (int64_t[]){4}, 1);
+        cft_array *z = cft_from_data(zp, CFT_F64, (int64_t[]){4}, 1);
+        cft_array *y = cft_fake_quantize(x, s, z, 1, -8, 7);
+        double want[12];
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 4; j++)
+                want[i * 4 + j] = ref_fq(xs[i][j], sc[j], zp[j], -8, 7);
+        CHECK_ARRAY_CLOSE(y, cft_from_data(want, CFT_F64, (int64_t[]){3, 4}, 2), 1e-12, 0);
+        CHECK_CLOSE(want[5], 2, 0, 0);  /* 2.5 rounds to 2 (even), plus zp 1, minus 1 */
+        CHECK_CLOSE(want[6], -2, 0, 0); /* -2.5 to -2, zp -1 */
+        /* per tensor */
+        cft_array *t =
+            cft_fake_quantize(x, cft_scalar(0.5, CFT_F64), cft_scalar(3, CFT_F64), 0, 0, 15);
+        CHECK_CLOSE(cft_item_at(t, 2), ref_fq(3.9, 0.5, 3, 0, 15), 0, 0);
+    }
+
+    TEST("fake_quantize's derivative is the straight-through estimator") {
+        double xs[4] = {0.3, -3.0, 2.9, 10.0}; /* scale 0.5, range [-8, 7]: 10 and -3 ... */
+        cft_array *x = cft_from_data(xs, CFT_F64, (int64_t[]){1, 4}, 2);
+        cft_fn *f = cft_fn_new(fq_fn, NULL, 3, 1);
+        cft_array *in[3] = {x, cft_full(0.5, CFT_F64, (int64_t[]){4}, 1),
+                            cft_zeros(CFT_F64, (int64_t[]){4}, 1)};
+        cft_array *tan[3] = {cft_ones_like(x), cft_zeros_like(in[1]), cft_zeros_like(in[2])}, *o[2];
+        CHECK(cft_fn_call(cft_jvp(f), (cft_array *[]){in[0], in[1], in[2], tan[0], tan[1], tan[2]},
+                          o) == CFT_OK);
+        double want[4] = {1, 1, 1, 0}; /* -3/0.5 = -6 inside; 10/0.5 = 20 outside */
+        CHECK_ARRAY_CLOSE(o[1], cft_from_data(want, CFT_F64, (int64_t[]){1, 4}, 2), 0, 0);
+        cft_fn *j = cft_jit(f);
+        for (int r = 0; r < 2; r++)
+            CHECK_ARRAY_CLOSE(cft_fn_call1(j, in), cft_fn_call1(f, in), 0, 0);
+        cft_array *xb = cft_random_normal(cft_random_key(1), CFT_F64, (int64_t[]){5, 2, 4}, 3);
+        cft_fn *v = cft_vmap_n(f, (int[]){0, CFT_NOT_BATCHED, CFT_NOT_BATCHED}, 3, NULL, 0);
+        cft_array *yb = cft_fn_call1(v, (cft_array *[]){xb, in[1], in[2]});
+        for (int b = 0; b < 5; b++)
+            CHECK_ARRAY_CLOSE(cft_index(yb, b),
+                              cft_fn_call1(f, (cft_array *[]){cft_index(xb, b), in[1], in[2]}), 0,
+                              0);
+        cft_array *e = cft_fake_quantize(x, in[1], in[2], 1, 5, 4);
+        CHECK(cft_failed(e) && strstr(cft_error_message(e), "cft_fake_quantize") != NULL);
+    }
+
+    TEST("qparams follow torch's formulas") {
+        cft_quantizer qz = cft_quantizer_x86();
+        cft_array *s, *z;
+        int64_t lo, hi;
+        CHECK(cft_quant_qparams(cft_scalar(-1, CFT_F32), cft_scalar(3, CFT_F32), &qz.activation, &s,
+                                &z, &lo, &hi) == CFT_OK);
+        CHECK(lo == 0 && hi == 255);
+        CHECK_CLOSE(cft_item(s), 4.0 / 255, 1e-6, 0);
+        CHECK_CLOSE(cft_item(z), 64, 0, 0); /* 0 - round(-1 / (4/255)) = round(63.75) */
+        float mn[2] = {-1, 0.5f}, mx[2] = {3, 2};
+        CHECK(cft_quant_qparams(cft_from_data(mn, CFT_F32, (int64_t[]){2}, 1),
+                                cft_from_data(mx, CFT_F32, (int64_t[]){2}, 1), &qz.weight, &s, &z,
+                                &lo, &hi) == CFT_OK);
+        CHECK(lo == -128 && hi == 127);
+        CHECK_CLOSE(cft_item_at(s, 0), 3 / 127.5, 1e-6, 0);
+        CHECK_CLOSE(cft_item_at(s, 1), 2 / 127.5, 1e-6, 0);
+        CHECK_CLOSE(cft_item_at(z, 1), 0, 0, 0);
+        CHECK(cft_quant_qparams(cft_scalar(0, CFT_F32), cft_scalar(0, CFT_F32), &qz.activation, &s,
+                                &z, NULL, NULL) == CFT_OK);
+        CHECK(cft_item(s) > 0); /* never 0 */
+    }
+
+    cft_fn *logits = cft_fn_new(mlp, NULL, 7, 1);
+    cft_array *ref = cft_fn_call1(logits, P);
+
+    TEST("PTQ: calibrate, convert; int8 logits near f32's") {
+        cft_quantizer qz = cft_quantizer_x86();
+        cft_quant *q = cft_quant_prepare(logits, &qz);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_quant_observer_fn(q), P), ref, 0,
+                          0); /* observing changes nothing */
+        CHECK_EQ(cft_quant_num_sites(q), 6);
+        cft_fn *c = cft_quant_convert(q);
+        cft_array *y = cft_fn_call1(c, P);
+        double e = rel(y, ref);
+        CHECK_MSG(e < 0.05 && e > 0, "relative distance %g", e);
+        double agree = cft_item(cft_mean(
+            cft_astype(cft_eq(cft_argmax(y, -1, false), cft_argmax(ref, -1, false)), CFT_F32), NULL,
+            0, false));
+        CHECK_MSG(agree >= 0.95, "argmax agreement %g", agree);
+        /* a weight site: per channel, its operand on the int8 grid */
+        cft_array *s, *z;
+        const char *prim;
+        bool w;
+        CHECK(cft_quant_site(q, 1, &s, &z, &prim, &w) == CFT_OK);
+        CHECK(w && !strcmp(prim, "dot_general") && cft_array_ndim(s) == 1 &&
+              cft_array_shape(s)[0] == 32);
+        cft_array *wq = cft_div(cft_fake_quantize(P[0], s, z, 1, -128, 127),
+                                cft_reshape(s, (int64_t[]){1, 32}, 2));
+        CHECK_ARRAY_CLOSE(wq, cft_round(wq), 0, 1e-4);
+        /* the converted program exports and loads */
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/cft_quant_%d.cftx", (int)getpid());
+        cft_aval av[7];
+        for (int i = 0; i < 7; i++)
+            av[i] = cft_array_aval(P[i]);
+        CHECK(cft_export(c, av, path) == CFT_OK);
+        cft_fn *back = cft_load_exported(path);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(back, P), y, 0, 0);
+        unlink(path);
+    }
+
+    TEST("observers record in staged and jitted calls, and in a jitted QAT step") {
+        cft_quantizer qz = cft_quantizer_x86();
+        qz.activation.observer = CFT_OBS_MINMAX;
+        cft_quant *a = cft_quant_prepare(logits, &qz), *b = cft_quant_prepare(logits, &qz);
+        cft_fn *ja = cft_jit(cft_quant_observer_fn(a));
+        for (int r = 0; r < 2; r++)
+            CHECK_ARRAY_CLOSE(cft_fn_call1(ja, P), ref, 1e-5, 1e-6);
+        CHECK_EQ(cft_quant_num_sites(a), 6);
+        cft_fn_call1(cft_quant_observer_fn(b), P); /* staged: traced once, replayed */
+        cft_fn_call1(cft_quant_observer_fn(b), P);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_quant_convert(a), P),
+                          cft_fn_call1(cft_quant_convert(b), P), 0, 0);
+        /* the ranges grow when a jitted QAT step sees larger inputs */
+        cft_array *s0, *z0, *s1, *z1;
+        CHECK(cft_quant_site(a, 0, &s0, &z0, NULL, NULL) == CFT_OK);
+        cft_array *big[7];
+        memcpy(big, P, sizeof big);
+        big[6] = cft_mul_s(P[6], 3);
+        cft_fn *jq = cft_jit(cft_quant_qat_fn(a));
+        cft_fn_call1(jq, big);
+        CHECK(cft_quant_site(a, 0, &s1, &z1, NULL, NULL) == CFT_OK);
+        CHECK(cft_item(s1) > 2.5 * cft_item(s0));
+    }
+
+    TEST("convert before calibration fails naming the site") {
+        cft_quantizer qz = cft_quantizer_x86();
+        cft_quant *q = cft_quant_prepare(logits, &qz);
+        cft_array *y = cft_fn_call1(cft_quant_convert(q), P);
+        CHECK(cft_failed(y) && strstr(cft_error_message(y), "never observed") != NULL);
+    }
+
+    TEST(
+        "QAT: grad works, jit matches eager twice, the jitted ensemble under vmap matches a loop") {
+        cft_quantizer qz = cft_quantizer_x86();
+        qz.activation.observer = CFT_OBS_MINMAX; /* ranges that do not move on the same data */
+        cft_quant *q = cft_quant_prepare(logits, &qz);
+        /* prime the observers on every member's weights */
+        cft_array *W =
+            cft_stack((cft_array *[]){P[2], cft_mul_s(P[2], 0.9), cft_mul_s(P[2], 1.1)}, 3, 0);
+        cft_array *in[7];
+        memcpy(in, P, sizeof in);
+        for (int m = 0; m < 3; m++) {
+            in[2] = cft_index(W, m);
+            cft_fn_call1(cft_quant_observer_fn(q), in);
+        }
+        cft_fn *qat = cft_quant_qat_fn(q);
+        cft_fn *loss = cft_fn_new(mlp_loss, qat, 8, 1);
+        const int argn[6] = {0, 1, 2, 3, 4, 5};
+        cft_fn *g = cft_grad(loss, argn, 6), *jg = cft_jit(g);
+        cft_array *ge[6], *gj[6];
+        CHECK(cft_fn_call(g, P, ge) == CFT_OK);
+        for (int r = 0; r < 2; r++) {
+            CHECK(cft_fn_call(jg, P, gj) == CFT_OK);
+            for (int i = 0; i < 6; i++)
+                CHECK_ARRAY_CLOSE(gj[i], ge[i], 1e-5, 1e-6);
+        }
+        cft_array *gf[6];
+        cft_fn_call(cft_grad(cft_fn_new(mlp_loss, logits, 8, 1), argn, 6), P, gf);
+        CHECK(rel(ge[0], gf[0]) < 0.2); /* the STE gradient is near the f32 one */
+        int axes[7] = {CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, CFT_NOT_BATCHED, CFT_NOT_BATCHED,
+                       CFT_NOT_BATCHED, CFT_NOT_BATCHED};
+        /* jitted, the observers are read once (eager QAT calls would move
+         * minmax ranges as the fake-quantized activations change) */
+        cft_fn *v = cft_jit(cft_vmap_n(qat, axes, 7, NULL, 0)), *one = cft_jit(qat);
+        memcpy(in, P, sizeof in);
+        in[2] = W;
+        cft_array *yv = cft_fn_call1(v, in);
+        for (int m = 0; m < 3; m++) {
+            in[2] = cft_index(W, m);
+            CHECK_ARRAY_CLOSE(cft_index(yv, m), cft_fn_call1(one, in), 1e-5, 1e-6);
+        }
+    }
+
+    TEST("observers from 4 threads") {
+        cft_quantizer qz = cft_quantizer_x86();
+        qz.activation.observer = CFT_OBS_PERCENTILE;
+        cft_quant *q = cft_quant_prepare(logits, &qz);
+        pthread_t th[4];
+        targ a[4];
+        for (int i = 0; i < 4; i++) {
+            a[i] = (targ){cft_quant_observer_fn(q), 0};
+            pthread_create(&th[i], NULL, observe_many, &a[i]);
+        }
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            CHECK_EQ(a[i].bad, 0);
+        }
+        CHECK_EQ(cft_quant_num_sites(q), 6);
+        CHECK(rel(cft_fn_call1(cft_quant_convert(q), P), ref) < 0.05);
+    }
+
+    TEST("bad quantizers are refused by name") {
+        cft_quantizer qz = cft_quantizer_x86();
+        qz.weight.bits = 1;
+        cft_array *y = cft_fn_call1(cft_quant_observer_fn(cft_quant_prepare(logits, &qz)), P);
+        CHECK(cft_failed(y) && strstr(cft_error_message(y), "cft_quant_prepare") != NULL);
+        qz = cft_quantizer_x86();
+        qz.nops = 0;
+        CHECK(cft_fn_failed(cft_quant_convert(cft_quant_prepare(logits, &qz))));
+        qz = cft_quantizer_x86();
+        qz.activation.averaging = 0;
+        CHECK(cft_fn_failed(cft_quant_qat_fn(cft_quant_prepare(logits, &qz))));
+        CHECK(cft_fn_failed(cft_quant_qat_fn(cft_quant_prepare(NULL, &qz))));
+        cft_array *s, *z;
+        CHECK(cft_quant_site(cft_quant_prepare(logits, &qz), 0, &s, &z, NULL, NULL) == CFT_E_ARG);
+    }
+
+    return check_summary();
+}
