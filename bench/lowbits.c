@@ -1,0 +1,337 @@
+/* lowbits.c: fewer bits, measured in one run. Times (JSON lines, each
+ * with ratio_to_baseline against f32, the sides alternated in rounds):
+ *   - a training step (value_and_grad, jitted) of the MLP 256-512-512-10
+ *     at batch 256: f32 against cft_autocast(bf16);
+ *   - one linear layer at 256-512-512 (x [256, 512] times W^T, W
+ *     [512, 512]): the dense product against the 2:4 weight's product;
+ *   - the MLP's forward at batch 256: f32 against the int8 program of
+ *     cft_quant_convert (operands on the int8 grid, computed on f32
+ *     kernels: this line shows what fake quantization costs, not an int8
+ *     kernel's speed);
+ * and accuracies on the digits data (MLP 64-128-128-10, same initialisation
+ * and data order for every line): trained in f32, trained under bf16
+ * autocast, the f32 model quantized after training (PTQ: calibrated on 10
+ * training batches) and after 2 epochs of quantization-aware training, and
+ * pruned to 2:4 (all three weights, along their reduction dims) before and
+ * after fine-tuning with the mask fixed.
+ *
+ *   build/bench/lowbits [--rounds R] [--epochs E] [--threads N]
+ *
+ * bf16 products pay only where the CPU has bf16 arithmetic (AVX512-BF16,
+ * AMX) and the kernel uses it; here every bf16 product is computed in f32
+ * from rounded operands, so the line shows what the casts cost. */
+#include <math.h>
+#include <string.h>
+
+#include "../examples/mlp.h"
+#include "bench.h"
+
+/* ---- timing ---- */
+
+#define BIG_NL 4
+static const int64_t big_sizes[BIG_NL] = {256, 512, 512, 10};
+
+/* (w1, b1, w2, b2, w3, b3, x) -> logits of the relu MLP */
+static cft_status big_logits(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *h = in[6];
+    for (int l = 0; l < 3; l++) {
+        h = cft_add(cft_matmul(h, in[2 * l]), in[2 * l + 1]);
+        if (l < 2)
+            h = cft_relu(h);
+    }
+    out[0] = h;
+    return CFT_OK;
+}
+
+/* (w1, b1, w2, b2, w3, b3, x, y) -> mean cross-entropy of the logits */
+static cft_status big_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    cft_array *lg;
+    cft_status st = big_logits(env, nin, in, nout, &lg);
+    out[0] = cft_mean(cft_cross_entropy(lg, in[7]), NULL, 0, false);
+    return st;
+}
+
+typedef struct {
+    cft_fn *f;
+    cft_array **in;
+    int nout;
+} call_t;
+
+static void call(void *arg) {
+    call_t *c = arg;
+    cft_array *out[8];
+    cft_fn_call(c->f, c->in, out);
+    (void)cft_item_at(out[0], 0);
+}
+
+typedef struct {
+    cft_array *x, *w;
+    cft_sparse24 s;
+} lin_t;
+
+static void dense_lin(void *arg) {
+    lin_t *l = arg;
+    (void)cft_item_at(cft_matmul(l->x, cft_mT(l->w)), 0);
+}
+static void sparse_lin(void *arg) {
+    lin_t *l = arg;
+    (void)cft_item_at(cft_sparse24_linear(l->x, l->s), 0);
+}
+
+/* median time per call of a and b, `rounds` rounds alternating, each round
+ * 5 calls after one untimed call */
+static void alternate(work_fn a, void *pa, work_fn b, void *pb, int rounds, double *ma,
+                      double *mb) {
+    double *ta = malloc(sizeof(double) * (size_t)rounds),
+           *tb = malloc(sizeof(double) * (size_t)rounds);
+    for (int r = 0; r < rounds; r++)
+        for (int side = 0; side < 2; side++) {
+            work_fn w = side ? b : a;
+            void *p = side ? pb : pa;
+            w(p);
+            double t0 = now_ms();
+            for (int i = 0; i < 5; i++)
+                w(p);
+            (side ? tb : ta)[r] = (now_ms() - t0) / 5;
+        }
+    double mn;
+    bench_stats(ta, rounds, ma, &mn);
+    bench_stats(tb, rounds, mb, &mn);
+    free(ta), free(tb);
+}
+
+static void line(const char *config, const char *method, const char *baseline, double ms,
+                 double base_ms, int rounds) {
+    printf("{\"bench\": \"lowbits\", \"config\": {%s, \"threads\": %d, \"rounds\": %d}, "
+           "\"method\": \"%s\", \"median_ms\": %.4f, \"baseline\": \"%s\", \"baseline_ms\": "
+           "%.4f, \"ratio_to_baseline\": %.3f}\n",
+           config, bench_nthreads, rounds, method, ms, baseline, base_ms, ms / base_ms);
+    fflush(stdout);
+}
+
+/* ---- digits ---- */
+
+#define BATCH 32
+#define NTRAIN 1500
+static double LR = 0.1;
+
+/* one SGD step: (params[6], masks[6] or none, x, y) -> params'; the loss
+ * sees params * masks (the pruning parametrization) */
+typedef struct {
+    cft_fn *vg; /* value_and_grad of the masked loss over the 6 params */
+} step_env;
+
+static cft_status masked_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin;
+    cft_array *p[MLP_NPARAMS + 2];
+    for (int l = 0; l < MLP_NPARAMS; l++)
+        p[l] = cft_mul(in[l], in[MLP_NPARAMS + l]);
+    p[MLP_NPARAMS] = in[2 * MLP_NPARAMS], p[MLP_NPARAMS + 1] = in[2 * MLP_NPARAMS + 1];
+    return mlp_loss(NULL, MLP_NPARAMS + 2, p, nout, out);
+}
+
+static cft_status sgd_step(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)nin, (void)nout;
+    step_env *s = env;
+    cft_array *r[1 + MLP_NPARAMS];
+    cft_status st = cft_fn_call(s->vg, in, r);
+    for (int l = 0; st == CFT_OK && l < MLP_NPARAMS; l++)
+        out[l] = cft_mul(cft_sub(in[l], cft_mul_s(r[1 + l], LR)), in[MLP_NPARAMS + l]);
+    return st;
+}
+
+static cft_fn *make_step(cft_dtype low) {
+    cft_fn *loss = cft_fn_new(masked_loss, NULL, 2 * MLP_NPARAMS + 2, 1);
+    if (low != CFT_F32)
+        loss = cft_autocast(loss, low);
+    const int argn[MLP_NPARAMS] = {0, 1, 2, 3, 4, 5};
+    step_env *s = malloc(sizeof *s);
+    s->vg = cft_value_and_grad(loss, argn, MLP_NPARAMS, false);
+    return cft_jit(cft_fn_new(sgd_step, s, 2 * MLP_NPARAMS + 2, MLP_NPARAMS));
+}
+
+static void train(cft_fn *step, const digits *d, cft_array **p, cft_array **masks, int epochs) {
+    cft_array *in[2 * MLP_NPARAMS + 2];
+    for (int e = 0; e < epochs; e++)
+        for (int b = 0; b + BATCH <= NTRAIN; b += BATCH) {
+            for (int l = 0; l < MLP_NPARAMS; l++)
+                in[l] = p[l], in[MLP_NPARAMS + l] = masks[l];
+            in[2 * MLP_NPARAMS] = cft_from_data(d->x + b * 64, CFT_F32, (int64_t[]){BATCH, 64}, 2);
+            in[2 * MLP_NPARAMS + 1] = cft_from_data(d->y + b, CFT_I32, (int64_t[]){BATCH}, 1);
+            cft_array *np[MLP_NPARAMS];
+            cft_fn_call(step, in, np);
+            memcpy(p, np, sizeof np);
+        }
+}
+
+static double test_acc(const digits *d, cft_array **p) {
+    int nt = d->n - NTRAIN;
+    cft_array *x = cft_from_data(d->x + NTRAIN * 64, CFT_F32, (int64_t[]){nt, 64}, 2);
+    cft_array *y = cft_from_data(d->y + NTRAIN, CFT_I32, (int64_t[]){nt}, 1);
+    return mlp_accuracy(mlp_logits(p, x), y);
+}
+
+/* 2:4 along a weight's reduction dim (axis 0 of W in x W): mask of W */
+static cft_array *mask24(cft_array *w) {
+    cft_array *wt = cft_mT(w);
+    cft_array *ones = cft_ones_like(cft_sparse24_compress(wt).values);
+    return cft_mT(cft_sparse24_to_dense((cft_sparse24){ones, cft_sparse24_meta(wt)}));
+}
+
+static void acc_line(const char *method, double acc, double base);
+
+/* (params[6], x) -> logits of the digits MLP */
+static cft_status digits_logits(void *env, int nin, cft_array *const *in, int nout,
+                                cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = mlp_logits(in, in[MLP_NPARAMS]);
+    return CFT_OK;
+}
+
+/* (params[6], x, y) -> mean cross-entropy of the QAT logits (env) */
+static cft_status qat_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)nin, (void)nout;
+    cft_array *lg;
+    cft_status st = cft_fn_call(env, in, &lg);
+    out[0] = cft_mean(cft_cross_entropy(lg, in[MLP_NPARAMS + 1]), NULL, 0, false);
+    return st;
+}
+
+static double fn_acc(cft_fn *f, const digits *d, cft_array **p) {
+    int nt = d->n - NTRAIN;
+    cft_array *in[MLP_NPARAMS + 1];
+    memcpy(in, p, sizeof(cft_array *) * MLP_NPARAMS);
+    in[MLP_NPARAMS] = cft_from_data(d->x + NTRAIN * 64, CFT_F32, (int64_t[]){nt, 64}, 2);
+    cft_array *y = cft_from_data(d->y + NTRAIN, CFT_I32, (int64_t[]){nt}, 1);
+    cft_array *lg = cft_fn_call1(f, in);
+    if (cft_failed(lg))
+        fprintf(stderr, "lowbits: %s\n", cft_error_message(lg));
+    return mlp_accuracy(lg, y);
+}
+
+static cft_array *batch_x(const digits *d, int b) {
+    return cft_from_data(d->x + b * 64, CFT_F32, (int64_t[]){BATCH, 64}, 2);
+}
+
+/* PTQ and QAT of the trained f32 model p */
+static void quant_lines(const digits *d, cft_array **p, double a32) {
+    cft_quantizer qz = cft_quantizer_x86();
+    cft_fn *lf = cft_fn_new(digits_logits, NULL, MLP_NPARAMS + 1, 1);
+    cft_quant *q = cft_quant_prepare(lf, &qz);
+    cft_array *in[MLP_NPARAMS + 2];
+    memcpy(in, p, sizeof(cft_array *) * MLP_NPARAMS);
+    for (int b = 0; b < 10; b++) {
+        in[MLP_NPARAMS] = batch_x(d, b * BATCH);
+        cft_fn_call1(cft_quant_observer_fn(q), in);
+    }
+    acc_line("int8_ptq", fn_acc(cft_quant_convert(q), d, p), a32);
+    /* QAT: 2 epochs of SGD through the fake-quantized model, eagerly (the
+     * observers follow the activations), then convert */
+    cft_quant *qa = cft_quant_prepare(lf, &qz);
+    const int argn[MLP_NPARAMS] = {0, 1, 2, 3, 4, 5};
+    cft_fn *vg = cft_value_and_grad(cft_fn_new(qat_loss, cft_quant_qat_fn(qa), MLP_NPARAMS + 2, 1),
+                                    argn, MLP_NPARAMS, false);
+    cft_array *w[MLP_NPARAMS];
+    memcpy(w, p, sizeof w);
+    for (int e = 0; e < 2; e++)
+        for (int b = 0; b + BATCH <= NTRAIN; b += BATCH) {
+            memcpy(in, w, sizeof w);
+            in[MLP_NPARAMS] = batch_x(d, b);
+            in[MLP_NPARAMS + 1] = cft_from_data(d->y + b, CFT_I32, (int64_t[]){BATCH}, 1);
+            cft_array *r[1 + MLP_NPARAMS];
+            if (cft_fn_call(vg, in, r) != CFT_OK) {
+                fprintf(stderr, "lowbits: QAT step: %s\n", cft_error_message(r[0]));
+                return;
+            }
+            for (int l = 0; l < MLP_NPARAMS; l++)
+                w[l] = cft_sub(w[l], cft_mul_s(r[1 + l], 0.02));
+        }
+    acc_line("int8_qat", fn_acc(cft_quant_convert(qa), d, w), a32);
+}
+
+static void acc_line(const char *method, double acc, double base) {
+    printf("{\"bench\": \"lowbits\", \"config\": {\"model\": \"digits mlp 64-128-128-10\", "
+           "\"train\": %d}, \"method\": \"%s\", \"test_accuracy\": %.4f, \"baseline\": "
+           "\"f32\", \"points_vs_baseline\": %.2f}\n",
+           NTRAIN, method, acc, 100 * (acc - base));
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    bench_threads(argc, argv);
+    int rounds = 15, epochs = 10;
+    for (int i = 1; i + 1 < argc; i++) {
+        if (!strcmp(argv[i], "--rounds"))
+            rounds = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : rounds;
+        if (!strcmp(argv[i], "--epochs"))
+            epochs = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : epochs;
+    }
+
+    /* the big MLP's training step, f32 and bf16 autocast */
+    cft_array *in[8];
+    cft_array *keys = cft_random_split(cft_random_key(1), 8);
+    for (int l = 0; l < 3; l++) {
+        double bd = 1 / sqrt((double)big_sizes[l]);
+        in[2 * l] = cft_random_uniform(cft_index(keys, 2 * l), CFT_F32,
+                                       (int64_t[]){big_sizes[l], big_sizes[l + 1]}, 2, -bd, bd);
+        in[2 * l + 1] = cft_zeros(CFT_F32, &big_sizes[l + 1], 1);
+    }
+    in[6] = cft_random_normal(cft_index(keys, 6), CFT_F32, (int64_t[]){256, 256}, 2);
+    in[7] = cft_random_randint(cft_index(keys, 7), (int64_t[]){256}, 1, 0, 10, CFT_I32);
+    const int argn[6] = {0, 1, 2, 3, 4, 5};
+    cft_fn *loss = cft_fn_new(big_loss, NULL, 8, 1);
+    call_t f32 = {cft_jit(cft_value_and_grad(loss, argn, 6, false)), in, 7};
+    call_t bf = {cft_jit(cft_value_and_grad(cft_autocast(loss, CFT_BF16), argn, 6, false)), in, 7};
+    double m32, mbf;
+    alternate(call, &f32, call, &bf, rounds, &m32, &mbf);
+    const char *cfg = "\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd+bwd\"";
+    line(cfg, "bf16_autocast", "f32", mbf, m32, rounds);
+
+    /* one linear layer, dense against 2:4 */
+    lin_t lt;
+    lt.x = cft_random_normal(cft_index(keys, 6), CFT_F32, (int64_t[]){256, 512}, 2);
+    lt.w = cft_random_normal(cft_index(keys, 0), CFT_F32, (int64_t[]){512, 512}, 2);
+    lt.s = cft_sparse24_compress(lt.w);
+    double md, ms;
+    alternate(dense_lin, &lt, sparse_lin, &lt, rounds, &md, &ms);
+    line("\"layer\": \"linear 256-512-512\", \"dtype\": \"f32\"", "sparse24", "dense", ms, md,
+         rounds);
+
+    /* the big MLP's forward: f32 against the converted int8 program */
+    cft_fn *fwd = cft_fn_new(big_logits, NULL, 7, 1);
+    cft_quantizer qz = cft_quantizer_x86();
+    cft_quant *q = cft_quant_prepare(fwd, &qz);
+    cft_fn_call1(cft_quant_observer_fn(q), in);
+    call_t f32f = {cft_jit(fwd), in, 1}, i8f = {cft_jit(cft_quant_convert(q)), in, 1};
+    double mf, mq;
+    alternate(call, &f32f, call, &i8f, rounds, &mf, &mq);
+    line("\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd\"",
+         "int8_converted_on_f32_kernels", "f32", mq, mf, rounds);
+
+    /* digits accuracies */
+    digits d;
+    if (digits_load(&d) != 0)
+        return 1;
+    digits_shuffle(&d, 7);
+    cft_array *p0[MLP_NPARAMS], *p[MLP_NPARAMS], *pb[MLP_NPARAMS], *ones[MLP_NPARAMS],
+        *masks[MLP_NPARAMS];
+    mlp_init(3, p0);
+    for (int l = 0; l < MLP_NPARAMS; l++)
+        ones[l] = cft_ones_like(p0[l]), p[l] = pb[l] = p0[l];
+    train(make_step(CFT_F32), &d, p, ones, epochs);
+    double a32 = test_acc(&d, p);
+    acc_line("f32", a32, a32);
+    train(make_step(CFT_BF16), &d, pb, ones, epochs);
+    acc_line("bf16_autocast", test_acc(&d, pb), a32);
+    quant_lines(&d, p, a32);
+    for (int l = 0; l < MLP_NPARAMS; l++) {
+        masks[l] = l % 2 == 0 ? mask24(p[l]) : ones[l];
+        p[l] = cft_mul(p[l], masks[l]);
+    }
+    acc_line("sparse24_pruned", test_acc(&d, p), a32);
+    LR = 0.05;
+    train(make_step(CFT_F32), &d, p, masks, epochs);
+    acc_line("sparse24_finetuned", test_acc(&d, p), a32);
+    return 0;
+}
