@@ -4,10 +4,13 @@
  *     at batch 256: f32 against cft_autocast(bf16);
  *   - one linear layer at 256-512-512 (x [256, 512] times W^T, W
  *     [512, 512]): the dense product against the 2:4 weight's product;
+ *   - the same layer with an int8 weight (cft_qlinear_apply: rows of x
+ *     quantized on the fly, oneDNN's integer GEMM);
  *   - the MLP's forward at batch 256: f32 against the int8 program of
  *     cft_quant_convert (operands on the int8 grid, computed on f32
  *     kernels: this line shows what fake quantization costs, not an int8
- *     kernel's speed);
+ *     kernel's speed), and against cft_quant_dynamic (int8 GEMMs, the
+ *     weights packed once);
  * and accuracies on the digits data (MLP 64-128-128-10, same initialisation
  * and data order for every line): trained in f32, trained under bf16
  * autocast, the f32 model quantized after training (PTQ: calibrated on 10
@@ -77,6 +80,22 @@ static void dense_lin(void *arg) {
 static void sparse_lin(void *arg) {
     lin_t *l = arg;
     (void)cft_item_at(cft_sparse24_linear(l->x, l->s), 0);
+}
+static cft_qlinear lin_q;
+static void int8_lin(void *arg) {
+    lin_t *l = arg;
+    (void)cft_item_at(cft_qlinear_apply(l->x, lin_q), 0);
+}
+
+/* the big MLP's logits with its weights closed over (constants of the
+ * trace: dynamic quantization packs them once) */
+static cft_array *big_w[6];
+static cft_status big_closed(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin;
+    cft_array *a[7];
+    memcpy(a, big_w, sizeof big_w);
+    a[6] = in[0];
+    return big_logits(NULL, 7, a, nout, out);
 }
 
 /* median time per call of a and b, `rounds` rounds alternating, each round
@@ -226,6 +245,7 @@ static void quant_lines(const digits *d, cft_array **p, double a32) {
         cft_fn_call1(cft_quant_observer_fn(q), in);
     }
     acc_line("int8_ptq", fn_acc(cft_quant_convert(q), d, p), a32);
+    acc_line("int8_dynamic", fn_acc(cft_quant_dynamic(lf), d, p), a32);
     /* QAT: 2 epochs of SGD through the fake-quantized model, eagerly (the
      * observers follow the activations), then convert */
     cft_quant *qa = cft_quant_prepare(lf, &qz);
@@ -297,6 +317,11 @@ int main(int argc, char **argv) {
     alternate(dense_lin, &lt, sparse_lin, &lt, rounds, &md, &ms);
     line("\"layer\": \"linear 256-512-512\", \"dtype\": \"f32\"", "sparse24", "dense", ms, md,
          rounds);
+    lin_q = cft_qlinear_pack(lt.w);
+    double mi;
+    alternate(dense_lin, &lt, int8_lin, &lt, rounds, &md, &mi);
+    line("\"layer\": \"linear 256-512-512\", \"dtype\": \"f32\"", "int8_dynamic", "dense", mi, md,
+         rounds);
 
     /* the big MLP's forward: f32 against the converted int8 program */
     cft_fn *fwd = cft_fn_new(big_logits, NULL, 7, 1);
@@ -308,6 +333,13 @@ int main(int argc, char **argv) {
     alternate(call, &f32f, call, &i8f, rounds, &mf, &mq);
     line("\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd\"",
          "int8_converted_on_f32_kernels", "f32", mq, mf, rounds);
+    memcpy(big_w, in, sizeof big_w);
+    cft_fn *closed = cft_fn_new(big_closed, NULL, 1, 1);
+    call_t cf = {cft_jit(closed), &in[6], 1}, cq = {cft_jit(cft_quant_dynamic(closed)), &in[6], 1};
+    double mc, md8;
+    alternate(call, &cf, call, &cq, rounds, &mc, &md8);
+    line("\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd\"", "int8_dynamic",
+         "f32", md8, mc, rounds);
 
     /* digits accuracies */
     digits d;

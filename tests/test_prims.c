@@ -46,6 +46,8 @@ enum {
     FORWARD_ONLY = 16, /* no reverse mode (an unbounded loop): vjp must be an error naming it */
     BLAS_SHAPES = 32,  /* vmap vs loop at 1e-13: the batched op runs BLAS at other matrix sizes,
                           whose kernels may sum in another order (conv's folded GEMMs) */
+    STE = 64,          /* the jvp is a straight-through estimator: checked against central
+                          differences of the row's `ste` function (the op without its rounding) */
 };
 
 typedef struct {
@@ -68,6 +70,7 @@ struct row {
     void (*ref)(const row *r, double *const *x, const cft_aval *av, const cft_aval *o, double *y);
     int p[10]; /* parameters shared by fn and ref */
     int flags;
+    cft_fn_cb ste; /* STE rows: the smooth function whose derivative the jvp is */
 };
 
 #define FN(NAME)                                                                                   \
@@ -812,6 +815,76 @@ static void ref_s24_linear(const row *r, double *const *x, const cft_aval *av, c
     free(w);
 }
 
+/* ---- int8 linear (qlinear.c): packed s8 words, four per i32 */
+static int8_t ql_byte(double word, int64_t b) {
+    uint32_t w = (uint32_t)(int32_t)word;
+    return (int8_t)(uint8_t)(w >> (8 * b));
+}
+FN(fn_ql_pack) { /* the packed words (as doubles) */
+    UNUSED_FN;
+    out[0] = cft_qlinear_pack(in[0]).w;
+    return CFT_OK;
+}
+static void ref_ql_pack(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                        double *y) { /* w [n, k] -> words [n, ceil(k/4)] */
+    (void)r, (void)o;
+    int64_t n = av[0].shape[0], k = av[0].shape[1], kw = (k + 3) / 4;
+    for (int64_t i = 0; i < n; i++) {
+        double m = 0;
+        for (int64_t j = 0; j < k; j++)
+            m = fmax(m, fabs(x[0][i * k + j]));
+        float sc = m > 0 ? (float)(m / 127) : 1.0f;
+        for (int64_t w = 0; w < kw; w++) {
+            uint32_t word = 0;
+            for (int64_t b = 0; b < 4 && 4 * w + b < k; b++) {
+                double q = nearbyint(x[0][i * k + 4 * w + b] / sc);
+                word |= (uint32_t)(uint8_t)(int8_t)q << (8 * b);
+            }
+            y[i * kw + w] = (double)(int32_t)word;
+        }
+    }
+}
+FN(fn_ql_unpack) {
+    UNUSED_FN;
+    out[0] = cft_qlinear_unpack((cft_qlinear){in[0], in[1], 6});
+    return CFT_OK;
+}
+static void ref_ql_unpack(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                          double *y) { /* words [n, 2], scale [n] -> [n, 6] */
+    (void)r, (void)o;
+    for (int64_t i = 0; i < av[0].shape[0]; i++)
+        for (int64_t j = 0; j < 6; j++)
+            y[i * 6 + j] = ql_byte(x[0][i * 2 + j / 4], j % 4) * x[1][i];
+}
+FN(fn_ql_dot) {
+    UNUSED_FN;
+    out[0] = cft_qlinear_apply(in[0], (cft_qlinear){in[1], in[2], 6});
+    return CFT_OK;
+}
+FN(fn_ql_dot_smooth) { /* x times the unpacked weight, x not rounded */
+    UNUSED_FN;
+    out[0] = cft_matmul(in[0], cft_mT(cft_qlinear_unpack((cft_qlinear){in[1], in[2], 6})));
+    return CFT_OK;
+}
+static void ref_ql_dot(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                       double *y) { /* x [m, 6], words [n, 2], scale [n] -> [m, n] */
+    (void)r, (void)o;
+    int64_t m = av[0].shape[0], n = av[1].shape[0];
+    for (int64_t i = 0; i < m; i++) {
+        double a = 0;
+        for (int j = 0; j < 6; j++)
+            a = fmax(a, fabs(x[0][i * 6 + j]));
+        double xs = a > 0 ? a / 63 : 1, inv = a > 0 ? 63 / a : 1;
+        for (int64_t c = 0; c < n; c++) {
+            double acc = 0;
+            for (int j = 0; j < 6; j++)
+                acc += fmax(-63, fmin(63, nearbyint(x[0][i * 6 + j] * inv))) *
+                       ql_byte(x[1][c * 2 + j / 4], j % 4);
+            y[i * n + c] = xs * x[2][c] * acc;
+        }
+    }
+}
+
 /* ---- indexing (index.c): gather, scatter, scatter_add, dynamic_slice,
  * dynamic_update_slice. References follow the documented modes: take and
  * take_along_axis wrap negative indices, then clamp; CFT_INDEX_CLIP clamps
@@ -1423,6 +1496,17 @@ static const row rows[] = {
     {.prim = "random_fold_in", .label = "random_fold_in (data beyond 32 bits)",
      .fn = fn_random_fold_in, .nin = 1, .in = {{K, 1, {2}, 0, 0, 0}}, .out_nd = 1, .out_shape = {2},
      .ref = ref_random_fold_in, .p = {12345, 7}, .flags = NONDIFF},
+    /* int8 linear: words span all of i32; positive scales */
+    {.prim = "qlinear_pack", .fn = fn_ql_pack, .nin = 1, .in = {{F, 2, {3, 6}, -2, 2, 0}},
+     .out_nd = 2, .out_shape = {3, 2}, .ref = ref_ql_pack, .flags = NONDIFF | ANY_DTYPE},
+    {.prim = "qlinear_unpack", .fn = fn_ql_unpack, .nin = 2,
+     .in = {{I, 2, {3, 2}, -2147483648.0, 2147483647.0, 0}, {F, 1, {3}, 0.01, 0.1, 0}},
+     .out_nd = 2, .out_shape = {3, 6}, .ref = ref_ql_unpack, .flags = O2},
+    {.prim = "dot_qlinear", .fn = fn_ql_dot, .nin = 3,
+     .in = {{F, 2, {5, 6}, -2, 2, 0}, {I, 2, {3, 2}, -2147483648.0, 2147483647.0, 0},
+            {F, 1, {3}, 0.01, 0.1, 0}},
+     .out_nd = 2, .out_shape = {5, 3}, .ref = ref_ql_dot, .flags = STE | BLAS_SHAPES,
+     .ste = fn_ql_dot_smooth},
     /* 2:4 sparsity: metadata words span all of i32 (every word is valid) */
     {.prim = "sparse24_meta", .fn = fn_s24_meta, .nin = 1, .in = {{F, 2, {3, 40}, -2, 2, 0}},
      .out_nd = 2, .out_shape = {3, 2}, .ref = ref_s24_meta, .flags = NONDIFF | ANY_DTYPE},
@@ -1636,7 +1720,10 @@ static void check_jvp_vjp(const row *r, bool do_vjp) {
             cft_array *xp[3], *xm[3];
             shifted(r, x, t, h, xp);
             shifted(r, x, t, -h, xm);
-            cft_array *fd = cft_mul_s(cft_sub(eager(r, xp), eager(r, xm)), 0.5 / h);
+            row smooth = *r;
+            if (r->flags & STE)
+                smooth.fn = r->ste;
+            cft_array *fd = cft_mul_s(cft_sub(eager(&smooth, xp), eager(&smooth, xm)), 0.5 / h);
             /* truncation O(h^2 f''') ~ 1e-12; rounding ~ 1e-16 |f| / h = 1e-10 |f| */
             CHECK_ARRAY_CLOSE(outs[1], fd, 1e-6, 1e-9 * (1 + max_abs(y)));
         }

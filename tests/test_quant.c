@@ -285,6 +285,59 @@ int main(int argc, char **argv) {
         CHECK(rel(cft_fn_call1(cft_quant_convert(q), P), ref) < 0.05);
     }
 
+    TEST("dynamic quantization: int8 products near f32, jit twice, vmap, grad, export") {
+        cft_fn *dq = cft_quant_dynamic(logits);
+        cft_array *y = cft_fn_call1(dq, P);
+        double e = rel(y, ref);
+        CHECK_MSG(e < 0.05 && e > 0, "relative distance %g", e);
+        cft_ir *ir = cft_make_ir(dq, (cft_aval[]){cft_array_aval(P[0]), cft_array_aval(P[1]),
+                                                  cft_array_aval(P[2]), cft_array_aval(P[3]),
+                                                  cft_array_aval(P[4]), cft_array_aval(P[5]),
+                                                  cft_array_aval(P[6])});
+        CHECK(ir && strstr(cft_ir_str(ir), "dot_qlinear") &&
+              !strstr(cft_ir_str(ir), "dot_general"));
+        cft_fn *j = cft_jit(dq);
+        for (int r = 0; r < 2; r++)
+            CHECK_ARRAY_CLOSE(cft_fn_call1(j, P), y, 1e-6, 1e-6);
+        /* rows are quantized one by one: a batch of inputs equals the loop */
+        cft_array *xs = cft_random_normal(cft_random_key(40), CFT_F32, (int64_t[]){3, 64, 16}, 3);
+        int axes[7] = {CFT_NOT_BATCHED,
+                       CFT_NOT_BATCHED,
+                       CFT_NOT_BATCHED,
+                       CFT_NOT_BATCHED,
+                       CFT_NOT_BATCHED,
+                       CFT_NOT_BATCHED,
+                       0};
+        cft_array *in[7];
+        memcpy(in, P, sizeof in);
+        in[6] = xs;
+        cft_array *yv = cft_fn_call1(cft_vmap_n(dq, axes, 7, NULL, 0), in);
+        for (int b = 0; b < 3; b++) {
+            in[6] = cft_index(xs, b);
+            CHECK_ARRAY_CLOSE(cft_index(yv, b), cft_fn_call1(dq, in), 0, 0);
+        }
+        /* the straight-through gradient (with respect to x) is near f32's */
+        const int argn[1] = {6};
+        cft_array *g = cft_fn_call1(cft_grad(cft_fn_new(mlp_loss, dq, 8, 1), argn, 1), P);
+        cft_array *gf = cft_fn_call1(cft_grad(cft_fn_new(mlp_loss, logits, 8, 1), argn, 1), P);
+        CHECK_MSG(rel(g, gf) < 0.2, "relative distance %g", rel(g, gf)); /* measured 0.11 */
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/cft_qdyn_%d.cftx", (int)getpid());
+        cft_aval av[7];
+        for (int i = 0; i < 7; i++)
+            av[i] = cft_array_aval(P[i]);
+        CHECK(cft_export(dq, av, path) == CFT_OK);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(cft_load_exported(path), P), y, 0, 0);
+        unlink(path);
+        /* bad inputs */
+        cft_qlinear q = cft_qlinear_pack(cft_mT(P[0]));
+        cft_array *bad = cft_qlinear_apply(cft_ones(CFT_F32, (int64_t[]){2, 15}, 2), q);
+        CHECK(cft_failed(bad) && strstr(cft_error_message(bad), "cft_qlinear_apply") != NULL);
+        cft_qlinear b1 = cft_qlinear_pack(cft_ones(CFT_F32, (int64_t[]){4}, 1));
+        CHECK(cft_failed(b1.w) && cft_failed(b1.scale));
+        CHECK(cft_fn_failed(cft_quant_dynamic(NULL)));
+    }
+
     TEST("bad quantizers are refused by name") {
         cft_quantizer qz = cft_quantizer_x86();
         qz.weight.bits = 1;

@@ -104,6 +104,39 @@ cft_status cft_quant_qparams(cft_array *min, cft_array *max, const cft_quant_spe
                              cft_array **scale, cft_array **zero_point, int64_t *qmin,
                              int64_t *qmax);
 
+/** A linear layer's weight in int8 for dynamic quantization (torch's
+ *  quantized dynamic Linear): W [N, K] (F.linear's layout: out, in) as s8
+ *  values, row n symmetric with scale[n] = max|W[n]| / 127, packed four
+ *  to an i32 word (byte b of word j is column 4j + b). */
+typedef struct cft_qlinear {
+    cft_array *w;     /**< i32 [N, ceil(K/4)]: the packed s8 values */
+    cft_array *scale; /**< f32 [N]: row n's scale */
+    int64_t k;        /**< K, the reduction dim (the words hold ceil(K/4) * 4 bytes) */
+} cft_qlinear;
+/** W [..., N, K] (float) packed to int8 (no derivative). On error both
+ *  fields are the error. */
+cft_qlinear cft_qlinear_pack(cft_array *w);
+/** The weight [..., N, K] that q stands for (w times scale, in scale's
+ *  dtype). */
+cft_array *cft_qlinear_unpack(cft_qlinear q);
+/** x [..., K] (f32 or f64; other floats as f32) times the int8 weight's
+ *  transpose: [..., N]. Each row of x is quantized on the fly, symmetric
+ *  in [-63, 63] (per token, so rows are independent: vmap and batching
+ *  give the loop's result; 7 bits as torch's reduce_range, so that CPUs
+ *  without VNNI cannot saturate), multiplied in int32 on oneDNN's integer
+ *  GEMM (VNNI, AMX-INT8, AVX2: what the CPU has) and scaled back. Its jvp is
+ *  the straight-through estimator: the derivative of x times the unpacked
+ *  weight, as if x were not rounded. */
+cft_array *cft_qlinear_apply(cft_array *x, cft_qlinear q);
+/** Dynamic quantization of f (quantize_dynamic): every matrix product of
+ *  f of the form x [M, K] @ W [K, N] (f32, x a value, W a weight) becomes
+ *  cft_qlinear_apply(x, cft_qlinear_pack(W^T)); other operations are
+ *  untouched. When W is a constant of f (weights closed over), the packing
+ *  runs once, when f is traced; when it is an input, on every call. For
+ *  inference, as torch's: no gradient reaches W through the packing;
+ *  gradients with respect to x are the straight-through estimator. */
+cft_fn *cft_quant_dynamic(cft_fn *f);
+
 /** A function being quantized: f, its quantizer and each site's observer
  *  state. Opaque, GC-managed; its functions may be called from many
  *  threads (observers update under a lock). */

@@ -5,6 +5,7 @@
  * by the jit and exported as plain primitives. */
 #include "cft/quant.h"
 #include "nn/nn_internal.h"
+#include "prims/rules.h"
 
 cft_quantizer cft_quantizer_x86(void) {
     cft_quantizer q = {0};
@@ -14,15 +15,6 @@ cft_quantizer cft_quantizer_x86(void) {
     q.activation = (cft_quant_spec){8, false, false, CFT_OBS_MOVING_AVERAGE, 0.01, 99.99};
     q.weight = (cft_quant_spec){8, true, true, CFT_OBS_MINMAX, 0.01, 99.99};
     return q;
-}
-
-/* round half to even: floor, then up past .5, and at .5 to the even one */
-static cft_array *round_even(cft_array *x) {
-    cft_array *f = cft_floor(x), *d = cft_sub(x, f);
-    cft_array *odd = cft_sub(f, cft_mul_s(cft_floor(cft_mul_s(f, 0.5)), 2.0)); /* f mod 2 */
-    cft_array *half = cft_eq(d, cft__nn_sc(d, 0.5));
-    cft_array *up = cft_gt(d, cft__nn_sc(d, 0.5));
-    return cft_where(half, cft_add(f, odd), cft_where(up, cft_add_s(f, 1.0), f));
 }
 
 /* s (a scalar, or [n] along x's axis) shaped to broadcast against x */
@@ -55,7 +47,7 @@ cft_array *cft_fake_quantize(cft_array *x, cft_array *scale, cft_array *zero_poi
     cft_array *z = along(op, cft_astype(zero_point, dt), x, axis);
     if (cft_failed(s) || cft_failed(z))
         return cft_failed(s) ? s : z;
-    cft_array *q = cft_add(round_even(cft_div(x, s)), z);
+    cft_array *q = cft_add(cft__round_half_even(cft_div(x, s)), z);
     cft_array *lo = cft__nn_sc(x, (double)qmin), *hi = cft__nn_sc(x, (double)qmax);
     cft_array *fq = cft_mul(cft_sub(cft_clamp(q, lo, hi), z), s);
     cft_array *inside = cft_logical_and(cft_ge(q, lo), cft_le(q, hi));

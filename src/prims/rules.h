@@ -65,6 +65,9 @@ cft_array *cft__reduce_max(cft_array *x, const int *axes, int naxes);
 cft_array *cft__select(cft_array *c, cft_array *a, cft_array *b);
 cft_array *cft__convert(cft_array *x, cft_dtype dt);
 cft_array *cft__reshape(cft_array *x, const int64_t *shape, int ndim);
+/* x rounded half to even (IEEE's default; cft_round rounds half away), as
+ * quantization rounds (qlinear.c) */
+cft_array *cft__round_half_even(cft_array *x);
 
 /* primitive records used by other prim files */
 extern const cft_prim cft_p_select, cft_p_convert_element_type, cft_p_reduce_sum, cft_p_reduce_max,

@@ -19,7 +19,7 @@
 #include "transforms/quant/quant_internal.h"
 #include "transforms/transforms.h"
 
-enum { OBSERVE, QAT, CONVERT };
+enum { OBSERVE, QAT, CONVERT, DYNAMIC };
 
 /* a converted function's frozen parameters */
 typedef struct {
@@ -90,6 +90,15 @@ static cft_array *handle(qstate *st, const cft_prim *p, const cft_quant_op *o, i
     return cft_failed(*y) ? *y : NULL;
 }
 
+/* dynamic quantization: a plain f32 x [M, K] @ W [K, N] (dot_general's
+ * lc = (1), rc = (0), no batch dims) becomes the int8 product */
+static bool plain_matmul(const cft_prim *p, const cft_params *par, int nin, cft_array *const *x) {
+    return !strcmp(p->name, "dot_general") && nin == 2 && par->n[0] == 1 && par->v[0][0] == 1 &&
+           par->n[1] == 1 && par->v[1][0] == 0 && par->n[2] == 0 && par->n[3] == 0 &&
+           x[0]->aval.ndim == 2 && x[1]->aval.ndim == 2 && x[0]->aval.dtype == CFT_F32 &&
+           x[1]->aval.dtype == CFT_F32 && !cft__dim_maybe_sym(x[1]->aval.shape[0]);
+}
+
 static cft_array *process(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
                           cft_array *const *in, cft_array **out) {
     qstate *st = t->state;
@@ -97,7 +106,12 @@ static cft_array *process(cft_trace *t, const cft_prim *p, const cft_params *par
     cft_array *x[nin > 0 ? nin : 1], *y[nout > 0 ? nout : 1];
     for (int i = 0; i < nin; i++)
         x[i] = in[i]->u.cast.val;
-    const cft_quant_op *o = op_of(st->q, p);
+    if (st->mode == DYNAMIC && plain_matmul(p, par, nin, x)) {
+        y[0] = cft_qlinear_apply(x[0], cft_qlinear_pack(cft_mT(x[1])));
+        out[0] = cft__wrap_box(t, y[0]);
+        return cft_failed(out[0]) ? out[0] : NULL;
+    }
+    const cft_quant_op *o = st->mode == DYNAMIC ? NULL : op_of(st->q, p);
     for (int i = 0; o && i < nin; i++) {
         if (!cft_dtype_is_float(x[i]->aval.dtype))
             continue;
@@ -186,6 +200,19 @@ static cft_fn *quant_fn(cft_quant *q, int mode, frozen *fz, const char *name) {
     a->q = q, a->mode = mode, a->fz = fz;
     cft_fn *g = cft_fn_new(quant_cb, a, nin, nout);
     return cft_fn_named(g, name);
+}
+
+static cft_status dynamic_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    qstate st = {NULL, DYNAMIC, NULL, 0};
+    return cft__wrap_apply(&quant_vt, &st, env, "cft_quant_dynamic", nin, in, nout, out);
+}
+
+cft_fn *cft_quant_dynamic(cft_fn *f) {
+    CFT_API("cft_quant_dynamic");
+    cft_fn *bad = cft__fn_check("cft_quant_dynamic", f);
+    if (bad)
+        return bad;
+    return cft_fn_named(cft_fn_new(dynamic_cb, f, f->nin, f->nout), "quant_dynamic");
 }
 
 cft_fn *cft_quant_observer_fn(cft_quant *q) {
