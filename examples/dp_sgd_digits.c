@@ -26,11 +26,13 @@
  * --shuffle the training set is shuffled every epoch and cut into fixed
  * batches of B, as most DP-SGD code does; the same number is then the
  * customary approximation, not a proof, and the program says so. The
- * printed training loss is a diagnostic and is not itself private.
+ * printed training loss is a diagnostic and is not itself private. With
+ * --bf16 the loss runs under cft_autocast(loss, CFT_BF16): its products on
+ * bf16 operands, the gradients f32 (bench/lowbits compares accuracies).
  *
  *   build/examples/dp_sgd_digits [--model mlp|cnn] [--quick] [--epochs N]
  *                                [--batch B] [--sigma S] [--clip C] [--lr LR] [--seed K]
- *                                [--shuffle] [--log FILE.csv]
+ *                                [--shuffle] [--bf16] [--log FILE.csv]
  *
  * Defaults: B = 128, sigma = 2, C = 1, Adam with lr 0.02 annealed by a
  * cosine schedule, 60 epochs: epsilon = 6.2 at delta = 1e-5; test accuracy
@@ -171,6 +173,8 @@ static cft_status dp_step(void *env, int nin, cft_array *const *in, int nout, cf
     return CFT_OK;
 }
 
+static bool use_bf16; /* --bf16: the loss under cft_autocast */
+
 /* per-sample gradients against a loop of single-example gradients */
 static int check_per_sample(dp_env *e, cft_tree *params, const digits *d) {
     int np = cft_tree_size(params);
@@ -178,7 +182,8 @@ static int check_per_sample(dp_env *e, cft_tree *params, const digits *d) {
     int argnums[MAX_LEAVES];
     for (int i = 0; i < np; i++)
         argnums[i] = i;
-    cft_fn *grad = cft_grad(cft_tree_fn_new(example_loss, e, params, 2, 1), argnums, np);
+    cft_fn *one = cft_tree_fn_new(example_loss, e, params, 2, 1);
+    cft_fn *grad = cft_grad(use_bf16 ? cft_autocast(one, CFT_BF16) : one, argnums, np);
     cft_array *in[MAX_LEAVES + 2], *r[1 + MAX_LEAVES], *gi[MAX_LEAVES];
     cft_tree_flatten(params, in);
     in[np] = cft_from_f32(d->x, (int64_t[]){n, 64}, 2);
@@ -232,6 +237,7 @@ static double now_s(void) {
 
 int main(int argc, char **argv) {
     bool cnn = false, quick = false, custom = false, shuffle = false;
+    bool bf16 = false;
     int epochs = -1, batch = 128, seed = 0;
     double sigma = 2.0, clip = 1.0, lr = 0.02;
     for (int i = 1; i < argc; i++) {
@@ -258,12 +264,15 @@ int main(int argc, char **argv) {
             lr = atof(argv[++i]), custom = true;
         else if (!strcmp(argv[i], "--shuffle"))
             shuffle = true;
+        else if (!strcmp(argv[i], "--bf16"))
+            bf16 = use_bf16 = true;
         else if (!strcmp(argv[i], "--log") && i + 1 < argc)
             i++; /* csv_log_arg */
         else {
             fprintf(stderr,
                     "usage: %s [--model mlp|cnn] [--quick] [--epochs N] [--batch B] "
-                    "[--sigma S] [--clip C] [--lr LR] [--seed K] [--shuffle] [--log FILE.csv]\n",
+                    "[--sigma S] [--clip C] [--lr LR] [--seed K] [--shuffle] [--bf16] "
+                    "[--log FILE.csv]\n",
                     argv[0]);
             return 2;
         }
@@ -314,6 +323,8 @@ int main(int argc, char **argv) {
         argnums[i] = i, in_axes[i] = CFT_NOT_BATCHED;
     in_axes[np] = in_axes[np + 1] = 0;
     cft_fn *loss = cft_tree_fn_new(example_loss, &e, params, 2, 1);
+    if (bf16)
+        loss = cft_autocast(loss, CFT_BF16);
     e.psg = cft_vmap(cft_value_and_grad(loss, argnums, np, false), in_axes, NULL);
 
     int64_t nparams = 0;

@@ -16,7 +16,10 @@
  * only the per-call overhead, which cft_jit already makes small. Finally it reports each
  * member's test accuracy and the ensemble's (averaged logits).
  *
- *   build/examples/ensemble_digits [--quick] [--models K] [--epochs N]
+ *   build/examples/ensemble_digits [--quick] [--models K] [--epochs N] [--bf16]
+ *
+ * --bf16 trains under cft_autocast(loss, CFT_BF16) (products on bf16
+ * operands, gradients f32).
  *
  * Defaults: 16 models, 20 epochs. --quick (for ctest) trains 8 models for 8
  * epochs; both check that the two ways agree and that the ensemble is at
@@ -95,7 +98,7 @@ static double accuracy(cft_array *logits, const int32_t *labels, int n) {
 
 int main(int argc, char **argv) {
     int K = 16, epochs = 20;
-    bool quick = false;
+    bool quick = false, bf16 = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = true, K = 8, epochs = 8;
@@ -103,6 +106,8 @@ int main(int argc, char **argv) {
             K = atoi(argv[++i]);
         if (!strcmp(argv[i], "--epochs") && i + 1 < argc)
             epochs = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--bf16"))
+            bf16 = true;
     }
     if (K < 2 || K > MAX_MODELS || epochs < 1) {
         fprintf(stderr, "--models must be in 2..%d, --epochs positive\n", MAX_MODELS);
@@ -131,8 +136,10 @@ int main(int argc, char **argv) {
         stacked[l] = cft_stack(layer, K, 0);
     }
 
-    cft_fn *vg = cft_value_and_grad(cft_fn_new(mlp_loss, NULL, 8, 1), (int[]){0, 1, 2, 3, 4, 5},
-                                    MLP_NPARAMS, false);
+    cft_fn *loss = cft_fn_new(mlp_loss, NULL, 8, 1);
+    if (bf16)
+        loss = cft_autocast(loss, CFT_BF16);
+    cft_fn *vg = cft_value_and_grad(loss, (int[]){0, 1, 2, 3, 4, 5}, MLP_NPARAMS, false);
     cft_fn *step = cft_fn_new(sgd_step, vg, MLP_NPARAMS + 2, MLP_NPARAMS + 1);
     cft_fn *ens_step = cft_vmap(step, NULL, NULL); /* every input batched on axis 0 */
     /* compile both into fused kernels (CFT_JIT=0: interpret them instead) */

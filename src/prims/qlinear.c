@@ -66,6 +66,8 @@ static cft_array *pack_shape(const cft_aval *in, int nin, const cft_params *p, c
 
 /* words [..., N, KW] and scale [..., N] agree; K (param) fits KW */
 static cft_array *check_packed(const char *op, const cft_aval *q, const cft_aval *s, int64_t k) {
+    if (k < 0 || k > (INT64_C(1) << 40))
+        return cft__fail(CFT_E_SHAPE, "%s: K = %lld is not a size", op, (long long)k);
     bool ok = q->dtype == CFT_I32 && is_real_float(s->dtype) && q->ndim >= 2 &&
               s->ndim == q->ndim - 1 && q->shape[q->ndim - 1] == words_of(k);
     for (int d = 0; ok && d < s->ndim; d++)
