@@ -153,11 +153,14 @@ int main(int argc, char **argv) {
             CHECK_ARRAY_CLOSE(cft_index(yx, m), cft_sparse24_linear(cft_index(xs, m), s), 0, 0);
     }
 
-    TEST("jit of prune-compress-multiply equals the interpreter, twice") {
+    TEST("jit of prune-compress-multiply equals the interpreter, twice and on new inputs") {
         cft_fn *f = cft_fn_new(prune_fn, NULL, 2, 1), *j = cft_jit(f);
         cft_array *in[2] = {x, w}, *ref = cft_fn_call1(f, in);
         for (int r = 0; r < 2; r++)
             CHECK_ARRAY_CLOSE(cft_fn_call1(j, in), ref, 0, 0);
+        /* new inputs: the plan does not keep the first call's positions */
+        cft_array *in2[2] = {cft_mul_s(x, -2), rnd(11, CFT_F32, (int64_t[]){16, 32}, 2)};
+        CHECK_ARRAY_CLOSE(cft_fn_call1(j, in2), cft_fn_call1(f, in2), 0, 0);
     }
 
     TEST("a program with a 2:4 product exports and loads") {

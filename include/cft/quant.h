@@ -142,10 +142,11 @@ cft_fn *cft_quant_dynamic(cft_fn *f);
  *  threads (observers update under a lock). */
 typedef struct cft_quant cft_quant;
 
-/** Prepare f for quantization (copies the quantizer). Never NULL: a bad
- *  quantizer (no ops, bits outside 2..16, a moving-average weight outside
- *  (0, 1], a percentile outside (0, 100]) or an error function gives a
- *  record whose functions fail with CFT_E_ARG naming the call. */
+/** Prepare f for quantization (copies the quantizer). NULL only when out
+ *  of memory: a bad quantizer (no ops, bits outside 2..16, a moving-average
+ *  weight outside (0, 1], a percentile outside (0, 100]) or an error
+ *  function gives a record whose functions fail with CFT_E_ARG naming the
+ *  call. */
 cft_quant *cft_quant_prepare(cft_fn *f, const cft_quantizer *qz);
 /** f with observers on every site (calibration): same outputs as f. */
 cft_fn *cft_quant_observer_fn(cft_quant *q);

@@ -731,6 +731,13 @@ cft_array *cft_dot_general(cft_array *a, cft_array *b, const int *lc, const int 
 }
 
 /* NumPy matmul: promote 1-d operands, broadcast batch dims, one dot_general */
+bool cft__is_matmul(const cft_prim *p, const cft_params *par, const cft_aval *a,
+                    const cft_aval *b) {
+    return p == &cft_p_dot_general && a->ndim == 2 && b->ndim == 2 && par->n[LC] == 1 &&
+           par->v[LC][0] == 1 && par->n[RC] == 1 && par->v[RC][0] == 0 && par->n[LB] == 0 &&
+           par->n[RB] == 0;
+}
+
 cft_array *cft_matmul(cft_array *a, cft_array *b) {
     CFT_PROPAGATE("cft_matmul", a, b);
     int ra = a->aval.ndim, rb = b->aval.ndim;

@@ -37,13 +37,6 @@ static int64_t words_of(int64_t k) {
     return (k + 3) / 4;
 }
 
-static int64_t rows_of(const cft_aval *a) {
-    int64_t r = 1;
-    for (int d = 0; d < a->ndim - 1; d++)
-        r *= a->shape[d];
-    return r;
-}
-
 static bool is_real_float(cft_dtype dt) {
     return dt == CFT_F32 || dt == CFT_F64;
 }
@@ -118,7 +111,8 @@ static cft_array *pack_impl(cft_array *const *in, int nin, const cft_params *p, 
     cft_array *e = pack_shape(&w->aval, 1, NULL, oa);
     if (e)
         return e;
-    int64_t r = rows_of(&w->aval), k = w->aval.shape[w->aval.ndim - 1], kw = words_of(k);
+    int64_t r = cft__numel(w->aval.shape, w->aval.ndim - 1), k = w->aval.shape[w->aval.ndim - 1],
+            kw = words_of(k);
     cft_array *q = cft__alloc(CFT_I32, oa[0].shape, oa[0].ndim);
     cft_array *s = cft__alloc(CFT_F32, oa[1].shape, oa[1].ndim);
     if (cft_failed(q) || cft_failed(s))
@@ -153,7 +147,7 @@ static cft_array *unpack_impl(cft_array *const *in, int nin, const cft_params *p
     cft_array *w = cft__alloc(oa.dtype, oa.shape, oa.ndim);
     if (cft_failed(w))
         return w;
-    int64_t r = rows_of(&oa), k = p->v[0][0], kw = words_of(k);
+    int64_t r = cft__numel(oa.shape, oa.ndim - 1), k = p->v[0][0], kw = words_of(k);
     const int8_t *qb = cft__ptr(q);
     for (int64_t i = 0; i < r; i++) {
         double sc = cft__get(cft__ptr(s), s->aval.dtype, i);
@@ -385,10 +379,7 @@ static cft_array *dot_vmap(int64_t size, cft_array *const *x, const int *bdim, i
     ybdim[0] = 0;
     cft_array *xb = bdim[0] < 0 ? x[0] : cft__moveaxis_b(x[0], bdim[0], 0);
     if (bdim[1] < 0 && bdim[2] < 0) {
-        const int64_t *s = xb->aval.shape;
-        cft_array *r =
-            dot3(cft__reshape(xb, (int64_t[]){s[0] * s[1], s[2]}, 2), x[1], x[2], p->v[0][0]);
-        y[0] = cft__reshape(r, (int64_t[]){s[0], s[1], x[1]->aval.shape[0]}, 3);
+        y[0] = cft__from_rows(dot3(cft__as_rows(xb), x[1], x[2], p->v[0][0]), &xb->aval);
         return cft_failed(y[0]) ? y[0] : NULL;
     }
     cft_dtype dt = x[0]->aval.dtype;
@@ -471,13 +462,5 @@ cft_array *cft_qlinear_apply(cft_array *x, cft_qlinear q) {
                          "cft_qlinear_apply: x %s does not fit the int8 weight %s of K = %lld",
                          cft__av(xa), cft__av(&q.w->aval), (long long)q.k);
     cft_array *xx = is_real_float(xa->dtype) ? x : cft_astype(x, CFT_F32);
-    int64_t k = q.k, lead[CFT_MAX_NDIM];
-    for (int d = 0; d < xa->ndim - 1; d++)
-        lead[d] = xa->shape[d];
-    cft_array *flat = xa->ndim == 2 ? xx : cft_reshape(xx, (int64_t[]){-1, k}, 2);
-    cft_array *y = dot3(flat, q.w, q.scale, k);
-    if (cft_failed(y) || xa->ndim == 2)
-        return y;
-    lead[xa->ndim - 1] = q.w->aval.shape[0];
-    return cft_reshape(y, lead, xa->ndim);
+    return cft__from_rows(dot3(cft__as_rows(xx), q.w, q.scale, q.k), xa);
 }

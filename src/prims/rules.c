@@ -57,6 +57,24 @@ cft_array *cft__moveaxis_b(cft_array *x, int from, int to) {
     return cft_moveaxis(x, from, to);
 }
 
+cft_array *cft__as_rows(cft_array *x) {
+    const cft_aval *a = &x->aval;
+    if (a->ndim == 2)
+        return x;
+    int64_t k = a->ndim ? a->shape[a->ndim - 1] : 1;
+    return cft_reshape(x, (int64_t[]){cft__numel(a->shape, a->ndim - 1), k}, 2);
+}
+
+cft_array *cft__from_rows(cft_array *y, const cft_aval *like) {
+    if (cft_failed(y) || like->ndim == 2)
+        return y;
+    int64_t s[CFT_MAX_NDIM];
+    for (int d = 0; d + 1 < like->ndim; d++)
+        s[d] = like->shape[d];
+    s[like->ndim > 0 ? like->ndim - 1 : 0] = y->aval.shape[1];
+    return cft_reshape(y, s, like->ndim > 0 ? like->ndim : 1);
+}
+
 cft_array *cft__batch_at(cft_array *x, int bdim, int64_t size, int to) {
     if (bdim >= 0)
         return cft__moveaxis_b(x, bdim, to);

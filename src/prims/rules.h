@@ -25,6 +25,15 @@ cft_array *cft__moveaxis_b(cft_array *x, int from, int to); /* x if from == to *
 /* make x batched at position `to`: move its bdim there, or broadcast a
  * new axis of `size` there if not batched */
 cft_array *cft__batch_at(cft_array *x, int bdim, int64_t size, int to);
+/* true for a dot_general that is a plain a [M, K] @ b [K, N] (dynamic
+ * quantization rewrites those) */
+bool cft__is_matmul(const cft_prim *p, const cft_params *par, const cft_aval *a, const cft_aval *b);
+/* x [..., K] as a matrix [rows, K], rows the product of the leading dims
+ * (x itself when 2-d): how row-wise products (2:4, int8) take any leading
+ * dims, and how their vmap rules fold a batch into the rows */
+cft_array *cft__as_rows(cft_array *x);
+/* y [rows, N] back to the leading dims of `like` (x's aval): [..., N] */
+cft_array *cft__from_rows(cft_array *y, const cft_aval *like);
 /* aval with one axis removed / inserted */
 cft_aval cft__aval_drop(const cft_aval *a, int axis);
 

@@ -158,13 +158,6 @@ static cft_array *dot_shape(const cft_aval *in, int nin, const cft_params *p, cf
 
 /* ---- kernels (f32 and f64; half inputs arrive widened to f32) ---- */
 
-static int64_t rows_of(const cft_aval *a) {
-    int64_t r = 1;
-    for (int d = 0; d < a->ndim - 1; d++)
-        r *= a->shape[d];
-    return r;
-}
-
 static double mag(const cft_array *w, int64_t i) {
     double v = cft__get(cft__ptr(w), w->aval.dtype, i);
     return v < 0 ? -v : v;
@@ -182,7 +175,8 @@ static cft_array *meta_impl(cft_array *const *in, int nin, const cft_params *p, 
     cft_array *m = cft__alloc(CFT_I32, oa.shape, oa.ndim);
     if (cft_failed(m))
         return m;
-    int64_t r = rows_of(&w->aval), k = w->aval.shape[w->aval.ndim - 1], nw = meta_words(k);
+    int64_t r = cft__numel(w->aval.shape, w->aval.ndim - 1), k = w->aval.shape[w->aval.ndim - 1],
+            nw = meta_words(k);
     int32_t *mp = cft__ptr(m);
     memset(mp, 0, sizeof(int32_t) * (size_t)(r * nw));
     for (int64_t i = 0; i < r; i++)
@@ -224,7 +218,8 @@ static cft_array *gather_impl(cft_array *const *in, int nin, const cft_params *p
     cft_array *v = cft__alloc(oa.dtype, oa.shape, oa.ndim);
     if (cft_failed(v))
         return v;
-    int64_t r = rows_of(&w->aval), k = w->aval.shape[w->aval.ndim - 1], nw = meta_words(k);
+    int64_t r = cft__numel(w->aval.shape, w->aval.ndim - 1), k = w->aval.shape[w->aval.ndim - 1],
+            nw = meta_words(k);
     const int32_t *mp = cft__ptr(m);
     const void *wp = cft__ptr(w);
     void *vp = cft__ptr(v);
@@ -255,7 +250,7 @@ static cft_array *densify_impl(cft_array *const *in, int nin, const cft_params *
     cft_array *w = cft__alloc(oa.dtype, oa.shape, oa.ndim);
     if (cft_failed(w))
         return w;
-    int64_t r = rows_of(&oa), k = oa.shape[oa.ndim - 1], nw = meta_words(k);
+    int64_t r = cft__numel(oa.shape, oa.ndim - 1), k = oa.shape[oa.ndim - 1], nw = meta_words(k);
     memset(cft__ptr(w), 0, cft_dtype_size(oa.dtype) * (size_t)(r * k));
     const int32_t *mp = cft__ptr(m);
     const void *vp = cft__ptr(v);
@@ -459,10 +454,7 @@ static cft_array *dot_vmap(int64_t size, cft_array *const *x, const int *bdim, i
     ybdim[0] = 0;
     if (bdim[1] < 0 && bdim[2] < 0) {
         cft_array *xb = cft__moveaxis_b(x[0], bdim[0], 0);
-        const int64_t *s = xb->aval.shape;
-        cft_array *flat = cft__reshape(xb, (int64_t[]){s[0] * s[1], s[2]}, 2);
-        cft_array *r = dot3(flat, x[1], x[2]);
-        y[0] = cft__reshape(r, (int64_t[]){s[0], s[1], x[1]->aval.shape[0]}, 3);
+        y[0] = cft__from_rows(dot3(cft__as_rows(xb), x[1], x[2]), &xb->aval);
         return cft_failed(y[0]) ? y[0] : NULL;
     }
     cft_array *v = cft__batch_at(x[1], bdim[1], size, 0),
@@ -556,15 +548,5 @@ cft_array *cft_sparse24_linear(cft_array *x, cft_sparse24 s) {
                          cft__av(xa), cft__av(va));
     cft_dtype dt = cft_promote(xa->dtype, va->dtype);
     cft_array *v = cft_astype(s.values, dt), *xx = cft_astype(x, dt);
-    int64_t k = xa->shape[xa->ndim - 1], lead[CFT_MAX_NDIM];
-    for (int d = 0; d < xa->ndim - 1; d++)
-        lead[d] = xa->shape[d];
-    cft_array *flat = cft_reshape(xx, (int64_t[]){-1, k}, 2);
-    if (xa->ndim == 2)
-        flat = xx;
-    cft_array *y = dot3(flat, v, s.meta);
-    if (cft_failed(y) || xa->ndim == 2)
-        return y;
-    lead[xa->ndim - 1] = va->shape[0];
-    return cft_reshape(y, lead, xa->ndim);
+    return cft__from_rows(dot3(cft__as_rows(xx), v, s.meta), xa);
 }

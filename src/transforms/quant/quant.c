@@ -90,13 +90,12 @@ static cft_array *handle(qstate *st, const cft_prim *p, const cft_quant_op *o, i
     return cft_failed(*y) ? *y : NULL;
 }
 
-/* dynamic quantization: a plain f32 x [M, K] @ W [K, N] (dot_general's
- * lc = (1), rc = (0), no batch dims) becomes the int8 product */
+/* dynamic quantization: a plain f32 x [M, K] @ W [K, N] becomes the int8
+ * product */
 static bool plain_matmul(const cft_prim *p, const cft_params *par, int nin, cft_array *const *x) {
-    return !strcmp(p->name, "dot_general") && nin == 2 && par->n[0] == 1 && par->v[0][0] == 1 &&
-           par->n[1] == 1 && par->v[1][0] == 0 && par->n[2] == 0 && par->n[3] == 0 &&
-           x[0]->aval.ndim == 2 && x[1]->aval.ndim == 2 && x[0]->aval.dtype == CFT_F32 &&
-           x[1]->aval.dtype == CFT_F32 && !cft__dim_maybe_sym(x[1]->aval.shape[0]);
+    return nin == 2 && cft__is_matmul(p, par, &x[0]->aval, &x[1]->aval) &&
+           x[0]->aval.dtype == CFT_F32 && x[1]->aval.dtype == CFT_F32 &&
+           !cft__dim_maybe_sym(x[1]->aval.shape[0]);
 }
 
 static cft_array *process(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
