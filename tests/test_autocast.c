@@ -12,9 +12,10 @@
  * cancellation; the tests compare norms of whole results (rel 3e-2 for
  * bf16, 4e-3 for f16), not single elements, where cancellation could make
  * any bound on one element meaningless. Casting is exact and deterministic,
- * so autocast under vmap, jit and export is compared with f32's own
- * tolerances for those paths (1e-5 relative: fused kernels may contract
- * a*b + c). */
+ * so autocast under jit and export is compared with f32's own tolerances
+ * for those paths (1e-5 relative: fused kernels may contract a*b + c);
+ * under vmap, whose batched product may run on another kernel than a
+ * member's, with 2e-3 on the mean loss. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -212,7 +213,12 @@ int main(int argc, char **argv) {
         for (int m = 0; m < 3; m++) {
             in[0] = cft_index(W, m);
             cft_array *one = cft_fn_call1(al, in);
-            CHECK_CLOSE(cft_item(cft_index(v, m)), cft_item(one), 1e-5, 1e-6);
+            /* the batched product is one larger product, which may run on
+             * another kernel than a member's (oneDNN's bf16 matmul above
+             * its size threshold, the widened f32 GEMM below it): its f32
+             * sums can round to the other bf16 neighbour (2^-8 relative)
+             * in a few elements, which moves the mean loss far less */
+            CHECK_CLOSE(cft_item(cft_index(v, m)), cft_item(one), 2e-3, 1e-6);
         }
     }
 

@@ -310,7 +310,9 @@ cft_top_k_result cft_top_k_of(cft_array *x, int64_t k);
 /* ---- contractions ---- */
 /** General dot product (jax.lax.dot_general): contract lhs dims lc[i] with
  *  rhs dims rc[i], batch over lb[i] / rb[i]. Output dims: batch, lhs free,
- *  rhs free. Float GEMM work goes to OpenBLAS. */
+ *  rhs free. Float GEMM work goes to OpenBLAS; bf16 / f16 operands to
+ *  oneDNN (f32 accumulation) where the CPU has its kernels for them, else
+ *  they are widened to f32 and the result rounded. */
 cft_array *cft_dot_general(cft_array *a, cft_array *b, const int *lc, const int *rc, int nc,
                            const int *lb, const int *rb, int nb);
 /** NumPy matmul: 1-d and n-d operands, broadcast batch dims. */
@@ -402,7 +404,8 @@ cft_array *cft_scatter_add_along_axis(cft_array *x, cft_array *indices, cft_arra
  * result [N / batch_group_count, O, spatial...]. Per spatial dim, the result
  * size is floor((in' + lo + hi - k') / stride) + 1 (0 if negative), with
  * in' = (in - 1) * lhs_dilation + 1 and k' = (k - 1) * rhs_dilation + 1.
- * Float work is im2col + OpenBLAS GEMM. Every transform applies. */
+ * Float work is im2col + OpenBLAS GEMM, or oneDNN's kernels (larger f32
+ * layers; bf16 / f16 where the CPU has them). Every transform applies. */
 
 /** General convolution (jax.lax.conv_general_dilated) with 1 to 3 spatial
  *  dims (nsp = rank - 2). strides, lhs_dilation, rhs_dilation: nsp values

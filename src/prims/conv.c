@@ -33,6 +33,7 @@
 #include "core/vec.h"
 #include "prims/conv_dnnl.h"
 #include "prims/conv_dp.h"
+#include "prims/matmul_dnnl.h"
 #include "prims/rules.h"
 
 enum { CS, CP, CLD, CRD, CFG, CBG }; /* parameter slots */
@@ -532,7 +533,7 @@ static bool swapped_rowmajor(const cft_array *x) {
 /* The weight gradient as the transpose rule writes it (conv_ct_rhs):
  * lhs = swap(x) [C, N, in], rhs = swap(ct) [O, N, out], one group; on
  * oneDNN's backward-weights primitive, from the forward's geometry. */
-static bool try_dnnl_wgrad(const geom *g, cft_array *const *in, cft_array *y) {
+static bool try_dnnl_wgrad(const geom *g, cft_array *const *in, cft_array *y, int dtype) {
     if (g->B != 1 || g->G != 1 || !swapped_rowmajor(in[0]) || !swapped_rowmajor(in[1]) ||
         2.0 * (double)g->N * (double)g->O * (double)g->P * (double)g->C * (double)g->KK < 1e5)
         return false;
@@ -548,7 +549,7 @@ static bool try_dnnl_wgrad(const geom *g, cft_array *const *in, cft_array *y) {
         k[15 + i] = g->lo[j], k[18 + i] = hi, k[21 + i] = g->s[j];
     }
     k[24] = 1;
-    return cft__conv_dnnl(k, cft__ptr(in[0]), cft__ptr(y), cft__ptr(in[1]));
+    return cft__conv_dnnl(k, dtype, cft__ptr(in[0]), cft__ptr(y), cft__ptr(in[1]));
 }
 
 /* oneDNN, for what it takes (no batch groups or lhs dilation, padding >=
@@ -556,13 +557,13 @@ static bool try_dnnl_wgrad(const geom *g, cft_array *const *in, cft_array *y) {
  * reduction of 64 or more per output (C * taps; the digits' 1 x 3x3 runs
  * as fast on im2col, and vmap's many groups faster), a megaflop or more;
  * and weight gradients */
-static bool try_dnnl(const geom *g, cft_array *const *in, cft_array *y) {
+static bool try_dnnl(const geom *g, cft_array *const *in, cft_array *y, int dtype) {
     if (g->nsp < 1 || in[0]->conj || in[1]->conj)
         return false;
-    if (try_dnnl_wgrad(g, in, y))
+    if (try_dnnl_wgrad(g, in, y, dtype))
         return true;
-    if (g->B != 1 || g->G != 1 || g->C * g->KK < 64 ||
-        2.0 * (double)g->N * (double)g->O * (double)g->P * (double)g->C * (double)g->KK < 1e6)
+    double flops = 2.0 * (double)g->N * (double)g->O * (double)g->P * (double)g->C * (double)g->KK;
+    if (g->B != 1 || g->G != 1 || (dtype == 0 && (g->C * g->KK < 64 || flops < 1e6)))
         return false;
     int64_t k[26] = {g->nsp, g->N, g->C, g->O, g->Ig, g->G};
     for (int i = 0; i < g->nsp; i++) {
@@ -575,7 +576,7 @@ static bool try_dnnl(const geom *g, cft_array *const *in, cft_array *y) {
     cft_array *x = cft__contig(in[0]), *w = cft__contig(in[1]);
     if (cft_failed(x) || cft_failed(w))
         return false;
-    bool done = cft__conv_dnnl(k, cft__ptr(x), cft__ptr(w), cft__ptr(y));
+    bool done = cft__conv_dnnl(k, dtype, cft__ptr(x), cft__ptr(w), cft__ptr(y));
     cft__keep(x);
     cft__keep(w);
     return done;
@@ -600,7 +601,7 @@ static cft_array *conv_into(cft_array *const *in, int nin, const cft_params *p, 
         memset(cft__ptr(y), 0, es * (size_t)ny);
         return NULL;
     }
-    if (dt == CFT_F32 && try_dnnl(&g, in, y))
+    if (dt == CFT_F32 && try_dnnl(&g, in, y, 0))
         return NULL;
     cft_array *x = in[0], *w = pack_rhs(in[1]);
     if (cft_failed(w))
@@ -625,6 +626,29 @@ static cft_array *conv_into(cft_array *const *in, int nin, const cft_params *p, 
     cft__keep(x);
     cft__keep(w);
     return e;
+}
+
+/* bf16 / f16 operands (autocast) on oneDNN's kernels for them, which
+ * accumulate in f32; false (cft__run_impl widens them) where oneDNN
+ * declines: a CPU without them, or a geometry it does not take */
+static bool conv_low(cft_array *const *in, int nin, const cft_params *p, const cft_aval *oav,
+                     cft_array **out) {
+    (void)nin;
+    cft_dtype dt = oav[0].dtype;
+    geom g;
+    if (!cft_dtype_is_half(dt) || in[0]->aval.dtype != dt || in[1]->aval.dtype != dt ||
+        geometry(&in[0]->aval, &in[1]->aval, p, &g) || g.Ig * g.KK == 0 ||
+        cft__numel(oav[0].shape, oav[0].ndim) == 0 ||
+        cft__numel(in[0]->aval.shape, in[0]->aval.ndim) == 0)
+        return false;
+    int code = dt == CFT_BF16 ? 1 : 2;
+    if (!cft__dnnl_low_ok(code))
+        return false;
+    cft_array *y = cft__alloc(dt, oav[0].shape, oav[0].ndim);
+    if (cft_failed(y) || !try_dnnl(&g, in, y, code))
+        return false;
+    out[0] = y;
+    return true;
 }
 
 static cft_array *conv_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
@@ -834,6 +858,7 @@ const cft_prim cft_p_conv_general_dilated = {
     .transpose = conv_transpose,
     .vmap = conv_vmap,
     .impl_into = conv_into,
+    .impl_low = conv_low,
     .batch_sqnorm = cft__conv_batch_sqnorm,
     .batch_wsum = cft__conv_batch_wsum,
 };

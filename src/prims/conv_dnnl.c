@@ -1,4 +1,4 @@
-/* conv_dnnl.c: conv_general_dilated's f32 kernel on oneDNN (Debian's
+/* conv_dnnl.c: conv_general_dilated's f32, bf16 and f16 kernels on oneDNN (Debian's
  * libdnnl-dev; built when CMake finds it, CFT_HAVE_DNNL), used where it
  * measured faster than im2col + GEMM (bench/onednn/conv.c, reorders
  * included): larger layers (2.3x forward) and weight gradients (2.6-6x);
@@ -7,8 +7,9 @@
  * back to cft's row-major [N, O, spatial...]. Primitives are built once
  * per geometry and thread count and kept (a bounded cache, built under a
  * lock); they run concurrently, each thread with its own stream, blocked
- * buffers and scratchpad (freed at thread exit). oneDNN runs on OpenMP,
- * the team of src/core/par.c, at cft_set_num_threads' count. A weight
+ * buffers and scratchpad (dnnl_rt.c). bf16 and f16 convolutions (autocast)
+ * come here from conv.c's low-precision rule and accumulate in f32; a CPU
+ * without oneDNN's kernels for them declines, and they run widened. A weight
  * gradient, which the transpose rule writes as a convolution of the
  * transposed input with the transposed output cotangent, runs as oneDNN's
  * backward-weights primitive (conv.c recognises it by its operands'
@@ -17,32 +18,23 @@
 #include "prims/conv_dnnl.h"
 
 #ifdef CFT_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.h>
-#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/par.h"
-
-enum { NKEY = 26, MAX_ENTRIES = 512 };
+#include "prims/dnnl_rt.h"
 
 typedef struct entry {
-    int64_t key[NKEY];
+    cft__dnnl_entry head;         /* key: the geometry, dtype, threads */
     dnnl_primitive_t conv, re[3]; /* reorders: src in, weights in, dst out (NULL: none) */
     dnnl_memory_desc_t md[3], plain[3], scratch; /* src, weights, dst */
     int out;                                     /* the one written: 2, or 1 (wgrad) */
     bool wgrad;
-    struct entry *next;
 } entry;
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static entry *cache;
-static int nentries;
 static dnnl_engine_t eng;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static bool enabled;         /* not off (env) and an engine made */
-static pthread_key_t tl_key; /* its destructor frees a thread's stream and buffers */
+static bool enabled; /* not off (env) and an engine made */
 
 static const dnnl_format_tag_t src_tags[4] = {dnnl_format_tag_undef, dnnl_ncw, dnnl_nchw,
                                               dnnl_ncdhw},
@@ -52,9 +44,8 @@ static const dnnl_format_tag_t src_tags[4] = {dnnl_format_tag_undef, dnnl_ncw, d
                                iw_tags[4] = {dnnl_format_tag_undef, dnnl_bac, dnnl_iohw,
                                              dnnl_iodhw}; /* weights [I, O, k...] */
 
-static bool ok(dnnl_status_t s) {
-    return s == dnnl_success;
-}
+#define ok cft__dnnl_ok
+static const dnnl_data_type_t dtypes[3] = {dnnl_f32, dnnl_bf16, dnnl_f16};
 
 static void destroy(entry *e) {
     if (e->conv)
@@ -66,11 +57,12 @@ static void destroy(entry *e) {
 }
 
 /* the primitive and the reorders for one geometry (key[24]: 1 for a weight
- * gradient, whose weights are the output, in [I, O, k...] order); NULL if
- * oneDNN declines */
-static entry *build(const int64_t *k) {
+ * gradient, whose weights are the output, in [I, O, k...] order; key[25]:
+ * the dtype); NULL if oneDNN declines */
+static cft__dnnl_entry *build(const int64_t *k) {
     int nsp = (int)k[0];
     bool wgrad = k[24] == 1;
+    dnnl_data_type_t dt = dtypes[k[25]];
     int64_t N = k[1], C = k[2], O = k[3], I = k[4], G = k[5];
     const int64_t *in = k + 6, *ks = k + 9, *s = k + 12, *lo = k + 15, *hi = k + 18, *rd = k + 21;
     dnnl_dims_t sd = {N, C}, dd = {N, O}, wd, st, dil, pl, pr;
@@ -94,19 +86,18 @@ static entry *build(const int64_t *k) {
     entry *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
-    memcpy(e->key, k, sizeof e->key);
+    memcpy(e->head.key, k, sizeof e->head.key);
     e->wgrad = wgrad;
     dnnl_memory_desc_t any[3];
-    bool good =
-        ok(dnnl_memory_desc_init_by_tag(&e->plain[0], 2 + nsp, sd, dnnl_f32, src_tags[nsp])) &&
-        ok(dnnl_memory_desc_init_by_tag(&e->plain[1], wn, wd, dnnl_f32,
-                                        wgrad   ? iw_tags[nsp]
-                                        : G > 1 ? gw_tags[nsp]
-                                                : w_tags[nsp])) &&
-        ok(dnnl_memory_desc_init_by_tag(&e->plain[2], 2 + nsp, dd, dnnl_f32, src_tags[nsp])) &&
-        ok(dnnl_memory_desc_init_by_tag(&any[0], 2 + nsp, sd, dnnl_f32, dnnl_format_tag_any)) &&
-        ok(dnnl_memory_desc_init_by_tag(&any[1], wn, wd, dnnl_f32, dnnl_format_tag_any)) &&
-        ok(dnnl_memory_desc_init_by_tag(&any[2], 2 + nsp, dd, dnnl_f32, dnnl_format_tag_any));
+    bool good = ok(dnnl_memory_desc_init_by_tag(&e->plain[0], 2 + nsp, sd, dt, src_tags[nsp])) &&
+                ok(dnnl_memory_desc_init_by_tag(&e->plain[1], wn, wd, dt,
+                                                wgrad   ? iw_tags[nsp]
+                                                : G > 1 ? gw_tags[nsp]
+                                                        : w_tags[nsp])) &&
+                ok(dnnl_memory_desc_init_by_tag(&e->plain[2], 2 + nsp, dd, dt, src_tags[nsp])) &&
+                ok(dnnl_memory_desc_init_by_tag(&any[0], 2 + nsp, sd, dt, dnnl_format_tag_any)) &&
+                ok(dnnl_memory_desc_init_by_tag(&any[1], wn, wd, dt, dnnl_format_tag_any)) &&
+                ok(dnnl_memory_desc_init_by_tag(&any[2], 2 + nsp, dd, dt, dnnl_format_tag_any));
     dnnl_convolution_desc_t cd, bd;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL, fpd = NULL;
@@ -156,32 +147,14 @@ static entry *build(const int64_t *k) {
         destroy(e);
         return NULL;
     }
-    return e;
+    return &e->head;
 }
 
-static entry *lookup(const int64_t *k, bool *owned) {
-    *owned = false;
-    pthread_mutex_lock(&mu);
-    for (entry *e = cache; e; e = e->next)
-        if (memcmp(e->key, k, sizeof e->key) == 0) {
-            pthread_mutex_unlock(&mu);
-            return e;
-        }
-    entry *e = build(k);
-    if (e && nentries < MAX_ENTRIES)
-        e->next = cache, cache = e, nentries++;
-    else if (e)
-        *owned = true; /* cache full: used once, then destroyed */
-    pthread_mutex_unlock(&mu);
-    return e;
-}
-
-static void thread_done(void *unused);
+static cft__dnnl_cache cache = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, build};
 
 static void init_once(void) {
     const char *v = getenv("CFT_CONV_DNNL");
-    enabled = !(v && v[0] == '0') && pthread_key_create(&tl_key, thread_done) == 0 &&
-              ok(dnnl_engine_create(&eng, dnnl_cpu, 0));
+    enabled = !(v && v[0] == '0') && (eng = cft__dnnl_engine()) != NULL;
 }
 
 static bool init(void) {
@@ -189,55 +162,20 @@ static bool init(void) {
     return enabled;
 }
 
-/* a memory of md over buf */
-static dnnl_memory_t mem(const dnnl_memory_desc_t *md, void *buf) {
-    dnnl_memory_t m = NULL;
-    if (!ok(dnnl_memory_create(&m, md, eng, buf)))
-        return NULL;
-    return m;
-}
-
-/* per thread: a stream, and scratch buffers that only grow (blocked
- * operands and oneDNN's scratchpad) */
-static _Thread_local dnnl_stream_t tl_stream;
-static _Thread_local void *tl_buf[4];
-static _Thread_local size_t tl_cap[4];
-
-/* at thread exit (set once the thread has a stream) */
-static void thread_done(void *unused) {
-    (void)unused;
-    for (int i = 0; i < 4; i++)
-        free(tl_buf[i]), tl_buf[i] = NULL, tl_cap[i] = 0;
-    if (tl_stream)
-        dnnl_stream_destroy(tl_stream), tl_stream = NULL;
-}
-
-static void *buffer(int i, size_t n) {
-    if (n > tl_cap[i]) {
-        free(tl_buf[i]);
-        tl_buf[i] = aligned_alloc(64, (n + 63) / 64 * 64);
-        tl_cap[i] = tl_buf[i] ? n : 0;
-    }
-    return tl_buf[i];
-}
-
 static bool run(const entry *e, void *x, void *w, void *y) {
-    if (!tl_stream) {
-        if (!ok(dnnl_stream_create(&tl_stream, eng, dnnl_stream_default_flags)))
-            return false;
-        pthread_setspecific(tl_key, &tl_stream); /* non-NULL: thread_done runs at exit */
-    }
-    dnnl_stream_t st = tl_stream;
+    dnnl_stream_t st = cft__dnnl_stream();
+    if (!st)
+        return false;
     void *bufs[3] = {x, w, y}, *sp = NULL;
     size_t sn = dnnl_memory_desc_get_size(&e->scratch);
     dnnl_memory_t plain[3] = {0}, used[3] = {0}, scratch = NULL;
-    bool good = !sn || (sp = buffer(3, sn)) != NULL;
+    bool good = !sn || (sp = cft__dnnl_buffer(3, sn)) != NULL;
     if (good)
-        good = (scratch = mem(&e->scratch, sn ? sp : DNNL_MEMORY_NONE)) != NULL;
+        good = (scratch = cft__dnnl_mem(&e->scratch, sn ? sp : DNNL_MEMORY_NONE)) != NULL;
     for (int a = 0; good && a < 3; a++) {
-        plain[a] = mem(&e->plain[a], bufs[a]);
-        void *b = e->re[a] ? buffer(a, dnnl_memory_desc_get_size(&e->md[a])) : NULL;
-        used[a] = e->re[a] ? (b ? mem(&e->md[a], b) : NULL) : plain[a];
+        plain[a] = cft__dnnl_mem(&e->plain[a], bufs[a]);
+        void *b = e->re[a] ? cft__dnnl_buffer(a, dnnl_memory_desc_get_size(&e->md[a])) : NULL;
+        used[a] = e->re[a] ? (b ? cft__dnnl_mem(&e->md[a], b) : NULL) : plain[a];
         good = plain[a] && used[a];
     }
     for (int a = 0; good && a < 3; a++)
@@ -267,21 +205,21 @@ static bool run(const entry *e, void *x, void *w, void *y) {
     return good;
 }
 
-bool cft__conv_dnnl(const int64_t *geometry, void *x, void *w, void *y) {
-    if (!init())
+bool cft__conv_dnnl(const int64_t *geometry, int dtype, void *x, void *w, void *y) {
+    if (!init() || dtype < 0 || dtype > 2)
         return false;
     /* oneDNN's team is cft's thread count, which its primitives are built
      * for (their work split is fixed then): part of the key */
-    int nth = cft__num_threads(), before = omp_get_max_threads();
-    int64_t key[NKEY];
-    memcpy(key, geometry, sizeof key);
-    key[NKEY - 1] = nth;
-    omp_set_num_threads(nth);
+    int nth, before = cft__dnnl_threads_begin(&nth);
+    int64_t key[CFT_DNNL_NKEY] = {0};
+    memcpy(key, geometry, sizeof(int64_t) * 25);
+    key[25] = dtype;
+    key[26] = nth;
     bool owned, good = false;
-    entry *e = lookup(key, &owned);
+    entry *e = (entry *)cft__dnnl_lookup(&cache, key, &owned);
     if (e)
         good = run(e, x, w, y);
-    omp_set_num_threads(before);
+    cft__dnnl_threads_end(before);
     if (!e)
         return false;
     if (owned)
@@ -291,8 +229,8 @@ bool cft__conv_dnnl(const int64_t *geometry, void *x, void *w, void *y) {
 
 #else
 
-bool cft__conv_dnnl(const int64_t *geometry, void *x, void *w, void *y) {
-    (void)geometry, (void)x, (void)w, (void)y;
+bool cft__conv_dnnl(const int64_t *geometry, int dtype, void *x, void *w, void *y) {
+    (void)geometry, (void)dtype, (void)x, (void)w, (void)y;
     return false;
 }
 

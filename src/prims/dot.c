@@ -11,6 +11,7 @@
 #include "core/par.h"
 #include "core/vec.h"
 #include "prims/gemm_xsmm.h"
+#include "prims/matmul_dnnl.h"
 #include "prims/rules.h"
 #include "trace/ir.h"
 
@@ -668,6 +669,70 @@ static bool dot_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int axis,
     return true;
 }
 
+/* x's dims in the order of the lists g[0], g[1], g[2] (n[k] dims each), as
+ * a contiguous array: x itself when it already is, else a copy */
+static cft_array *ordered(cft_array *x, const int64_t *const g[3], const int n[3]) {
+    int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
+    int k = 0;
+    for (int l = 0; l < 3; l++)
+        for (int i = 0; i < n[l]; i++, k++)
+            shape[k] = x->aval.shape[g[l][i]], st[k] = x->strides[g[l][i]];
+    return cft__contig(cft__view(x, shape, k, st, x->offset));
+}
+
+cft_array *cft__dot_dnnl(cft_array *a, cft_array *b, const cft_params *p, int code,
+                         double min_work) {
+    int fa[CFT_MAX_NDIM], fb[CFT_MAX_NDIM], na, nb, nbt = p->n[LB], nc = p->n[LC];
+    free_dims(a->aval.ndim, p, LC, LB, fa, &na);
+    free_dims(b->aval.ndim, p, RC, RB, fb, &nb);
+    int64_t Bt = 1, M = 1, N = 1, K = 1, fa64[CFT_MAX_NDIM], fb64[CFT_MAX_NDIM];
+    for (int i = 0; i < nbt; i++)
+        Bt *= a->aval.shape[p->v[LB][i]];
+    for (int i = 0; i < na; i++)
+        M *= a->aval.shape[fa[i]], fa64[i] = fa[i];
+    for (int i = 0; i < nb; i++)
+        N *= b->aval.shape[fb[i]], fb64[i] = fb[i];
+    for (int i = 0; i < nc; i++)
+        K *= a->aval.shape[p->v[LC][i]];
+    if (a->conj || b->conj || (double)Bt * (double)M * (double)N * (double)K < min_work)
+        return NULL;
+    cft_aval o;
+    if (dot_shape((const cft_aval[]){a->aval, b->aval}, 2, p, &o))
+        return NULL;
+    cft_array *ac = ordered(a, (const int64_t *const[3]){p->v[LB], fa64, p->v[LC]},
+                            (const int[3]){nbt, na, nc});
+    cft_array *bc = ordered(b, (const int64_t *const[3]){p->v[RB], p->v[RC], fb64},
+                            (const int[3]){nbt, nc, nb});
+    cft_array *c = cft__alloc(o.dtype, o.shape, o.ndim);
+    if (cft_failed(ac) || cft_failed(bc) || cft_failed(c) ||
+        !cft__matmul_dnnl(code, Bt, M, N, K, cft__ptr(ac), cft__ptr(bc), cft__ptr(c)))
+        return NULL;
+    cft__keep(ac);
+    cft__keep(bc);
+    return c;
+}
+
+/* bf16 / f16 operands (autocast) on oneDNN's matmul, which accumulates in
+ * f32 (AMX or AVX512-BF16 where the CPU has them). Products under
+ * DNNL_MIN_WORK multiply-adds, and CPUs without such kernels, decline
+ * (false), and cft__run_impl widens the operands to f32. */
+#define DNNL_MIN_WORK 32768.0
+static bool dot_low(cft_array *const *in, int nin, const cft_params *p, const cft_aval *oav,
+                    cft_array **out) {
+    (void)nin;
+    cft_dtype dt = oav[0].dtype;
+    if (!cft_dtype_is_half(dt) || in[0]->aval.dtype != dt || in[1]->aval.dtype != dt)
+        return false;
+    int code = dt == CFT_BF16 ? 1 : 2;
+    if (!cft__dnnl_low_ok(code))
+        return false;
+    cft_array *c = cft__dot_dnnl(in[0], in[1], p, code, DNNL_MIN_WORK);
+    if (!c)
+        return false;
+    out[0] = c;
+    return true;
+}
+
 /* rows of the output's axis 0: a batch dim that is axis 0 of both
  * operands (both cut), or, with no batch dims, lhs's axis 0 as its first
  * free dim (lhs cut, rhs whole and not split); or a sum over the rows:
@@ -707,6 +772,7 @@ const cft_prim cft_p_dot_general = {
     .transpose = dot_transpose,
     .vmap = dot_vmap,
     .impl_into = dot_into,
+    .impl_low = dot_low,
     .fold_transpose = dot_fold_transpose,
     .batch_sqnorm = dot_batch_sqnorm,
     .batch_wsum = dot_batch_wsum,

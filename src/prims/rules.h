@@ -28,6 +28,14 @@ cft_array *cft__batch_at(cft_array *x, int bdim, int64_t size, int to);
 /* true for a dot_general that is a plain a [M, K] @ b [K, N] (dynamic
  * quantization rewrites those) */
 bool cft__is_matmul(const cft_prim *p, const cft_params *par, const cft_aval *a, const cft_aval *b);
+/* dot_general of concrete a and b on oneDNN's matmul (matmul_dnnl.c) in
+ * dtype code (0 f32, 1 bf16, 2 f16; a's and b's dtype): the operands copied
+ * to [batch, M, K] and [batch, K, N] where they are not already so. NULL
+ * (not an error) where oneDNN declines, or the product has fewer than
+ * min_work multiply-adds. dot_general's rule for bf16 / f16 operands; the
+ * tests call it with f32. */
+cft_array *cft__dot_dnnl(cft_array *a, cft_array *b, const cft_params *p, int code,
+                         double min_work);
 /* x [..., K] as a matrix [rows, K], rows the product of the leading dims
  * (x itself when 2-d): how row-wise products (2:4, int8) take any leading
  * dims, and how their vmap rules fold a batch into the rows */

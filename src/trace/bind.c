@@ -217,6 +217,8 @@ cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_
         cft__prof_event(p->name, "op", t0, args);
         return e;
     }
+    if (p->impl_low && out_avals && p->impl_low(in, nin, par, out_avals, out))
+        return NULL;
     cft_array *wide[nin > 0 ? nin : 1];
     for (int i = 0; i < nin; i++) {
         cft_array *x = in[i];

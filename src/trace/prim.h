@@ -145,6 +145,13 @@ typedef struct cft_prim {
      * on every thread.) */
     int (*split_rows)(const cft_params *p, const cft_aval *in, int nin, const bool *split,
                       int64_t T, int64_t n, bool *slice, cft_params *q);
+    /* optional, for bf16/f16 operands (autocast's products): run them on
+     * kernels that take those dtypes (oneDNN's), writing out[j] in
+     * oav[j]'s dtype; false when there is none for these operands on this
+     * CPU. cft__run_impl then widens them to f32 for impl and rounds the
+     * outputs on store. */
+    bool (*impl_low)(cft_array *const *in, int nin, const cft_params *p, const cft_aval *oav,
+                     cft_array **out);
 } cft_prim;
 
 /* The batch_sqnorm / batch_wsum of var (through its producer's rule). */

@@ -1,0 +1,101 @@
+/* dnnl_rt.c: the runtime cft's oneDNN kernels share (conv_dnnl.c,
+ * matmul_dnnl.c): one CPU engine, and per thread a stream and scratch
+ * buffers that only grow (blocked operands, scratchpads), freed when the
+ * thread exits. oneDNN runs on OpenMP, the team of src/core/par.c, at
+ * cft_set_num_threads' count. */
+#include "prims/dnnl_rt.h"
+
+#ifdef CFT_HAVE_DNNL
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/par.h"
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static dnnl_engine_t eng;
+static pthread_key_t tl_key; /* its destructor frees a thread's stream and buffers */
+static bool have_key;
+
+static _Thread_local dnnl_stream_t tl_stream;
+static _Thread_local void *tl_buf[CFT_DNNL_SLOTS];
+static _Thread_local size_t tl_cap[CFT_DNNL_SLOTS];
+
+static void thread_done(void *unused) {
+    (void)unused;
+    for (int i = 0; i < CFT_DNNL_SLOTS; i++)
+        free(tl_buf[i]), tl_buf[i] = NULL, tl_cap[i] = 0;
+    if (tl_stream)
+        dnnl_stream_destroy(tl_stream), tl_stream = NULL;
+}
+
+static void init_once(void) {
+    have_key = pthread_key_create(&tl_key, thread_done) == 0;
+    if (!have_key || !cft__dnnl_ok(dnnl_engine_create(&eng, dnnl_cpu, 0)))
+        eng = NULL;
+}
+
+dnnl_engine_t cft__dnnl_engine(void) {
+    pthread_once(&once, init_once);
+    return eng;
+}
+
+dnnl_stream_t cft__dnnl_stream(void) {
+    if (!tl_stream) {
+        dnnl_engine_t e = cft__dnnl_engine();
+        if (!e || !cft__dnnl_ok(dnnl_stream_create(&tl_stream, e, dnnl_stream_default_flags)))
+            return tl_stream = NULL;
+        pthread_setspecific(tl_key, &tl_stream); /* non-NULL: thread_done runs at exit */
+    }
+    return tl_stream;
+}
+
+void *cft__dnnl_buffer(int slot, size_t n) {
+    if (n > tl_cap[slot]) {
+        free(tl_buf[slot]);
+        tl_buf[slot] = aligned_alloc(64, (n + 63) / 64 * 64);
+        tl_cap[slot] = tl_buf[slot] ? n : 0;
+        if (tl_buf[slot])
+            pthread_setspecific(tl_key, &tl_stream); /* freed at exit, stream or not */
+    }
+    return tl_buf[slot];
+}
+
+dnnl_memory_t cft__dnnl_mem(const dnnl_memory_desc_t *md, void *buf) {
+    dnnl_memory_t m = NULL;
+    if (!cft__dnnl_ok(dnnl_memory_create(&m, md, cft__dnnl_engine(), buf)))
+        return NULL;
+    return m;
+}
+
+cft__dnnl_entry *cft__dnnl_lookup(cft__dnnl_cache *c, const int64_t *key, bool *owned) {
+    *owned = false;
+    pthread_mutex_lock(&c->mu);
+    for (cft__dnnl_entry *e = c->head; e; e = e->next)
+        if (memcmp(e->key, key, sizeof e->key) == 0) {
+            pthread_mutex_unlock(&c->mu);
+            return e;
+        }
+    cft__dnnl_entry *e = c->build(key);
+    if (e && c->n < CFT_DNNL_MAX_ENTRIES)
+        e->next = c->head, c->head = e, c->n++;
+    else if (e)
+        *owned = true; /* cache full: used once, then destroyed */
+    pthread_mutex_unlock(&c->mu);
+    return e;
+}
+
+int cft__dnnl_threads_begin(int *nth) {
+    *nth = cft__num_threads();
+    int before = omp_get_max_threads();
+    omp_set_num_threads(*nth);
+    return before;
+}
+
+void cft__dnnl_threads_end(int before) {
+    omp_set_num_threads(before);
+}
+#else
+typedef int cft__dnnl_rt_unused; /* an empty file is not C */
+#endif

@@ -1,0 +1,61 @@
+/* Internal: what cft's oneDNN kernels share (dnnl_rt.c): one CPU engine,
+ * a stream and growing scratch buffers per thread, and oneDNN's OpenMP
+ * team set to cft's thread count around a call. Only for files built with
+ * CFT_HAVE_DNNL. */
+#ifndef CFT_DNNL_RT_H
+#define CFT_DNNL_RT_H
+
+#ifdef CFT_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#include <stdbool.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The CPU engine, made once; NULL when oneDNN could not make one. */
+dnnl_engine_t cft__dnnl_engine(void);
+
+/* This thread's stream (made on first use, destroyed at thread exit);
+ * NULL on failure. */
+dnnl_stream_t cft__dnnl_stream(void);
+
+/* This thread's scratch buffer `slot` (0 <= slot < CFT_DNNL_SLOTS) of at
+ * least n bytes, 64-byte aligned; it only grows and is freed at thread
+ * exit. NULL when out of memory. */
+enum { CFT_DNNL_SLOTS = 6 };
+void *cft__dnnl_buffer(int slot, size_t n);
+
+/* A memory object of md over buf (NULL on failure). */
+dnnl_memory_t cft__dnnl_mem(const dnnl_memory_desc_t *md, void *buf);
+
+/* Sets oneDNN's OpenMP team to cft's thread count (primitives are built
+ * for a team size: callers key their caches by it) and returns what to
+ * pass to cft__dnnl_threads_end, which restores the team's size. */
+int cft__dnnl_threads_begin(int *nth);
+void cft__dnnl_threads_end(int before);
+
+/* A bounded cache of built primitives, keyed by up to CFT_DNNL_NKEY
+ * integers (unused ones zero). Each kernel's entry struct starts with a
+ * cft__dnnl_entry; build makes one for a key (NULL: out of memory). */
+enum { CFT_DNNL_NKEY = 28, CFT_DNNL_MAX_ENTRIES = 512 };
+typedef struct cft__dnnl_entry {
+    int64_t key[CFT_DNNL_NKEY];
+    struct cft__dnnl_entry *next;
+} cft__dnnl_entry;
+typedef struct {
+    pthread_mutex_t mu;
+    cft__dnnl_entry *head;
+    int n;
+    cft__dnnl_entry *(*build)(const int64_t *key);
+} cft__dnnl_cache;
+
+/* The entry for key: found, or built under the cache's lock and kept;
+ * *owned when the cache was full, and the caller destroys it after use. */
+cft__dnnl_entry *cft__dnnl_lookup(cft__dnnl_cache *c, const int64_t *key, bool *owned);
+
+static inline bool cft__dnnl_ok(dnnl_status_t s) {
+    return s == dnnl_success;
+}
+#endif
+
+#endif

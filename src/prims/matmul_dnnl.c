@@ -1,0 +1,177 @@
+/* matmul_dnnl.c: autocast's bf16 / f16 matrix products on oneDNN's matmul
+ * primitive (AMX or AVX512-BF16 where the CPU has them, AVX-512 otherwise),
+ * accumulating in f32 and rounding the result once, as the f32 path that
+ * cft__run_impl falls back to does. Operands arrive as contiguous
+ * [batch, M, K] and [batch, K, N] (dot.c copies other layouts there), so
+ * one geometry is one primitive and one order of sums, whatever the
+ * operands' strides were: the jit and the interpreter get the same bits.
+ * Primitives are built once per geometry, dtype and thread count, kept in
+ * a bounded cache (built under a lock; geometries oneDNN declines are kept
+ * too, so they are asked once) and run concurrently, each thread with its
+ * own stream and scratchpad (dnnl_rt.c). f32 goes through here only for
+ * tests of this file: cft's f32 products stay on OpenBLAS / libxsmm. */
+#include "prims/matmul_dnnl.h"
+
+#ifdef CFT_HAVE_DNNL
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prims/dnnl_rt.h"
+
+enum { SCRATCH_SLOT = 4 };
+
+typedef struct entry {
+    cft__dnnl_entry head;              /* key: dtype, batch, M, N, K, threads */
+    dnnl_primitive_t prim;             /* NULL: oneDNN declined */
+    dnnl_memory_desc_t md[3], scratch; /* a, b, c */
+} entry;
+
+static const dnnl_data_type_t dtypes[3] = {dnnl_f32, dnnl_bf16, dnnl_f16};
+static const char *const names[3] = {"f32", "bf16", "f16"};
+
+static bool desc(dnnl_memory_desc_t *md, dnnl_data_type_t dt, int64_t batch, int64_t r, int64_t c) {
+    dnnl_dims_t d3 = {batch, r, c}, d2 = {r, c};
+    return cft__dnnl_ok(batch == 1 ? dnnl_memory_desc_init_by_tag(md, 2, d2, dt, dnnl_ab)
+                                   : dnnl_memory_desc_init_by_tag(md, 3, d3, dt, dnnl_abc));
+}
+
+/* oneDNN's scalar reference kernel: slower than widening to f32 */
+static bool reference(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    return cft__dnnl_ok(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)) &&
+           impl && strncmp(impl, "ref", 3) == 0;
+}
+
+/* the primitive for one key; prim NULL when oneDNN declines; NULL when out
+ * of memory */
+static cft__dnnl_entry *build(const int64_t *k) {
+    entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    memcpy(e->head.key, k, sizeof e->head.key);
+    dnnl_data_type_t dt = dtypes[k[0]];
+    int64_t batch = k[1], M = k[2], N = k[3], K = k[4];
+    dnnl_engine_t eng = cft__dnnl_engine();
+    dnnl_matmul_desc_t mdesc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    bool good =
+        eng && desc(&e->md[0], dt, batch, M, K) && desc(&e->md[1], dt, batch, K, N) &&
+        desc(&e->md[2], dt, batch, M, N) &&
+        cft__dnnl_ok(dnnl_matmul_desc_init(&mdesc, &e->md[0], &e->md[1], NULL, &e->md[2])) &&
+        cft__dnnl_ok(dnnl_primitive_attr_create(&attr)) &&
+        cft__dnnl_ok(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) &&
+        cft__dnnl_ok(dnnl_primitive_desc_create(&pd, &mdesc, attr, eng, NULL)) &&
+        (k[0] == 0 || !reference(pd)) && cft__dnnl_ok(dnnl_primitive_create(&e->prim, pd));
+    if (good)
+        e->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    else if (e->prim)
+        dnnl_primitive_destroy(e->prim), e->prim = NULL;
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return &e->head;
+}
+
+static cft__dnnl_cache cache = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, build};
+
+static bool run(const entry *e, const void *a, const void *b, void *c) {
+    dnnl_stream_t st = cft__dnnl_stream();
+    if (!st)
+        return false;
+    size_t sn = dnnl_memory_desc_get_size(&e->scratch);
+    void *sp = sn ? cft__dnnl_buffer(SCRATCH_SLOT, sn) : DNNL_MEMORY_NONE;
+    if (sn && !sp)
+        return false;
+    dnnl_memory_t m[4] = {cft__dnnl_mem(&e->md[0], (void *)a), cft__dnnl_mem(&e->md[1], (void *)b),
+                          cft__dnnl_mem(&e->md[2], c), cft__dnnl_mem(&e->scratch, sp)};
+    bool good = m[0] && m[1] && m[2] && m[3];
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m[0]},
+                               {DNNL_ARG_WEIGHTS, m[1]},
+                               {DNNL_ARG_DST, m[2]},
+                               {DNNL_ARG_SCRATCHPAD, m[3]}};
+    good = good && cft__dnnl_ok(dnnl_primitive_execute(e->prim, st, 4, args)) &&
+           cft__dnnl_ok(dnnl_stream_wait(st));
+    for (int i = 0; i < 4; i++)
+        if (m[i])
+            dnnl_memory_destroy(m[i]);
+    return good;
+}
+
+static bool off(void) {
+    const char *v = getenv("CFT_DNNL_LOW");
+    return v && v[0] == '0';
+}
+
+bool cft__matmul_dnnl(int dtype, int64_t batch, int64_t M, int64_t N, int64_t K, const void *a,
+                      const void *b, void *c) {
+    if (dtype < 0 || dtype > 2 || batch < 1 || M < 1 || N < 1 || K < 1 || off() ||
+        (dtype && !cft__dnnl_low_ok(dtype)))
+        return false;
+    int nth, before = cft__dnnl_threads_begin(&nth);
+    int64_t key[CFT_DNNL_NKEY] = {dtype, batch, M, N, K, nth};
+    bool owned, good = false;
+    entry *e = (entry *)cft__dnnl_lookup(&cache, key, &owned);
+    if (e && e->prim)
+        good = run(e, a, b, c);
+    cft__dnnl_threads_end(before);
+    if (owned) {
+        if (e->prim)
+            dnnl_primitive_destroy(e->prim);
+        free(e);
+    }
+    return good;
+}
+
+/* ---- does this CPU have them? ---- */
+
+static pthread_once_t probe_once[3] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
+static bool have[3];
+
+static void probe(int dtype) {
+    int64_t key[CFT_DNNL_NKEY] = {dtype, 1, 64, 64, 64, 1};
+    entry *e = off() ? NULL : (entry *)build(key);
+    have[dtype] = e && e->prim;
+    if (e) {
+        if (e->prim)
+            dnnl_primitive_destroy(e->prim);
+        free(e);
+    }
+    if (!have[dtype] && !off())
+        fprintf(stderr,
+                "cft: oneDNN has no %s matrix-product kernels on this CPU (they need AVX-512; "
+                "AVX512-BF16 or AMX make them fast): %s products and convolutions run in f32, "
+                "rounded to %s on store\n",
+                names[dtype], names[dtype], names[dtype]);
+}
+static void probe_bf16(void) {
+    probe(1);
+}
+static void probe_f16(void) {
+    probe(2);
+}
+
+bool cft__dnnl_low_ok(int dtype) {
+    if (dtype != 1 && dtype != 2)
+        return false;
+    pthread_once(&probe_once[dtype], dtype == 1 ? probe_bf16 : probe_f16);
+    return have[dtype] && !off();
+}
+
+#else
+
+bool cft__matmul_dnnl(int dtype, int64_t batch, int64_t M, int64_t N, int64_t K, const void *a,
+                      const void *b, void *c) {
+    (void)dtype, (void)batch, (void)M, (void)N, (void)K, (void)a, (void)b, (void)c;
+    return false;
+}
+
+bool cft__dnnl_low_ok(int dtype) {
+    (void)dtype;
+    return false;
+}
+
+#endif
