@@ -26,10 +26,28 @@ const char *cft__emit_ctype(cft_dtype dt) {
     case CFT_I64:
         return "int64_t";
     case CFT_F32:
+    case CFT_BF16: /* computed in f32 */
         return "float";
     default:
         return "double";
     }
+}
+
+const char *cft__emit_stype(cft_dtype dt) {
+    return dt == CFT_BF16 ? "uint16_t" : cft__emit_ctype(dt);
+}
+
+const char *cft__emit_ld(cft_dtype dt, const char *ref) {
+    if (dt != CFT_BF16)
+        return cft__strdup(ref);
+    size_t n = strlen(ref) + 16;
+    char *s = cft__new(n);
+    snprintf(s, n, "cft_bf2f(%s)", ref);
+    return s;
+}
+
+const char *cft__emit_st(cft_dtype dt, bool open) {
+    return dt != CFT_BF16 ? "" : open ? "cft_f2bf(" : ")";
 }
 
 void cft__emit_put(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
@@ -56,7 +74,11 @@ const char *cft__emit_prelude(void) {
            "D1(exp) D1(log) D1(log1p) D1(expm1) D1(sin) D1(cos) D1(tan) D1(tanh) D1(erf)\n"
            "D2(pow) D2(atan2)\n"
            "#include <tgmath.h>\n#include <stdlib.h>\n"
-           "int omp_get_thread_num(void); int omp_get_num_threads(void);\n\n"
+           "int omp_get_thread_num(void); int omp_get_num_threads(void);\n"
+           "static inline float cft_u2f(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); "
+           "return f; }\n"
+           "static inline uint32_t cft_f2u(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); "
+           "return u; }\n" CFT_EMIT_BF16_FNS "\n"
     /* the special functions of the special rows, as one line of text */
 #define CFT_SF_EMIT(...) #__VA_ARGS__
 #include "prims/special_fns.h"
@@ -173,7 +195,10 @@ void cft__emit_eqn(char **b, size_t *l, size_t *c, const cft_eqn *q, const char 
                       q->in[i]->aval.dtype == CFT_BOOL ? "int32_t"
                                                        : cft__emit_ctype(q->in[i]->aval.dtype),
                       nm[i], names[i]);
-    cft__emit_put(b, l, c, "v%d = (%s)(%s); }\n", out, cft__emit_ctype(dout), expr);
+    if (dout == CFT_BF16) /* each bf16 value rounded, as an eager op rounds on store */
+        cft__emit_put(b, l, c, "v%d = cft_bfr((float)(%s)); }\n", out, expr);
+    else
+        cft__emit_put(b, l, c, "v%d = (%s)(%s); }\n", out, cft__emit_ctype(dout), expr);
 }
 
 void cft__emit_chain(char **b, size_t *l, size_t *c, const cft_ir *ir, const cft_group *g,
@@ -310,8 +335,8 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
         int v = k < g->nin ? g->in[k] : g->out[k - g->nin];
         cft_dtype dt = cft__emit_var_dtype(ir, v);
         cft__emit_put(b, l, c, "    %s%s *restrict o%d = (%s%s *)ptrs[%d];\n",
-                      k < g->nin ? "const " : "", cft__emit_ctype(dt), k,
-                      k < g->nin ? "const " : "", cft__emit_ctype(dt), k);
+                      k < g->nin ? "const " : "", cft__emit_stype(dt), k,
+                      k < g->nin ? "const " : "", cft__emit_stype(dt), k);
     }
     cft__emit_put(b, l, c, "    const int64_t inner = dims[%d];\n    int64_t nouter = 1;\n",
                   nd - 1);
@@ -454,8 +479,13 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     /* an input with one value per row is read once per row (in the loop,
      * gcc loaded and broadcast it again for every vector) */
     for (int k = 0; k < g->nin; k++)
-        if (cls[k] == '0')
-            cft__emit_put(b, l, c, "        const __typeof__(*o%d) a%d = o%d[f%d];\n", k, k, k, k);
+        if (cls[k] == '0') {
+            cft_dtype dt = cft__emit_var_dtype(ir, g->in[k]);
+            char ref[32];
+            snprintf(ref, sizeof ref, "o%d[f%d]", k, k);
+            cft__emit_put(b, l, c, "        const %s a%d = %s;\n", cft__emit_ctype(dt), k,
+                          cft__emit_ld(dt, ref));
+        }
     if (pieces && nd == 2)
         emit_two_rows(ir, g, cls, red, red_out, b, l, c);
     const char *red_expr = red && simd && red->prim->c_iexpr ? red->prim->c_iexpr
@@ -485,13 +515,17 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
             snprintf(tmp, sizeof tmp, "o%d[f%d + j]", k, k);
         else
             snprintf(tmp, sizeof tmp, "o%d[f%d + j * s%d]", k, k, k);
-        name[g->in[k]] = cft__strdup(tmp);
+        name[g->in[k]] =
+            (char *)(cls[k] == '0' ? cft__strdup(tmp)
+                                   : cft__emit_ld(cft__emit_var_dtype(ir, g->in[k]), tmp));
     }
     cft__emit_chain(b, l, c, ir, g, name);
     for (int k = g->nin; k < nops; k++) {
         if (k == red_out)
             continue;
-        cft__emit_put(b, l, c, "            o%d[f%d + j] = %s;\n", k, k, name[g->out[k - g->nin]]);
+        cft_dtype dt = cft__emit_var_dtype(ir, g->out[k - g->nin]);
+        cft__emit_put(b, l, c, "            o%d[f%d + j] = %s%s%s;\n", k, k, cft__emit_st(dt, true),
+                      name[g->out[k - g->nin]], cft__emit_st(dt, false));
     }
     if (red) {
         const char *x = name[red->in[0]->id];

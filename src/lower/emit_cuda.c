@@ -35,6 +35,9 @@ const char *cft__emit_cuda_prelude(void) {
            "#if defined(__CUDACC_RTC__) || defined(__CUDACC__)\n"
            "typedef long long int64_t; typedef unsigned long long uint64_t;\n"
            "typedef int int32_t; typedef unsigned char uint8_t;\n"
+           "typedef unsigned short uint16_t; typedef unsigned int uint32_t;\n"
+           "static inline float cft_u2f(uint32_t u) { return __uint_as_float(u); }\n"
+           "static inline uint32_t cft_f2u(float f) { return __float_as_uint(f); }\n"
            "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
            "#ifndef NAN\n#define NAN __int_as_float(0x7fffffff)\n#endif\n"
            "#define __builtin_popcountll __popcll\n"
@@ -42,11 +45,15 @@ const char *cft__emit_cuda_prelude(void) {
            "#define CFT_COOP_SERIAL 0\n"
            "#else /* the host shim: a grid run as loops */\n"
            "#include <stdint.h>\n#include <math.h>\n"
+           "static inline float cft_u2f(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); "
+           "return f; }\n"
+           "static inline uint32_t cft_f2u(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); "
+           "return u; }\n"
            "struct cft_dim3 { unsigned x, y, z; };\n"
            "static thread_local cft_dim3 threadIdx, blockIdx, blockDim, gridDim;\n"
            "#define __global__\n#define __device__\n#define CFT_FN\n"
            "#define CFT_COOP_SERIAL 1 /* a block's threads run one after another */\n"
-           "#endif\n"
+           "#endif\n" CFT_EMIT_BF16_FNS
            /* the special functions declare j0 / j1 themselves (glibc hides
             * them); here they are the library's, under other names. NVRTC
             * compiles with -default-device: they become device functions */
@@ -92,8 +99,11 @@ static void reduce_loop(const cft_ir *ir, const cft_group *g, const cft_eqn *red
         decompose(b, l, c, nd, nops, red_out, true, "rr", "g");
     cft__emit_chain(b, l, c, ir, g, name);
     for (int k = g->nin; k < nops; k++)
-        if (k != red_out)
-            put(b, l, c, "            o%d[g%d] = %s;\n", k, k, name[g->out[k - g->nin]]);
+        if (k != red_out) {
+            cft_dtype dt = cft__emit_var_dtype(ir, g->out[k - g->nin]);
+            put(b, l, c, "            o%d[g%d] = %s%s%s;\n", k, k, cft__emit_st(dt, true),
+                name[g->out[k - g->nin]], cft__emit_st(dt, false));
+        }
     if (red_out >= 0)
         put(b, l, c, "            { const double x = %s; acc = (%s); }\n", name[red->in[0]->id],
             red->prim->c_expr);
@@ -117,7 +127,7 @@ void cft__emit_cuda_group(const cft_ir *ir, const cft_group *g, const cft_loop *
                 if (g->out[k - g->nin] == red->out[0]->id)
                     red_out = k;
         for (int k = 0; k < nops; k++) {
-            const char *t = cft__emit_ctype(
+            const char *t = cft__emit_stype(
                 cft__emit_var_dtype(ir, k < g->nin ? g->in[k] : g->out[k - g->nin]));
             put(b, l, c, "    %s%s *const o%d = (%s%s *)a.p[%d];\n", k < g->nin ? "const " : "", t,
                 k, k < g->nin ? "const " : "", t, k);
@@ -131,7 +141,7 @@ void cft__emit_cuda_group(const cft_ir *ir, const cft_group *g, const cft_loop *
         for (int k = 0; k < g->nin; k++) {
             char tmp[32];
             snprintf(tmp, sizeof tmp, "o%d[g%d]", k, k);
-            name[g->in[k]] = cft__strdup(tmp);
+            name[g->in[k]] = (char *)cft__emit_ld(cft__emit_var_dtype(ir, g->in[k]), tmp);
         }
         if (red_out >= 0) { /* a long reduction: a block (not a thread) per slot */
             /* in the host shim (CFT_COOP_SERIAL) a block's threads cannot

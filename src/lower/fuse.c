@@ -16,28 +16,34 @@
 #include "core/mem.h"
 #include "lower/lower.h"
 
-/* halves run eagerly (computed in f32); so do complex values, whose
- * kernels (complex rows, cgemm) are the library's */
-static bool eager_dtype(cft_dtype dt) {
-    return cft_dtype_is_half(dt) || cft_dtype_is_complex(dt);
+/* f16 runs eagerly (computed in f32); so do complex values, whose kernels
+ * (complex rows, cgemm) are the library's. bf16 joins elementwise groups:
+ * the kernels read it into floats and round what they store (emit.c); a
+ * group holding bf16 takes no reduction (the reduction paths read their
+ * operands as stored), and a reduction of bf16 runs eagerly. */
+static bool eager_dtype(cft_dtype dt, bool bf16_ok) {
+    return dt == CFT_F16 || (dt == CFT_BF16 && !bf16_ok) || cft_dtype_is_complex(dt);
 }
-static bool no_half(const cft_eqn *q) {
+static bool no_eager(const cft_eqn *q, bool bf16_ok) {
     for (int i = 0; i < q->nin; i++)
-        if (eager_dtype(q->in[i]->aval.dtype))
+        if (eager_dtype(q->in[i]->aval.dtype, bf16_ok))
             return false;
     for (int o = 0; o < q->nout; o++)
-        if (eager_dtype(q->out[o]->aval.dtype))
+        if (eager_dtype(q->out[o]->aval.dtype, bf16_ok))
             return false;
     return true;
 }
+static bool has_bf16(const cft_eqn *q) {
+    return !no_eager(q, false) && no_eager(q, true);
+}
 static bool fusable_ew(const cft_eqn *q) {
     const cft_prim *p = q->prim;
-    return (p->flags & CFT_PRIM_ELEMENTWISE) && p->c_expr && q->nout == 1 && no_half(q);
+    return (p->flags & CFT_PRIM_ELEMENTWISE) && p->c_expr && q->nout == 1 && no_eager(q, true);
 }
 static bool fusable_red(const cft_eqn *q) {
     const cft_prim *p = q->prim;
     return (p->flags & CFT_PRIM_REDUCTION) && p->c_init &&
-           cft_dtype_is_float(q->in[0]->aval.dtype) && no_half(q);
+           cft_dtype_is_float(q->in[0]->aval.dtype) && no_eager(q, false);
 }
 
 /* one element, by shape alone (a symbolic dim is not known to be 1) */
@@ -128,11 +134,12 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
                 cft_group *g = &groups[open];
                 add_inputs(q, owner, open, ext, &next);
                 g->eqns[g->neqn++] = k;
+                g->bf16 |= has_bf16(q);
                 owner[q->out[0]->id] = open;
                 continue;
             }
         }
-        if (open >= 0 && red && reads_open && room) {
+        if (open >= 0 && red && reads_open && room && !groups[open].bf16) {
             cft_aval it = q->in[0]->aval;
             cft_group *g = &groups[open];
             if (it.ndim == g->iter.ndim &&
@@ -156,6 +163,7 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
             g->eqns[g->neqn++] = k;
             g->iter = red ? q->in[0]->aval : q->out[0]->aval;
             g->reduce = red;
+            g->bf16 = has_bf16(q);
             g->kernel_id = -1;
             owner[q->out[0]->id] = ng;
             steps[ns++] = (cft_step){-1, ng};

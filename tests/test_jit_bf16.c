@@ -1,0 +1,145 @@
+/* test_jit_bf16.c: bf16 in the jit's fused kernels (lower/fuse.c,
+ * emit.c, emit_cuda.c). Elementwise chains that read or write bf16 fuse
+ * into one kernel, which reads bf16 into floats, computes in f32, rounds
+ * each bf16 value to nearest-even as an eager op rounds its output, and
+ * stores bf16; f16 and reductions of bf16 run eagerly. Checked against the
+ * interpreter, called twice: conversions, products and sums are single
+ * f32 operations rounded once, the same on both sides, so they compare
+ * bitwise (ties to even, NaN, infinities, overflow, subnormals included);
+ * exp and tanh may differ by an f32 ulp between libm and the kernels'
+ * vector library, which can move the bf16 result by one bf16 ulp
+ * (rtol 2^-7). Fusion is checked on the plan's DOT (each equation's
+ * group). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+/* y = f32(bf16(x) * w + 1) * 2, w bf16 */
+static cft_status chain(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *h = cft_add_s(cft_mul(cft_astype(in[0], CFT_BF16), in[1]), 1);
+    out[0] = cft_mul_s(cft_astype(h, CFT_F32), 2);
+    out[1] = h; /* a bf16 output too */
+    return cft_failed(out[0]) ? cft_error_code(out[0]) : CFT_OK;
+}
+
+static cft_status transc(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_tanh(cft_exp(cft_mul_s(in[1], 0.25)));
+    return cft_failed(out[0]) ? cft_error_code(out[0]) : CFT_OK;
+}
+
+/* a bf16 chain feeding sums: of the bf16 values (eager) and of their f32
+ * conversion (an f32 reduction, which may not join the bf16 group) */
+static cft_status sums(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *h = cft_mul(cft_astype(in[0], CFT_BF16), in[1]);
+    out[0] = cft_sum(h, (int[]){1}, 1, false);
+    out[1] = cft_sum(cft_astype(h, CFT_F32), (int[]){1}, 1, false);
+    return cft_failed(out[1]) ? cft_error_code(out[1]) : CFT_OK;
+}
+
+static cft_status to_bf16(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_astype(cft_mul_s(in[0], 1), CFT_BF16);
+    return cft_failed(out[0]) ? cft_error_code(out[0]) : CFT_OK;
+}
+
+/* the DOT of the plan's last call, as text */
+static char *dot_of(cft_fn *j) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f)
+        return NULL;
+    cft_status s = cft_jit_to_dot(j, f);
+    fclose(f);
+    if (s != CFT_OK) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+int main(int argc, char **argv) {
+    check_init(argc, argv);
+    cft_array *x = cft_random_normal(cft_random_key(1), CFT_F32, (int64_t[]){96, 200}, 2);
+    cft_array *w = cft_astype(
+        cft_random_normal(cft_random_key(2), CFT_F32, (int64_t[]){96, 200}, 2), CFT_BF16);
+
+    TEST("a bf16 chain: the interpreter's bits, twice, and one kernel") {
+        cft_fn *f = cft_fn_new(chain, NULL, 2, 2), *j = cft_jit(f);
+        cft_array *e[2], *g[2];
+        CHECK(cft_fn_call(f, (cft_array *[]){x, w}, e) == CFT_OK);
+        for (int r = 0; r < 2; r++) {
+            CHECK(cft_fn_call(j, (cft_array *[]){x, w}, g) == CFT_OK);
+            CHECK(cft_array_dtype(g[1]) == CFT_BF16);
+            CHECK_ARRAY_CLOSE(g[0], e[0], 0, 0);
+            CHECK_ARRAY_CLOSE(g[1], e[1], 0, 0);
+        }
+        char *dot = dot_of(j);
+        CHECK(dot != NULL);
+        if (dot) {
+            /* one kernel (group 0) holds the conversions, the product and the sums:
+             * all five equations */
+            int in0 = 0, other = 0;
+            for (const char *p = dot; (p = strstr(p, "xlabel=\"group ")); p++) {
+                if (strncmp(p, "xlabel=\"group 0\"", 16) == 0)
+                    in0++;
+                else
+                    other++;
+            }
+            CHECK_MSG(in0 == 5 && other == 0, "%d equations in group 0, %d elsewhere:\n%s", in0,
+                      other, dot);
+            free(dot);
+        }
+    }
+
+    TEST("exp and tanh of bf16 in a kernel: within one bf16 ulp of the interpreter") {
+        cft_fn *f = cft_fn_new(transc, NULL, 2, 1), *j = cft_jit(f);
+        cft_array *e = cft_fn_call1(f, (cft_array *[]){x, w});
+        for (int r = 0; r < 2; r++) {
+            cft_array *g = cft_fn_call1(j, (cft_array *[]){x, w});
+            CHECK(cft_array_dtype(g) == CFT_BF16);
+            CHECK_ARRAY_CLOSE(g, e, 1.0 / 128, 0);
+        }
+    }
+
+    TEST("sums of a bf16 chain (eager bf16 sum, f32 sum in its own kernel)") {
+        cft_fn *f = cft_fn_new(sums, NULL, 2, 2), *j = cft_jit(f);
+        cft_array *e[2], *g[2];
+        CHECK(cft_fn_call(f, (cft_array *[]){x, w}, e) == CFT_OK);
+        for (int r = 0; r < 2; r++) {
+            CHECK(cft_fn_call(j, (cft_array *[]){x, w}, g) == CFT_OK);
+            CHECK(cft_array_dtype(g[0]) == CFT_BF16);
+            CHECK_ARRAY_CLOSE(g[0], e[0], 0, 0);
+            /* the f32 sums: the kernel's order against the library's */
+            CHECK_ARRAY_CLOSE(g[1], e[1], 1e-5, 1e-5);
+        }
+    }
+
+    TEST("rounding to bf16 in a kernel: ties to even, NaN, infinities, overflow, subnormals") {
+        float v[16] = {1 + 1.0f / 256, 1 + 3.0f / 256, 1 + 1.5f / 256, -1 - 1.0f / 256, NAN,
+                       -NAN,           INFINITY,       -INFINITY,      3.4e38f,         -3.4e38f,
+                       1e-39f,         -1e-40f,        0.0f,           -0.0f,           65504.0f,
+                       1.00390625f};
+        float big[4096];
+        for (int i = 0; i < 4096; i++) /* enough to take the vector loop */
+            big[i] = v[i % 16] * (i < 16 ? 1.0f : 1.0f + (float)(i % 7) / 8);
+        cft_array *a = cft_from_data(big, CFT_F32, (int64_t[]){4096}, 1);
+        cft_fn *f = cft_fn_new(to_bf16, NULL, 1, 1), *j = cft_jit(f);
+        cft_array *e = cft_fn_call1(f, &a);
+        for (int r = 0; r < 2; r++) {
+            cft_array *g = cft_fn_call1(j, &a);
+            CHECK(cft_array_dtype(g) == CFT_BF16);
+            /* compare the stored bits (NaN != NaN as values) */
+            uint16_t ge[4096], gg[4096];
+            CHECK(cft_copy_to(e, CFT_BF16, ge) == CFT_OK);
+            CHECK(cft_copy_to(g, CFT_BF16, gg) == CFT_OK);
+            CHECK(memcmp(ge, gg, sizeof ge) == 0);
+        }
+    }
+    return check_summary();
+}
