@@ -323,19 +323,31 @@ int main(int argc, char **argv) {
     line("\"layer\": \"linear 256-512-512\", \"dtype\": \"f32\"", "int8_dynamic", "dense", mi, md,
          rounds);
 
-    /* the big MLP's forward: f32 against the converted int8 program */
-    cft_fn *fwd = cft_fn_new(big_logits, NULL, 7, 1);
-    cft_quantizer qz = cft_quantizer_x86();
-    cft_quant *q = cft_quant_prepare(fwd, &qz);
-    cft_fn_call1(cft_quant_observer_fn(q), in);
-    call_t f32f = {cft_jit(fwd), in, 1}, i8f = {cft_jit(cft_quant_convert(q)), in, 1};
-    double mf, mq;
-    alternate(call, &f32f, call, &i8f, rounds, &mf, &mq);
-    line("\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd\"",
-         "int8_converted_on_f32_kernels", "f32", mq, mf, rounds);
+    /* the big MLP's forward with its weights closed over (frozen, as a
+     * deployed model's: the jit quantizes and packs them once): f32
+     * against dynamic int8 and the converted (static) int8 program, with
+     * 8-bit activations (the u8 GEMM where the CPU has VNNI or AMX, else
+     * the integers on an f32 GEMM) and 7-bit ones (torch's reduce_range:
+     * the u8 GEMM on every CPU) */
     memcpy(big_w, in, sizeof big_w);
     cft_fn *closed = cft_fn_new(big_closed, NULL, 1, 1);
-    call_t cf = {cft_jit(closed), &in[6], 1}, cq = {cft_jit(cft_quant_dynamic(closed)), &in[6], 1};
+    call_t cf = {cft_jit(closed), &in[6], 1};
+    for (int bits = 8; bits >= 7; bits--) {
+        cft_quantizer qz = cft_quantizer_x86();
+        qz.activation.bits = bits;
+        cft_quant *q = cft_quant_prepare(closed, &qz);
+        cft_fn_call1(cft_quant_observer_fn(q), &in[6]);
+        call_t i8f = {cft_jit(cft_quant_convert(q)), &in[6], 1};
+        double mf, mq;
+        alternate(call, &cf, call, &i8f, rounds, &mf, &mq);
+        char cfg8[160];
+        snprintf(cfg8, sizeof cfg8,
+                 "\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd\", "
+                 "\"activation_bits\": %d",
+                 bits);
+        line(cfg8, "int8_static", "f32", mq, mf, rounds);
+    }
+    call_t cq = {cft_jit(cft_quant_dynamic(closed)), &in[6], 1};
     double mc, md8;
     alternate(call, &cf, call, &cq, rounds, &mc, &md8);
     line("\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd\"", "int8_dynamic",

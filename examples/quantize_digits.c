@@ -208,8 +208,8 @@ int main(int argc, char **argv) {
             double t = (now_ms() - t0) / 20;
             best[k] = t < best[k] ? t : best[k];
         }
-    printf("forward of %d rows: f32 %.3f ms; static int8 program %.3f ms (%.2fx: f32 kernels on "
-           "int8-grid operands, plus the rounding); dynamic int8 %.3f ms (%.2fx)\n",
+    printf("forward of %d rows: f32 %.3f ms; static int8 program %.3f ms (%.2fx); dynamic int8 "
+           "%.3f ms (%.2fx)\n",
            nt, best[0], best[1], best[1] / best[0], best[2], best[2] / best[0]);
     //! [speed]
     return aptq < a32 - 0.02 || aqat < a32 - 0.02 || adyn < a32 - 0.02;

@@ -31,6 +31,7 @@
 #include "check.h"
 #include "support/test_backend.h"
 #include "trace/prim.h"
+#include "prims/qlinear.h"
 #include "prims/special_fns.h"
 
 /* ---------------------------------------------------------------- table */
@@ -885,6 +886,49 @@ static void ref_ql_dot(const row *r, double *const *x, const cft_aval *av, const
     }
 }
 
+/* ---- static int8 (qstatic.c): weights quantized with given scales;
+ * x with the scale p[0] / 1000 and zero point p[1] on [0, 255] */
+FN(fn_qs_quantize) {
+    UNUSED_FN;
+    out[0] = cft__qstatic_quantize(in[0], in[1], -128, 127);
+    return CFT_OK;
+}
+static void ref_qs_quantize(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                            double *y) { /* w [n, 6], scale [n] -> words [n, 2] */
+    (void)r, (void)o;
+    for (int64_t i = 0; i < av[0].shape[0]; i++)
+        for (int64_t w = 0; w < 2; w++) {
+            uint32_t word = 0;
+            for (int64_t b = 0; b < 4 && 4 * w + b < 6; b++) {
+                double q = fmax(-128, fmin(127, nearbyint(x[0][i * 6 + 4 * w + b] / x[1][i])));
+                word |= (uint32_t)(uint8_t)(int8_t)q << (8 * b);
+            }
+            y[i * 2 + w] = (double)(int32_t)word;
+        }
+}
+FN(fn_qs_dot) {
+    UNUSED_FN;
+    ENV_ROW;
+    out[0] =
+        cft__qstatic_dot(in[0], in[1], in[2], cft_scalar(r->p[0] / 1000.0, cft_array_dtype(in[0])),
+                         cft_scalar(r->p[1], CFT_I32), 6, 0, 255);
+    return CFT_OK;
+}
+static void ref_qs_dot(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                       double *y) { /* x [m, 6], words [n, 2], scale [n] -> [m, n] */
+    (void)o;
+    int64_t m = av[0].shape[0], n = av[1].shape[0];
+    double xs = r->p[0] / 1000.0, zp = r->p[1];
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t c = 0; c < n; c++) {
+            double acc = 0;
+            for (int j = 0; j < 6; j++)
+                acc += (fmax(0, fmin(255, nearbyint(x[0][i * 6 + j] / xs) + zp)) - zp) *
+                       ql_byte(x[1][c * 2 + j / 4], j % 4);
+            y[i * n + c] = xs * x[2][c] * acc;
+        }
+}
+
 /* ---- indexing (index.c): gather, scatter, scatter_add, dynamic_slice,
  * dynamic_update_slice. References follow the documented modes: take and
  * take_along_axis wrap negative indices, then clamp; CFT_INDEX_CLIP clamps
@@ -1507,6 +1551,15 @@ static const row rows[] = {
             {F, 1, {3}, 0.01, 0.1, 0}},
      .out_nd = 2, .out_shape = {5, 3}, .ref = ref_ql_dot, .flags = STE | BLAS_SHAPES,
      .ste = fn_ql_dot_smooth},
+    /* static int8: x / 0.025 + 120 stays inside [0, 255], where the STE is x's derivative */
+    {.prim = "qlinear_quantize", .fn = fn_qs_quantize, .nin = 2,
+     .in = {{F, 2, {3, 6}, -2, 2, 0}, {F, 1, {3}, 0.01, 0.1, 0}}, .out_nd = 2, .out_shape = {3, 2},
+     .ref = ref_qs_quantize, .flags = NONDIFF | ANY_DTYPE},
+    {.prim = "dot_qstatic", .fn = fn_qs_dot, .nin = 3,
+     .in = {{F, 2, {5, 6}, -2, 2, 0}, {I, 2, {3, 2}, -2147483648.0, 2147483647.0, 0},
+            {F, 1, {3}, 0.01, 0.1, 0}},
+     .out_nd = 2, .out_shape = {5, 3}, .ref = ref_qs_dot, .p = {25, 120},
+     .flags = STE | BLAS_SHAPES, .ste = fn_ql_dot_smooth},
     /* 2:4 sparsity: metadata words span all of i32 (every word is valid) */
     {.prim = "sparse24_meta", .fn = fn_s24_meta, .nin = 1, .in = {{F, 2, {3, 40}, -2, 2, 0}},
      .out_nd = 2, .out_shape = {3, 2}, .ref = ref_s24_meta, .flags = NONDIFF | ANY_DTYPE},

@@ -52,6 +52,35 @@ static cft_status mlp_loss(void *env, int nin, cft_array *const *in, int nout, c
     return s;
 }
 
+/* one linear layer: x @ w, (w [K, N], x [M, K]) */
+static cft_status lin(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_matmul(in[1], in[0]);
+    return CFT_OK;
+}
+static cft_status lin_sum(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)nin, (void)nout;
+    out[0] = cft_sum(cft_fn_call1(env, in), NULL, 0, false);
+    return CFT_OK;
+}
+
+static int count_prim(const cft_ir *ir, const char *name) {
+    int n = 0;
+    for (int i = 0; i < cft_ir_num_eqns(ir); i++)
+        n += !strcmp(cft_ir_eqn_prim(ir, i), name);
+    return n;
+}
+
+/* the fake-quantized product of a converted layer: site 0 (x, per
+ * tensor) and site 1 (w, per channel along N) as frozen */
+static cft_array *fq_product(cft_quant *q, cft_array *w, cft_array *x, int64_t xhi) {
+    cft_array *s0, *z0, *s1, *z1;
+    cft_quant_site(q, 0, &s0, &z0, NULL, NULL);
+    cft_quant_site(q, 1, &s1, &z1, NULL, NULL);
+    return cft_matmul(cft_fake_quantize(x, s0, z0, 0, 0, xhi),
+                      cft_fake_quantize(w, s1, z1, 1, -128, 127));
+}
+
 static cft_array *P[8];
 static void make(void) {
     const int64_t sz[4] = {16, 32, 32, 10};
@@ -336,6 +365,94 @@ int main(int argc, char **argv) {
         cft_qlinear b1 = cft_qlinear_pack(cft_ones(CFT_F32, (int64_t[]){4}, 1));
         CHECK(cft_failed(b1.w) && cft_failed(b1.scale));
         CHECK(cft_fn_failed(cft_quant_dynamic(NULL)));
+    }
+
+    for (int bits = 8; bits >= 7; bits--)
+        TEST("static int8 (%d-bit activations): dot_qstatic on integers, the fake-quantized "
+             "product to f32 rounding; jit, vmap, grad",
+             bits) {
+            cft_array *w = cft_mul_s(
+                cft_random_normal(cft_random_key(40), CFT_F32, (int64_t[]){64, 24}, 2), 0.2);
+            cft_array *x = cft_random_normal(cft_random_key(41), CFT_F32, (int64_t[]){37, 64}, 2);
+            cft_quantizer qz = cft_quantizer_x86();
+            qz.activation.bits = bits;
+            qz.activation.observer = CFT_OBS_MINMAX;
+            cft_fn *f = cft_fn_new(lin, NULL, 2, 1);
+            cft_quant *q = cft_quant_prepare(f, &qz);
+            cft_fn_call1(cft_quant_observer_fn(q), (cft_array *[]){w, x});
+            cft_fn *c = cft_quant_convert(q);
+            cft_aval av[2] = {cft_array_aval(w), cft_array_aval(x)};
+            cft_ir *ir = cft_make_ir(c, av);
+            CHECK_EQ(count_prim(ir, "dot_qstatic"), 1);
+            CHECK_EQ(count_prim(ir, "dot_general"), 0);
+            int64_t xhi = (INT64_C(1) << bits) - 1;
+            cft_array *y = cft_fn_call1(c, (cft_array *[]){w, x}), *ref = fq_product(q, w, x, xhi);
+            /* integers exact; the reference's f32 GEMM rounds (K = 64) */
+            CHECK_ARRAY_CLOSE(y, ref, 1e-5, 1e-5);
+            CHECK(rel(y, cft_matmul(x, w)) < 0.05);
+            cft_fn *j = cft_jit(c);
+            for (int r = 0; r < 2; r++) /* the same kernels on the same integers */
+                CHECK_ARRAY_CLOSE(cft_fn_call1(j, (cft_array *[]){w, x}), y, 0, 0);
+            /* vmap over x: the batch joins the rows of one integer GEMM */
+            cft_array *xb = cft_stack((cft_array *[]){x, cft_mul_s(x, 0.5), cft_neg(x)}, 3, 0);
+            cft_fn *vx = cft_vmap_n(c, (int[]){CFT_NOT_BATCHED, 0}, 2, NULL, 0);
+            cft_array *yv = cft_fn_call1(vx, (cft_array *[]){w, xb});
+            for (int m = 0; m < 3; m++)
+                CHECK_ARRAY_CLOSE(cft_index(yv, m),
+                                  cft_fn_call1(c, (cft_array *[]){w, cft_index(xb, m)}), 0, 0);
+            /* vmap over w (an ensemble): the fake-quantized arithmetic per member */
+            cft_array *wb = cft_stack((cft_array *[]){w, cft_mul_s(w, 0.9)}, 2, 0);
+            cft_fn *vw = cft_vmap_n(c, (int[]){0, CFT_NOT_BATCHED}, 2, NULL, 0);
+            cft_array *yw = cft_fn_call1(vw, (cft_array *[]){wb, x});
+            for (int m = 0; m < 2; m++)
+                CHECK_ARRAY_CLOSE(cft_index(yw, m),
+                                  cft_fn_call1(c, (cft_array *[]){cft_index(wb, m), x}), 1e-5,
+                                  1e-5);
+            /* grad w.r.t. x: the straight-through estimator, as fake quantization's */
+            cft_fn *g = cft_grad(cft_fn_new(lin_sum, c, 2, 1), (int[]){1}, 1);
+            cft_array *s0, *z0, *s1, *z1;
+            cft_quant_site(q, 0, &s0, &z0, NULL, NULL);
+            cft_quant_site(q, 1, &s1, &z1, NULL, NULL);
+            cft_array *inside = cft_astype(
+                cft_le(cft_add(cft_round(cft_div(x, s0)), z0), cft_scalar((double)xhi, CFT_F32)),
+                CFT_F32);
+            cft_array *gw = cft_sum(cft_fake_quantize(w, s1, z1, 1, -128, 127), (int[]){1}, 1,
+                                    false); /* d sum(x W) / dx = row sums of W */
+            cft_array *want = cft_mul(inside, cft_broadcast_to(gw, (int64_t[]){37, 64}, 2));
+            CHECK_ARRAY_CLOSE(cft_fn_call1(g, (cft_array *[]){w, x}), want, 1e-5, 1e-5);
+        }
+
+    TEST("dot_qstatic refuses a zero scale, a zero point off the grid, a range beyond u8 and an "
+         "int32-overflowing K, by name") {
+        const char *good = "{ lambda ; a:f32[4,8] b:i32[3,2] c:f32[3] d:f32[] e:f32[] .\n"
+                           "  let f:f32[4,3] = dot_qstatic[k=8 xlo=0 xhi=255] a b c d e\n"
+                           "  in (f) }";
+        cft_ir *ir = NULL;
+        CHECK_EQ(cft_ir_parse(good, 0, NULL, &ir), CFT_OK);
+        cft_array *in[5] = {
+            cft_ones(CFT_F32, (int64_t[]){4, 8}, 2), cft_ones(CFT_I32, (int64_t[]){3, 2}, 2),
+            cft_ones(CFT_F32, (int64_t[]){3}, 1), cft_scalar(0, CFT_F32), cft_scalar(3, CFT_F32)};
+        cft_array *y = NULL;
+        CHECK(ir && cft_ir_eval(ir, in, &y) != CFT_OK);
+        CHECK_MSG(y &&
+                      strstr(cft_error_message(y), "dot_qstatic: the activation's scale 0") != NULL,
+                  "%s", y ? cft_error_message(y) : "(none)");
+        in[3] = cft_scalar(0.1, CFT_F32), in[4] = cft_scalar(2.5, CFT_F32);
+        CHECK(ir && cft_ir_eval(ir, in, &y) != CFT_OK);
+        CHECK(y && strstr(cft_error_message(y), "zero point 2.5 is not an integer") != NULL);
+        in[4] = cft_scalar(3, CFT_F32);
+        CHECK(ir && cft_ir_eval(ir, in, &y) == CFT_OK);
+        const char *wide = "{ lambda ; a:f32[4,8] b:i32[3,2] c:f32[3] d:f32[] e:f32[] .\n"
+                           "  let f:f32[4,3] = dot_qstatic[k=8 xlo=0 xhi=300] a b c d e\n"
+                           "  in (f) }";
+        cft_ir *bad = NULL;
+        CHECK(cft_ir_parse(wide, 0, NULL, &bad) != CFT_OK && bad == NULL);
+        CHECK(strstr(cft_last_error_message(), "not within u8") != NULL);
+        const char *longk = "{ lambda ; a:f32[4,70000] b:i32[3,17500] c:f32[3] d:f32[] e:f32[] .\n"
+                            "  let f:f32[4,3] = dot_qstatic[k=70000 xlo=0 xhi=255] a b c d e\n"
+                            "  in (f) }";
+        CHECK(cft_ir_parse(longk, 0, NULL, &bad) != CFT_OK);
+        CHECK(strstr(cft_last_error_message(), "overflow the int32 accumulation") != NULL);
     }
 
     TEST("bad quantizers are refused by name") {

@@ -13,8 +13,8 @@
  *     cft_quant *q = cft_quant_prepare(loss_or_logits, &qz);
  *     cft_fn *obs = cft_quant_observer_fn(q);   // calibrate: call it on data
  *     ... cft_fn_call(obs, batch, out) for some batches ...
- *     cft_fn *int8 = cft_quant_convert(q);      // operands on the int8 grid
- *     cft_export(int8, avals, "model.cftx");    // plain primitives: cft-run runs it
+ *     cft_fn *int8 = cft_quant_convert(q);      // int8 products
+ *     cft_export(int8, avals, "model.cftx");    // registry primitives: cft-run runs it
  *
  * Observers (min-max, moving-average min-max, percentile of a histogram)
  * read concrete values, so they record when the function runs eagerly
@@ -25,10 +25,18 @@
  * current ranges, which it keeps updating when run eagerly; it composes
  * with grad, vmap (an ensemble of QAT models) and jit (which freezes the
  * ranges it traced with). cft_quant_convert freezes the ranges into
- * constants: the converted function computes what an int8 kernel computes
- * (operands rounded to the int8 grid, products accumulated exactly
- * enough in f32), but on f32 kernels: cft has no int8 GEMM yet, so it is
- * not faster than f32.
+ * constants. A plain matrix product x [M, K] @ W [K, N] whose activation is
+ * quantized per tensor within u8 and whose weight symmetric within s8
+ * (per channel along N, or per tensor), as cft_quantizer_x86's, becomes an
+ * int8 product: W rounded to s8 (the jit does it once when W is a
+ * constant), x to u8 on the fly, the sums in int32 on oneDNN's integer GEMM
+ * (VNNI or AMX where the CPU has them), scaled back to f32. Its result is
+ * the fake-quantized f32 program's up to that program's f32 rounding. On a
+ * CPU without VNNI, 8-bit activations would saturate that GEMM's 16-bit
+ * pair sums: there their integers run on an f32 GEMM (exact below 2^24),
+ * and 7-bit activations (activation.bits = 7, torch's reduce_range) keep
+ * the integer GEMM. Other sites (convolutions, per-channel activations)
+ * stay fake-quantized on f32 kernels.
  */
 #ifndef CFT_QUANT_H
 #define CFT_QUANT_H
@@ -154,9 +162,10 @@ cft_fn *cft_quant_observer_fn(cft_quant *q);
  *  observers' current ranges, the observers updating first (eager calls).
  *  A site never observed yet passes through unchanged. */
 cft_fn *cft_quant_qat_fn(cft_quant *q);
-/** The converted function: every site fake-quantized by the ranges
- *  observed so far, frozen into constants (later observing does not
- *  change it). A site never observed fails its calls with CFT_E_ARG
+/** The converted function: every site quantized by the ranges observed so
+ *  far, frozen into constants (later observing does not change it); plain
+ *  matrix products run on int8 kernels (above), the other sites
+ *  fake-quantized. A site never observed fails its calls with CFT_E_ARG
  *  ("site k was never observed: calibrate first"). */
 cft_fn *cft_quant_convert(cft_quant *q);
 /** Sites observed so far. */

@@ -16,7 +16,15 @@ void *cft__new_data(size_t nbytes);
  * `max` bytes get a fresh GC block instead, so one huge call does not pin
  * memory. Valid until the next call with the same slot on the thread; it
  * must hold no pointers to GC memory. NULL when out of memory. */
-enum { CFT_SCRATCH_CONV, CFT_SCRATCH_FFT, CFT_SCRATCH_GEMM, CFT_NSCRATCH };
+enum {
+    CFT_SCRATCH_CONV,
+    CFT_SCRATCH_FFT,
+    CFT_SCRATCH_GEMM,
+    CFT_SCRATCH_QIN,  /* the int8 products' quantized rows and sums (qlinear.c, qstatic.c) */
+    CFT_SCRATCH_QW,   /* qstatic.c: the weight's integers as floats */
+    CFT_SCRATCH_QBLK, /* qstatic.c: a block of rows as floats, and its sums */
+    CFT_NSCRATCH
+};
 void *cft__scratch(int slot, size_t bytes, size_t max);
 /* A GC copy of a string. */
 char *cft__strdup(const char *s);

@@ -23,8 +23,10 @@
 #include <string.h>
 
 #include "cft/quant.h"
+#include "core/mem.h"
 #include "core/par.h"
 #include "core/vec.h"
+#include "prims/qlinear.h"
 #include "prims/rules.h"
 
 #ifdef CFT_HAVE_DNNL
@@ -33,13 +35,8 @@
 
 extern const cft_prim cft_p_qlinear_pack, cft_p_qlinear_unpack, cft_p_dot_qlinear;
 
-static int64_t words_of(int64_t k) {
-    return (k + 3) / 4;
-}
-
-static bool is_real_float(cft_dtype dt) {
-    return dt == CFT_F32 || dt == CFT_F64;
-}
+#define words_of cft__qwords
+#define is_real_float cft__qreal_float
 
 /* ---- shapes ---- */
 
@@ -57,8 +54,7 @@ static cft_array *pack_shape(const cft_aval *in, int nin, const cft_params *p, c
     return NULL;
 }
 
-/* words [..., N, KW] and scale [..., N] agree; K (param) fits KW */
-static cft_array *check_packed(const char *op, const cft_aval *q, const cft_aval *s, int64_t k) {
+cft_array *cft__qcheck_packed(const char *op, const cft_aval *q, const cft_aval *s, int64_t k) {
     if (k < 0 || k > (INT64_C(1) << 40))
         return cft__fail(CFT_E_SHAPE, "%s: K = %lld is not a size", op, (long long)k);
     bool ok = q->dtype == CFT_I32 && is_real_float(s->dtype) && q->ndim >= 2 &&
@@ -76,7 +72,7 @@ static cft_array *check_packed(const char *op, const cft_aval *q, const cft_aval
 static cft_array *unpack_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
     int64_t k = p->v[0][0];
-    cft_array *e = check_packed("qlinear_unpack", &in[0], &in[1], k);
+    cft_array *e = cft__qcheck_packed("qlinear_unpack", &in[0], &in[1], k);
     if (e)
         return e;
     out[0] = in[0], out[0].dtype = in[1].dtype, out[0].shape[in[0].ndim - 1] = k;
@@ -93,7 +89,7 @@ static cft_array *dot_shape(const cft_aval *in, int nin, const cft_params *p, cf
     if (x->shape[1] != p->v[0][0])
         return cft__fail(CFT_E_SHAPE, "dot_qlinear: x %s does not fit a weight of K = %lld",
                          cft__av(x), (long long)p->v[0][0]);
-    cft_array *e = check_packed("dot_qlinear", &in[1], &in[2], x->shape[1]);
+    cft_array *e = cft__qcheck_packed("dot_qlinear", &in[1], &in[2], x->shape[1]);
     if (e)
         return e;
     *out = cft__aval(x->dtype, (int64_t[]){x->shape[0], in[1].shape[0]}, 2);
@@ -239,23 +235,42 @@ static CFT_VEC void scale_body(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-/* acc [M, N] = (xq - 64) [M, K] times wq^T [K, N], in int32 */
-static bool igemm(int64_t M, int64_t N, int64_t K, const uint8_t *xq, const int8_t *wq, int64_t ldw,
-                  int32_t *acc) {
+void cft__qgemm(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao, const int8_t *wq,
+                int64_t ldw, int32_t *acc) {
 #ifdef CFT_HAVE_DNNL
     const int32_t co = 0;
-    if (dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.0f, xq, K, 64, wq, ldw, 0, 0.0f, acc, N, &co) ==
-        dnnl_success)
-        return true;
+    if (ao >= 0 && ao <= 255 &&
+        dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.0f, xq, K, (uint8_t)ao, wq, ldw, 0, 0.0f, acc,
+                          N, &co) == dnnl_success)
+        return;
 #endif
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
             int32_t s = 0;
             for (int64_t j = 0; j < K; j++)
-                s += ((int32_t)xq[m * K + j] - 64) * (int32_t)wq[n * ldw + j];
+                s += ((int32_t)xq[m * K + j] - ao) * (int32_t)wq[n * ldw + j];
             acc[m * N + n] = s;
         }
-    return true;
+}
+
+bool cft__qgemm_exact_u8(void) {
+#ifdef CFT_HAVE_DNNL
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return isa == dnnl_cpu_isa_avx512_core_vnni || isa == dnnl_cpu_isa_avx512_core_bf16 ||
+           isa == dnnl_cpu_isa_avx512_core_amx;
+#else
+    return true; /* the C loop */
+#endif
+}
+
+void *cft__qscratch(int slot, size_t n) {
+    return cft__scratch(slot, n, (size_t)1 << 28);
+}
+
+void cft__qscale_rows(const int32_t *acc, const double *xs, const double *sc, void *y, int64_t M,
+                      int64_t N, bool dbl) {
+    scale_rows sr = {acc, xs, sc, y, N, dbl};
+    cft__par_for(M, 2.0 * (double)N, scale_body, &sr);
 }
 
 static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
@@ -271,25 +286,22 @@ static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, c
     cft_array *y = cft__alloc(oa.dtype, oa.shape, 2);
     if (cft_failed(y))
         return y;
-    uint8_t *xq = malloc((size_t)(M * K > 0 ? M * K : 1));
-    double *xs = malloc(sizeof(double) * (size_t)(M > 0 ? M : 1));
-    int32_t *acc = malloc(sizeof(int32_t) * (size_t)(M * N > 0 ? M * N : 1));
-    if (!xq || !xs || !acc) {
-        free(xq), free(xs), free(acc);
+    /* scratch: acc [M, N] | xs [M] | xq [M, K] */
+    size_t oxs = ((size_t)(M * N) * 4 + 63) / 64 * 64, oxq = oxs + (size_t)M * 8;
+    char *buf = cft__qscratch(CFT_SCRATCH_QIN, oxq + (size_t)(M * K) + 1);
+    if (!buf)
         return cft__oom();
-    }
+    int32_t *acc = (int32_t *)buf;
+    double *xs = (double *)(buf + oxs);
+    uint8_t *xq = (uint8_t *)(buf + oxq);
     quant_rows qr = {cft__ptr(x), oa.dtype == CFT_F64, K, xq, xs};
     cft__par_for(M, 4.0 * (double)K, quant_body, &qr);
-    igemm(M, N, K, xq, cft__ptr(q), q->aval.shape[1] * 4, acc);
+    cft__qgemm(M, N, K, xq, 64, cft__ptr(q), q->aval.shape[1] * 4, acc);
     double *sc = cft__new_data(sizeof(double) * (size_t)(N > 0 ? N : 1));
-    if (!sc) {
-        free(xq), free(xs), free(acc);
+    if (!sc)
         return cft__oom();
-    }
     cft__cast(cft__ptr(s), s->aval.dtype, sc, CFT_F64, N);
-    scale_rows sr = {acc, xs, sc, cft__ptr(y), N, oa.dtype == CFT_F64};
-    cft__par_for(M, 2.0 * (double)N, scale_body, &sr);
-    free(xq), free(xs), free(acc);
+    cft__qscale_rows(acc, xs, sc, cft__ptr(y), M, N, oa.dtype == CFT_F64);
     out[0] = y;
     return NULL;
 }
@@ -305,7 +317,7 @@ cft_array *cft__round_half_even(cft_array *x) {
 
 /* ---- rules ---- */
 
-static cft_array *unpack(cft_array *q, cft_array *s, int64_t k) {
+cft_array *cft__qunpack(cft_array *q, cft_array *s, int64_t k) {
     cft_params p = {0};
     cft__param_set1(&p, 0, k);
     return cft__bind1(&cft_p_qlinear_unpack, &p, 2, (cft_array *[]){q, s});
@@ -314,7 +326,7 @@ static cft_array *unpack(cft_array *q, cft_array *s, int64_t k) {
 static cft_array *unpack_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
                              const cft_params *p, cft_array **ty) {
     (void)y, (void)nin;
-    ty[0] = t[1] ? unpack(x[0], t[1], p->v[0][0]) : NULL;
+    ty[0] = t[1] ? cft__qunpack(x[0], t[1], p->v[0][0]) : NULL;
     return NULL;
 }
 /* y = q * s[n]: the scale's cotangent sums ct * q over each row */
@@ -324,7 +336,7 @@ static cft_array *unpack_transpose(cft_array *const *ct, cft_array *const *x, co
     ct_in[0] = NULL;
     cft_array *ones = cft_ones(in[1].dtype, in[1].shape, in[1].ndim);
     int ax = -1;
-    ct_in[1] = cft_sum(cft_mul(ct[0], unpack(x[0], ones, p->v[0][0])), &ax, 1, false);
+    ct_in[1] = cft_sum(cft_mul(ct[0], cft__qunpack(x[0], ones, p->v[0][0])), &ax, 1, false);
     return cft_failed(ct_in[1]) ? ct_in[1] : NULL;
 }
 
@@ -343,9 +355,9 @@ static cft_array *dot_jvp(cft_array *const *x, cft_array *const *y, cft_array *c
     int64_t k = x[0]->aval.shape[1];
     cft_array *tx = NULL, *ts = NULL;
     if (t[0])
-        tx = cft_matmul(t[0], cft_mT(unpack(x[1], cft_astype(x[2], dt), k)));
+        tx = cft_matmul(t[0], cft_mT(cft__qunpack(x[1], cft_astype(x[2], dt), k)));
     if (t[2])
-        ts = cft_matmul(x[0], cft_mT(unpack(x[1], cft_astype(t[2], dt), k)));
+        ts = cft_matmul(x[0], cft_mT(cft__qunpack(x[1], cft_astype(t[2], dt), k)));
     ty[0] = cft__tadd(tx, ts);
     return NULL;
 }
@@ -364,7 +376,7 @@ static cft_array *unpack_vmap(int64_t size, cft_array *const *x, const int *bdim
     (void)nin;
     cft_array *q = cft__batch_at(x[0], bdim[0], size, 0),
               *s = cft__batch_at(x[1], bdim[1], size, 0);
-    y[0] = unpack(q, s, p->v[0][0]);
+    y[0] = cft__qunpack(q, s, p->v[0][0]);
     ybdim[0] = 0;
     return cft_failed(y[0]) ? y[0] : NULL;
 }
@@ -386,7 +398,7 @@ static cft_array *dot_vmap(int64_t size, cft_array *const *x, const int *bdim, i
     int64_t k = xb->aval.shape[xb->aval.ndim - 1];
     cft_array *q = cft__batch_at(x[1], bdim[1], size, 0),
               *s = cft__batch_at(x[2], bdim[2], size, 0);
-    cft_array *wi = unpack(q, cft_ones_like(s), k); /* integer values, [B, N, K] */
+    cft_array *wi = cft__qunpack(q, cft_ones_like(s), k); /* integer values, [B, N, K] */
     int ax = -1;
     cft_array *mx = cft_max(cft_abs(xb), &ax, 1, true);
     cft_array *zero = cft_eq(mx, cft_zeros_like(mx));
@@ -451,7 +463,7 @@ cft_qlinear cft_qlinear_pack(cft_array *w) {
 
 cft_array *cft_qlinear_unpack(cft_qlinear q) {
     CFT_PROPAGATE("cft_qlinear_unpack", q.w, q.scale);
-    return unpack(q.w, q.scale, q.k);
+    return cft__qunpack(q.w, q.scale, q.k);
 }
 
 cft_array *cft_qlinear_apply(cft_array *x, cft_qlinear q) {

@@ -13,6 +13,7 @@
 #include "cft/quant.h"
 #include "core/error.h"
 #include "core/mem.h"
+#include "prims/qlinear.h"
 #include "prims/rules.h"
 #include "trace/fn.h"
 #include "trace/trace.h"
@@ -98,6 +99,30 @@ static bool plain_matmul(const cft_prim *p, const cft_params *par, int nin, cft_
            !cft__dim_maybe_sym(x[1]->aval.shape[0]);
 }
 
+/* a converted plain matmul x [..., K] @ W [K, N] whose frozen sites fit the
+ * int8 product (qstatic.c): x per tensor within u8, W symmetric per
+ * channel along N (or per tensor) within s8, K small enough for int32
+ * sums. Then the product runs on integers, and the sites are used up;
+ * else NULL, and the operands are fake-quantized as any site's. */
+static cft_array *static_int8(qstate *st, const cft_quant_op *o, cft_array *const *x) {
+    const frozen *fz = st->fz;
+    int k = st->next;
+    const cft_aval *xa = &x[0]->aval, *wa = &x[1]->aval;
+    int64_t K = wa->shape[0], N = wa->shape[1];
+    if (!o || o->weight_arg != 1 || k + 1 >= fz->n || !fz->scale[k] || !fz->scale[k + 1] ||
+        xa->ndim < 1 || wa->ndim != 2 || !st->q->qz.weight.symmetric || K > 65793 ||
+        fz->axis[k] != -1 || fz->qmin[k] < 0 || fz->qmax[k] > 255 ||
+        (fz->axis[k + 1] != 1 && fz->axis[k + 1] != -1) || fz->qmin[k + 1] < -128 ||
+        fz->qmax[k + 1] > 127)
+        return NULL;
+    cft_array *ws = fz->scale[k + 1];
+    if (fz->axis[k + 1] == -1)
+        ws = cft_broadcast_to(ws, &N, 1); /* a scalar */
+    st->next += 2;
+    return cft__qstatic_linear(x[0], cft_mT(x[1]), ws, fz->qmin[k + 1], fz->qmax[k + 1],
+                               fz->scale[k], fz->zp[k], fz->qmin[k], fz->qmax[k]);
+}
+
 static cft_array *process(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
                           cft_array *const *in, cft_array **out) {
     qstate *st = t->state;
@@ -111,6 +136,13 @@ static cft_array *process(cft_trace *t, const cft_prim *p, const cft_params *par
         return cft_failed(out[0]) ? out[0] : NULL;
     }
     const cft_quant_op *o = st->mode == DYNAMIC ? NULL : op_of(st->q, p);
+    if (st->mode == CONVERT && o && plain_matmul(p, par, nin, x)) {
+        y[0] = static_int8(st, o, x);
+        if (y[0]) {
+            out[0] = cft__wrap_box(t, y[0]);
+            return cft_failed(out[0]) ? out[0] : NULL;
+        }
+    }
     for (int i = 0; o && i < nin; i++) {
         if (!cft_dtype_is_float(x[i]->aval.dtype))
             continue;

@@ -1,0 +1,56 @@
+/* Internal: what the int8 products share (qlinear.c, qstatic.c): packed s8
+ * weights (four to an i32 word, byte b of word j is column 4j + b) and
+ * the integer GEMM. */
+#ifndef CFT_QLINEAR_H
+#define CFT_QLINEAR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "array/array.h"
+
+/* the words of a row of K values */
+static inline int64_t cft__qwords(int64_t k) {
+    return (k + 3) / 4;
+}
+static inline bool cft__qreal_float(cft_dtype dt) {
+    return dt == CFT_F32 || dt == CFT_F64;
+}
+
+/* words [..., N, KW] and scale [..., N] agree, and K (a param) fits KW;
+ * else an error naming op */
+cft_array *cft__qcheck_packed(const char *op, const cft_aval *q, const cft_aval *s, int64_t k);
+
+/* the weight the words stand for: q * scale[n], [..., N, K] (qlinear_unpack) */
+cft_array *cft__qunpack(cft_array *q, cft_array *s, int64_t k);
+
+/* acc [M, N] = (xq - ao) [M, K] times wq^T, in int32: oneDNN's u8s8s32 GEMM
+ * (a C loop without oneDNN); wq rows ldw bytes apart. Without VNNI, oneDNN
+ * adds pairs of u8 * s8 products in 16 bits, which saturate unless xq is
+ * below 128: cft__qgemm_exact_u8 says whether all of u8 is exact here
+ * (VNNI, AMX, or the C loop). */
+void cft__qgemm(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao, const int8_t *wq,
+                int64_t ldw, int32_t *acc);
+bool cft__qgemm_exact_u8(void);
+
+/* y [M, N] (f64 when dbl, else f32) = xs[m] sc[n] acc[m, n], rows shared
+ * among threads */
+void cft__qscale_rows(const int32_t *acc, const double *xs, const double *sc, void *y, int64_t M,
+                      int64_t N, bool dbl);
+
+/* x [..., K] times W [N, K]^T as cft_quant_convert's int8 product
+ * (qstatic.c): W quantized with per-row scales ws [N] to [wlo, whi]
+ * (symmetric), x with the scalar scale xs and zero point zp to [xlo, xhi] */
+cft_array *cft__qstatic_linear(cft_array *x, cft_array *w, cft_array *ws, int64_t wlo, int64_t whi,
+                               cft_array *xs, cft_array *zp, int64_t xlo, int64_t xhi);
+/* per-thread scratch of at least n bytes in slot (core/mem.h's
+ * CFT_SCRATCH_Q*), kept between calls: fresh blocks of a few hundred KB
+ * cost more in page faults than the int8 work done in them */
+void *cft__qscratch(int slot, size_t n);
+
+/* the two primitives of qstatic.c, bound (for the above, and tests) */
+cft_array *cft__qstatic_dot(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
+                            cft_array *zp, int64_t k, int64_t xlo, int64_t xhi);
+cft_array *cft__qstatic_quantize(cft_array *w, cft_array *ws, int64_t lo, int64_t hi);
+
+#endif

@@ -1,0 +1,456 @@
+/* qstatic.c: the int8 products of statically quantized programs
+ * (cft_quant_convert). Calibration froze a per-tensor affine scale and
+ * zero point for the activation x and per-channel symmetric scales for
+ * the weight; these primitives compute what the fake-quantized f32 program
+ * computes, on integers:
+ *
+ *   qlinear_quantize(W, scale)[lo, hi] -> words: W [..., N, K] rounded to
+ *       clamp(round(W / scale[n]), lo, hi) (half to even, the division in
+ *       W's dtype, as cft_fake_quantize divides), s8 packed four to an i32
+ *       word as qlinear_pack packs (qlinear.h). No derivative.
+ *   dot_qstatic(x, words, wscale, xscale, xzp)[k, xlo, xhi] -> y [M, N]:
+ *       xq = clamp(round(x / xscale) + xzp, xlo, xhi) as u8 (0 <= xlo <=
+ *       xhi <= 255), acc = (xq - xzp) wq^T in int32 on oneDNN's u8s8s32
+ *       GEMM, y = xscale wscale[n] acc. The integers are exact; y differs
+ *       from the fake-quantized f32 program only by that program's f32
+ *       rounding. Where oneDNN's GEMM would saturate (no VNNI and xhi above
+ *       127: qlinear.h), the integers go through an f32 GEMM instead, exact
+ *       while partial sums stay below 2^24. A NaN in a row of x makes that
+ *       row of y NaN, as in the f32 program. Its jvp is the straight-through
+ *       estimator of cft_fake_quantize: x's tangent passes where x lies
+ *       inside the grid, times the dequantized weight; wscale's is x (as
+ *       if not rounded) times the weight's integers, as dot_qlinear's;
+ *       xscale and xzp are constants of the program (zero tangents). */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cft/quant.h"
+#include "core/mem.h"
+#include "core/par.h"
+#include "core/vec.h"
+#include "prims/qlinear.h"
+#include "prims/rules.h"
+
+extern const cft_prim cft_p_qlinear_quantize, cft_p_dot_qstatic;
+
+enum { K_, XLO, XHI };
+/* |acc| <= K * 255 * 128 must fit int32 */
+#define MAX_K (INT64_C(2147483647) / (255 * 128))
+
+/* ---- shapes ---- */
+
+static cft_array *quantize_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    (void)nin;
+    const cft_aval *w = &in[0], *s = &in[1];
+    int64_t lo = p->v[0][0], hi = p->v[1][0];
+    if (lo < -128 || hi > 127 || lo > hi)
+        return cft__fail(CFT_E_ARG, "qlinear_quantize: range [%lld, %lld] is not within s8",
+                         (long long)lo, (long long)hi);
+    bool ok = w->ndim >= 2 && cft__qreal_float(w->dtype) && cft__qreal_float(s->dtype) &&
+              s->ndim == w->ndim - 1;
+    for (int d = 0; ok && d < s->ndim; d++)
+        ok = s->shape[d] == w->shape[d];
+    if (!ok)
+        return cft__fail(CFT_E_SHAPE,
+                         "qlinear_quantize: weight %s and scale %s do not fit (want f32 or f64 "
+                         "[..., N, K] and [..., N])",
+                         cft__av(w), cft__av(s));
+    if (cft__dim_maybe_sym(w->shape[w->ndim - 1]))
+        return cft__fail(CFT_E_SHAPE, "qlinear_quantize: K of %s must be concrete", cft__av(w));
+    out[0] = *w, out[0].dtype = CFT_I32;
+    out[0].shape[w->ndim - 1] = cft__qwords(w->shape[w->ndim - 1]);
+    return NULL;
+}
+
+static cft_array *dot_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    (void)nin;
+    const cft_aval *x = &in[0];
+    int64_t k = p->v[K_][0], lo = p->v[XLO][0], hi = p->v[XHI][0];
+    if (x->ndim != 2 || !cft__qreal_float(x->dtype) || in[1].ndim != 2)
+        return cft__fail(CFT_E_SHAPE,
+                         "dot_qstatic: x %s must be f32 or f64 [M, K] and the weight [N, KW]",
+                         cft__av(x));
+    if (x->shape[1] != k)
+        return cft__fail(CFT_E_SHAPE, "dot_qstatic: x %s does not fit a weight of K = %lld",
+                         cft__av(x), (long long)k);
+    if (lo < 0 || hi > 255 || lo > hi)
+        return cft__fail(CFT_E_ARG, "dot_qstatic: activation range [%lld, %lld] is not within u8",
+                         (long long)lo, (long long)hi);
+    if (k > MAX_K)
+        return cft__fail(CFT_E_SHAPE,
+                         "dot_qstatic: K = %lld would overflow the int32 accumulation (at most "
+                         "%lld products of u8 and s8)",
+                         (long long)k, (long long)MAX_K);
+    if (in[3].ndim != 0 || !cft__qreal_float(in[3].dtype))
+        return cft__fail(CFT_E_SHAPE,
+                         "dot_qstatic: the activation's scale %s must be a float scalar",
+                         cft__av(&in[3]));
+    if (in[4].ndim != 0 || !(cft__qreal_float(in[4].dtype) || in[4].dtype == CFT_I32))
+        return cft__fail(CFT_E_SHAPE,
+                         "dot_qstatic: the activation's zero point %s must be a scalar (f32, f64 "
+                         "or i32)",
+                         cft__av(&in[4]));
+    cft_array *e = cft__qcheck_packed("dot_qstatic", &in[1], &in[2], k);
+    if (e)
+        return e;
+    *out = cft__aval(x->dtype, (int64_t[]){x->shape[0], in[1].shape[0]}, 2);
+    return NULL;
+}
+
+/* ---- kernels ---- */
+
+typedef struct {
+    const void *w;
+    bool dbl;
+    int64_t k, kw;
+    const double *sc;
+    double lo, hi;
+    int8_t *q;
+} wrows;
+
+/* a row: clamp(round(w / sc), lo, hi), half to even, the division in w's
+ * dtype as cft_fake_quantize's (a NaN becomes 0) */
+#define WROW(T, RINT)                                                                              \
+    for (int64_t j = 0; j < k; j++) {                                                              \
+        T v = RINT(w[j] / sc);                                                                     \
+        v = v == v ? v : 0;                                                                        \
+        v = v < hi ? v : hi;                                                                       \
+        v = v > lo ? v : lo;                                                                       \
+        q[j] = (int8_t)(int32_t)v;                                                                 \
+    }
+static CFT_VEC void wrow_f32(const float *w, float sc, float lo, float hi, int8_t *q, int64_t k) {
+    WROW(float, nearbyintf)
+}
+static CFT_VEC void wrow_f64(const double *w, double sc, double lo, double hi, int8_t *q,
+                             int64_t k) {
+    WROW(double, nearbyint)
+}
+static void wrows_body(void *ctx, int64_t lo, int64_t hi) {
+    const wrows *c = ctx;
+    for (int64_t i = lo; i < hi; i++) {
+        if (c->dbl)
+            wrow_f64((const double *)c->w + i * c->k, c->sc[i], c->lo, c->hi, c->q + i * c->kw * 4,
+                     c->k);
+        else
+            wrow_f32((const float *)c->w + i * c->k, (float)c->sc[i], (float)c->lo, (float)c->hi,
+                     c->q + i * c->kw * 4, c->k);
+    }
+}
+
+static cft_array *quantize_impl(cft_array *const *in, int nin, const cft_params *p,
+                                cft_array **out) {
+    (void)nin;
+    cft_array *w = cft__contig(in[0]), *s = cft__contig(in[1]);
+    if (cft_failed(w) || cft_failed(s))
+        return cft_failed(w) ? w : s;
+    cft_aval oa;
+    cft_array *e = quantize_shape((cft_aval[]){w->aval, s->aval}, 2, p, &oa);
+    if (e)
+        return e;
+    int64_t r = cft__numel(w->aval.shape, w->aval.ndim - 1), k = w->aval.shape[w->aval.ndim - 1],
+            kw = cft__qwords(k);
+    double lo = (double)p->v[0][0], hi = (double)p->v[1][0];
+    cft_array *q = cft__alloc(CFT_I32, oa.shape, oa.ndim);
+    if (cft_failed(q))
+        return q;
+    int8_t *qb = cft__ptr(q);
+    memset(qb, 0, (size_t)(r * kw * 4));
+    for (int64_t i = 0; i < r; i++) {
+        double sc = cft__get(cft__ptr(s), s->aval.dtype, i);
+        if (!(sc > 0) || isinf(sc))
+            return cft__fail(CFT_E_ARG,
+                             "qlinear_quantize: scale[%lld] = %g is not a positive number",
+                             (long long)i, sc);
+    }
+    double *sc = cft__new_data(sizeof(double) * (size_t)(r > 0 ? r : 1));
+    if (!sc)
+        return cft__oom();
+    cft__cast(cft__ptr(s), s->aval.dtype, sc, CFT_F64, r);
+    wrows c = {cft__ptr(w), w->aval.dtype == CFT_F64, k, kw, sc, lo, hi, qb};
+    cft__par_for(r, 4.0 * (double)k, wrows_body, &c);
+    out[0] = q;
+    return NULL;
+}
+
+typedef struct {
+    const void *x;
+    bool dbl;
+    int64_t k;
+    double xs, zp, lo, hi;
+    uint8_t *xq;  /* [M, K] */
+    uint8_t *nan; /* [M]: the row held a NaN */
+} qrows;
+
+/* q = clamp(round(x / xs) + zp, lo, hi), half to even (the default
+ * rounding mode), the division in x's dtype as cft_fake_quantize's; a
+ * row's NaNs are noted */
+#define QROW(T, RINT)                                                                              \
+    for (int64_t m = lo; m < hi; m++) {                                                            \
+        const T *xr = (const T *)c->x + m * c->k;                                                  \
+        uint8_t *q = c->xq + m * c->k;                                                             \
+        int bad = 0;                                                                               \
+        for (int64_t j = 0; j < c->k; j++) {                                                       \
+            T v = RINT(xr[j] / xs) + zp;                                                           \
+            bad |= v != v;                                                                         \
+            v = v < b ? v : b;                                                                     \
+            v = v > a ? v : a;                                                                     \
+            q[j] = (uint8_t)(int32_t)v;                                                            \
+        }                                                                                          \
+        c->nan[m] = (uint8_t)bad;                                                                  \
+    }
+static CFT_VEC void qrows_f32(qrows *c, int64_t lo, int64_t hi) {
+    const float xs = (float)c->xs, zp = (float)c->zp, a = (float)c->lo, b = (float)c->hi;
+    QROW(float, nearbyintf)
+}
+static CFT_VEC void qrows_f64(qrows *c, int64_t lo, int64_t hi) {
+    const double xs = c->xs, zp = c->zp, a = c->lo, b = c->hi;
+    QROW(double, nearbyint)
+}
+static void qrows_body(void *ctx, int64_t lo, int64_t hi) {
+    qrows *c = ctx;
+    if (c->dbl)
+        qrows_f64(c, lo, hi);
+    else
+        qrows_f32(c, lo, hi);
+}
+
+/* acc = (xq - zp) wq^T through an f32 GEMM of the integers (where oneDNN's
+ * u8 GEMM could saturate), in a block of rows per thread (each block packs
+ * the weight again: few large blocks), in per-thread scratch (fresh blocks
+ * cost more in page faults than their work). The sums are exact, whatever the
+ * blocks, while they stay below 2^24 (K <= 514 always). */
+typedef struct {
+    int64_t M, N, K, rows;
+    const uint8_t *xq;
+    float zp;
+    const float *b; /* [N, K] */
+    int32_t *acc;
+    bool oom;
+} fgemm;
+
+static CFT_VEC void to_float(const uint8_t *q, float zp, float *a, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        a[i] = (float)q[i] - zp;
+}
+static CFT_VEC void s8_to_float(const int8_t *q, float *a, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        a[i] = (float)q[i];
+}
+/* the sums are integers (exact in f32 below 2^24; rounded beyond, where
+ * any order of sums rounds) */
+static CFT_VEC void to_int(const float *c, int32_t *acc, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        acc[i] = (int32_t)c[i];
+}
+
+static void fgemm_body(void *ctx, int64_t lo, int64_t hi) {
+    fgemm *g = ctx;
+    size_t oc = ((size_t)(g->rows * g->K) * 4 + 63) / 64 * 64;
+    char *buf = cft__qscratch(CFT_SCRATCH_QBLK, oc + (size_t)(g->rows * g->N) * 4);
+    if (!buf) {
+        g->oom = true;
+        return;
+    }
+    float *a = (float *)buf, *c = (float *)(buf + oc);
+    for (int64_t blk = lo; blk < hi; blk++) {
+        int64_t m0 = blk * g->rows, m = g->M - m0 < g->rows ? g->M - m0 : g->rows;
+        to_float(g->xq + m0 * g->K, g->zp, a, m * g->K);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)g->N, (int)g->K, 1.0f, a,
+                    (int)g->K, g->b, (int)g->K, 0.0f, c, (int)g->N);
+        to_int(c, g->acc + m0 * g->N, m * g->N);
+    }
+}
+
+static bool float_gemm(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t zp,
+                       const int8_t *wq, int64_t ldw, int32_t *acc) {
+    float *b = cft__qscratch(CFT_SCRATCH_QW, sizeof(float) * (size_t)(N * K > 0 ? N * K : 1));
+    if (!b)
+        return false;
+    for (int64_t n = 0; n < N; n++)
+        s8_to_float(wq + n * ldw, b + n * K, K);
+    int nth = cft__num_threads();
+    int64_t rows = (M + nth - 1) / nth;
+    rows = rows < 16 ? 16 : rows;
+    fgemm g = {M, N, K, rows, xq, (float)zp, b, acc, false};
+    cft__par_for((M + rows - 1) / rows, 2.0 * (double)rows * (double)N * (double)K, fgemm_body, &g);
+    return !g.oom;
+}
+
+static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    (void)nin;
+    cft_array *x = cft__contig(in[0]), *q = cft__contig(in[1]), *s = cft__contig(in[2]);
+    if (cft_failed(x) || cft_failed(q) || cft_failed(s))
+        return cft_failed(x) ? x : cft_failed(q) ? q : s;
+    cft_aval oa;
+    cft_array *e =
+        dot_shape((cft_aval[]){x->aval, q->aval, s->aval, in[3]->aval, in[4]->aval}, 5, p, &oa);
+    if (e)
+        return e;
+    double xs = cft__get(cft__ptr(in[3]), in[3]->aval.dtype, 0),
+           zp = cft__get(cft__ptr(in[4]), in[4]->aval.dtype, 0);
+    double lo = (double)p->v[XLO][0], hi = (double)p->v[XHI][0];
+    if (!(xs > 0) || isinf(xs))
+        return cft__fail(CFT_E_ARG,
+                         "dot_qstatic: the activation's scale %g is not a positive "
+                         "number",
+                         xs);
+    if (!(zp >= lo && zp <= hi) || zp != nearbyint(zp))
+        return cft__fail(CFT_E_ARG,
+                         "dot_qstatic: the activation's zero point %g is not an integer in [%g, "
+                         "%g]",
+                         zp, lo, hi);
+    int64_t M = x->aval.shape[0], K = x->aval.shape[1], N = q->aval.shape[0];
+    cft_array *y = cft__alloc(oa.dtype, oa.shape, 2);
+    if (cft_failed(y))
+        return y;
+    /* scratch: acc [M, N] | xsr [M] | xq [M, K] | nan [M] */
+    size_t oxs = ((size_t)(M * N) * 4 + 63) / 64 * 64, oxq = oxs + (size_t)M * 8,
+           onan = oxq + (size_t)(M * K);
+    char *buf = cft__qscratch(CFT_SCRATCH_QIN, onan + (size_t)M + 1);
+    double *sc = cft__new_data(sizeof(double) * (size_t)(N > 0 ? N : 1));
+    bool good = buf && sc;
+    int32_t *acc = (int32_t *)buf;
+    double *xsr = (double *)(buf + oxs);
+    uint8_t *xq = (uint8_t *)(buf + oxq), *nan = (uint8_t *)(buf + onan);
+    if (good) {
+        qrows qr = {cft__ptr(x), oa.dtype == CFT_F64, K, xs, zp, lo, hi, xq, nan};
+        cft__par_for(M, 4.0 * (double)K, qrows_body, &qr);
+        if (hi <= 127 || cft__qgemm_exact_u8())
+            cft__qgemm(M, N, K, xq, (int32_t)zp, cft__ptr(q), q->aval.shape[1] * 4, acc);
+        else
+            good = float_gemm(M, N, K, xq, (int32_t)zp, cft__ptr(q), q->aval.shape[1] * 4, acc);
+    }
+    if (good) {
+        for (int64_t m = 0; m < M; m++)
+            xsr[m] = nan[m] ? NAN : xs;
+        cft__cast(cft__ptr(s), s->aval.dtype, sc, CFT_F64, N);
+        cft__qscale_rows(acc, xsr, sc, cft__ptr(y), M, N, oa.dtype == CFT_F64);
+    }
+    if (!good)
+        return cft__oom();
+    out[0] = y;
+    return NULL;
+}
+
+/* ---- rules ---- */
+
+static cft_array *dot5(cft_array *const *x, const cft_params *p) {
+    return cft__bind1(&cft_p_dot_qstatic, p, 5, (cft_array *[]){x[0], x[1], x[2], x[3], x[4]});
+}
+
+/* round(x / xs) + zp, unclamped; its clamp, dequantized (cft_fake_quantize's
+ * value); and where it lies inside [lo, hi] (as x's dtype, 0 / 1) */
+static void fake(cft_array *x, cft_array *xs, cft_array *zp, const cft_params *p, cft_array **fq,
+                 cft_array **inside) {
+    cft_dtype dt = cft_array_dtype(x);
+    xs = cft_astype(xs, dt), zp = cft_astype(zp, dt);
+    cft_array *lo = cft_scalar((double)p->v[XLO][0], dt),
+              *hi = cft_scalar((double)p->v[XHI][0], dt);
+    cft_array *q = cft_add(cft__round_half_even(cft_div(x, xs)), zp);
+    if (fq)
+        *fq = cft_mul(cft_sub(cft_clamp(q, lo, hi), zp), xs);
+    if (inside)
+        *inside = cft_astype(cft_logical_and(cft_ge(q, lo), cft_le(q, hi)), dt);
+}
+
+static cft_array *dot_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                          const cft_params *p, cft_array **ty) {
+    (void)y, (void)nin;
+    cft_dtype dt = x[0]->aval.dtype;
+    int64_t k = p->v[K_][0];
+    cft_array *tx = NULL, *ts = NULL, *inside = NULL;
+    if (t[0]) {
+        fake(x[0], x[3], x[4], p, NULL, &inside);
+        tx = cft_matmul(cft_mul(t[0], inside), cft_mT(cft__qunpack(x[1], cft_astype(x[2], dt), k)));
+    }
+    if (t[2]) /* x as if not rounded, as dot_qlinear's */
+        ts = cft_matmul(x[0], cft_mT(cft__qunpack(x[1], cft_astype(t[2], dt), k)));
+    ty[0] = cft__tadd(tx, ts);
+    return NULL;
+}
+
+static cft_array *quantize_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                                const cft_params *p, cft_array **y, int *ybdim) {
+    (void)nin;
+    cft_array *w = cft__batch_at(x[0], bdim[0], size, 0),
+              *s = cft__batch_at(x[1], bdim[1], size, 0);
+    y[0] = cft__bind1(&cft_p_qlinear_quantize, p, 2, (cft_array *[]){w, s});
+    ybdim[0] = 0;
+    return cft_failed(y[0]) ? y[0] : NULL;
+}
+
+/* x batched alone: its batch joins the rows (the activation's scale is
+ * one for all rows); anything else batched: the fake-quantized arithmetic
+ * in ops, per example */
+static cft_array *dot_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                           const cft_params *p, cft_array **y, int *ybdim) {
+    (void)nin;
+    ybdim[0] = 0;
+    cft_array *xb = bdim[0] < 0 ? x[0] : cft__moveaxis_b(x[0], bdim[0], 0);
+    if (bdim[1] < 0 && bdim[2] < 0 && bdim[3] < 0 && bdim[4] < 0) {
+        cft_array *args[5] = {cft__as_rows(xb), x[1], x[2], x[3], x[4]};
+        y[0] = cft__from_rows(dot5(args, p), &xb->aval);
+        return cft_failed(y[0]) ? y[0] : NULL;
+    }
+    cft_dtype dt = x[0]->aval.dtype;
+    cft_array *xa = cft__batch_at(x[0], bdim[0], size, 0); /* [B, M, K] */
+    cft_array *q = cft__batch_at(x[1], bdim[1], size, 0),
+              *s = cft__batch_at(x[2], bdim[2], size, 0);
+    int64_t b3[3] = {size, 1, 1};
+    cft_array *xs = cft_reshape(cft__batch_at(x[3], bdim[3], size, 0), b3, 3),
+              *zp = cft_reshape(cft__batch_at(x[4], bdim[4], size, 0), b3, 3);
+    cft_array *fq;
+    fake(xa, xs, zp, p, &fq, NULL);
+    y[0] = cft_matmul(fq, cft_mT(cft__qunpack(q, cft_astype(s, dt), p->v[K_][0])));
+    return cft_failed(y[0]) ? y[0] : NULL;
+}
+
+const cft_prim cft_p_qlinear_quantize = {
+    .name = "qlinear_quantize",
+    .nin = 2,
+    .nout = 1,
+    .flags = CFT_PRIM_NONDIFF,
+    .pnames = {"#lo", "#hi"},
+    .shape = quantize_shape,
+    .impl = quantize_impl,
+    .vmap = quantize_vmap,
+};
+const cft_prim cft_p_dot_qstatic = {
+    .name = "dot_qstatic",
+    .nin = 5,
+    .nout = 1,
+    .flags = CFT_PRIM_CONTRACTION,
+    .pnames = {"#k", "#xlo", "#xhi"},
+    .shape = dot_shape,
+    .impl = dot_impl,
+    .jvp = dot_jvp,
+    .vmap = dot_vmap,
+};
+
+/* ---- for cft_quant_convert ---- */
+
+cft_array *cft__qstatic_dot(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
+                            cft_array *zp, int64_t k, int64_t xlo, int64_t xhi) {
+    cft_params p = {0};
+    cft__param_set1(&p, K_, k);
+    cft__param_set1(&p, XLO, xlo);
+    cft__param_set1(&p, XHI, xhi);
+    return dot5((cft_array *[]){x, words, ws, xs, zp}, &p);
+}
+
+cft_array *cft__qstatic_quantize(cft_array *w, cft_array *ws, int64_t lo, int64_t hi) {
+    cft_params p = {0};
+    cft__param_set1(&p, 0, lo);
+    cft__param_set1(&p, 1, hi);
+    return cft__bind1(&cft_p_qlinear_quantize, &p, 2, (cft_array *[]){w, ws});
+}
+
+cft_array *cft__qstatic_linear(cft_array *x, cft_array *w, cft_array *ws, int64_t wlo, int64_t whi,
+                               cft_array *xs, cft_array *zp, int64_t xlo, int64_t xhi) {
+    const cft_aval *xa = &x->aval;
+    int64_t k = xa->shape[xa->ndim - 1];
+    cft_array *words = cft__qstatic_quantize(w, ws, wlo, whi);
+    return cft__from_rows(cft__qstatic_dot(cft__as_rows(x), words, ws, xs, zp, k, xlo, xhi), xa);
+}
