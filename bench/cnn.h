@@ -12,20 +12,23 @@
 
 enum { CNN_NPARAMS = 4 };
 
-/* (w1 [8,1,3,3], b1 [8], w2 [288,10], b2 [10], x [1,8,8] or [B,1,8,8], y [] or [B]) -> mean CE */
-static cft_status cnn_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    (void)env, (void)nin, (void)nout;
-    cft_array *x = in[4];
+/* logits of (w1 [8,1,3,3], b1 [8], w2 [288,10], b2 [10]) at x [1,8,8] or [B,1,8,8] */
+static inline cft_array *cnn_logits(cft_array *const *p, cft_array *x) {
     bool single = cft_array_ndim(x) == 3;
-    cft_array *h = cft_conv2d(x, in[0], NULL, NULL, NULL, 1);
-    h = cft_relu(cft_add(h, cft_reshape(in[1], (int64_t[]){8, 1, 1}, 3)));
+    cft_array *h = cft_conv2d(x, p[0], NULL, NULL, NULL, 1);
+    h = cft_relu(cft_add(h, cft_reshape(p[1], (int64_t[]){8, 1, 1}, 3)));
     h = single ? cft_reshape(h, (int64_t[]){288}, 1) : cft_reshape(h, (int64_t[]){-1, 288}, 2);
-    cft_array *logits = cft_add(cft_matmul(h, in[2]), in[3]);
-    out[0] = cft_mean(cft_cross_entropy(logits, in[5]), NULL, 0, false);
+    return cft_add(cft_matmul(h, p[2]), p[3]);
+}
+
+/* (w1, b1, w2, b2, x [1,8,8] or [B,1,8,8], y [] or [B]) -> mean CE */
+static inline cft_status cnn_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_mean(cft_cross_entropy(cnn_logits(in, in[4]), in[5]), NULL, 0, false);
     return CFT_OK;
 }
 
-static void cnn_init(cft_array **p) {
+static inline void cnn_init(cft_array **p) {
     cft_array *keys = cft_random_split(cft_random_key(7), 4);
     double b1 = 1.0 / 3.0, b2 = 1.0 / sqrt(288.0); /* 1/sqrt(fan_in) */
     p[0] = cft_random_uniform(cft_index(keys, 0), CFT_F32, (int64_t[]){8, 1, 3, 3}, 4, -b1, b1);

@@ -28,6 +28,7 @@
 
 #include "../examples/mlp.h"
 #include "bench.h"
+#include "cnn.h"
 
 /* ---- timing ---- */
 
@@ -270,6 +271,119 @@ static void quant_lines(const digits *d, cft_array **p, double a32) {
     acc_line("int8_qat", fn_acc(cft_quant_convert(qa), d, w), a32);
 }
 
+/* ---- the digits CNN (cnn.h): f32, bf16 autocast, PTQ, QAT; int8 speed ---- */
+
+static cft_array *images(const digits *d, int from, int n) {
+    return cft_from_data(d->x + from * 64, CFT_F32, (int64_t[]){n, 1, 8, 8}, 4);
+}
+
+/* (params[4], x [B,1,8,8]) -> logits */
+static cft_status cnn_fwd(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cnn_logits(in, in[CNN_NPARAMS]);
+    return CFT_OK;
+}
+
+/* (params[4], x, y) -> mean CE of env's logits */
+static cft_status cnn_env_loss(void *env, int nin, cft_array *const *in, int nout,
+                               cft_array **out) {
+    (void)nin, (void)nout;
+    cft_array *lg;
+    cft_status st = cft_fn_call(env, in, &lg);
+    out[0] = cft_mean(cft_cross_entropy(lg, in[CNN_NPARAMS + 1]), NULL, 0, false);
+    return st;
+}
+
+/* epochs of SGD (lr) on the loss of logits function lf, jitted unless eager */
+static void cnn_train(cft_fn *lf, bool eager, const digits *d, cft_array **p, int epochs,
+                      double lr) {
+    const int argn[CNN_NPARAMS] = {0, 1, 2, 3};
+    cft_fn *vg = cft_value_and_grad(cft_fn_new(cnn_env_loss, lf, CNN_NPARAMS + 2, 1), argn,
+                                    CNN_NPARAMS, false);
+    if (!eager)
+        vg = cft_jit(vg);
+    cft_array *in[CNN_NPARAMS + 2];
+    for (int e = 0; e < epochs; e++)
+        for (int b = 0; b + BATCH <= NTRAIN; b += BATCH) {
+            memcpy(in, p, sizeof(cft_array *) * CNN_NPARAMS);
+            in[CNN_NPARAMS] = images(d, b, BATCH);
+            in[CNN_NPARAMS + 1] = cft_from_data(d->y + b, CFT_I32, (int64_t[]){BATCH}, 1);
+            cft_array *r[1 + CNN_NPARAMS];
+            if (cft_fn_call(vg, in, r) != CFT_OK) {
+                fprintf(stderr, "lowbits: CNN step: %s\n", cft_error_message(r[0]));
+                return;
+            }
+            for (int l = 0; l < CNN_NPARAMS; l++)
+                p[l] = cft_sub(p[l], cft_mul_s(r[1 + l], lr));
+        }
+}
+
+static double cnn_acc(cft_fn *lf, const digits *d, cft_array **p) {
+    int nt = d->n - NTRAIN;
+    cft_array *in[CNN_NPARAMS + 1];
+    memcpy(in, p, sizeof(cft_array *) * CNN_NPARAMS);
+    in[CNN_NPARAMS] = images(d, NTRAIN, nt);
+    cft_array *lg = cft_fn_call1(lf, in);
+    if (cft_failed(lg))
+        fprintf(stderr, "lowbits: %s\n", cft_error_message(lg));
+    return mlp_accuracy(lg, cft_from_data(d->y + NTRAIN, CFT_I32, (int64_t[]){nt}, 1));
+}
+
+static void cnn_line(const char *method, double acc, double base) {
+    printf("{\"bench\": \"lowbits\", \"config\": {\"model\": \"digits cnn conv3x3(1->8)-288-10\", "
+           "\"train\": %d}, \"method\": \"%s\", \"test_accuracy\": %.4f, \"baseline\": "
+           "\"f32\", \"points_vs_baseline\": %.2f}\n",
+           NTRAIN, method, acc, 100 * (acc - base));
+    fflush(stdout);
+}
+
+/* the CNN's forward at batch 256 with its weights closed over */
+static cft_array *cnn_w[CNN_NPARAMS];
+static cft_status cnn_closed(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cnn_logits(cnn_w, in[0]);
+    return CFT_OK;
+}
+
+static void cnn_lines(const digits *d, int epochs, int rounds) {
+    cft_array *p[CNN_NPARAMS], *pb[CNN_NPARAMS];
+    cnn_init(p);
+    memcpy(pb, p, sizeof pb);
+    cft_fn *lf = cft_fn_new(cnn_fwd, NULL, CNN_NPARAMS + 1, 1);
+    cnn_train(lf, false, d, p, epochs, 0.1);
+    double a32 = cnn_acc(lf, d, p);
+    cnn_line("f32", a32, a32);
+    cnn_train(cft_autocast(lf, CFT_BF16), false, d, pb, epochs, 0.1);
+    cnn_line("bf16_autocast", cnn_acc(lf, d, pb), a32);
+    cft_quantizer qz = cft_quantizer_x86();
+    cft_quant *q = cft_quant_prepare(lf, &qz);
+    cft_array *in[CNN_NPARAMS + 1];
+    memcpy(in, p, sizeof p);
+    for (int b = 0; b < 10; b++) {
+        in[CNN_NPARAMS] = images(d, b * BATCH, BATCH);
+        cft_fn_call1(cft_quant_observer_fn(q), in);
+    }
+    cnn_line("int8_ptq", cnn_acc(cft_quant_convert(q), d, p), a32);
+    /* QAT: 2 epochs eagerly (the observers follow the activations) */
+    cft_quant *qa = cft_quant_prepare(lf, &qz);
+    cft_array *w[CNN_NPARAMS];
+    memcpy(w, p, sizeof w);
+    cnn_train(cft_quant_qat_fn(qa), true, d, w, 2, 0.02);
+    cnn_line("int8_qat", cnn_acc(cft_quant_convert(qa), d, w), a32);
+    /* speed: the trained model's forward at batch 256, weights constant */
+    memcpy(cnn_w, p, sizeof cnn_w);
+    cft_fn *closed = cft_fn_new(cnn_closed, NULL, 1, 1);
+    cft_array *x = images(d, 0, 256);
+    cft_quant *qc = cft_quant_prepare(closed, &qz);
+    cft_fn_call1(cft_quant_observer_fn(qc), &x);
+    call_t f32 = {cft_jit(closed), &x, 1}, i8 = {cft_jit(cft_quant_convert(qc)), &x, 1};
+    double mf, mq;
+    alternate(call, &f32, call, &i8, rounds, &mf, &mq);
+    line("\"model\": \"digits cnn conv3x3(1->8)-288-10\", \"batch\": 256, \"step\": \"fwd\", "
+         "\"note\": \"conv fake-quantized on f32 kernels, linear on int8\"",
+         "int8_static", "f32", mq, mf, rounds);
+}
+
 static void acc_line(const char *method, double acc, double base) {
     printf("{\"bench\": \"lowbits\", \"config\": {\"model\": \"digits mlp 64-128-128-10\", "
            "\"train\": %d}, \"method\": \"%s\", \"test_accuracy\": %.4f, \"baseline\": "
@@ -377,5 +491,6 @@ int main(int argc, char **argv) {
     LR = 0.05;
     train(make_step(CFT_F32), &d, p, masks, epochs);
     acc_line("sparse24_finetuned", test_acc(&d, p), a32);
+    cnn_lines(&d, epochs, rounds);
     return 0;
 }

@@ -1,5 +1,6 @@
 """bench/peers/quant_torch.py: torch 1.13's FX graph-mode quantization on
-the digits MLP 64-128-128-10, the peer of bench/lowbits.c's int8 lines and
+the digits MLP 64-128-128-10 and CNN (conv 3x3 1->8, relu, linear 288->10;
+its forward timed at batch 256), the peer of bench/lowbits.c's int8 lines and
 examples/quantize_digits.c: the same data split (the digits CSV, shuffled
 by the same xorshift, 1500 training rows), the same training (SGD lr 0.1,
 batch 32, 10 epochs; torch's own initialisation), PTQ calibrated on ten
@@ -40,6 +41,10 @@ Xtr, Ytr, Xte, Yte = X[:NT], Y[:NT], X[NT:], Y[NT:]
 def mlp():
     return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
 
+def cnn():  # bench/cnn.h's
+    return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 8, 3), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(288, 10))
+
 def train(m, epochs, lr):
     opt = torch.optim.SGD(m.parameters(), lr=lr)
     for _ in range(epochs):
@@ -52,37 +57,39 @@ def acc(m):
     with torch.no_grad():
         return (m(Xte).argmax(-1) == Yte).float().mean().item()
 
-def line(method, **kw):
-    print(json.dumps({"bench": "quant_torch", "config": {"model": "digits mlp 64-128-128-10",
-          "train": NT, "engine": engine, "torch": torch.__version__, "threads": a.threads},
-          "method": method, **kw}), flush=True)
+for name, make in (("digits mlp 64-128-128-10", mlp), ("digits cnn conv3x3(1->8)-288-10", cnn)):
+    def line(method, **kw):
+        print(json.dumps({"bench": "quant_torch", "config": {"model": name, "train": NT,
+              "engine": engine, "torch": torch.__version__, "threads": a.threads},
+              "method": method, **kw}), flush=True)
 
-f32 = mlp()
-train(f32, a.epochs, 0.1)
-f32.eval()
-a32 = acc(f32)
-line("f32", test_accuracy=round(a32, 4))
-ex = (Xtr[:32],)
-p = prepare_fx(copy.deepcopy(f32).eval(), get_default_qconfig_mapping(engine), ex)
-with torch.no_grad():
-    for b in range(10):
-        p(Xtr[b * 32:(b + 1) * 32])
-ptq = convert_fx(p)
-line("int8_ptq", test_accuracy=round(acc(ptq), 4), points_vs_f32=round(100 * (acc(ptq) - a32), 2))
-q = prepare_qat_fx(copy.deepcopy(f32).train(), get_default_qat_qconfig_mapping(engine), ex)
-train(q, 2, 0.02)
-qat = convert_fx(q.eval())
-line("int8_qat", test_accuracy=round(acc(qat), 4), points_vs_f32=round(100 * (acc(qat) - a32), 2))
-tf = tq = float("inf")
-with torch.no_grad():
-    for _ in range(a.rounds):
-        t0 = time.perf_counter()
-        for _ in range(20):
-            f32(Xte)
-        t1 = time.perf_counter()
-        for _ in range(20):
-            ptq(Xte)
-        t2 = time.perf_counter()
-        tf, tq = min(tf, t1 - t0), min(tq, t2 - t1)
-line("int8_forward", rows=len(Xte), ms=round(tq / 20 * 1e3, 4), baseline="f32_forward",
-     baseline_ms=round(tf / 20 * 1e3, 4), ratio_to_baseline=round(tq / tf, 3))
+    f32 = make()
+    train(f32, a.epochs, 0.1)
+    f32.eval()
+    a32 = acc(f32)
+    line("f32", test_accuracy=round(a32, 4))
+    ex = (Xtr[:32],)
+    p = prepare_fx(copy.deepcopy(f32).eval(), get_default_qconfig_mapping(engine), ex)
+    with torch.no_grad():
+        for b in range(10):
+            p(Xtr[b * 32:(b + 1) * 32])
+    ptq = convert_fx(p)
+    line("int8_ptq", test_accuracy=round(acc(ptq), 4), points_vs_f32=round(100 * (acc(ptq) - a32), 2))
+    q = prepare_qat_fx(copy.deepcopy(f32).train(), get_default_qat_qconfig_mapping(engine), ex)
+    train(q, 2, 0.02)
+    qat = convert_fx(q.eval())
+    line("int8_qat", test_accuracy=round(acc(qat), 4), points_vs_f32=round(100 * (acc(qat) - a32), 2))
+    xb = Xte if name.startswith("digits mlp") else X[:256]
+    tf = tq = float("inf")
+    with torch.no_grad():
+        for _ in range(a.rounds):
+            t0 = time.perf_counter()
+            for _ in range(20):
+                f32(xb)
+            t1 = time.perf_counter()
+            for _ in range(20):
+                ptq(xb)
+            t2 = time.perf_counter()
+            tf, tq = min(tf, t1 - t0), min(tq, t2 - t1)
+    line("int8_forward", rows=len(xb), ms=round(tq / 20 * 1e3, 4), baseline="f32_forward",
+         baseline_ms=round(tf / 20 * 1e3, 4), ratio_to_baseline=round(tq / tf, 3))
