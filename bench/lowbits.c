@@ -380,7 +380,7 @@ static void cnn_lines(const digits *d, int epochs, int rounds) {
     double mf, mq;
     alternate(call, &f32, call, &i8, rounds, &mf, &mq);
     line("\"model\": \"digits cnn conv3x3(1->8)-288-10\", \"batch\": 256, \"step\": \"fwd\", "
-         "\"note\": \"conv fake-quantized on f32 kernels, linear on int8\"",
+         "\"note\": \"conv and linear on int8 kernels, 8-bit activations\"",
          "int8_static", "f32", mq, mf, rounds);
 }
 

@@ -929,6 +929,47 @@ static void ref_qs_dot(const row *r, double *const *x, const cft_aval *av, const
         }
 }
 
+/* conv_qstatic: x [2, 2, 5, 5], 3 output channels of 2 x 3 x 3 taps
+ * (18: five words), stride 1, padding 1, x / 0.025 + 120 on [0, 255] */
+static const int64_t qc_wshape[3] = {2, 3, 3}, qc_one[2] = {1, 1}, qc_pad[4] = {1, 1, 1, 1};
+FN(fn_qc) {
+    UNUSED_FN;
+    ENV_ROW;
+    out[0] =
+        cft__qconv_bind(in[0], in[1], in[2], cft_scalar(r->p[0] / 1000.0, cft_array_dtype(in[0])),
+                        cft_scalar(r->p[1], CFT_I32), 0, 255, qc_wshape, 2, qc_one, qc_pad, qc_one);
+    return CFT_OK;
+}
+FN(fn_qc_smooth) { /* the convolution of x with the dequantized weight */
+    UNUSED_FN;
+    cft_array *w = cft_reshape(cft_qlinear_unpack((cft_qlinear){in[1], in[2], 18}),
+                               (int64_t[]){3, 2, 3, 3}, 4);
+    out[0] = cft_conv_general_dilated(in[0], w, qc_one, qc_pad, NULL, qc_one, 1, 1);
+    return CFT_OK;
+}
+static void ref_qc(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                   double *y) {
+    (void)av, (void)o;
+    double xs = r->p[0] / 1000.0, zp = r->p[1];
+    for (int n = 0; n < 2; n++)
+        for (int oc = 0; oc < 3; oc++)
+            for (int i = 0; i < 5; i++)
+                for (int j = 0; j < 5; j++) {
+                    double acc = 0;
+                    for (int c = 0; c < 2; c++)
+                        for (int a = 0; a < 3; a++)
+                            for (int b = 0; b < 3; b++) {
+                                int ii = i - 1 + a, jj = j - 1 + b, t = c * 9 + a * 3 + b;
+                                if (ii < 0 || ii >= 5 || jj < 0 || jj >= 5)
+                                    continue;
+                                double v = x[0][((n * 2 + c) * 5 + ii) * 5 + jj];
+                                double q = fmax(0, fmin(255, nearbyint(v / xs) + zp)) - zp;
+                                acc += q * ql_byte(x[1][oc * 5 + t / 4], t % 4);
+                            }
+                    y[((n * 3 + oc) * 5 + i) * 5 + j] = xs * x[2][oc] * acc;
+                }
+}
+
 /* ---- indexing (index.c): gather, scatter, scatter_add, dynamic_slice,
  * dynamic_update_slice. References follow the documented modes: take and
  * take_along_axis wrap negative indices, then clamp; CFT_INDEX_CLIP clamps
@@ -1560,6 +1601,11 @@ static const row rows[] = {
             {F, 1, {3}, 0.01, 0.1, 0}},
      .out_nd = 2, .out_shape = {5, 3}, .ref = ref_qs_dot, .p = {25, 120},
      .flags = STE | BLAS_SHAPES, .ste = fn_ql_dot_smooth},
+    {.prim = "conv_qstatic", .fn = fn_qc, .nin = 3,
+     .in = {{F, 4, {2, 2, 5, 5}, -2, 2, 0}, {I, 2, {3, 5}, -2147483648.0, 2147483647.0, 0},
+            {F, 1, {3}, 0.01, 0.1, 0}},
+     .out_nd = 4, .out_shape = {2, 3, 5, 5}, .ref = ref_qc, .p = {25, 120},
+     .flags = STE | BLAS_SHAPES, .ste = fn_qc_smooth},
     /* 2:4 sparsity: metadata words span all of i32 (every word is valid) */
     {.prim = "sparse24_meta", .fn = fn_s24_meta, .nin = 1, .in = {{F, 2, {3, 40}, -2, 2, 0}},
      .out_nd = 2, .out_shape = {3, 2}, .ref = ref_s24_meta, .flags = NONDIFF | ANY_DTYPE},

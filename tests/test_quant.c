@@ -81,6 +81,27 @@ static cft_array *fq_product(cft_quant *q, cft_array *w, cft_array *x, int64_t x
                       cft_fake_quantize(w, s1, z1, 1, -128, 127));
 }
 
+/* one convolution layer: conv(x, w), stride 1, padding 1 (w [O, C, 3, 3]) */
+static cft_status conv_layer(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_conv2d(in[1], in[0], NULL, (int64_t[]){1, 1}, NULL, 1);
+    return CFT_OK;
+}
+
+/* sum of the fake-quantized convolution (env: the record) */
+static cft_status conv_ref_sum(void *env, int nin, cft_array *const *in, int nout,
+                               cft_array **out) {
+    (void)nin, (void)nout;
+    cft_array *s0, *z0, *s1, *z1;
+    cft_quant_site(env, 0, &s0, &z0, NULL, NULL);
+    cft_quant_site(env, 1, &s1, &z1, NULL, NULL);
+    out[0] = cft_sum(cft_conv2d(cft_fake_quantize(in[1], s0, z0, 0, 0, 255),
+                                cft_fake_quantize(in[0], s1, z1, 0, -128, 127), NULL,
+                                (int64_t[]){1, 1}, NULL, 1),
+                     NULL, 0, false);
+    return CFT_OK;
+}
+
 static cft_array *P[8];
 static void make(void) {
     const int64_t sz[4] = {16, 32, 32, 10};
@@ -422,8 +443,54 @@ int main(int argc, char **argv) {
             CHECK_ARRAY_CLOSE(cft_fn_call1(g, (cft_array *[]){w, x}), want, 1e-5, 1e-5);
         }
 
-    TEST("dot_qstatic refuses a zero scale, a zero point off the grid, a range beyond u8 and an "
-         "int32-overflowing K, by name") {
+    TEST("static int8 convolution: conv_qstatic on integers, the fake-quantized convolution to "
+         "f32 rounding; jit, vmap, grad") {
+        cft_array *w = cft_mul_s(
+            cft_random_normal(cft_random_key(50), CFT_F32, (int64_t[]){6, 3, 3, 3}, 4), 0.3);
+        cft_array *x = cft_random_normal(cft_random_key(51), CFT_F32, (int64_t[]){4, 3, 7, 6}, 4);
+        cft_quantizer qz = cft_quantizer_x86();
+        qz.activation.observer = CFT_OBS_MINMAX;
+        cft_fn *f = cft_fn_new(conv_layer, NULL, 2, 1);
+        cft_quant *q = cft_quant_prepare(f, &qz);
+        cft_fn_call1(cft_quant_observer_fn(q), (cft_array *[]){w, x});
+        cft_fn *c = cft_quant_convert(q);
+        cft_aval av[2] = {cft_array_aval(w), cft_array_aval(x)};
+        cft_ir *ir = cft_make_ir(c, av);
+        CHECK_EQ(count_prim(ir, "conv_qstatic"), 1);
+        CHECK_EQ(count_prim(ir, "conv_general_dilated"), 0);
+        cft_array *s0, *z0, *s1, *z1;
+        cft_quant_site(q, 0, &s0, &z0, NULL, NULL);
+        cft_quant_site(q, 1, &s1, &z1, NULL, NULL);
+        cft_array *ref = cft_conv2d(cft_fake_quantize(x, s0, z0, 0, 0, 255),
+                                    cft_fake_quantize(w, s1, z1, 0, -128, 127), NULL,
+                                    (int64_t[]){1, 1}, NULL, 1);
+        cft_array *y = cft_fn_call1(c, (cft_array *[]){w, x});
+        CHECK_ARRAY_CLOSE(y, ref, 1e-5, 1e-5); /* K = 27 */
+        CHECK(rel(y, cft_fn_call1(f, (cft_array *[]){w, x})) < 0.05);
+        cft_fn *j = cft_jit(c);
+        for (int r = 0; r < 2; r++)
+            CHECK_ARRAY_CLOSE(cft_fn_call1(j, (cft_array *[]){w, x}), y, 0, 0);
+        cft_array *xb = cft_stack((cft_array *[]){x, cft_mul_s(x, 0.5)}, 2, 0);
+        cft_array *yv = cft_fn_call1(cft_vmap_n(c, (int[]){CFT_NOT_BATCHED, 0}, 2, NULL, 0),
+                                     (cft_array *[]){w, xb});
+        for (int m = 0; m < 2; m++) /* the samples of both members in one call */
+            CHECK_ARRAY_CLOSE(cft_index(yv, m),
+                              cft_fn_call1(c, (cft_array *[]){w, cft_index(xb, m)}), 0, 0);
+        cft_array *wb = cft_stack((cft_array *[]){w, cft_mul_s(w, 0.8)}, 2, 0);
+        cft_array *yw = cft_fn_call1(cft_vmap_n(c, (int[]){0, CFT_NOT_BATCHED}, 2, NULL, 0),
+                                     (cft_array *[]){wb, x});
+        for (int m = 0; m < 2; m++)
+            CHECK_ARRAY_CLOSE(cft_index(yw, m),
+                              cft_fn_call1(c, (cft_array *[]){cft_index(wb, m), x}), 1e-5, 1e-5);
+        /* grad w.r.t. x: fake quantization's straight-through estimator */
+        cft_fn *g = cft_grad(cft_fn_new(lin_sum, c, 2, 1), (int[]){1}, 1);
+        cft_fn *gr = cft_grad(cft_fn_new(conv_ref_sum, q, 2, 1), (int[]){1}, 1);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(g, (cft_array *[]){w, x}),
+                          cft_fn_call1(gr, (cft_array *[]){w, x}), 1e-5, 1e-5);
+    }
+
+    TEST("dot_qstatic and conv_qstatic refuse a bad scale, a zero point off the grid, a range "
+         "beyond u8 and an int32-overflowing K, by name") {
         const char *good = "{ lambda ; a:f32[4,8] b:i32[3,2] c:f32[3] d:f32[] e:f32[] .\n"
                            "  let f:f32[4,3] = dot_qstatic[k=8 xlo=0 xhi=255] a b c d e\n"
                            "  in (f) }";
@@ -442,6 +509,20 @@ int main(int argc, char **argv) {
         CHECK(y && strstr(cft_error_message(y), "zero point 2.5 is not an integer") != NULL);
         in[4] = cft_scalar(3, CFT_F32);
         CHECK(ir && cft_ir_eval(ir, in, &y) == CFT_OK);
+        const char *conv =
+            "{ lambda ; a:f32[2,2,5,5] b:i32[3,5] c:f32[3] d:f32[] e:f32[] .\n"
+            "  let f:f32[2,3,5,5] = conv_qstatic[strides=(1,1) padding=(1,1,1,1) "
+            "lhs_dilation=(1,1) rhs_dilation=(1,1) xrange=(0,255) wshape=(2,3,3)] a b c d e\n"
+            "  in (f) }";
+        cft_ir *cir = NULL;
+        CHECK_EQ(cft_ir_parse(conv, 0, NULL, &cir), CFT_OK);
+        cft_array *cin[5] = {
+            cft_ones(CFT_F32, (int64_t[]){2, 2, 5, 5}, 4), cft_ones(CFT_I32, (int64_t[]){3, 5}, 2),
+            cft_ones(CFT_F32, (int64_t[]){3}, 1), cft_scalar(-1, CFT_F32), cft_scalar(3, CFT_F32)};
+        CHECK(cir && cft_ir_eval(cir, cin, &y) != CFT_OK);
+        CHECK(y && strstr(cft_error_message(y), "conv_qstatic: the activation's scale -1") != NULL);
+        cin[3] = cft_scalar(0.1, CFT_F32);
+        CHECK(cir && cft_ir_eval(cir, cin, &y) == CFT_OK);
         const char *wide = "{ lambda ; a:f32[4,8] b:i32[3,2] c:f32[3] d:f32[] e:f32[] .\n"
                            "  let f:f32[4,3] = dot_qstatic[k=8 xlo=0 xhi=300] a b c d e\n"
                            "  in (f) }";

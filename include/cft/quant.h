@@ -35,8 +35,10 @@
  * CPU without VNNI, 8-bit activations would saturate that GEMM's 16-bit
  * pair sums: there their integers run on an f32 GEMM (exact below 2^24),
  * and 7-bit activations (activation.bits = 7, torch's reduce_range) keep
- * the integer GEMM. Other sites (convolutions, per-channel activations)
- * stay fake-quantized on f32 kernels.
+ * the integer GEMM. Convolutions (one group, no lhs dilation) become int8
+ * convolutions the same way (each window a row of the integer GEMM, the
+ * weight per channel along O). Other sites (grouped convolutions,
+ * per-channel activations) stay fake-quantized on f32 kernels.
  */
 #ifndef CFT_QUANT_H
 #define CFT_QUANT_H

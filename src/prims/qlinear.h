@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "array/array.h"
+#include "trace/prim.h"
 
 /* the words of a row of K values */
 static inline int64_t cft__qwords(int64_t k) {
@@ -32,6 +33,10 @@ cft_array *cft__qunpack(cft_array *q, cft_array *s, int64_t k);
 void cft__qgemm(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao, const int8_t *wq,
                 int64_t ldw, int32_t *acc);
 bool cft__qgemm_exact_u8(void);
+/* the same integers through an f32 GEMM (qstatic.c), exact while sums stay
+ * below 2^24: where cft__qgemm would saturate. False when out of memory. */
+bool cft__qgemm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao,
+                    const int8_t *wq, int64_t ldw, int32_t *acc);
 
 /* y [M, N] (f64 when dbl, else f32) = xs[m] sc[n] acc[m, n], rows shared
  * among threads */
@@ -48,9 +53,40 @@ cft_array *cft__qstatic_linear(cft_array *x, cft_array *w, cft_array *ws, int64_
  * cost more in page faults than the int8 work done in them */
 void *cft__qscratch(int slot, size_t n);
 
+/* an int8 product's (x, words, wscale) made contiguous into xqs, its
+ * output aval by prim's shape rule, and the activation's scale and zero
+ * point checked (cft__qact) */
+cft_array *cft__qoperands(const struct cft_prim *prim, cft_array *const *in, const cft_params *p,
+                          double lo, double hi, cft_array **xqs, cft_aval *oa, double *xs,
+                          double *zp);
+/* the activation's scale and zero point (scalars) of op: *xs positive and
+ * finite, *zp an integer in [lo, hi]; else an error naming op */
+cft_array *cft__qact(const char *op, const cft_array *xs_a, const cft_array *zp_a, double lo,
+                     double hi, double *xs, double *zp);
+/* rows of k values of x (f32, or f64 when dbl) to u8: clamp(round(x / xs)
+ * + zp, lo, hi), half to even, the division in x's dtype; nan[r] notes a
+ * row holding a NaN. Rows shared among threads. */
+void cft__qrows(const void *x, bool dbl, int64_t rows, int64_t k, double xs, double zp, double lo,
+                double hi, uint8_t *xq, uint8_t *nan);
+
 /* the two primitives of qstatic.c, bound (for the above, and tests) */
 cft_array *cft__qstatic_dot(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
                             cft_array *zp, int64_t k, int64_t xlo, int64_t xhi);
 cft_array *cft__qstatic_quantize(cft_array *w, cft_array *ws, int64_t lo, int64_t hi);
+
+/* conv_general_dilated(x, W) (one group of each kind, no lhs dilation) as
+ * cft_quant_convert's int8 convolution (qconv.c): W [O, C, k...] quantized
+ * with per-output-channel scales ws [O] to [wlo, whi], x with the scalar
+ * scale xs and zero point zp to [xlo, xhi] */
+/* conv_qstatic bound on words (qlinear_quantize's, of W's rows flattened)
+ * for a weight of shape [O, wshape...] with nsp spatial dims */
+cft_array *cft__qconv_bind(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
+                           cft_array *zp, int64_t xlo, int64_t xhi, const int64_t *wshape, int nsp,
+                           const int64_t *strides, const int64_t *padding,
+                           const int64_t *rhs_dilation);
+cft_array *cft__qstatic_conv(cft_array *x, cft_array *w, cft_array *ws, int64_t wlo, int64_t whi,
+                             cft_array *xs, cft_array *zp, int64_t xlo, int64_t xhi,
+                             const int64_t *strides, const int64_t *padding,
+                             const int64_t *rhs_dilation);
 
 #endif

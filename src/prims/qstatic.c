@@ -263,8 +263,8 @@ static void fgemm_body(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-static bool float_gemm(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t zp,
-                       const int8_t *wq, int64_t ldw, int32_t *acc) {
+bool cft__qgemm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t zp,
+                    const int8_t *wq, int64_t ldw, int32_t *acc) {
     float *b = cft__qscratch(CFT_SCRATCH_QW, sizeof(float) * (size_t)(N * K > 0 ? N * K : 1));
     if (!b)
         return false;
@@ -278,29 +278,48 @@ static bool float_gemm(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32
     return !g.oom;
 }
 
+cft_array *cft__qact(const char *op, const cft_array *xs_a, const cft_array *zp_a, double lo,
+                     double hi, double *xs, double *zp) {
+    *xs = cft__get(cft__ptr(xs_a), xs_a->aval.dtype, 0);
+    *zp = cft__get(cft__ptr(zp_a), zp_a->aval.dtype, 0);
+    if (!(*xs > 0) || isinf(*xs))
+        return cft__fail(CFT_E_ARG, "%s: the activation's scale %g is not a positive number", op,
+                         *xs);
+    if (!(*zp >= lo && *zp <= hi) || *zp != nearbyint(*zp))
+        return cft__fail(CFT_E_ARG,
+                         "%s: the activation's zero point %g is not an integer in [%g, %g]", op,
+                         *zp, lo, hi);
+    return NULL;
+}
+
+void cft__qrows(const void *x, bool dbl, int64_t rows, int64_t k, double xs, double zp, double lo,
+                double hi, uint8_t *xq, uint8_t *nan) {
+    qrows qr = {x, dbl, k, xs, zp, lo, hi, xq, nan};
+    cft__par_for(rows, 4.0 * (double)k, qrows_body, &qr);
+}
+
+cft_array *cft__qoperands(const cft_prim *prim, cft_array *const *in, const cft_params *p,
+                          double lo, double hi, cft_array **xqs, cft_aval *oa, double *xs,
+                          double *zp) {
+    for (int i = 0; i < 3; i++) {
+        xqs[i] = cft__contig(in[i]);
+        if (cft_failed(xqs[i]))
+            return xqs[i];
+    }
+    cft_array *e = prim->shape(
+        (cft_aval[]){xqs[0]->aval, xqs[1]->aval, xqs[2]->aval, in[3]->aval, in[4]->aval}, 5, p, oa);
+    return e ? e : cft__qact(prim->name, in[3], in[4], lo, hi, xs, zp);
+}
+
 static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin;
-    cft_array *x = cft__contig(in[0]), *q = cft__contig(in[1]), *s = cft__contig(in[2]);
-    if (cft_failed(x) || cft_failed(q) || cft_failed(s))
-        return cft_failed(x) ? x : cft_failed(q) ? q : s;
+    cft_array *xqs[3];
     cft_aval oa;
-    cft_array *e =
-        dot_shape((cft_aval[]){x->aval, q->aval, s->aval, in[3]->aval, in[4]->aval}, 5, p, &oa);
+    double xs, zp, lo = (double)p->v[XLO][0], hi = (double)p->v[XHI][0];
+    cft_array *e = cft__qoperands(&cft_p_dot_qstatic, in, p, lo, hi, xqs, &oa, &xs, &zp);
     if (e)
         return e;
-    double xs = cft__get(cft__ptr(in[3]), in[3]->aval.dtype, 0),
-           zp = cft__get(cft__ptr(in[4]), in[4]->aval.dtype, 0);
-    double lo = (double)p->v[XLO][0], hi = (double)p->v[XHI][0];
-    if (!(xs > 0) || isinf(xs))
-        return cft__fail(CFT_E_ARG,
-                         "dot_qstatic: the activation's scale %g is not a positive "
-                         "number",
-                         xs);
-    if (!(zp >= lo && zp <= hi) || zp != nearbyint(zp))
-        return cft__fail(CFT_E_ARG,
-                         "dot_qstatic: the activation's zero point %g is not an integer in [%g, "
-                         "%g]",
-                         zp, lo, hi);
+    cft_array *x = xqs[0], *q = xqs[1], *s = xqs[2];
     int64_t M = x->aval.shape[0], K = x->aval.shape[1], N = q->aval.shape[0];
     cft_array *y = cft__alloc(oa.dtype, oa.shape, 2);
     if (cft_failed(y))
@@ -315,12 +334,11 @@ static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, c
     double *xsr = (double *)(buf + oxs);
     uint8_t *xq = (uint8_t *)(buf + oxq), *nan = (uint8_t *)(buf + onan);
     if (good) {
-        qrows qr = {cft__ptr(x), oa.dtype == CFT_F64, K, xs, zp, lo, hi, xq, nan};
-        cft__par_for(M, 4.0 * (double)K, qrows_body, &qr);
+        cft__qrows(cft__ptr(x), oa.dtype == CFT_F64, M, K, xs, zp, lo, hi, xq, nan);
         if (hi <= 127 || cft__qgemm_exact_u8())
             cft__qgemm(M, N, K, xq, (int32_t)zp, cft__ptr(q), q->aval.shape[1] * 4, acc);
         else
-            good = float_gemm(M, N, K, xq, (int32_t)zp, cft__ptr(q), q->aval.shape[1] * 4, acc);
+            good = cft__qgemm_f32(M, N, K, xq, (int32_t)zp, cft__ptr(q), q->aval.shape[1] * 4, acc);
     }
     if (good) {
         for (int64_t m = 0; m < M; m++)

@@ -1,0 +1,358 @@
+/* qconv.c: the int8 convolution of statically quantized programs
+ * (cft_quant_convert), the convolution's counterpart of qstatic.c's
+ * dot_qstatic:
+ *
+ *   conv_qstatic(x, words, wscale, xscale, xzp)[strides, padding,
+ *       lhs_dilation, rhs_dilation, xrange, wshape] -> y [N, O, out...]:
+ *       x [N, C, in...] rounded to u8 as dot_qstatic rounds it (per tensor,
+ *       xrange = [xlo, xhi] within [0, 255]); the weight W [O, C, k...]
+ *       (wshape = [C, k...]) given as qlinear_quantize's words of its rows
+ *       W[o] flattened; one feature and one batch group, no lhs dilation.
+ *       Each sample's windows are laid out as rows of C * taps u8 values
+ *       (padding holds the zero point, which stands for 0), and
+ *       (rows - zp) W^T runs on cft__qgemm, the integer GEMM, or where that
+ *       would saturate (8-bit x on a CPU without VNNI) on an f32 GEMM of
+ *       the integers; y = xscale wscale[o] acc. Its result is the
+ *       fake-quantized f32 program's up to that program's rounding. A NaN
+ *       in a sample makes the sample's whole output NaN. Its jvp is the
+ *       straight-through estimator, as dot_qstatic's. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cft/quant.h"
+#include "core/mem.h"
+#include "core/par.h"
+#include "core/vec.h"
+#include "prims/qlinear.h"
+#include "prims/rules.h"
+
+extern const cft_prim cft_p_conv_qstatic, cft_p_conv_general_dilated;
+
+enum { QS, QP, QLD, QRD, QX, QW }; /* parameter slots */
+enum { MAXSP = 3 };
+#define MAX_K (INT64_C(2147483647) / (255 * 128))
+
+/* the conv_general_dilated params of these (one group of each kind) */
+static cft_params conv_params(const cft_params *p) {
+    cft_params c = {0};
+    for (int s = QS; s <= QRD; s++)
+        cft__param_set(&c, s, p->v[s], p->n[s]);
+    cft__param_set1(&c, 4, 1);
+    cft__param_set1(&c, 5, 1);
+    return c;
+}
+
+/* the weight's aval [O, C, k...] (f32) for words [O, KW] */
+static cft_aval weight_aval(const cft_params *p, const cft_aval *words) {
+    cft_aval w = cft__aval(CFT_F32, NULL, 0);
+    w.ndim = 1 + p->n[QW];
+    w.shape[0] = words->shape[0];
+    for (int i = 0; i < p->n[QW]; i++)
+        w.shape[1 + i] = p->v[QW][i];
+    return w;
+}
+
+static int64_t taps_of(const cft_params *p) {
+    int64_t k = 1;
+    for (int i = 0; i < p->n[QW]; i++)
+        k *= p->v[QW][i];
+    return k; /* C * kernel taps */
+}
+
+static cft_array *qconv_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    (void)nin;
+    const cft_aval *x = &in[0];
+    int nsp = x->ndim - 2;
+    if (x->ndim < 3 || x->ndim > 5 || !cft__qreal_float(x->dtype) || in[1].ndim != 2 ||
+        p->n[QW] != nsp + 1 || p->n[QX] != 2)
+        return cft__fail(
+            CFT_E_SHAPE,
+            "conv_qstatic: x %s must be f32 or f64 [N, C, 1 to 3 spatial dims] and the "
+            "weight [O, KW] with wshape [C, k...]",
+            cft__av(x));
+    for (int i = 0; i < p->n[QLD]; i++)
+        if (p->v[QLD][i] != 1)
+            return cft__fail(CFT_E_ARG, "conv_qstatic: lhs dilation is not supported");
+    int64_t lo = p->v[QX][0], hi = p->v[QX][1], k = taps_of(p);
+    if (lo < 0 || hi > 255 || lo > hi)
+        return cft__fail(CFT_E_ARG, "conv_qstatic: activation range [%lld, %lld] is not within u8",
+                         (long long)lo, (long long)hi);
+    for (int i = 0; i < p->n[QW]; i++)
+        if (p->v[QW][i] < 1)
+            return cft__fail(CFT_E_SHAPE, "conv_qstatic: wshape entry %lld is not a size",
+                             (long long)p->v[QW][i]);
+    if (k > MAX_K)
+        return cft__fail(CFT_E_SHAPE,
+                         "conv_qstatic: %lld taps would overflow the int32 accumulation (at most "
+                         "%lld products of u8 and s8)",
+                         (long long)k, (long long)MAX_K);
+    if (in[3].ndim != 0 || !cft__qreal_float(in[3].dtype) || in[4].ndim != 0 ||
+        !(cft__qreal_float(in[4].dtype) || in[4].dtype == CFT_I32))
+        return cft__fail(CFT_E_SHAPE,
+                         "conv_qstatic: the activation's scale %s and zero point %s must be "
+                         "scalars",
+                         cft__av(&in[3]), cft__av(&in[4]));
+    cft_array *e = cft__qcheck_packed("conv_qstatic", &in[1], &in[2], k);
+    if (e)
+        return e;
+    cft_params c = conv_params(p);
+    cft_aval av[2] = {*x, weight_aval(p, &in[1])};
+    av[1].dtype = x->dtype;
+    return cft_p_conv_general_dilated.shape(av, 2, &c, out);
+}
+
+/* ---- the kernel ---- */
+
+/* Each output position's windows as offsets into a sample's u8 values
+ * (-1: padding), [P, C * taps], made once per call; then a row of the GEMM
+ * is a gather through its position's offsets. */
+static void window_table(int nsp, int64_t C, int64_t T, const int64_t *in, const int64_t *out,
+                         const int64_t *k, const int64_t *s, const int64_t *lo, const int64_t *d,
+                         int64_t P, int32_t *tab) {
+    int64_t insz = 1;
+    for (int i = 0; i < nsp; i++)
+        insz *= in[i];
+    for (int64_t pos = 0; pos < P; pos++) {
+        int64_t o[MAXSP] = {0}, rem = pos;
+        for (int i = nsp - 1; i >= 0; i--)
+            o[i] = rem % out[i], rem /= out[i];
+        for (int64_t t = 0; t < T; t++) {
+            int64_t tt = t, off = 0, mul = 1;
+            bool inside = true;
+            for (int i = nsp - 1; i >= 0; i--) {
+                int64_t ti = tt % k[i];
+                tt /= k[i];
+                int64_t ii = o[i] * s[i] - lo[i] + ti * d[i];
+                inside &= ii >= 0 && ii < in[i];
+                off += ii * mul;
+                mul *= in[i];
+            }
+            for (int64_t ch = 0; ch < C; ch++)
+                tab[pos * C * T + ch * T + t] = inside ? (int32_t)(ch * insz + off) : -1;
+        }
+    }
+}
+
+typedef struct {
+    const uint8_t *xq; /* [N, per] */
+    uint8_t *rows;     /* [n * P, K] for samples [n0, n0 + n) */
+    const int32_t *tab;
+    int64_t n0, P, K, per;
+    uint8_t zp;
+} im2row;
+
+static void im2row_body(void *ctx, int64_t lo, int64_t hi) {
+    const im2row *c = ctx;
+    for (int64_t r = lo; r < hi; r++) {
+        const uint8_t *src = c->xq + (c->n0 + r / c->P) * c->per;
+        const int32_t *tab = c->tab + (r % c->P) * c->K;
+        uint8_t *dst = c->rows + r * c->K;
+        for (int64_t j = 0; j < c->K; j++)
+            dst[j] = tab[j] >= 0 ? src[tab[j]] : c->zp;
+    }
+}
+
+typedef struct {
+    const int32_t *acc; /* [n * P, O] */
+    const double *sc;
+    const uint8_t *nan; /* [N] */
+    void *y;            /* [N, O, P] */
+    int64_t n0, P, O;
+    double xs;
+    bool dbl;
+} scatter;
+
+/* y[n0 + n, o, pos] = xs sc[o] acc[n P + pos, o], samples [lo, hi) */
+static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
+    const scatter *c = ctx;
+    for (int64_t n = lo; n < hi; n++) {
+        double f = c->nan[c->n0 + n] ? NAN : c->xs;
+        for (int64_t o = 0; o < c->O; o++) {
+            double g = f * c->sc[o];
+            const int32_t *a = c->acc + n * c->P * c->O + o;
+            int64_t base = ((c->n0 + n) * c->O + o) * c->P;
+            if (c->dbl)
+                for (int64_t pos = 0; pos < c->P; pos++)
+                    ((double *)c->y)[base + pos] = g * (double)a[pos * c->O];
+            else
+                for (int64_t pos = 0; pos < c->P; pos++)
+                    ((float *)c->y)[base + pos] = (float)(g * (double)a[pos * c->O]);
+        }
+    }
+}
+
+/* samples per chunk: its rows at most CHUNK_BYTES */
+#define CHUNK_BYTES ((int64_t)16 << 20)
+
+static cft_array *qconv_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    (void)nin;
+    cft_array *xqs[3];
+    cft_aval oa;
+    double xs, zp, lo = (double)p->v[QX][0], hi = (double)p->v[QX][1];
+    cft_array *e = cft__qoperands(&cft_p_conv_qstatic, in, p, lo, hi, xqs, &oa, &xs, &zp);
+    if (e)
+        return e;
+    cft_array *x = xqs[0], *q = xqs[1], *s = xqs[2];
+    cft_array *y = cft__alloc(oa.dtype, oa.shape, oa.ndim);
+    if (cft_failed(y))
+        return y;
+    int nsp = x->aval.ndim - 2;
+    int64_t N = x->aval.shape[0], C = x->aval.shape[1], O = q->aval.shape[0], K = taps_of(p),
+            T = K / (C ? C : 1), P = cft__numel(oa.shape + 2, nsp), per = C;
+    for (int i = 0; i < nsp; i++)
+        per *= x->aval.shape[2 + i];
+    if (cft__numel(oa.shape, oa.ndim) == 0)
+        return out[0] = y, NULL;
+    /* scratch: xq [N * per] | nan [N] | table [P, K] | rows [chunk * P, K] | acc */
+    int64_t chunk = K * P > 0 ? CHUNK_BYTES / (K * P) : N;
+    chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
+    size_t otab = ((size_t)(N * per + N) + 63) / 64 * 64, orows = otab + (size_t)(P * K) * 4,
+           oacc = ((orows + (size_t)(chunk * P * K)) + 63) / 64 * 64;
+    char *buf = cft__qscratch(CFT_SCRATCH_QIN, oacc + (size_t)(chunk * P * O) * 4 + 64);
+    double *sc = cft__new_data(sizeof(double) * (size_t)(O > 0 ? O : 1));
+    if (!buf || !sc)
+        return cft__oom();
+    uint8_t *xq = (uint8_t *)buf, *nan = xq + N * per, *rows = (uint8_t *)(buf + orows);
+    int32_t *tab = (int32_t *)(buf + otab), *acc = (int32_t *)(buf + oacc);
+    cft__qrows(cft__ptr(x), x->aval.dtype == CFT_F64, N, per, xs, zp, lo, hi, xq, nan);
+    cft__cast(cft__ptr(s), s->aval.dtype, sc, CFT_F64, O);
+    int64_t in_[MAXSP], out_[MAXSP], k_[MAXSP], s_[MAXSP], lo_[MAXSP], d_[MAXSP];
+    for (int i = 0; i < nsp; i++) {
+        in_[i] = x->aval.shape[2 + i], out_[i] = oa.shape[2 + i], k_[i] = p->v[QW][1 + i];
+        s_[i] = p->v[QS][i], lo_[i] = p->v[QP][2 * i], d_[i] = p->v[QRD][i];
+    }
+    window_table(nsp, C, T, in_, out_, k_, s_, lo_, d_, P, tab);
+    im2row ir = {xq, rows, tab, 0, P, K, per, (uint8_t)zp};
+    bool exact = hi <= 127 || cft__qgemm_exact_u8();
+    const int8_t *wq = cft__ptr(q);
+    int64_t ldw = q->aval.shape[1] * 4;
+    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+        int64_t nc = N - n0 < chunk ? N - n0 : chunk, M = nc * P;
+        ir.n0 = n0;
+        cft__par_for(M, (double)K, im2row_body, &ir);
+        if (exact)
+            cft__qgemm(M, O, K, rows, (int32_t)zp, wq, ldw, acc);
+        else if (!cft__qgemm_f32(M, O, K, rows, (int32_t)zp, wq, ldw, acc))
+            return cft__oom();
+        scatter sg = {acc, sc, nan, cft__ptr(y), n0, P, O, xs, oa.dtype == CFT_F64};
+        cft__par_for(nc, 2.0 * (double)(P * O), scatter_body, &sg);
+    }
+    out[0] = y;
+    return NULL;
+}
+
+/* ---- rules ---- */
+
+/* the dequantized weight [O, C, k...] of words and scales s */
+static cft_array *weight_of(cft_array *words, cft_array *s, const cft_params *p) {
+    cft_aval w = weight_aval(p, &words->aval);
+    return cft_reshape(cft__qunpack(words, s, taps_of(p)), w.shape, w.ndim);
+}
+
+static cft_array *conv_with(cft_array *x, cft_array *w, const cft_params *p) {
+    cft_params c = conv_params(p);
+    int nsp = p->n[QS];
+    int64_t pad[2 * MAXSP];
+    for (int i = 0; i < 2 * nsp; i++)
+        pad[i] = p->v[QP][i];
+    return cft_conv_general_dilated(x, w, p->v[QS], pad, NULL, c.v[QRD], 1, 1);
+}
+
+static cft_array *qconv_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                            const cft_params *p, cft_array **ty) {
+    (void)y, (void)nin;
+    cft_dtype dt = x[0]->aval.dtype;
+    cft_array *tx = NULL, *ts = NULL;
+    if (t[0]) {
+        cft_array *lo = cft_scalar((double)p->v[QX][0], dt),
+                  *hi = cft_scalar((double)p->v[QX][1], dt);
+        cft_array *qv = cft_add(cft__round_half_even(cft_div(x[0], cft_astype(x[3], dt))),
+                                cft_astype(x[4], dt));
+        cft_array *inside = cft_astype(cft_logical_and(cft_ge(qv, lo), cft_le(qv, hi)), dt);
+        tx = conv_with(cft_mul(t[0], inside), weight_of(x[1], cft_astype(x[2], dt), p), p);
+    }
+    if (t[2]) /* x as if not rounded, as dot_qstatic's */
+        ts = conv_with(x[0], weight_of(x[1], cft_astype(t[2], dt), p), p);
+    ty[0] = cft__tadd(tx, ts);
+    return NULL;
+}
+
+static cft_array *bind5(cft_array *const *x, const cft_params *p) {
+    return cft__bind1(&cft_p_conv_qstatic, p, 5, (cft_array *[]){x[0], x[1], x[2], x[3], x[4]});
+}
+
+/* x batched alone: its batch joins the samples; anything else batched:
+ * the product per example, stacked */
+static cft_array *qconv_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                             const cft_params *p, cft_array **y, int *ybdim) {
+    (void)nin;
+    ybdim[0] = 0;
+    cft_array *xb = bdim[0] < 0 ? x[0] : cft__moveaxis_b(x[0], bdim[0], 0);
+    if (bdim[1] < 0 && bdim[2] < 0 && bdim[3] < 0 && bdim[4] < 0) {
+        const cft_aval *a = &xb->aval;
+        int64_t fold[CFT_MAX_NDIM];
+        fold[0] = a->shape[0] * a->shape[1];
+        for (int i = 2; i < a->ndim; i++)
+            fold[i - 1] = a->shape[i];
+        cft_array *r =
+            bind5((cft_array *[]){cft_reshape(xb, fold, a->ndim - 1), x[1], x[2], x[3], x[4]}, p);
+        if (cft_failed(r))
+            return y[0] = r;
+        int64_t un[CFT_MAX_NDIM];
+        un[0] = a->shape[0], un[1] = a->shape[1];
+        for (int i = 1; i < cft_array_ndim(r); i++)
+            un[i + 1] = cft_array_shape(r)[i];
+        y[0] = cft_reshape(r, un, cft_array_ndim(r) + 1);
+        return cft_failed(y[0]) ? y[0] : NULL;
+    }
+    cft_array *each[size > 0 ? size : 1];
+    for (int64_t i = 0; i < size; i++) {
+        cft_array *a[5];
+        for (int j = 0; j < 5; j++)
+            a[j] = bdim[j] < 0 ? x[j] : cft_index(cft__moveaxis_b(x[j], bdim[j], 0), i);
+        each[i] = bind5(a, p);
+    }
+    y[0] = cft_stack(each, (int)size, 0);
+    return cft_failed(y[0]) ? y[0] : NULL;
+}
+
+const cft_prim cft_p_conv_qstatic = {
+    .name = "conv_qstatic",
+    .nin = 5,
+    .nout = 1,
+    .flags = CFT_PRIM_CONTRACTION,
+    .pnames = {"strides", "padding", "lhs_dilation", "rhs_dilation", "xrange", "wshape"},
+    .shape = qconv_shape,
+    .impl = qconv_impl,
+    .jvp = qconv_jvp,
+    .vmap = qconv_vmap,
+};
+
+cft_array *cft__qconv_bind(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
+                           cft_array *zp, int64_t xlo, int64_t xhi, const int64_t *wshape, int nsp,
+                           const int64_t *strides, const int64_t *padding,
+                           const int64_t *rhs_dilation) {
+    cft_params p = {0};
+    int64_t ones[MAXSP] = {1, 1, 1};
+    if (nsp < 1 || nsp > MAXSP)
+        return cft__fail(CFT_E_SHAPE, "conv_qstatic: %d spatial dims (1 to 3)", nsp);
+    cft__param_set(&p, QS, strides, nsp);
+    cft__param_set(&p, QP, padding, 2 * nsp);
+    cft__param_set(&p, QLD, ones, nsp);
+    cft__param_set(&p, QRD, rhs_dilation, nsp);
+    cft__param_set(&p, QX, (int64_t[]){xlo, xhi}, 2);
+    cft__param_set(&p, QW, wshape, nsp + 1);
+    return bind5((cft_array *[]){x, words, ws, xs, zp}, &p);
+}
+
+cft_array *cft__qstatic_conv(cft_array *x, cft_array *w, cft_array *ws, int64_t wlo, int64_t whi,
+                             cft_array *xs, cft_array *zp, int64_t xlo, int64_t xhi,
+                             const int64_t *strides, const int64_t *padding,
+                             const int64_t *rhs_dilation) {
+    const cft_aval *wa = &w->aval;
+    int64_t O = wa->shape[0], k = cft__numel(wa->shape + 1, wa->ndim - 1);
+    cft_array *words = cft__qstatic_quantize(cft_reshape(w, (int64_t[]){O, k}, 2), ws, wlo, whi);
+    return cft__qconv_bind(x, words, ws, xs, zp, xlo, xhi, wa->shape + 1, wa->ndim - 2, strides,
+                           padding, rhs_dilation);
+}
