@@ -17,6 +17,7 @@
  *       in a sample makes the sample's whole output NaN. Its jvp is the
  *       straight-through estimator, as dot_qstatic's. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,11 +54,17 @@ static cft_aval weight_aval(const cft_params *p, const cft_aval *words) {
     return w;
 }
 
+/* C * kernel taps; MAX_K + 1 once beyond MAX_K (a hostile wshape cannot
+ * wrap the product around) */
 static int64_t taps_of(const cft_params *p) {
     int64_t k = 1;
-    for (int i = 0; i < p->n[QW]; i++)
-        k *= p->v[QW][i];
-    return k; /* C * kernel taps */
+    for (int i = 0; i < p->n[QW]; i++) {
+        int64_t v = p->v[QW][i];
+        if (v < 1 || v > MAX_K || k * v > MAX_K)
+            return MAX_K + 1;
+        k *= v;
+    }
+    return k;
 }
 
 static cft_array *qconv_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
@@ -84,9 +91,8 @@ static cft_array *qconv_shape(const cft_aval *in, int nin, const cft_params *p, 
                              (long long)p->v[QW][i]);
     if (k > MAX_K)
         return cft__fail(CFT_E_SHAPE,
-                         "conv_qstatic: %lld taps would overflow the int32 accumulation (at most "
-                         "%lld products of u8 and s8)",
-                         (long long)k, (long long)MAX_K);
+                         "conv_qstatic: more than %lld taps would overflow the int32 accumulation",
+                         (long long)MAX_K);
     if (in[3].ndim != 0 || !cft__qreal_float(in[3].dtype) || in[4].ndim != 0 ||
         !(cft__qreal_float(in[4].dtype) || in[4].dtype == CFT_I32))
         return cft__fail(CFT_E_SHAPE,
@@ -204,6 +210,9 @@ static cft_array *qconv_impl(cft_array *const *in, int nin, const cft_params *p,
         per *= x->aval.shape[2 + i];
     if (cft__numel(oa.shape, oa.ndim) == 0)
         return out[0] = y, NULL;
+    if (per > INT32_MAX) /* the window table's offsets are 32-bit */
+        return cft__fail(CFT_E_SHAPE, "conv_qstatic: a sample of %s has more than 2^31 values",
+                         cft__av(&x->aval));
     /* scratch: xq [N * per] | nan [N] | table [P, K] | rows [chunk * P, K] | acc */
     int64_t chunk = K * P > 0 ? CHUNK_BYTES / (K * P) : N;
     chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
@@ -306,7 +315,9 @@ static cft_array *qconv_vmap(int64_t size, cft_array *const *x, const int *bdim,
         y[0] = cft_reshape(r, un, cft_array_ndim(r) + 1);
         return cft_failed(y[0]) ? y[0] : NULL;
     }
-    cft_array *each[size > 0 ? size : 1];
+    cft_array **each = cft__new(sizeof(cft_array *) * (size_t)(size > 0 ? size : 1));
+    if (!each)
+        return y[0] = cft__oom();
     for (int64_t i = 0; i < size; i++) {
         cft_array *a[5];
         for (int j = 0; j < 5; j++)
