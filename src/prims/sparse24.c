@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "cft/sparse.h"
+#include "core/mem.h"
 #include "core/par.h"
 #include "prims/rules.h"
 
@@ -158,9 +159,17 @@ static cft_array *dot_shape(const cft_aval *in, int nin, const cft_params *p, cf
 
 /* ---- kernels (f32 and f64; half inputs arrive widened to f32) ---- */
 
-static double mag(const cft_array *w, int64_t i) {
-    double v = cft__get(cft__ptr(w), w->aval.dtype, i);
-    return v < 0 ? -v : v;
+/* the magnitudes of n values of dtype dt, as doubles (one conversion pass,
+ * not a dtype switch per element) */
+static double *magnitudes(const void *w, cft_dtype dt, int64_t n) {
+    double *m =
+        cft__scratch(CFT_SCRATCH_S24, sizeof(double) * (size_t)(n > 0 ? n : 1), (size_t)1 << 28);
+    if (!m)
+        return NULL;
+    cft__cast(w, dt, m, CFT_F64, n);
+    for (int64_t i = 0; i < n; i++)
+        m[i] = m[i] < 0 ? -m[i] : m[i];
+    return m;
 }
 
 static cft_array *meta_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
@@ -179,17 +188,19 @@ static cft_array *meta_impl(cft_array *const *in, int nin, const cft_params *p, 
             nw = meta_words(k);
     int32_t *mp = cft__ptr(m);
     memset(mp, 0, sizeof(int32_t) * (size_t)(r * nw));
+    const double *mag = magnitudes(cft__ptr(w), w->aval.dtype, r * k);
+    if (!mag)
+        return cft__oom();
     for (int64_t i = 0; i < r; i++)
         for (int64_t g = 0; g < k / 4; g++) {
-            int64_t base = i * k + 4 * g;
+            const double *q = mag + i * k + 4 * g;
             int a = 0, b = 1; /* the two largest, the lower index first on ties */
-            if (mag(w, base + 1) > mag(w, base))
+            if (q[1] > q[0])
                 a = 1, b = 0;
             for (int c = 2; c < 4; c++) {
-                double mc = mag(w, base + c);
-                if (mc > mag(w, base + a))
+                if (q[c] > q[a])
                     b = a, a = c;
-                else if (mc > mag(w, base + b))
+                else if (q[c] > q[b])
                     b = c;
             }
             int lo = a < b ? a : b, hi = a < b ? b : a;

@@ -225,7 +225,10 @@ static cft_array *obs_impl(cft_array *const *x, int nin, const cft_params *p, cf
     cft_quant *q = record_of(p->v[0][0]);
     int k = (int)p->v[1][0], axis = (int)p->v[2][0];
     int64_t n = cft_array_size(x[0]);
-    double *v = cft__new_data(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    /* per-thread scratch, kept: a GC block per site per call was garbage at
+     * every QAT step */
+    double *v =
+        cft__scratch(CFT_SCRATCH_QOBS, sizeof(double) * (size_t)(n > 0 ? n : 1), (size_t)1 << 28);
     if (!q || !v)
         return q ? cft__oom()
                  : cft__fail(CFT_E_ARG, "quant_observe: no record %lld", (long long)p->v[0][0]);
