@@ -22,7 +22,8 @@ static inline cft_array *cnn_logits(cft_array *const *p, cft_array *x) {
 }
 
 /* (w1, b1, w2, b2, x [1,8,8] or [B,1,8,8], y [] or [B]) -> mean CE */
-static inline cft_status cnn_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+static inline cft_status cnn_loss(void *env, int nin, cft_array *const *in, int nout,
+                                  cft_array **out) {
     (void)env, (void)nin, (void)nout;
     out[0] = cft_mean(cft_cross_entropy(cnn_logits(in, in[4]), in[5]), NULL, 0, false);
     return CFT_OK;

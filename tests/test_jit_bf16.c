@@ -79,6 +79,14 @@ int main(int argc, char **argv) {
             CHECK_ARRAY_CLOSE(g[0], e[0], 0, 0);
             CHECK_ARRAY_CLOSE(g[1], e[1], 0, 0);
         }
+        /* the plan on new inputs */
+        cft_array *x2 = cft_mul_s(x, -1.5),
+                  *w2 = cft_astype(cft_mul_s(cft_astype(w, CFT_F32), 0.7), CFT_BF16);
+        cft_array *e2[2], *g2[2];
+        CHECK(cft_fn_call(f, (cft_array *[]){x2, w2}, e2) == CFT_OK);
+        CHECK(cft_fn_call(j, (cft_array *[]){x2, w2}, g2) == CFT_OK);
+        CHECK_ARRAY_CLOSE(g2[0], e2[0], 0, 0);
+        CHECK_ARRAY_CLOSE(g2[1], e2[1], 0, 0);
         char *dot = dot_of(j);
         CHECK(dot != NULL);
         if (dot) {

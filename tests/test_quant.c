@@ -414,6 +414,9 @@ int main(int argc, char **argv) {
             cft_fn *j = cft_jit(c);
             for (int r = 0; r < 2; r++) /* the same kernels on the same integers */
                 CHECK_ARRAY_CLOSE(cft_fn_call1(j, (cft_array *[]){w, x}), y, 0, 0);
+            cft_array *x2 = cft_mul_s(x, 0.7); /* and on new inputs */
+            CHECK_ARRAY_CLOSE(cft_fn_call1(j, (cft_array *[]){w, x2}),
+                              cft_fn_call1(c, (cft_array *[]){w, x2}), 0, 0);
             /* vmap over x: the batch joins the rows of one integer GEMM */
             cft_array *xb = cft_stack((cft_array *[]){x, cft_mul_s(x, 0.5), cft_neg(x)}, 3, 0);
             cft_fn *vx = cft_vmap_n(c, (int[]){CFT_NOT_BATCHED, 0}, 2, NULL, 0);
@@ -470,6 +473,9 @@ int main(int argc, char **argv) {
         cft_fn *j = cft_jit(c);
         for (int r = 0; r < 2; r++)
             CHECK_ARRAY_CLOSE(cft_fn_call1(j, (cft_array *[]){w, x}), y, 0, 0);
+        cft_array *x2 = cft_mul_s(x, -0.6); /* and on new inputs */
+        CHECK_ARRAY_CLOSE(cft_fn_call1(j, (cft_array *[]){w, x2}),
+                          cft_fn_call1(c, (cft_array *[]){w, x2}), 0, 0);
         cft_array *xb = cft_stack((cft_array *[]){x, cft_mul_s(x, 0.5)}, 2, 0);
         cft_array *yv = cft_fn_call1(cft_vmap_n(c, (int[]){CFT_NOT_BATCHED, 0}, 2, NULL, 0),
                                      (cft_array *[]){w, xb});

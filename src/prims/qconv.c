@@ -30,7 +30,8 @@
 
 extern const cft_prim cft_p_conv_qstatic, cft_p_conv_general_dilated;
 
-enum { QS, QP, QLD, QRD, QX, QW }; /* parameter slots */
+enum { QS, QP, QLD, QRD, QX, QW }; /* parameter slots; 0-3 as conv_general_dilated's */
+enum { CONV_FG = 4, CONV_BG = 5 }; /* conv_general_dilated's group slots */
 enum { MAXSP = 3 };
 #define MAX_K (INT64_C(2147483647) / (255 * 128))
 
@@ -357,13 +358,30 @@ cft_array *cft__qconv_bind(cft_array *x, cft_array *words, cft_array *ws, cft_ar
     return bind5((cft_array *[]){x, words, ws, xs, zp}, &p);
 }
 
+bool cft__qconv_fits(const cft_prim *p, const cft_params *par, const cft_aval *x,
+                     const cft_aval *w) {
+    if (p != &cft_p_conv_general_dilated || x->dtype != CFT_F32 || w->dtype != CFT_F32 ||
+        w->ndim < 3 || w->ndim > 2 + MAXSP || par->n[QS] != w->ndim - 2 ||
+        par->v[CONV_FG][0] != 1 || par->v[CONV_BG][0] != 1)
+        return false;
+    for (int i = 0; i < par->n[QLD]; i++)
+        if (par->v[QLD][i] != 1)
+            return false;
+    int64_t k = 1;
+    for (int d = 0; d < w->ndim; d++)
+        if (cft__dim_maybe_sym(w->shape[d]))
+            return false;
+    for (int d = 1; d < w->ndim && k <= MAX_K; d++)
+        k *= w->shape[d];
+    return k <= MAX_K;
+}
+
 cft_array *cft__qstatic_conv(cft_array *x, cft_array *w, cft_array *ws, int64_t wlo, int64_t whi,
                              cft_array *xs, cft_array *zp, int64_t xlo, int64_t xhi,
-                             const int64_t *strides, const int64_t *padding,
-                             const int64_t *rhs_dilation) {
+                             const cft_params *conv) {
     const cft_aval *wa = &w->aval;
     int64_t O = wa->shape[0], k = cft__numel(wa->shape + 1, wa->ndim - 1);
     cft_array *words = cft__qstatic_quantize(cft_reshape(w, (int64_t[]){O, k}, 2), ws, wlo, whi);
-    return cft__qconv_bind(x, words, ws, xs, zp, xlo, xhi, wa->shape + 1, wa->ndim - 2, strides,
-                           padding, rhs_dilation);
+    return cft__qconv_bind(x, words, ws, xs, zp, xlo, xhi, wa->shape + 1, wa->ndim - 2, conv->v[QS],
+                           conv->v[QP], conv->v[QRD]);
 }

@@ -74,19 +74,23 @@ cft_array *cft__qstatic_dot(cft_array *x, cft_array *words, cft_array *ws, cft_a
                             cft_array *zp, int64_t k, int64_t xlo, int64_t xhi);
 cft_array *cft__qstatic_quantize(cft_array *w, cft_array *ws, int64_t lo, int64_t hi);
 
-/* conv_general_dilated(x, W) (one group of each kind, no lhs dilation) as
- * cft_quant_convert's int8 convolution (qconv.c): W [O, C, k...] quantized
- * with per-output-channel scales ws [O] to [wlo, whi], x with the scalar
- * scale xs and zero point zp to [xlo, xhi] */
 /* conv_qstatic bound on words (qlinear_quantize's, of W's rows flattened)
  * for a weight of shape [O, wshape...] with nsp spatial dims */
 cft_array *cft__qconv_bind(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
                            cft_array *zp, int64_t xlo, int64_t xhi, const int64_t *wshape, int nsp,
                            const int64_t *strides, const int64_t *padding,
                            const int64_t *rhs_dilation);
+/* Whether conv_qstatic takes primitive p with these params and operand
+ * avals: conv_general_dilated of f32 operands, one group of each kind, no
+ * lhs dilation, concrete weight dims, taps within int32 sums. */
+bool cft__qconv_fits(const struct cft_prim *p, const cft_params *par, const cft_aval *x,
+                     const cft_aval *w);
+/* conv_general_dilated(x, W) with its params `conv` (cft__qconv_fits) as
+ * cft_quant_convert's int8 convolution: W [O, C, k...] quantized with
+ * per-output-channel scales ws [O] to [wlo, whi], x with the scalar scale
+ * xs and zero point zp to [xlo, xhi] */
 cft_array *cft__qstatic_conv(cft_array *x, cft_array *w, cft_array *ws, int64_t wlo, int64_t whi,
                              cft_array *xs, cft_array *zp, int64_t xlo, int64_t xhi,
-                             const int64_t *strides, const int64_t *padding,
-                             const int64_t *rhs_dilation);
+                             const cft_params *conv);
 
 #endif

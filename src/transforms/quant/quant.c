@@ -123,38 +123,26 @@ static cft_array *static_int8(qstate *st, const cft_quant_op *o, cft_array *cons
                                fz->scale[k], fz->zp[k], fz->qmin[k], fz->qmax[k]);
 }
 
-/* a converted convolution (one group of each kind, no lhs dilation) whose
- * frozen sites fit the int8 convolution (qconv.c): as static_int8, with
- * the weight per channel along O */
-static cft_array *static_conv(qstate *st, const cft_quant_op *o, const cft_prim *p,
-                              const cft_params *par, cft_array *const *x) {
+/* a converted convolution that qconv.c takes (cft__qconv_fits: one group
+ * of each kind, no lhs dilation, f32) whose frozen sites fit the int8
+ * convolution: as static_int8, with the weight per channel along O */
+static cft_array *static_conv(qstate *st, const cft_quant_op *o, const cft_params *par,
+                              cft_array *const *x) {
     const frozen *fz = st->fz;
     int k = st->next;
-    const cft_aval *xa = &x[0]->aval, *wa = &x[1]->aval;
-    if (strcmp(p->name, "conv_general_dilated") || !o || o->weight_arg != 1 || k + 1 >= fz->n ||
-        !fz->scale[k] || !fz->scale[k + 1] || !st->q->qz.weight.symmetric || xa->dtype != CFT_F32 ||
-        wa->dtype != CFT_F32 || wa->ndim < 3 || par->v[4][0] != 1 || par->v[5][0] != 1 ||
-        fz->axis[k] != -1 || fz->qmin[k] < 0 || fz->qmax[k] > 255 ||
+    const cft_aval *wa = &x[1]->aval;
+    if (o->weight_arg != 1 || k + 1 >= fz->n || !fz->scale[k] || !fz->scale[k + 1] ||
+        !st->q->qz.weight.symmetric || fz->axis[k] != -1 || fz->qmin[k] < 0 || fz->qmax[k] > 255 ||
         (fz->axis[k + 1] != 0 && fz->axis[k + 1] != -1) || fz->qmin[k + 1] < -128 ||
         fz->qmax[k + 1] > 127)
         return NULL;
-    int64_t K = 1, O = wa->shape[0];
-    for (int d = 1; d < wa->ndim; d++)
-        K *= wa->shape[d];
-    for (int i = 0; i < par->n[2]; i++)
-        if (par->v[2][i] != 1)
-            return NULL;
-    for (int d = 0; d < wa->ndim; d++)
-        if (cft__dim_maybe_sym(wa->shape[d]))
-            return NULL;
-    if (K > 65793)
-        return NULL;
+    int64_t O = wa->shape[0];
     cft_array *ws = fz->scale[k + 1];
     if (fz->axis[k + 1] == -1)
         ws = cft_broadcast_to(ws, &O, 1); /* a scalar */
     st->next += 2;
     return cft__qstatic_conv(x[0], x[1], ws, fz->qmin[k + 1], fz->qmax[k + 1], fz->scale[k],
-                             fz->zp[k], fz->qmin[k], fz->qmax[k], par->v[0], par->v[1], par->v[3]);
+                             fz->zp[k], fz->qmin[k], fz->qmax[k], par);
 }
 
 static cft_array *process(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
@@ -170,8 +158,10 @@ static cft_array *process(cft_trace *t, const cft_prim *p, const cft_params *par
         return cft_failed(out[0]) ? out[0] : NULL;
     }
     const cft_quant_op *o = st->mode == DYNAMIC ? NULL : op_of(st->q, p);
-    if (st->mode == CONVERT && o && (plain_matmul(p, par, nin, x) || nin == 2)) {
-        y[0] = plain_matmul(p, par, nin, x) ? static_int8(st, o, x) : static_conv(st, o, p, par, x);
+    if (st->mode == CONVERT && o && nin == 2) {
+        y[0] = plain_matmul(p, par, nin, x)                        ? static_int8(st, o, x)
+               : cft__qconv_fits(p, par, &x[0]->aval, &x[1]->aval) ? static_conv(st, o, par, x)
+                                                                   : NULL;
         if (y[0]) {
             out[0] = cft__wrap_box(t, y[0]);
             return cft_failed(out[0]) ? out[0] : NULL;
