@@ -102,6 +102,7 @@ static const row rows[] = {
     R("remainder", rem),
     R("repeat", repeat),
     R("reshape", reshape),
+    R("rint", rint),
     R("roll", roll),
     R("round", round),
     R("searchsorted", searchsorted),

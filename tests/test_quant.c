@@ -495,6 +495,96 @@ int main(int argc, char **argv) {
                           cft_fn_call1(gr, (cft_array *[]){w, x}), 1e-5, 1e-5);
     }
 
+    TEST("static int8 MLP under the jit: each hidden layer's requantisation fused into its "
+         "bias and ReLU kernel, dot_qint on the integers; the interpreter's bits, twice") {
+        cft_quantizer qz = cft_quantizer_x86();
+        cft_quant *q = cft_quant_prepare(logits, &qz);
+        cft_fn_call1(cft_quant_observer_fn(q), P);
+        cft_fn *c = cft_quant_convert(q);
+        cft_aval av[7];
+        for (int i = 0; i < 7; i++)
+            av[i] = cft_array_aval(P[i]);
+        cft_ir *ir = cft_make_ir(c, av);
+        CHECK_EQ(count_prim(ir, "dot_qstatic"), 3);
+        /* the jit's rewrite: layers 2 and 3 read what an elementwise kernel
+         * wrote; layer 1 reads the input and keeps dot_qstatic */
+        cft_ir *rw = cft_ir_rewrite(ir);
+        CHECK_EQ(count_prim(rw, "dot_qstatic"), 1);
+        CHECK_EQ(count_prim(rw, "dot_qint"), 2);
+        CHECK_EQ(count_prim(rw, "rint"), 2);
+        cft_array *y = cft_fn_call1(c, P);
+        cft_fn *j = cft_jit(c);
+        for (int r = 0; r < 2; r++)
+            CHECK_ARRAY_CLOSE(cft_fn_call1(j, P), y, 0, 0);
+        cft_array *P2[7];
+        memcpy(P2, P, sizeof P2);
+        P2[6] = cft_mul_s(P[6], -1.3); /* new inputs: some rows clamp */
+        CHECK_ARRAY_CLOSE(cft_fn_call1(j, P2), cft_fn_call1(c, P2), 0, 0);
+        /* the plan: each rint shares its kernel with a ReLU's select */
+        char *dot = NULL;
+        size_t n = 0;
+        FILE *f = open_memstream(&dot, &n);
+        CHECK(f && cft_jit_to_dot(j, f) == CFT_OK);
+        if (f)
+            fclose(f);
+        int fused = 0;
+        for (int g = 0; dot && g < 16; g++) {
+            char tag[32];
+            snprintf(tag, sizeof tag, "xlabel=\"group %d\"", g);
+            bool has_rint = false, has_select = false;
+            for (const char *p = dot; (p = strstr(p, tag)); p++) {
+                /* the node's label line comes just before its group line */
+                const char *l = p;
+                while (l > dot && l[-1] != '\n')
+                    l--;
+                const char *prev = l - 1;
+                while (prev > dot && prev[-1] != '\n')
+                    prev--;
+                has_rint |= strncmp(strstr(prev, "label=\"") + 7, "rint", 4) == 0;
+                has_select |= strncmp(strstr(prev, "label=\"") + 7, "select", 6) == 0;
+            }
+            fused += has_rint && has_select;
+        }
+        CHECK_MSG(fused == 2, "%d kernels hold a rint and a select:\n%s", fused, dot);
+        free(dot);
+        /* CFT_JIT_REWRITE=0: the same bits without the rewrite */
+        setenv("CFT_JIT_REWRITE", "0", 1);
+        cft_fn *j0 = cft_jit(c);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(j0, P), y, 0, 0);
+        unsetenv("CFT_JIT_REWRITE");
+    }
+
+    TEST("dot_qint takes any float: off-grid values round, beyond the range clamp, a NaN row "
+         "is NaN") {
+        const char *src = "{ lambda ; a:f32[3,5] b:i32[2,2] c:f32[2] d:f32[] e:f32[] .\n"
+                          "  let f:f32[3,2] = dot_qint[k=5 xlo=0 xhi=255] a b c d e\n"
+                          "  in (f) }";
+        cft_ir *ir = NULL;
+        CHECK_EQ(cft_ir_parse(src, 0, NULL, &ir), CFT_OK);
+        float xv[15] = {1e30f, -1e30f, 2.5f, 3.5f, 300, -7, INFINITY, -INFINITY,
+                        0.49f, 254.5f, NAN,  1,    2,   3,  4};
+        float gv[15] = {255, 0, 2, 4, 255, 0, 255, 0, 0, 254, 0, 1, 2, 3, 4}; /* on the grid */
+        cft_array *x = cft_from_f32(xv, (int64_t[]){3, 5}, 2);
+        cft_qlinear w =
+            cft_qlinear_pack(cft_random_normal(cft_random_key(60), CFT_F32, (int64_t[]){2, 5}, 2));
+        cft_array *in[5] = {x, w.w, w.scale, cft_scalar(0.1, CFT_F32), cft_scalar(3, CFT_F32)};
+        cft_array *y = NULL;
+        CHECK(ir && cft_ir_eval(ir, in, &y) == CFT_OK);
+        cft_array *g = cft_from_f32(gv, (int64_t[]){3, 5}, 2);
+        cft_array *want =
+            cft_mul_s(cft_matmul(cft_add_s(g, -3), cft_mT(cft_qlinear_unpack(w))), 0.1);
+        float yv[6] = {0}, wv[6] = {0};
+        CHECK(y && cft_copy_to(y, CFT_F32, yv) == CFT_OK &&
+              cft_copy_to(want, CFT_F32, wv) == CFT_OK);
+        for (int i = 0; i < 4; i++) /* rows 0 and 1 */
+            CHECK_MSG(fabsf(yv[i] - wv[i]) <= 1e-4f * fabsf(wv[i]) + 1e-5f, "y[%d] %g want %g", i,
+                      yv[i], wv[i]);
+        CHECK(isnan(yv[4]) && isnan(yv[5])); /* row 2 held a NaN */
+        in[3] = cft_scalar(NAN, CFT_F32);
+        CHECK(ir && cft_ir_eval(ir, in, &y) != CFT_OK);
+        CHECK(y && strstr(cft_error_message(y), "dot_qint: the activation's scale") != NULL);
+    }
+
     TEST("dot_qstatic and conv_qstatic refuse a bad scale, a zero point off the grid, a range "
          "beyond u8 and an int32-overflowing K, by name") {
         const char *good = "{ lambda ; a:f32[4,8] b:i32[3,2] c:f32[3] d:f32[] e:f32[] .\n"

@@ -38,6 +38,7 @@ cft_array *cft_sign(cft_array *x);        /**< -1, 0 or 1 (any numeric dtype) */
 cft_array *cft_floor(cft_array *x);       /**< round down (zero derivative) */
 cft_array *cft_ceil(cft_array *x);        /**< round up (zero derivative) */
 cft_array *cft_round(cft_array *x);       /**< round half away from zero */
+cft_array *cft_rint(cft_array *x);        /**< round half to even (numpy.rint) */
 cft_array *cft_erf(cft_array *x);         /**< error function */
 cft_array *cft_square(cft_array *x);      /**< x*x (any numeric dtype) */
 cft_array *cft_reciprocal(cft_array *x);  /**< 1/x */

@@ -225,7 +225,7 @@ static cft_array *qconv_impl(cft_array *const *in, int nin, const cft_params *p,
         return cft__oom();
     uint8_t *xq = (uint8_t *)buf, *nan = xq + N * per, *rows = (uint8_t *)(buf + orows);
     int32_t *tab = (int32_t *)(buf + otab), *acc = (int32_t *)(buf + oacc);
-    cft__qrows(cft__ptr(x), x->aval.dtype == CFT_F64, N, per, xs, zp, lo, hi, xq, nan);
+    cft__qrows(cft__ptr(x), x->aval.dtype == CFT_F64, N, per, xs, zp, lo, hi, false, xq, nan);
     cft__cast(cft__ptr(s), s->aval.dtype, sc, CFT_F64, O);
     int64_t in_[MAXSP], out_[MAXSP], k_[MAXSP], s_[MAXSP], lo_[MAXSP], d_[MAXSP];
     for (int i = 0; i < nsp; i++) {

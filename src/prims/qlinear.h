@@ -64,15 +64,21 @@ cft_array *cft__qoperands(const struct cft_prim *prim, cft_array *const *in, con
 cft_array *cft__qact(const char *op, const cft_array *xs_a, const cft_array *zp_a, double lo,
                      double hi, double *xs, double *zp);
 /* rows of k values of x (f32, or f64 when dbl) to u8: clamp(round(x / xs)
- * + zp, lo, hi), half to even, the division in x's dtype; nan[r] notes a
- * row holding a NaN. Rows shared among threads. */
+ * + zp, lo, hi), half to even, the division in x's dtype; where grid, x is
+ * on the activation's grid already (xs and zp applied by the kernel that
+ * wrote it) and is only rounded and clamped. nan[r] notes a row holding a
+ * NaN. Rows shared among threads. */
 void cft__qrows(const void *x, bool dbl, int64_t rows, int64_t k, double xs, double zp, double lo,
-                double hi, uint8_t *xq, uint8_t *nan);
+                double hi, bool grid, uint8_t *xq, uint8_t *nan);
 
-/* the two primitives of qstatic.c, bound (for the above, and tests) */
+/* the primitives of qstatic.c, bound (for the above, and tests) */
 cft_array *cft__qstatic_dot(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
                             cft_array *zp, int64_t k, int64_t xlo, int64_t xhi);
 cft_array *cft__qstatic_quantize(cft_array *w, cft_array *ws, int64_t lo, int64_t hi);
+/* dot_qint bound: dot_qstatic's product with x on the activation's grid
+ * (clamp(round(x / xs) + zp, xlo, xhi) computed by the kernel before it) */
+cft_array *cft__qint_dot(cft_array *xq, cft_array *words, cft_array *ws, cft_array *xs,
+                         cft_array *zp, int64_t k, int64_t xlo, int64_t xhi);
 
 /* conv_qstatic bound on words (qlinear_quantize's, of W's rows flattened)
  * for a weight of shape [O, wshape...] with nsp spatial dims */

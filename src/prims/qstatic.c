@@ -32,8 +32,9 @@
 #include "core/vec.h"
 #include "prims/qlinear.h"
 #include "prims/rules.h"
+#include "trace/ir.h"
 
-extern const cft_prim cft_p_qlinear_quantize, cft_p_dot_qstatic;
+extern const cft_prim cft_p_qlinear_quantize, cft_p_dot_qstatic, cft_p_dot_qint;
 
 enum { K_, XLO, XHI };
 /* |acc| <= K * 255 * 128 must fit int32 */
@@ -64,39 +65,47 @@ static cft_array *quantize_shape(const cft_aval *in, int nin, const cft_params *
     return NULL;
 }
 
-static cft_array *dot_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
-    (void)nin;
+/* the two products' shape rule, its errors naming op */
+static cft_array *dot_check(const char *op, const cft_aval *in, const cft_params *p,
+                            cft_aval *out) {
     const cft_aval *x = &in[0];
     int64_t k = p->v[K_][0], lo = p->v[XLO][0], hi = p->v[XHI][0];
     if (x->ndim != 2 || !cft__qreal_float(x->dtype) || in[1].ndim != 2)
-        return cft__fail(CFT_E_SHAPE,
-                         "dot_qstatic: x %s must be f32 or f64 [M, K] and the weight [N, KW]",
-                         cft__av(x));
+        return cft__fail(CFT_E_SHAPE, "%s: x %s must be f32 or f64 [M, K] and the weight [N, KW]",
+                         op, cft__av(x));
     if (x->shape[1] != k)
-        return cft__fail(CFT_E_SHAPE, "dot_qstatic: x %s does not fit a weight of K = %lld",
-                         cft__av(x), (long long)k);
+        return cft__fail(CFT_E_SHAPE, "%s: x %s does not fit a weight of K = %lld", op, cft__av(x),
+                         (long long)k);
     if (lo < 0 || hi > 255 || lo > hi)
-        return cft__fail(CFT_E_ARG, "dot_qstatic: activation range [%lld, %lld] is not within u8",
+        return cft__fail(CFT_E_ARG, "%s: activation range [%lld, %lld] is not within u8", op,
                          (long long)lo, (long long)hi);
     if (k > MAX_K)
         return cft__fail(CFT_E_SHAPE,
-                         "dot_qstatic: K = %lld would overflow the int32 accumulation (at most "
+                         "%s: K = %lld would overflow the int32 accumulation (at most "
                          "%lld products of u8 and s8)",
-                         (long long)k, (long long)MAX_K);
+                         op, (long long)k, (long long)MAX_K);
     if (in[3].ndim != 0 || !cft__qreal_float(in[3].dtype))
-        return cft__fail(CFT_E_SHAPE,
-                         "dot_qstatic: the activation's scale %s must be a float scalar",
+        return cft__fail(CFT_E_SHAPE, "%s: the activation's scale %s must be a float scalar", op,
                          cft__av(&in[3]));
     if (in[4].ndim != 0 || !(cft__qreal_float(in[4].dtype) || in[4].dtype == CFT_I32))
         return cft__fail(CFT_E_SHAPE,
-                         "dot_qstatic: the activation's zero point %s must be a scalar (f32, f64 "
+                         "%s: the activation's zero point %s must be a scalar (f32, f64 "
                          "or i32)",
-                         cft__av(&in[4]));
-    cft_array *e = cft__qcheck_packed("dot_qstatic", &in[1], &in[2], k);
+                         op, cft__av(&in[4]));
+    cft_array *e = cft__qcheck_packed(op, &in[1], &in[2], k);
     if (e)
         return e;
     *out = cft__aval(x->dtype, (int64_t[]){x->shape[0], in[1].shape[0]}, 2);
     return NULL;
+}
+
+static cft_array *dot_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    (void)nin;
+    return dot_check("dot_qstatic", in, p, out);
+}
+static cft_array *qint_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    (void)nin;
+    return dot_check("dot_qint", in, p, out);
 }
 
 /* ---- kernels ---- */
@@ -174,149 +183,13 @@ static cft_array *quantize_impl(cft_array *const *in, int nin, const cft_params 
     return NULL;
 }
 
-typedef struct {
-    const void *x;
-    bool dbl;
-    int64_t k;
-    double xs, zp, lo, hi;
-    uint8_t *xq;  /* [M, K] */
-    uint8_t *nan; /* [M]: the row held a NaN */
-} qrows;
-
-/* q = clamp(round(x / xs) + zp, lo, hi), half to even (the default
- * rounding mode), the division in x's dtype as cft_fake_quantize's; a
- * row's NaNs are noted */
-#define QROW(T, RINT)                                                                              \
-    for (int64_t m = lo; m < hi; m++) {                                                            \
-        const T *xr = (const T *)c->x + m * c->k;                                                  \
-        uint8_t *q = c->xq + m * c->k;                                                             \
-        int bad = 0;                                                                               \
-        for (int64_t j = 0; j < c->k; j++) {                                                       \
-            T v = RINT(xr[j] / xs) + zp;                                                           \
-            bad |= v != v;                                                                         \
-            v = v < b ? v : b;                                                                     \
-            v = v > a ? v : a;                                                                     \
-            q[j] = (uint8_t)(int32_t)v;                                                            \
-        }                                                                                          \
-        c->nan[m] = (uint8_t)bad;                                                                  \
-    }
-static CFT_VEC void qrows_f32(qrows *c, int64_t lo, int64_t hi) {
-    const float xs = (float)c->xs, zp = (float)c->zp, a = (float)c->lo, b = (float)c->hi;
-    QROW(float, nearbyintf)
-}
-static CFT_VEC void qrows_f64(qrows *c, int64_t lo, int64_t hi) {
-    const double xs = c->xs, zp = c->zp, a = c->lo, b = c->hi;
-    QROW(double, nearbyint)
-}
-static void qrows_body(void *ctx, int64_t lo, int64_t hi) {
-    qrows *c = ctx;
-    if (c->dbl)
-        qrows_f64(c, lo, hi);
-    else
-        qrows_f32(c, lo, hi);
-}
-
-/* acc = (xq - zp) wq^T through an f32 GEMM of the integers (where oneDNN's
- * u8 GEMM could saturate), in a block of rows per thread (each block packs
- * the weight again: few large blocks), in per-thread scratch (fresh blocks
- * cost more in page faults than their work). The sums are exact, whatever the
- * blocks, while they stay below 2^24 (K <= 514 always). */
-typedef struct {
-    int64_t M, N, K, rows;
-    const uint8_t *xq;
-    float zp;
-    const float *b; /* [N, K] */
-    int32_t *acc;
-    bool oom;
-} fgemm;
-
-static CFT_VEC void to_float(const uint8_t *q, float zp, float *a, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        a[i] = (float)q[i] - zp;
-}
-static CFT_VEC void s8_to_float(const int8_t *q, float *a, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        a[i] = (float)q[i];
-}
-/* the sums are integers (exact in f32 below 2^24; rounded beyond, where
- * any order of sums rounds) */
-static CFT_VEC void to_int(const float *c, int32_t *acc, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        acc[i] = (int32_t)c[i];
-}
-
-static void fgemm_body(void *ctx, int64_t lo, int64_t hi) {
-    fgemm *g = ctx;
-    size_t oc = ((size_t)(g->rows * g->K) * 4 + 63) / 64 * 64;
-    char *buf = cft__qscratch(CFT_SCRATCH_QBLK, oc + (size_t)(g->rows * g->N) * 4);
-    if (!buf) {
-        g->oom = true;
-        return;
-    }
-    float *a = (float *)buf, *c = (float *)(buf + oc);
-    for (int64_t blk = lo; blk < hi; blk++) {
-        int64_t m0 = blk * g->rows, m = g->M - m0 < g->rows ? g->M - m0 : g->rows;
-        to_float(g->xq + m0 * g->K, g->zp, a, m * g->K);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)g->N, (int)g->K, 1.0f, a,
-                    (int)g->K, g->b, (int)g->K, 0.0f, c, (int)g->N);
-        to_int(c, g->acc + m0 * g->N, m * g->N);
-    }
-}
-
-bool cft__qgemm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t zp,
-                    const int8_t *wq, int64_t ldw, int32_t *acc) {
-    float *b = cft__qscratch(CFT_SCRATCH_QW, sizeof(float) * (size_t)(N * K > 0 ? N * K : 1));
-    if (!b)
-        return false;
-    for (int64_t n = 0; n < N; n++)
-        s8_to_float(wq + n * ldw, b + n * K, K);
-    int nth = cft__num_threads();
-    int64_t rows = (M + nth - 1) / nth;
-    rows = rows < 16 ? 16 : rows;
-    fgemm g = {M, N, K, rows, xq, (float)zp, b, acc, false};
-    cft__par_for((M + rows - 1) / rows, 2.0 * (double)rows * (double)N * (double)K, fgemm_body, &g);
-    return !g.oom;
-}
-
-cft_array *cft__qact(const char *op, const cft_array *xs_a, const cft_array *zp_a, double lo,
-                     double hi, double *xs, double *zp) {
-    *xs = cft__get(cft__ptr(xs_a), xs_a->aval.dtype, 0);
-    *zp = cft__get(cft__ptr(zp_a), zp_a->aval.dtype, 0);
-    if (!(*xs > 0) || isinf(*xs))
-        return cft__fail(CFT_E_ARG, "%s: the activation's scale %g is not a positive number", op,
-                         *xs);
-    if (!(*zp >= lo && *zp <= hi) || *zp != nearbyint(*zp))
-        return cft__fail(CFT_E_ARG,
-                         "%s: the activation's zero point %g is not an integer in [%g, %g]", op,
-                         *zp, lo, hi);
-    return NULL;
-}
-
-void cft__qrows(const void *x, bool dbl, int64_t rows, int64_t k, double xs, double zp, double lo,
-                double hi, uint8_t *xq, uint8_t *nan) {
-    qrows qr = {x, dbl, k, xs, zp, lo, hi, xq, nan};
-    cft__par_for(rows, 4.0 * (double)k, qrows_body, &qr);
-}
-
-cft_array *cft__qoperands(const cft_prim *prim, cft_array *const *in, const cft_params *p,
-                          double lo, double hi, cft_array **xqs, cft_aval *oa, double *xs,
-                          double *zp) {
-    for (int i = 0; i < 3; i++) {
-        xqs[i] = cft__contig(in[i]);
-        if (cft_failed(xqs[i]))
-            return xqs[i];
-    }
-    cft_array *e = prim->shape(
-        (cft_aval[]){xqs[0]->aval, xqs[1]->aval, xqs[2]->aval, in[3]->aval, in[4]->aval}, 5, p, oa);
-    return e ? e : cft__qact(prim->name, in[3], in[4], lo, hi, xs, zp);
-}
-
-static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
-    (void)nin;
+/* dot_qstatic, and dot_qint where x is on the grid */
+static cft_array *dot_run(const cft_prim *prim, bool grid, cft_array *const *in,
+                          const cft_params *p, cft_array **out) {
     cft_array *xqs[3];
     cft_aval oa;
     double xs, zp, lo = (double)p->v[XLO][0], hi = (double)p->v[XHI][0];
-    cft_array *e = cft__qoperands(&cft_p_dot_qstatic, in, p, lo, hi, xqs, &oa, &xs, &zp);
+    cft_array *e = cft__qoperands(prim, in, p, lo, hi, xqs, &oa, &xs, &zp);
     if (e)
         return e;
     cft_array *x = xqs[0], *q = xqs[1], *s = xqs[2];
@@ -334,7 +207,7 @@ static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, c
     double *xsr = (double *)(buf + oxs);
     uint8_t *xq = (uint8_t *)(buf + oxq), *nan = (uint8_t *)(buf + onan);
     if (good) {
-        cft__qrows(cft__ptr(x), oa.dtype == CFT_F64, M, K, xs, zp, lo, hi, xq, nan);
+        cft__qrows(cft__ptr(x), oa.dtype == CFT_F64, M, K, xs, zp, lo, hi, grid, xq, nan);
         if (hi <= 127 || cft__qgemm_exact_u8())
             cft__qgemm(M, N, K, xq, (int32_t)zp, cft__ptr(q), q->aval.shape[1] * 4, acc);
         else
@@ -350,6 +223,14 @@ static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, c
         return cft__oom();
     out[0] = y;
     return NULL;
+}
+static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    (void)nin;
+    return dot_run(&cft_p_dot_qstatic, false, in, p, out);
+}
+static cft_array *qint_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    (void)nin;
+    return dot_run(&cft_p_dot_qint, true, in, p, out);
 }
 
 /* ---- rules ---- */
@@ -389,6 +270,59 @@ static cft_array *dot_jvp(cft_array *const *x, cft_array *const *y, cft_array *c
     return NULL;
 }
 
+/* dot_qint: x holds the activation's integers (zero point included);
+ * the kernel rounds and clamps them again, which changes nothing for
+ * such x. Its jvp is dot_qstatic's with the rounding taken as the
+ * identity: x's tangent passes inside [xlo, xhi], times xs and the
+ * dequantized weight; wscale's is (x - zp) xs times the weight's
+ * integers. */
+static cft_array *qint_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                           const cft_params *p, cft_array **ty) {
+    (void)y, (void)nin;
+    cft_dtype dt = x[0]->aval.dtype;
+    int64_t k = p->v[K_][0];
+    cft_array *xs = cft_astype(x[3], dt), *tx = NULL, *ts = NULL;
+    if (t[0]) {
+        cft_array *g = cft__round_half_even(x[0]);
+        cft_array *inside =
+            cft_astype(cft_logical_and(cft_ge(g, cft_scalar((double)p->v[XLO][0], dt)),
+                                       cft_le(g, cft_scalar((double)p->v[XHI][0], dt))),
+                       dt);
+        tx = cft_matmul(cft_mul(cft_mul(t[0], inside), xs),
+                        cft_mT(cft__qunpack(x[1], cft_astype(x[2], dt), k)));
+    }
+    if (t[2])
+        ts = cft_matmul(cft_mul(cft_sub(x[0], cft_astype(x[4], dt)), xs),
+                        cft_mT(cft__qunpack(x[1], cft_astype(t[2], dt), k)));
+    ty[0] = cft__tadd(tx, ts);
+    return NULL;
+}
+
+/* the jit's rewrite (rewrite.c) of dot_qstatic whose x an elementwise
+ * equation computes (a bias and an activation, say): x's rounding onto
+ * the grid becomes ops the jit fuses into that equation's kernel (the
+ * requantisation after it), and the product dot_qint, which only converts
+ * the integers it reads. The same integers: the same result bits. An x
+ * from elsewhere (an input, a reshape, another product) keeps dot_qstatic,
+ * whose one pass rounds it. */
+static bool dot_rewrite(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out) {
+    const cft_eqn *pr = c->producer(c, q->in[0]->id);
+    if (!pr || !(pr->prim->flags & CFT_PRIM_ELEMENTWISE) || q->nin != 5)
+        return false;
+    if (!c->value)
+        return true;
+    cft_array *x[5];
+    for (int i = 0; i < 5; i++)
+        x[i] = c->value(c, q->in[i]->id);
+    cft_dtype dt = x[0]->aval.dtype;
+    cft_array *r = cft__round_half_even(cft_div(x[0], cft_astype(x[3], dt)));
+    cft_array *g =
+        cft_clamp(cft_add(r, cft_astype(x[4], dt)), cft_scalar((double)q->params.v[XLO][0], dt),
+                  cft_scalar((double)q->params.v[XHI][0], dt));
+    out[0] = cft__bind1(&cft_p_dot_qint, &q->params, 5, (cft_array *[]){g, x[1], x[2], x[3], x[4]});
+    return true;
+}
+
 static cft_array *quantize_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
                                 const cft_params *p, cft_array **y, int *ybdim) {
     (void)nin;
@@ -401,15 +335,15 @@ static cft_array *quantize_vmap(int64_t size, cft_array *const *x, const int *bd
 
 /* x batched alone: its batch joins the rows (the activation's scale is
  * one for all rows); anything else batched: the fake-quantized arithmetic
- * in ops, per example */
-static cft_array *dot_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
-                           const cft_params *p, cft_array **y, int *ybdim) {
-    (void)nin;
+ * in ops, per example. dot_qint (grid) the same, its x already rounded:
+ * (clamp(round(x)) - zp) xs times the dequantized weight. */
+static cft_array *qdot_vmap(const cft_prim *prim, bool grid, int64_t size, cft_array *const *x,
+                            const int *bdim, const cft_params *p, cft_array **y, int *ybdim) {
     ybdim[0] = 0;
     cft_array *xb = bdim[0] < 0 ? x[0] : cft__moveaxis_b(x[0], bdim[0], 0);
     if (bdim[1] < 0 && bdim[2] < 0 && bdim[3] < 0 && bdim[4] < 0) {
         cft_array *args[5] = {cft__as_rows(xb), x[1], x[2], x[3], x[4]};
-        y[0] = cft__from_rows(dot5(args, p), &xb->aval);
+        y[0] = cft__from_rows(cft__bind1(prim, p, 5, args), &xb->aval);
         return cft_failed(y[0]) ? y[0] : NULL;
     }
     cft_dtype dt = x[0]->aval.dtype;
@@ -420,9 +354,24 @@ static cft_array *dot_vmap(int64_t size, cft_array *const *x, const int *bdim, i
     cft_array *xs = cft_reshape(cft__batch_at(x[3], bdim[3], size, 0), b3, 3),
               *zp = cft_reshape(cft__batch_at(x[4], bdim[4], size, 0), b3, 3);
     cft_array *fq;
-    fake(xa, xs, zp, p, &fq, NULL);
+    if (grid) {
+        cft_array *g = cft_clamp(cft__round_half_even(xa), cft_scalar((double)p->v[XLO][0], dt),
+                                 cft_scalar((double)p->v[XHI][0], dt));
+        fq = cft_mul(cft_sub(g, cft_astype(zp, dt)), cft_astype(xs, dt));
+    } else
+        fake(xa, xs, zp, p, &fq, NULL);
     y[0] = cft_matmul(fq, cft_mT(cft__qunpack(q, cft_astype(s, dt), p->v[K_][0])));
     return cft_failed(y[0]) ? y[0] : NULL;
+}
+static cft_array *dot_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                           const cft_params *p, cft_array **y, int *ybdim) {
+    (void)nin;
+    return qdot_vmap(&cft_p_dot_qstatic, false, size, x, bdim, p, y, ybdim);
+}
+static cft_array *qint_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                            const cft_params *p, cft_array **y, int *ybdim) {
+    (void)nin;
+    return qdot_vmap(&cft_p_dot_qint, true, size, x, bdim, p, y, ybdim);
 }
 
 const cft_prim cft_p_qlinear_quantize = {
@@ -445,6 +394,18 @@ const cft_prim cft_p_dot_qstatic = {
     .impl = dot_impl,
     .jvp = dot_jvp,
     .vmap = dot_vmap,
+    .rewrite = dot_rewrite,
+};
+const cft_prim cft_p_dot_qint = {
+    .name = "dot_qint",
+    .nin = 5,
+    .nout = 1,
+    .flags = CFT_PRIM_CONTRACTION,
+    .pnames = {"#k", "#xlo", "#xhi"},
+    .shape = qint_shape,
+    .impl = qint_impl,
+    .jvp = qint_jvp,
+    .vmap = qint_vmap,
 };
 
 /* ---- for cft_quant_convert ---- */
@@ -456,6 +417,15 @@ cft_array *cft__qstatic_dot(cft_array *x, cft_array *words, cft_array *ws, cft_a
     cft__param_set1(&p, XLO, xlo);
     cft__param_set1(&p, XHI, xhi);
     return dot5((cft_array *[]){x, words, ws, xs, zp}, &p);
+}
+
+cft_array *cft__qint_dot(cft_array *xq, cft_array *words, cft_array *ws, cft_array *xs,
+                         cft_array *zp, int64_t k, int64_t xlo, int64_t xhi) {
+    cft_params p = {0};
+    cft__param_set1(&p, K_, k);
+    cft__param_set1(&p, XLO, xlo);
+    cft__param_set1(&p, XHI, xhi);
+    return cft__bind1(&cft_p_dot_qint, &p, 5, (cft_array *[]){xq, words, ws, xs, zp});
 }
 
 cft_array *cft__qstatic_quantize(cft_array *w, cft_array *ws, int64_t lo, int64_t hi) {
