@@ -1,16 +1,16 @@
 /* lowbits.c: fewer bits, measured in one run. Times (JSON lines, each
  * with ratio_to_baseline against f32, the sides alternated in rounds):
  *   - a training step (value_and_grad, jitted) of the MLP 256-512-512-10
- *     at batch 256: f32 against cft_autocast(bf16);
+ *     at batch 256: f32 against cft_autocast(bf16), and against the
+ *     quantization-aware step (cft_quant_qat_fn: fake-quantized operands);
  *   - one linear layer at 256-512-512 (x [256, 512] times W^T, W
  *     [512, 512]): the dense product against the 2:4 weight's product;
  *   - the same layer with an int8 weight (cft_qlinear_apply: rows of x
  *     quantized on the fly, oneDNN's integer GEMM);
- *   - the MLP's forward at batch 256: f32 against the int8 program of
- *     cft_quant_convert (operands on the int8 grid, computed on f32
- *     kernels: this line shows what fake quantization costs, not an int8
- *     kernel's speed), and against cft_quant_dynamic (int8 GEMMs, the
- *     weights packed once);
+ *   - the MLP's forward at batch 256: f32 against the static int8 program
+ *     of cft_quant_convert (integer GEMMs; 8- and 7-bit activations), and
+ *     against cft_quant_dynamic (int8 GEMMs, the weights packed once);
+ *   - the digits CNN's forward at batch 256, f32 against static int8;
  * and accuracies on the digits data (MLP 64-128-128-10, same initialisation
  * and data order for every line): trained in f32, trained under bf16
  * autocast, the f32 model quantized after training (PTQ: calibrated on 10
@@ -52,6 +52,16 @@ static cft_status big_logits(void *env, int nin, cft_array *const *in, int nout,
 static cft_status big_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     cft_array *lg;
     cft_status st = big_logits(env, nin, in, nout, &lg);
+    out[0] = cft_mean(cft_cross_entropy(lg, in[7]), NULL, 0, false);
+    return st;
+}
+
+/* (w1, b1, w2, b2, w3, b3, x, y) -> mean cross-entropy of the QAT logits (env) */
+static cft_status qat_big_loss(void *env, int nin, cft_array *const *in, int nout,
+                               cft_array **out) {
+    (void)nin, (void)nout;
+    cft_array *lg;
+    cft_status st = cft_fn_call(env, in, &lg);
     out[0] = cft_mean(cft_cross_entropy(lg, in[7]), NULL, 0, false);
     return st;
 }
@@ -421,6 +431,18 @@ int main(int argc, char **argv) {
     alternate(call, &f32, call, &bf, rounds, &m32, &mbf);
     const char *cfg = "\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd+bwd\"";
     line(cfg, "bf16_autocast", "f32", mbf, m32, rounds);
+    /* the same step under quantization-aware training: fake-quantized
+     * operands of every product (observers in the step, as in training) */
+    {
+        cft_quantizer qz = cft_quantizer_x86();
+        cft_quant *qa = cft_quant_prepare(cft_fn_new(big_logits, NULL, 7, 1), &qz);
+        cft_fn_call1(cft_quant_observer_fn(qa), in);
+        cft_fn *ql = cft_fn_new(qat_big_loss, cft_quant_qat_fn(qa), 8, 1);
+        call_t qs = {cft_jit(cft_value_and_grad(ql, argn, 6, false)), in, 7};
+        double mf, mq;
+        alternate(call, &f32, call, &qs, rounds, &mf, &mq);
+        line(cfg, "int8_qat", "f32", mq, mf, rounds);
+    }
 
     /* one linear layer, dense against 2:4 */
     lin_t lt;

@@ -205,6 +205,45 @@ int main(int argc, char **argv) {
         CHECK(cft_item(s) > 0); /* never 0 */
     }
 
+    TEST("min-max observers see each channel's range: a weight along its last dim, a "
+         "convolution's along its first, an activation per tensor") {
+        cft_quantizer qz = cft_quantizer_x86();
+        qz.activation.observer = CFT_OBS_MINMAX;
+        cft_array *w = cft_random_normal(cft_random_key(70), CFT_F32, (int64_t[]){37, 19}, 2);
+        cft_array *x = cft_random_normal(cft_random_key(71), CFT_F32, (int64_t[]){5, 37}, 2);
+        cft_array *wc = cft_random_normal(cft_random_key(72), CFT_F32, (int64_t[]){6, 3, 3, 3}, 4);
+        cft_array *xc = cft_random_normal(cft_random_key(73), CFT_F32, (int64_t[]){2, 3, 5, 5}, 4);
+        struct {
+            cft_fn *f;
+            cft_array *w, *x;
+            int axis;
+        } cases[2] = {{cft_fn_new(lin, NULL, 2, 1), w, x, 1},
+                      {cft_fn_new(conv_layer, NULL, 2, 1), wc, xc, 0}};
+        for (int c = 0; c < 2; c++) {
+            cft_quant *q = cft_quant_prepare(cases[c].f, &qz);
+            cft_array *half = cft_mul_s(cases[c].x, 0.5); /* a second call widens nothing */
+            cft_fn_call1(cft_quant_observer_fn(q), (cft_array *[]){cases[c].w, half});
+            cft_fn_call1(cft_quant_observer_fn(q), (cft_array *[]){cases[c].w, cases[c].x});
+            /* site 0 is the activation, site 1 the weight */
+            cft_array *s, *z, *ws, *wz, *rs, *rz;
+            CHECK(cft_quant_site(q, 0, &s, &z, NULL, NULL) == CFT_OK);
+            CHECK(cft_quant_site(q, 1, &ws, &wz, NULL, NULL) == CFT_OK);
+            CHECK(cft_quant_qparams(cft_min(cases[c].x, NULL, 0, false),
+                                    cft_max(cases[c].x, NULL, 0, false), &qz.activation, &rs, &rz,
+                                    NULL, NULL) == CFT_OK);
+            CHECK_ARRAY_CLOSE(s, rs, 1e-7, 0);
+            CHECK_ARRAY_CLOSE(z, rz, 0, 0);
+            int nd = cft_array_ndim(cases[c].w), red[4], nr = 0;
+            for (int d = 0; d < nd; d++)
+                if (d != cases[c].axis)
+                    red[nr++] = d;
+            CHECK(cft_quant_qparams(cft_min(cases[c].w, red, nr, false),
+                                    cft_max(cases[c].w, red, nr, false), &qz.weight, &rs, &rz, NULL,
+                                    NULL) == CFT_OK);
+            CHECK_ARRAY_CLOSE(ws, rs, 1e-7, 0);
+        }
+    }
+
     cft_fn *logits = cft_fn_new(mlp, NULL, 7, 1);
     cft_array *ref = cft_fn_call1(logits, P);
 

@@ -8,10 +8,12 @@
  * records and are not in the registry, so programs holding them do not
  * export (cft_quant_convert's programs hold neither). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "core/mem.h"
+#include "core/vec.h"
 #include "prims/rules.h"
 #include "transforms/quant/quant_internal.h"
 
@@ -73,24 +75,59 @@ static void range_of(const cft_quant *q, const cft__qsite *s, int64_t c, double 
 
 /* update site k's observer with the values v (n of them, channel axis
  * `axis` of shape sh/nd, or per tensor) */
-static void observe(cft_quant *q, cft__qsite *s, const double *v, int64_t n, const int64_t *sh,
-                    int nd, int axis) {
+/* per-channel min and max (mn, mx: nch each) and the largest |v| (am) of
+ * values laid out [outer, nch, inner] (nch 1: per tensor), read in place
+ * in their dtype; NaNs are skipped (a comparison with NaN is false), so
+ * the selects below are the vector min / max instructions; tmp holds
+ * 2 nch values of the dtype */
+#define RANGES(T, ABS)                                                                             \
+    for (int64_t c = 0; c < nch; c++)                                                              \
+        mn[c] = INFINITY, mx[c] = -INFINITY;                                                       \
+    T a = 0;                                                                                       \
+    if (inner == 1) { /* channels along the last dim: across them */                               \
+        T *lo = (T *)tmp, *hi = lo + nch;                                                          \
+        for (int64_t c = 0; c < nch; c++)                                                          \
+            lo[c] = INFINITY, hi[c] = -INFINITY;                                                   \
+        for (int64_t o = 0; o < outer; o++) {                                                      \
+            const T *r = v + o * nch;                                                              \
+            for (int64_t c = 0; c < nch; c++) {                                                    \
+                T x = r[c], ax = ABS(x);                                                           \
+                lo[c] = x < lo[c] ? x : lo[c];                                                     \
+                hi[c] = x > hi[c] ? x : hi[c];                                                     \
+                a = ax > a ? ax : a;                                                               \
+            }                                                                                      \
+        }                                                                                          \
+        for (int64_t c = 0; c < nch; c++)                                                          \
+            mn[c] = lo[c], mx[c] = hi[c];                                                          \
+    } else                                                                                         \
+        for (int64_t o = 0; o < outer; o++)                                                        \
+            for (int64_t c = 0; c < nch; c++) {                                                    \
+                const T *r = v + (o * nch + c) * inner;                                            \
+                T lo = INFINITY, hi = -INFINITY;                                                   \
+                for (int64_t i = 0; i < inner; i++) {                                              \
+                    T x = r[i], ax = ABS(x);                                                       \
+                    lo = x < lo ? x : lo;                                                          \
+                    hi = x > hi ? x : hi;                                                          \
+                    a = ax > a ? ax : a;                                                           \
+                }                                                                                  \
+                mn[c] = lo < mn[c] ? lo : mn[c];                                                   \
+                mx[c] = hi > mx[c] ? hi : mx[c];                                                   \
+            }                                                                                      \
+    *am = a
+static CFT_VEC void ranges_f32(const float *v, int64_t outer, int64_t nch, int64_t inner,
+                               double *mn, double *mx, double *am, void *tmp) {
+    RANGES(float, fabsf);
+}
+static CFT_VEC void ranges_f64(const double *v, int64_t outer, int64_t nch, int64_t inner,
+                               double *mn, double *mx, double *am, void *tmp) {
+    RANGES(double, fabs);
+}
+
+/* the site's observer takes in a call's ranges (and, for the percentile
+ * observer, its values v, as doubles) */
+static void observe(cft_quant *q, cft__qsite *s, const double *mn, const double *mx, double am,
+                    const double *v, int64_t n) {
     const cft_quant_spec *sp = cft__qspec(q, s);
-    int64_t inner = 1;
-    for (int d = axis + 1; axis >= 0 && d < nd; d++)
-        inner *= sh[d];
-    double mn[s->nch], mx[s->nch];
-    for (int64_t c = 0; c < s->nch; c++)
-        mn[c] = INFINITY, mx[c] = -INFINITY;
-    double am = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t c = axis >= 0 ? (i / inner) % s->nch : 0;
-        if (v[i] < mn[c])
-            mn[c] = v[i];
-        if (v[i] > mx[c])
-            mx[c] = v[i];
-        am = fabs(v[i]) > am ? fabs(v[i]) : am;
-    }
     for (int64_t c = 0; c < s->nch; c++) {
         if (!isfinite(mn[c]) || !isfinite(mx[c]))
             continue;
@@ -102,7 +139,7 @@ static void observe(cft_quant *q, cft__qsite *s, const double *v, int64_t n, con
             s->mx[c] += sp->averaging * (mx[c] - s->mx[c]);
         }
     }
-    if (sp->observer == CFT_OBS_PERCENTILE && s->hist && isfinite(am) && am > 0) {
+    if (v && s->hist && isfinite(am) && am > 0) {
         if (am > s->absmax) { /* widen: move the old counts into the new bins */
             double tmp[NBINS] = {0};
             for (int i = 0; i < NBINS; i++) {
@@ -224,20 +261,52 @@ static cft_array *obs_impl(cft_array *const *x, int nin, const cft_params *p, cf
     (void)nin;
     cft_quant *q = record_of(p->v[0][0]);
     int k = (int)p->v[1][0], axis = (int)p->v[2][0];
-    int64_t n = cft_array_size(x[0]);
-    /* per-thread scratch, kept: a GC block per site per call was garbage at
-     * every QAT step */
-    double *v =
-        cft__scratch(CFT_SCRATCH_QOBS, sizeof(double) * (size_t)(n > 0 ? n : 1), (size_t)1 << 28);
-    if (!q || !v)
-        return q ? cft__oom()
-                 : cft__fail(CFT_E_ARG, "quant_observe: no record %lld", (long long)p->v[0][0]);
-    if (cft_copy_to(x[0], CFT_F64, v) != CFT_OK)
-        return cft__fail(CFT_E_ARG, "quant_observe: cannot read %s", cft__av(&x[0]->aval));
+    if (!q)
+        return cft__fail(CFT_E_ARG, "quant_observe: no record %lld", (long long)p->v[0][0]);
+    const cft_aval *av = &x[0]->aval;
+    int64_t n = cft_array_size(x[0]), nch = axis >= 0 && axis < av->ndim ? av->shape[axis] : 1,
+            inner = 1;
+    for (int d = axis + 1; axis >= 0 && d < av->ndim; d++)
+        inner *= av->shape[d];
+    int64_t outer = nch * inner > 0 ? n / (nch * inner) : 0;
     pthread_mutex_lock(&q->mu);
-    if (k < q->n)
-        observe(q, &q->s[k], v, n, x[0]->aval.shape, x[0]->aval.ndim, axis);
+    bool hist = k < q->n && q->s[k].hist && cft__qspec(q, &q->s[k])->observer == CFT_OBS_PERCENTILE;
+    bool fits = k < q->n && q->s[k].nch == nch;
     pthread_mutex_unlock(&q->mu);
+    if (!fits) {
+        y[0] = x[0];
+        return NULL;
+    }
+    cft_array *xc = cft__contig(x[0]);
+    if (cft_failed(xc))
+        return xc;
+    double *mn = malloc(sizeof(double) * (size_t)(4 * nch + 1)), *mx = mn + nch, *tmp = mx + nch,
+           am = 0;
+    if (!mn)
+        return cft__oom();
+    /* the percentile observer bins every value: those as doubles, in
+     * per-thread scratch, kept (a GC block per site per call was garbage
+     * at every QAT step); other dtypes are read as doubles too */
+    double *v = NULL;
+    if (hist || (av->dtype != CFT_F32 && av->dtype != CFT_F64)) {
+        v = cft__scratch(CFT_SCRATCH_QOBS, sizeof(double) * (size_t)(n > 0 ? n : 1),
+                         (size_t)1 << 28);
+        if (!v || cft_copy_to(xc, CFT_F64, v) != CFT_OK) {
+            free(mn);
+            return v ? cft__fail(CFT_E_ARG, "quant_observe: cannot read %s", cft__av(av))
+                     : cft__oom();
+        }
+        ranges_f64(v, outer, nch, inner, mn, mx, &am, tmp);
+    } else if (av->dtype == CFT_F32)
+        ranges_f32(cft__ptr(xc), outer, nch, inner, mn, mx, &am, tmp);
+    else
+        ranges_f64(cft__ptr(xc), outer, nch, inner, mn, mx, &am, tmp);
+    pthread_mutex_lock(&q->mu);
+    if (k < q->n && q->s[k].nch == nch)
+        observe(q, &q->s[k], mn, mx, am, hist ? v : NULL, n);
+    pthread_mutex_unlock(&q->mu);
+    free(mn);
+    cft__keep(xc);
     y[0] = x[0];
     return NULL;
 }
