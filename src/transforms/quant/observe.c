@@ -79,40 +79,57 @@ static void range_of(const cft_quant *q, const cft__qsite *s, int64_t c, double 
  * values laid out [outer, nch, inner] (nch 1: per tensor), read in place
  * in their dtype; NaNs are skipped (a comparison with NaN is false), so
  * the selects below are the vector min / max instructions; tmp holds
- * 2 nch values of the dtype */
+ * 3 nch values of the dtype */
 #define RANGES(T, ABS)                                                                             \
-    for (int64_t c = 0; c < nch; c++)                                                              \
-        mn[c] = INFINITY, mx[c] = -INFINITY;                                                       \
+    enum { L = 16 }; /* lanes: the vector loops' independent accumulators */                       \
     T a = 0;                                                                                       \
     if (inner == 1) { /* channels along the last dim: across them */                               \
-        T *lo = (T *)tmp, *hi = lo + nch;                                                          \
+        T *restrict lo = (T *)tmp, *restrict hi = lo + nch, *restrict m = hi + nch;                \
         for (int64_t c = 0; c < nch; c++)                                                          \
-            lo[c] = INFINITY, hi[c] = -INFINITY;                                                   \
+            lo[c] = INFINITY, hi[c] = -INFINITY, m[c] = 0;                                         \
         for (int64_t o = 0; o < outer; o++) {                                                      \
-            const T *r = v + o * nch;                                                              \
+            const T *restrict r = v + o * nch;                                                     \
             for (int64_t c = 0; c < nch; c++) {                                                    \
                 T x = r[c], ax = ABS(x);                                                           \
                 lo[c] = x < lo[c] ? x : lo[c];                                                     \
                 hi[c] = x > hi[c] ? x : hi[c];                                                     \
-                a = ax > a ? ax : a;                                                               \
+                m[c] = ax > m[c] ? ax : m[c];                                                      \
             }                                                                                      \
         }                                                                                          \
-        for (int64_t c = 0; c < nch; c++)                                                          \
+        for (int64_t c = 0; c < nch; c++) {                                                        \
             mn[c] = lo[c], mx[c] = hi[c];                                                          \
-    } else                                                                                         \
+            a = m[c] > a ? m[c] : a;                                                               \
+        }                                                                                          \
+    } else {                                                                                       \
+        for (int64_t c = 0; c < nch; c++)                                                          \
+            mn[c] = INFINITY, mx[c] = -INFINITY;                                                   \
         for (int64_t o = 0; o < outer; o++)                                                        \
             for (int64_t c = 0; c < nch; c++) {                                                    \
-                const T *r = v + (o * nch + c) * inner;                                            \
-                T lo = INFINITY, hi = -INFINITY;                                                   \
-                for (int64_t i = 0; i < inner; i++) {                                              \
+                const T *restrict r = v + (o * nch + c) * inner;                                   \
+                T lo[L], hi[L], m[L];                                                              \
+                for (int j = 0; j < L; j++)                                                        \
+                    lo[j] = INFINITY, hi[j] = -INFINITY, m[j] = 0;                                 \
+                int64_t i = 0;                                                                     \
+                for (; i + L <= inner; i += L)                                                     \
+                    for (int j = 0; j < L; j++) {                                                  \
+                        T x = r[i + j], ax = ABS(x);                                               \
+                        lo[j] = x < lo[j] ? x : lo[j];                                             \
+                        hi[j] = x > hi[j] ? x : hi[j];                                             \
+                        m[j] = ax > m[j] ? ax : m[j];                                              \
+                    }                                                                              \
+                for (; i < inner; i++) {                                                           \
                     T x = r[i], ax = ABS(x);                                                       \
-                    lo = x < lo ? x : lo;                                                          \
-                    hi = x > hi ? x : hi;                                                          \
-                    a = ax > a ? ax : a;                                                           \
+                    lo[0] = x < lo[0] ? x : lo[0];                                                 \
+                    hi[0] = x > hi[0] ? x : hi[0];                                                 \
+                    m[0] = ax > m[0] ? ax : m[0];                                                  \
                 }                                                                                  \
-                mn[c] = lo < mn[c] ? lo : mn[c];                                                   \
-                mx[c] = hi > mx[c] ? hi : mx[c];                                                   \
+                for (int j = 0; j < L; j++) {                                                      \
+                    mn[c] = lo[j] < mn[c] ? lo[j] : mn[c];                                         \
+                    mx[c] = hi[j] > mx[c] ? hi[j] : mx[c];                                         \
+                    a = m[j] > a ? m[j] : a;                                                       \
+                }                                                                                  \
             }                                                                                      \
+    }                                                                                              \
     *am = a
 static CFT_VEC void ranges_f32(const float *v, int64_t outer, int64_t nch, int64_t inner,
                                double *mn, double *mx, double *am, void *tmp) {
@@ -268,6 +285,8 @@ static cft_array *obs_impl(cft_array *const *x, int nin, const cft_params *p, cf
             inner = 1;
     for (int d = axis + 1; axis >= 0 && d < av->ndim; d++)
         inner *= av->shape[d];
+    if (axis < 0) /* per tensor: one run of all values */
+        inner = n;
     int64_t outer = nch * inner > 0 ? n / (nch * inner) : 0;
     pthread_mutex_lock(&q->mu);
     bool hist = k < q->n && q->s[k].hist && cft__qspec(q, &q->s[k])->observer == CFT_OBS_PERCENTILE;
@@ -280,7 +299,7 @@ static cft_array *obs_impl(cft_array *const *x, int nin, const cft_params *p, cf
     cft_array *xc = cft__contig(x[0]);
     if (cft_failed(xc))
         return xc;
-    double *mn = malloc(sizeof(double) * (size_t)(4 * nch + 1)), *mx = mn + nch, *tmp = mx + nch,
+    double *mn = malloc(sizeof(double) * (size_t)(5 * nch + 1)), *mx = mn + nch, *tmp = mx + nch,
            am = 0;
     if (!mn)
         return cft__oom();
