@@ -356,6 +356,34 @@ int main(int argc, char **argv) {
         }
     }
 
+    TEST("observers paused keep their ranges in observer, QAT and jitted QAT calls; resumed, "
+         "they widen") {
+        cft_quantizer qz = cft_quantizer_x86();
+        qz.activation.observer = CFT_OBS_MINMAX;
+        cft_quant *q = cft_quant_prepare(logits, &qz);
+        cft_fn_call1(cft_quant_observer_fn(q), P);
+        cft_array *s0, *z0, *s1, *z1;
+        CHECK(cft_quant_site(q, 0, &s0, &z0, NULL, NULL) == CFT_OK);
+        cft_array *in[7];
+        memcpy(in, P, sizeof in);
+        in[6] = cft_mul_s(P[6], 3); /* a wider input */
+        CHECK(cft_quant_set_observing(q, false) == CFT_OK);
+        cft_fn *jq = cft_jit(cft_quant_qat_fn(q));
+        cft_fn_call1(cft_quant_observer_fn(q), in);
+        cft_fn_call1(cft_quant_qat_fn(q), in);
+        for (int r = 0; r < 2; r++)
+            cft_fn_call1(jq, in);
+        CHECK(cft_quant_site(q, 0, &s1, &z1, NULL, NULL) == CFT_OK);
+        CHECK_ARRAY_CLOSE(s1, s0, 0, 0);
+        CHECK_ARRAY_CLOSE(z1, z0, 0, 0);
+        CHECK(cft_quant_set_observing(q, true) == CFT_OK);
+        cft_fn_call1(jq, in);
+        CHECK(cft_quant_site(q, 0, &s1, &z1, NULL, NULL) == CFT_OK);
+        CHECK(cft_item(s1) > 2 * cft_item(s0));
+        CHECK(cft_quant_set_observing(NULL, false) == CFT_E_ARG);
+        CHECK(strstr(cft_last_error_message(), "cft_quant_set_observing") != NULL);
+    }
+
     TEST("observers from 4 threads") {
         cft_quantizer qz = cft_quantizer_x86();
         qz.activation.observer = CFT_OBS_PERCENTILE;

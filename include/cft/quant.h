@@ -170,6 +170,13 @@ cft_fn *cft_quant_qat_fn(cft_quant *q);
  *  fake-quantized. A site never observed fails its calls with CFT_E_ARG
  *  ("site k was never observed: calibrate first"). */
 cft_fn *cft_quant_convert(cft_quant *q);
+/** Observers on (the default) or off (torch.ao.quantization's
+ *  enable_observer / disable_observer): while off, calls of q's functions
+ *  (observer, QAT; eager, staged or jitted) leave every site's range as it
+ *  is, so that the last epochs of QAT train against fixed quantization
+ *  parameters. A site first met while off is made but stays unobserved.
+ *  CFT_E_ARG for a NULL record. */
+cft_status cft_quant_set_observing(cft_quant *q, bool on);
 /** Sites observed so far. */
 int cft_quant_num_sites(const cft_quant *q);
 /** Site i's quantization parameters now (scalars, or 1-d per channel) and

@@ -28,11 +28,12 @@ typedef struct {
  * rounding mode), the division in x's dtype as cft_fake_quantize's (or
  * clamp(round(x), lo, hi) for x on the grid: V); a row's NaNs are noted */
 #define QROW(T, V)                                                                                 \
+    const int64_t k = c->k; /* a local: the u8 stores could alias c->k, keeping the loop scalar */ \
     for (int64_t m = lo; m < hi; m++) {                                                            \
-        const T *xr = (const T *)c->x + m * c->k;                                                  \
-        uint8_t *q = c->xq + m * c->k;                                                             \
+        const T *restrict xr = (const T *)c->x + m * k;                                            \
+        uint8_t *restrict q = c->xq + m * k;                                                       \
         int bad = 0;                                                                               \
-        for (int64_t j = 0; j < c->k; j++) {                                                       \
+        for (int64_t j = 0; j < k; j++) {                                                          \
             T v = V;                                                                               \
             bad |= v != v;                                                                         \
             v = v < b ? v : b;                                                                     \

@@ -178,17 +178,18 @@ static inline double rint_fast(double v) {
  * mispredict; a NaN clamps to 63, as fmin/fmax order it. */
 #define QUANT_ROW(T)                                                                               \
     do {                                                                                           \
-        const T *xr = (const T *)c->x + m * c->k;                                                  \
+        const int64_t k = c->k; /* a local: the u8 stores could alias c->k */                      \
+        const T *restrict xr = (const T *)c->x + m * k;                                            \
         double a = 0;                                                                              \
-        for (int64_t j = 0; j < c->k; j++) {                                                       \
+        for (int64_t j = 0; j < k; j++) {                                                          \
             double v = fabs((double)xr[j]);                                                        \
             a = v > a ? v : a;                                                                     \
         }                                                                                          \
         bool ok = a > 0 && a <= 1.7e308;                                                           \
         double inv = ok ? 63 / a : 1;                                                              \
         c->xs[m] = ok ? a / 63 : 1;                                                                \
-        uint8_t *q = c->xq + m * c->k;                                                             \
-        for (int64_t j = 0; j < c->k; j++) {                                                       \
+        uint8_t *restrict q = c->xq + m * k;                                                       \
+        for (int64_t j = 0; j < k; j++) {                                                          \
             double v = rint_fast((double)xr[j] * inv);                                             \
             v = v < 63 ? v : 63;                                                                   \
             v = v > -63 ? v : -63;                                                                 \

@@ -290,7 +290,7 @@ static cft_array *obs_impl(cft_array *const *x, int nin, const cft_params *p, cf
     int64_t outer = nch * inner > 0 ? n / (nch * inner) : 0;
     pthread_mutex_lock(&q->mu);
     bool hist = k < q->n && q->s[k].hist && cft__qspec(q, &q->s[k])->observer == CFT_OBS_PERCENTILE;
-    bool fits = k < q->n && q->s[k].nch == nch;
+    bool fits = k < q->n && q->s[k].nch == nch && !q->paused;
     pthread_mutex_unlock(&q->mu);
     if (!fits) {
         y[0] = x[0];
@@ -321,7 +321,7 @@ static cft_array *obs_impl(cft_array *const *x, int nin, const cft_params *p, cf
     else
         ranges_f64(cft__ptr(xc), outer, nch, inner, mn, mx, &am, tmp);
     pthread_mutex_lock(&q->mu);
-    if (k < q->n && q->s[k].nch == nch)
+    if (k < q->n && q->s[k].nch == nch && !q->paused)
         observe(q, &q->s[k], mn, mx, am, hist ? v : NULL, n);
     pthread_mutex_unlock(&q->mu);
     free(mn);

@@ -323,6 +323,16 @@ int cft_quant_num_sites(const cft_quant *q) {
     return n;
 }
 
+cft_status cft_quant_set_observing(cft_quant *q, bool on) {
+    CFT_API("cft_quant_set_observing");
+    if (!q)
+        return cft__set_last(cft__fail(CFT_E_ARG, "cft_quant_set_observing: NULL record"));
+    pthread_mutex_lock(&q->mu);
+    q->paused = !on;
+    pthread_mutex_unlock(&q->mu);
+    return CFT_OK;
+}
+
 cft_status cft_quant_site(const cft_quant *q, int i, cft_array **scale, cft_array **zero_point,
                           const char **prim, bool *is_weight) {
     CFT_API("cft_quant_site");

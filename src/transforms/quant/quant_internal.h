@@ -28,7 +28,8 @@ struct cft_quant {
     pthread_mutex_t mu;
     int n, cap;
     cft__qsite *s;
-    int id; /* the primitives' handle on the record, -1 until first needed */
+    int id;      /* the primitives' handle on the record, -1 until first needed */
+    bool paused; /* observers keep their ranges (cft_quant_set_observing) */
 };
 
 /* the integer range of a spec */
