@@ -966,18 +966,21 @@ static const int64_t qc_wshape[3] = {2, 3, 3}, qc_one[2] = {1, 1}, qc_pad[4] = {
 FN(fn_qc) {
     UNUSED_FN;
     ENV_ROW;
-    out[0] =
-        cft__qconv_bind(in[0], in[1], in[2], cft_scalar(r->p[0] / 1000.0, cft_array_dtype(in[0])),
-                        cft_scalar(r->p[1], CFT_I32), 0, 255, qc_wshape, 2, qc_one, qc_pad, qc_one);
+    out[0] = cft__qconv_bind(
+        in[0], in[1], in[2], cft_scalar(r->p[0] / 1000.0, cft_array_dtype(in[0])),
+        cft_scalar(r->p[1], CFT_I32), 0, 255, qc_wshape, 2, qc_one, qc_pad, qc_one, r->p[2] != 0);
     return CFT_OK;
 }
-FN(fn_qc_smooth) { /* the convolution of x with the dequantized weight */
+FN(fn_qc_smooth) { /* the convolution of x (conv_qint: (x - zp) xs) with the dequantized weight */
     UNUSED_FN;
+    ENV_ROW;
     cft_array *w = cft_reshape(cft_qlinear_unpack((cft_qlinear){in[1], in[2], 18}),
                                (int64_t[]){3, 2, 3, 3}, 4);
-    out[0] = cft_conv_general_dilated(in[0], w, qc_one, qc_pad, NULL, qc_one, 1, 1);
+    cft_array *x = r->p[2] ? cft_mul_s(cft_add_s(in[0], -r->p[1]), r->p[0] / 1000.0) : in[0];
+    out[0] = cft_conv_general_dilated(x, w, qc_one, qc_pad, NULL, qc_one, 1, 1);
     return CFT_OK;
 }
+/* p[2]: x on the grid (conv_qint) */
 static void ref_qc(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
                    double *y) {
     (void)av, (void)o;
@@ -994,8 +997,9 @@ static void ref_qc(const row *r, double *const *x, const cft_aval *av, const cft
                                 if (ii < 0 || ii >= 5 || jj < 0 || jj >= 5)
                                     continue;
                                 double v = x[0][((n * 2 + c) * 5 + ii) * 5 + jj];
-                                double q = fmax(0, fmin(255, nearbyint(v / xs) + zp)) - zp;
-                                acc += q * ql_byte(x[1][oc * 5 + t / 4], t % 4);
+                                v = r->p[2] ? nearbyint(v) : nearbyint(v / xs) + zp;
+                                acc += (fmax(0, fmin(255, v)) - zp) *
+                                       ql_byte(x[1][oc * 5 + t / 4], t % 4);
                             }
                     y[((n * 3 + oc) * 5 + i) * 5 + j] = xs * x[2][oc] * acc;
                 }
@@ -1642,6 +1646,11 @@ static const row rows[] = {
      .in = {{F, 4, {2, 2, 5, 5}, -2, 2, 0}, {I, 2, {3, 5}, -2147483648.0, 2147483647.0, 0},
             {F, 1, {3}, 0.01, 0.1, 0}},
      .out_nd = 4, .out_shape = {2, 3, 5, 5}, .ref = ref_qc, .p = {25, 120},
+     .flags = STE | BLAS_SHAPES, .ste = fn_qc_smooth},
+    {.prim = "conv_qint", .fn = fn_qc, .nin = 3,
+     .in = {{F, 4, {2, 2, 5, 5}, 40, 200, 0}, {I, 2, {3, 5}, -2147483648.0, 2147483647.0, 0},
+            {F, 1, {3}, 0.01, 0.1, 0}},
+     .out_nd = 4, .out_shape = {2, 3, 5, 5}, .ref = ref_qc, .p = {25, 120, 1},
      .flags = STE | BLAS_SHAPES, .ste = fn_qc_smooth},
     /* 2:4 sparsity: metadata words span all of i32 (every word is valid) */
     {.prim = "sparse24_meta", .fn = fn_s24_meta, .nin = 1, .in = {{F, 2, {3, 40}, -2, 2, 0}},

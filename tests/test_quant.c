@@ -88,6 +88,16 @@ static cft_status conv_layer(void *env, int nin, cft_array *const *in, int nout,
     return CFT_OK;
 }
 
+/* (w1 [4, 2, 3, 3], w2 [5, 4, 3, 3], w3 [180, 7], x [N, 2, 6, 6]) -> logits:
+ * conv (padding 1), ReLU, conv (padding 1), ReLU, flatten, linear */
+static cft_status cnn2(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *h = cft_relu(cft_conv2d(in[3], in[0], NULL, (int64_t[]){1, 1}, NULL, 1));
+    h = cft_relu(cft_conv2d(h, in[1], NULL, (int64_t[]){1, 1}, NULL, 1));
+    out[0] = cft_matmul(cft_reshape(h, (int64_t[]){-1, 180}, 2), in[2]);
+    return CFT_OK;
+}
+
 /* sum of the fake-quantized convolution (env: the record) */
 static cft_status conv_ref_sum(void *env, int nin, cft_array *const *in, int nout,
                                cft_array **out) {
@@ -619,6 +629,39 @@ int main(int argc, char **argv) {
         cft_fn *j0 = cft_jit(c);
         CHECK_ARRAY_CLOSE(cft_fn_call1(j0, P), y, 0, 0);
         unsetenv("CFT_JIT_REWRITE");
+    }
+
+    TEST("static int8 CNN under the jit: conv, ReLU, conv, ReLU, flatten, linear; the second "
+         "conv and the linear read grid values written by the ReLU kernels (conv_qint, dot_qint "
+         "through the reshape); the interpreter's bits, twice") {
+        cft_array *w1 = cft_mul_s(
+            cft_random_normal(cft_random_key(80), CFT_F32, (int64_t[]){4, 2, 3, 3}, 4), 0.3);
+        cft_array *w2 = cft_mul_s(
+            cft_random_normal(cft_random_key(81), CFT_F32, (int64_t[]){5, 4, 3, 3}, 4), 0.2);
+        cft_array *w3 = cft_mul_s(
+            cft_random_normal(cft_random_key(82), CFT_F32, (int64_t[]){5 * 6 * 6, 7}, 2), 0.1);
+        cft_array *x = cft_random_normal(cft_random_key(83), CFT_F32, (int64_t[]){9, 2, 6, 6}, 4);
+        cft_array *in[4] = {w1, w2, w3, x};
+        cft_quantizer qz = cft_quantizer_x86();
+        qz.activation.observer = CFT_OBS_MINMAX;
+        cft_quant *q = cft_quant_prepare(cft_fn_new(cnn2, NULL, 4, 1), &qz);
+        cft_fn_call1(cft_quant_observer_fn(q), in);
+        cft_fn *c = cft_quant_convert(q);
+        cft_aval av[4];
+        for (int i = 0; i < 4; i++)
+            av[i] = cft_array_aval(in[i]);
+        cft_ir *rw = cft_ir_rewrite(cft_make_ir(c, av));
+        CHECK_EQ(count_prim(rw, "conv_qstatic"), 1);
+        CHECK_EQ(count_prim(rw, "conv_qint"), 1);
+        CHECK_EQ(count_prim(rw, "dot_qint"), 1);
+        CHECK_EQ(count_prim(rw, "dot_qstatic"), 0);
+        cft_array *y = cft_fn_call1(c, in);
+        CHECK(rel(y, cft_fn_call1(cft_fn_new(cnn2, NULL, 4, 1), in)) < 0.1);
+        cft_fn *j = cft_jit(c);
+        for (int r = 0; r < 2; r++)
+            CHECK_ARRAY_CLOSE(cft_fn_call1(j, in), y, 0, 0);
+        in[3] = cft_mul_s(x, -0.6);
+        CHECK_ARRAY_CLOSE(cft_fn_call1(j, in), cft_fn_call1(c, in), 0, 0);
     }
 
     TEST("dot_qint takes any float: off-grid values round, beyond the range clamp, a NaN row "

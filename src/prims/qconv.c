@@ -15,7 +15,10 @@
  *       the integers; y = xscale wscale[o] acc. Its result is the
  *       fake-quantized f32 program's up to that program's rounding. A NaN
  *       in a sample makes the sample's whole output NaN. Its jvp is the
- *       straight-through estimator, as dot_qstatic's. */
+ *       straight-through estimator, as dot_qstatic's.
+ *   conv_qint(xq, ...)[same]: the same convolution with x already on the
+ *       grid (xq = clamp(round(x / xs) + zp)), written so by the jit's
+ *       rewrite into the elementwise kernel before it, as dot_qint. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,8 +30,9 @@
 #include "core/vec.h"
 #include "prims/qlinear.h"
 #include "prims/rules.h"
+#include "trace/ir.h"
 
-extern const cft_prim cft_p_conv_qstatic, cft_p_conv_general_dilated;
+extern const cft_prim cft_p_conv_qstatic, cft_p_conv_qint, cft_p_conv_general_dilated;
 
 enum { QS, QP, QLD, QRD, QX, QW }; /* parameter slots; 0-3 as conv_general_dilated's */
 enum { CONV_FG = 4, CONV_BG = 5 }; /* conv_general_dilated's group slots */
@@ -68,45 +72,54 @@ static int64_t taps_of(const cft_params *p) {
     return k;
 }
 
-static cft_array *qconv_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
-    (void)nin;
+/* the two convolutions' shape rule, its errors naming op */
+static cft_array *qconv_check(const char *op, const cft_aval *in, const cft_params *p,
+                              cft_aval *out) {
     const cft_aval *x = &in[0];
     int nsp = x->ndim - 2;
     if (x->ndim < 3 || x->ndim > 5 || !cft__qreal_float(x->dtype) || in[1].ndim != 2 ||
         p->n[QW] != nsp + 1 || p->n[QX] != 2)
-        return cft__fail(
-            CFT_E_SHAPE,
-            "conv_qstatic: x %s must be f32 or f64 [N, C, 1 to 3 spatial dims] and the "
-            "weight [O, KW] with wshape [C, k...]",
-            cft__av(x));
+        return cft__fail(CFT_E_SHAPE,
+                         "%s: x %s must be f32 or f64 [N, C, 1 to 3 spatial dims] and the "
+                         "weight [O, KW] with wshape [C, k...]",
+                         op, cft__av(x));
     for (int i = 0; i < p->n[QLD]; i++)
         if (p->v[QLD][i] != 1)
-            return cft__fail(CFT_E_ARG, "conv_qstatic: lhs dilation is not supported");
+            return cft__fail(CFT_E_ARG, "%s: lhs dilation is not supported", op);
     int64_t lo = p->v[QX][0], hi = p->v[QX][1], k = taps_of(p);
     if (lo < 0 || hi > 255 || lo > hi)
-        return cft__fail(CFT_E_ARG, "conv_qstatic: activation range [%lld, %lld] is not within u8",
+        return cft__fail(CFT_E_ARG, "%s: activation range [%lld, %lld] is not within u8", op,
                          (long long)lo, (long long)hi);
     for (int i = 0; i < p->n[QW]; i++)
         if (p->v[QW][i] < 1)
-            return cft__fail(CFT_E_SHAPE, "conv_qstatic: wshape entry %lld is not a size",
+            return cft__fail(CFT_E_SHAPE, "%s: wshape entry %lld is not a size", op,
                              (long long)p->v[QW][i]);
     if (k > MAX_K)
         return cft__fail(CFT_E_SHAPE,
-                         "conv_qstatic: more than %lld taps would overflow the int32 accumulation",
+                         "%s: more than %lld taps would overflow the int32 accumulation", op,
                          (long long)MAX_K);
     if (in[3].ndim != 0 || !cft__qreal_float(in[3].dtype) || in[4].ndim != 0 ||
         !(cft__qreal_float(in[4].dtype) || in[4].dtype == CFT_I32))
         return cft__fail(CFT_E_SHAPE,
-                         "conv_qstatic: the activation's scale %s and zero point %s must be "
+                         "%s: the activation's scale %s and zero point %s must be "
                          "scalars",
-                         cft__av(&in[3]), cft__av(&in[4]));
-    cft_array *e = cft__qcheck_packed("conv_qstatic", &in[1], &in[2], k);
+                         op, cft__av(&in[3]), cft__av(&in[4]));
+    cft_array *e = cft__qcheck_packed(op, &in[1], &in[2], k);
     if (e)
         return e;
     cft_params c = conv_params(p);
     cft_aval av[2] = {*x, weight_aval(p, &in[1])};
     av[1].dtype = x->dtype;
     return cft_p_conv_general_dilated.shape(av, 2, &c, out);
+}
+
+static cft_array *qconv_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    (void)nin;
+    return qconv_check("conv_qstatic", in, p, out);
+}
+static cft_array *qint_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    (void)nin;
+    return qconv_check("conv_qint", in, p, out);
 }
 
 /* ---- the kernel ---- */
@@ -192,12 +205,13 @@ static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
 /* samples per chunk: its rows at most CHUNK_BYTES */
 #define CHUNK_BYTES ((int64_t)16 << 20)
 
-static cft_array *qconv_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
-    (void)nin;
+/* conv_qstatic, and conv_qint where x is on the grid */
+static cft_array *qconv_run(const cft_prim *prim, bool grid, cft_array *const *in,
+                            const cft_params *p, cft_array **out) {
     cft_array *xqs[3];
     cft_aval oa;
     double xs, zp, lo = (double)p->v[QX][0], hi = (double)p->v[QX][1];
-    cft_array *e = cft__qoperands(&cft_p_conv_qstatic, in, p, lo, hi, xqs, &oa, &xs, &zp);
+    cft_array *e = cft__qoperands(prim, in, p, lo, hi, xqs, &oa, &xs, &zp);
     if (e)
         return e;
     cft_array *x = xqs[0], *q = xqs[1], *s = xqs[2];
@@ -212,7 +226,7 @@ static cft_array *qconv_impl(cft_array *const *in, int nin, const cft_params *p,
     if (cft__numel(oa.shape, oa.ndim) == 0)
         return out[0] = y, NULL;
     if (per > INT32_MAX) /* the window table's offsets are 32-bit */
-        return cft__fail(CFT_E_SHAPE, "conv_qstatic: a sample of %s has more than 2^31 values",
+        return cft__fail(CFT_E_SHAPE, "%s: a sample of %s has more than 2^31 values", prim->name,
                          cft__av(&x->aval));
     /* scratch: xq [N * per] | nan [N] | table [P, K] | rows [chunk * P, K] | acc */
     int64_t chunk = K * P > 0 ? CHUNK_BYTES / (K * P) : N;
@@ -225,7 +239,7 @@ static cft_array *qconv_impl(cft_array *const *in, int nin, const cft_params *p,
         return cft__oom();
     uint8_t *xq = (uint8_t *)buf, *nan = xq + N * per, *rows = (uint8_t *)(buf + orows);
     int32_t *tab = (int32_t *)(buf + otab), *acc = (int32_t *)(buf + oacc);
-    cft__qrows(cft__ptr(x), x->aval.dtype == CFT_F64, N, per, xs, zp, lo, hi, false, xq, nan);
+    cft__qrows(cft__ptr(x), x->aval.dtype == CFT_F64, N, per, xs, zp, lo, hi, grid, xq, nan);
     cft__cast(cft__ptr(s), s->aval.dtype, sc, CFT_F64, O);
     int64_t in_[MAXSP], out_[MAXSP], k_[MAXSP], s_[MAXSP], lo_[MAXSP], d_[MAXSP];
     for (int i = 0; i < nsp; i++) {
@@ -251,6 +265,14 @@ static cft_array *qconv_impl(cft_array *const *in, int nin, const cft_params *p,
     out[0] = y;
     return NULL;
 }
+static cft_array *qconv_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    (void)nin;
+    return qconv_run(&cft_p_conv_qstatic, false, in, p, out);
+}
+static cft_array *qint_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    (void)nin;
+    return qconv_run(&cft_p_conv_qint, true, in, p, out);
+}
 
 /* ---- rules ---- */
 
@@ -269,34 +291,47 @@ static cft_array *conv_with(cft_array *x, cft_array *w, const cft_params *p) {
     return cft_conv_general_dilated(x, w, p->v[QS], pad, NULL, c.v[QRD], 1, 1);
 }
 
-static cft_array *qconv_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
-                            const cft_params *p, cft_array **ty) {
-    (void)y, (void)nin;
+/* the straight-through estimator: x's tangent where x's grid value lies
+ * in the range (conv_qint: x is that value; its tangent is scaled by xs),
+ * times the dequantized weight; wscale's with x as if not rounded */
+static cft_array *jvp_of(bool grid, cft_array *const *x, cft_array *const *t, const cft_params *p,
+                         cft_array **ty) {
     cft_dtype dt = x[0]->aval.dtype;
-    cft_array *tx = NULL, *ts = NULL;
+    cft_array *xs = cft_astype(x[3], dt), *zp = cft_astype(x[4], dt), *tx = NULL, *ts = NULL;
     if (t[0]) {
         cft_array *lo = cft_scalar((double)p->v[QX][0], dt),
                   *hi = cft_scalar((double)p->v[QX][1], dt);
-        cft_array *qv = cft_add(cft__round_half_even(cft_div(x[0], cft_astype(x[3], dt))),
-                                cft_astype(x[4], dt));
+        cft_array *qv = grid ? cft__round_half_even(x[0])
+                             : cft_add(cft__round_half_even(cft_div(x[0], xs)), zp);
         cft_array *inside = cft_astype(cft_logical_and(cft_ge(qv, lo), cft_le(qv, hi)), dt);
-        tx = conv_with(cft_mul(t[0], inside), weight_of(x[1], cft_astype(x[2], dt), p), p);
+        cft_array *tin = cft_mul(t[0], inside);
+        tx = conv_with(grid ? cft_mul(tin, xs) : tin, weight_of(x[1], cft_astype(x[2], dt), p), p);
     }
-    if (t[2]) /* x as if not rounded, as dot_qstatic's */
-        ts = conv_with(x[0], weight_of(x[1], cft_astype(t[2], dt), p), p);
+    if (t[2])
+        ts = conv_with(grid ? cft_mul(cft_sub(x[0], zp), xs) : x[0],
+                       weight_of(x[1], cft_astype(t[2], dt), p), p);
     ty[0] = cft__tadd(tx, ts);
     return NULL;
 }
+static cft_array *qconv_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                            const cft_params *p, cft_array **ty) {
+    (void)y, (void)nin;
+    return jvp_of(false, x, t, p, ty);
+}
+static cft_array *qint_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                           const cft_params *p, cft_array **ty) {
+    (void)y, (void)nin;
+    return jvp_of(true, x, t, p, ty);
+}
 
-static cft_array *bind5(cft_array *const *x, const cft_params *p) {
-    return cft__bind1(&cft_p_conv_qstatic, p, 5, (cft_array *[]){x[0], x[1], x[2], x[3], x[4]});
+static cft_array *bind5(const cft_prim *prim, cft_array *const *x, const cft_params *p) {
+    return cft__bind1(prim, p, 5, (cft_array *[]){x[0], x[1], x[2], x[3], x[4]});
 }
 
 /* x batched alone: its batch joins the samples; anything else batched:
  * the product per example, stacked */
-static cft_array *qconv_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
-                             const cft_params *p, cft_array **y, int *ybdim) {
-    (void)nin;
+static cft_array *vmap_of(const cft_prim *prim, int64_t size, cft_array *const *x, const int *bdim,
+                          const cft_params *p, cft_array **y, int *ybdim) {
     ybdim[0] = 0;
     cft_array *xb = bdim[0] < 0 ? x[0] : cft__moveaxis_b(x[0], bdim[0], 0);
     if (bdim[1] < 0 && bdim[2] < 0 && bdim[3] < 0 && bdim[4] < 0) {
@@ -305,8 +340,8 @@ static cft_array *qconv_vmap(int64_t size, cft_array *const *x, const int *bdim,
         fold[0] = a->shape[0] * a->shape[1];
         for (int i = 2; i < a->ndim; i++)
             fold[i - 1] = a->shape[i];
-        cft_array *r =
-            bind5((cft_array *[]){cft_reshape(xb, fold, a->ndim - 1), x[1], x[2], x[3], x[4]}, p);
+        cft_array *r = bind5(
+            prim, (cft_array *[]){cft_reshape(xb, fold, a->ndim - 1), x[1], x[2], x[3], x[4]}, p);
         if (cft_failed(r))
             return y[0] = r;
         int64_t un[CFT_MAX_NDIM];
@@ -323,10 +358,35 @@ static cft_array *qconv_vmap(int64_t size, cft_array *const *x, const int *bdim,
         cft_array *a[5];
         for (int j = 0; j < 5; j++)
             a[j] = bdim[j] < 0 ? x[j] : cft_index(cft__moveaxis_b(x[j], bdim[j], 0), i);
-        each[i] = bind5(a, p);
+        each[i] = bind5(prim, a, p);
     }
     y[0] = cft_stack(each, (int)size, 0);
     return cft_failed(y[0]) ? y[0] : NULL;
+}
+static cft_array *qconv_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                             const cft_params *p, cft_array **y, int *ybdim) {
+    (void)nin;
+    return vmap_of(&cft_p_conv_qstatic, size, x, bdim, p, y, ybdim);
+}
+static cft_array *qint_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                            const cft_params *p, cft_array **y, int *ybdim) {
+    (void)nin;
+    return vmap_of(&cft_p_conv_qint, size, x, bdim, p, y, ybdim);
+}
+
+/* the jit's rewrite, as dot_qstatic's (qstatic.c): x from an elementwise
+ * kernel is rounded onto the grid in that kernel, and conv_qint reads it */
+static bool qconv_rewrite(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out) {
+    int src = cft__qgrid_source(q, c);
+    if (src < 0 || !c->value)
+        return src >= 0;
+    cft_array *x[5];
+    for (int i = 0; i < 5; i++)
+        x[i] = c->value(c, q->in[i]->id);
+    cft_array *g = cft__qgrid(c->value(c, src), x[3], x[4], q->params.v[QX][0], q->params.v[QX][1],
+                              &x[0]->aval);
+    out[0] = bind5(&cft_p_conv_qint, (cft_array *[]){g, x[1], x[2], x[3], x[4]}, &q->params);
+    return true;
 }
 
 const cft_prim cft_p_conv_qstatic = {
@@ -339,23 +399,36 @@ const cft_prim cft_p_conv_qstatic = {
     .impl = qconv_impl,
     .jvp = qconv_jvp,
     .vmap = qconv_vmap,
+    .rewrite = qconv_rewrite,
+};
+const cft_prim cft_p_conv_qint = {
+    .name = "conv_qint",
+    .nin = 5,
+    .nout = 1,
+    .flags = CFT_PRIM_CONTRACTION,
+    .pnames = {"strides", "padding", "lhs_dilation", "rhs_dilation", "xrange", "wshape"},
+    .shape = qint_shape,
+    .impl = qint_impl,
+    .jvp = qint_jvp,
+    .vmap = qint_vmap,
 };
 
 cft_array *cft__qconv_bind(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
                            cft_array *zp, int64_t xlo, int64_t xhi, const int64_t *wshape, int nsp,
                            const int64_t *strides, const int64_t *padding,
-                           const int64_t *rhs_dilation) {
+                           const int64_t *rhs_dilation, bool grid) {
     cft_params p = {0};
     int64_t ones[MAXSP] = {1, 1, 1};
+    const cft_prim *prim = grid ? &cft_p_conv_qint : &cft_p_conv_qstatic;
     if (nsp < 1 || nsp > MAXSP)
-        return cft__fail(CFT_E_SHAPE, "conv_qstatic: %d spatial dims (1 to 3)", nsp);
+        return cft__fail(CFT_E_SHAPE, "%s: %d spatial dims (1 to 3)", prim->name, nsp);
     cft__param_set(&p, QS, strides, nsp);
     cft__param_set(&p, QP, padding, 2 * nsp);
     cft__param_set(&p, QLD, ones, nsp);
     cft__param_set(&p, QRD, rhs_dilation, nsp);
     cft__param_set(&p, QX, (int64_t[]){xlo, xhi}, 2);
     cft__param_set(&p, QW, wshape, nsp + 1);
-    return bind5((cft_array *[]){x, words, ws, xs, zp}, &p);
+    return bind5(prim, (cft_array *[]){x, words, ws, xs, zp}, &p);
 }
 
 bool cft__qconv_fits(const cft_prim *p, const cft_params *par, const cft_aval *x,
@@ -383,5 +456,5 @@ cft_array *cft__qstatic_conv(cft_array *x, cft_array *w, cft_array *ws, int64_t 
     int64_t O = wa->shape[0], k = cft__numel(wa->shape + 1, wa->ndim - 1);
     cft_array *words = cft__qstatic_quantize(cft_reshape(w, (int64_t[]){O, k}, 2), ws, wlo, whi);
     return cft__qconv_bind(x, words, ws, xs, zp, xlo, xhi, wa->shape + 1, wa->ndim - 2, conv->v[QS],
-                           conv->v[QP], conv->v[QRD]);
+                           conv->v[QP], conv->v[QRD], false);
 }

@@ -80,12 +80,23 @@ cft_array *cft__qstatic_quantize(cft_array *w, cft_array *ws, int64_t lo, int64_
 cft_array *cft__qint_dot(cft_array *xq, cft_array *words, cft_array *ws, cft_array *xs,
                          cft_array *zp, int64_t k, int64_t xlo, int64_t xhi);
 
-/* conv_qstatic bound on words (qlinear_quantize's, of W's rows flattened)
- * for a weight of shape [O, wshape...] with nsp spatial dims */
+/* the jit's requantisation rewrite of dot_qstatic and conv_qstatic: the
+ * var whose value an elementwise equation computes, x itself or the input
+ * of the reshape that makes x; -1 when x comes from elsewhere */
+struct cft_eqn;
+int cft__qgrid_source(const struct cft_eqn *q, const cft_rewrite_ctx *c);
+/* clamp(round(v / xs) + zp, lo, hi) in ops (rint: one instruction in a
+ * kernel), reshaped to like's shape, in like's dtype */
+cft_array *cft__qgrid(cft_array *v, cft_array *xs, cft_array *zp, int64_t lo, int64_t hi,
+                      const cft_aval *like);
+
+/* conv_qstatic (conv_qint where grid: x on the activation's grid) bound
+ * on words (qlinear_quantize's, of W's rows flattened) for a weight of
+ * shape [O, wshape...] with nsp spatial dims */
 cft_array *cft__qconv_bind(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
                            cft_array *zp, int64_t xlo, int64_t xhi, const int64_t *wshape, int nsp,
                            const int64_t *strides, const int64_t *padding,
-                           const int64_t *rhs_dilation);
+                           const int64_t *rhs_dilation, bool grid);
 /* Whether conv_qstatic takes primitive p with these params and operand
  * avals: conv_general_dilated of f32 operands, one group of each kind, no
  * lhs dilation, concrete weight dims, taps within int32 sums. */

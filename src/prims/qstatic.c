@@ -34,7 +34,7 @@
 #include "prims/rules.h"
 #include "trace/ir.h"
 
-extern const cft_prim cft_p_qlinear_quantize, cft_p_dot_qstatic, cft_p_dot_qint;
+extern const cft_prim cft_p_qlinear_quantize, cft_p_dot_qstatic, cft_p_dot_qint, cft_p_reshape;
 
 enum { K_, XLO, XHI };
 /* |acc| <= K * 255 * 128 must fit int32 */
@@ -298,27 +298,44 @@ static cft_array *qint_jvp(cft_array *const *x, cft_array *const *y, cft_array *
     return NULL;
 }
 
+int cft__qgrid_source(const cft_eqn *q, const cft_rewrite_ctx *c) {
+    if (q->nin != 5)
+        return -1;
+    int src = q->in[0]->id;
+    const cft_eqn *pr = c->producer(c, src);
+    if (pr && pr->prim == &cft_p_reshape && pr->nin == 1) {
+        src = pr->in[0]->id;
+        pr = c->producer(c, src);
+    }
+    return pr && (pr->prim->flags & CFT_PRIM_ELEMENTWISE) ? src : -1;
+}
+
+cft_array *cft__qgrid(cft_array *v, cft_array *xs, cft_array *zp, int64_t lo, int64_t hi,
+                      const cft_aval *like) {
+    cft_dtype dt = like->dtype;
+    cft_array *r = cft__round_half_even(cft_div(v, cft_astype(xs, dt)));
+    cft_array *g = cft_clamp(cft_add(r, cft_astype(zp, dt)), cft_scalar((double)lo, dt),
+                             cft_scalar((double)hi, dt));
+    return cft_reshape(g, like->shape, like->ndim);
+}
+
 /* the jit's rewrite (rewrite.c) of dot_qstatic whose x an elementwise
- * equation computes (a bias and an activation, say): x's rounding onto
- * the grid becomes ops the jit fuses into that equation's kernel (the
- * requantisation after it), and the product dot_qint, which only converts
- * the integers it reads. The same integers: the same result bits. An x
- * from elsewhere (an input, a reshape, another product) keeps dot_qstatic,
- * whose one pass rounds it. */
+ * equation computes (a bias and an activation, say), directly or through
+ * a reshape (a CNN's flatten): x's rounding onto the grid becomes ops
+ * that the jit fuses into that equation's kernel (the requantisation
+ * after it), and the product dot_qint, which only converts the integers
+ * it reads. The same integers: the same result bits. An x from elsewhere
+ * (an input, another product) keeps dot_qstatic, whose one pass rounds
+ * it. */
 static bool dot_rewrite(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out) {
-    const cft_eqn *pr = c->producer(c, q->in[0]->id);
-    if (!pr || !(pr->prim->flags & CFT_PRIM_ELEMENTWISE) || q->nin != 5)
-        return false;
-    if (!c->value)
-        return true;
+    int src = cft__qgrid_source(q, c);
+    if (src < 0 || !c->value)
+        return src >= 0;
     cft_array *x[5];
     for (int i = 0; i < 5; i++)
         x[i] = c->value(c, q->in[i]->id);
-    cft_dtype dt = x[0]->aval.dtype;
-    cft_array *r = cft__round_half_even(cft_div(x[0], cft_astype(x[3], dt)));
-    cft_array *g =
-        cft_clamp(cft_add(r, cft_astype(x[4], dt)), cft_scalar((double)q->params.v[XLO][0], dt),
-                  cft_scalar((double)q->params.v[XHI][0], dt));
+    cft_array *g = cft__qgrid(c->value(c, src), x[3], x[4], q->params.v[XLO][0],
+                              q->params.v[XHI][0], &x[0]->aval);
     out[0] = cft__bind1(&cft_p_dot_qint, &q->params, 5, (cft_array *[]){g, x[1], x[2], x[3], x[4]});
     return true;
 }
