@@ -2,7 +2,7 @@
  * emit.c, emit_cuda.c). Elementwise chains that read or write bf16 fuse
  * into one kernel, which reads bf16 into floats, computes in f32, rounds
  * each bf16 value to nearest-even as an eager op rounds its output, and
- * stores bf16; f16 and reductions of bf16 run eagerly. Checked against the
+ * stores bf16; reductions of bf16 run eagerly (f16: test_jit_f16). Checked against the
  * interpreter, called twice: conversions, products and sums are single
  * f32 operations rounded once, the same on both sides, so they compare
  * bitwise (ties to even, NaN, infinities, overflow, subnormals included);
@@ -15,21 +15,7 @@
 #include <string.h>
 
 #include "check.h"
-
-/* y = f32(bf16(x) * w + 1) * 2, w bf16 */
-static cft_status chain(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    (void)env, (void)nin, (void)nout;
-    cft_array *h = cft_add_s(cft_mul(cft_astype(in[0], CFT_BF16), in[1]), 1);
-    out[0] = cft_mul_s(cft_astype(h, CFT_F32), 2);
-    out[1] = h; /* a bf16 output too */
-    return cft_failed(out[0]) ? cft_error_code(out[0]) : CFT_OK;
-}
-
-static cft_status transc(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    (void)env, (void)nin, (void)nout;
-    out[0] = cft_tanh(cft_exp(cft_mul_s(in[1], 0.25)));
-    return cft_failed(out[0]) ? cft_error_code(out[0]) : CFT_OK;
-}
+#include "support/half_chains.h"
 
 /* a bf16 chain feeding sums: of the bf16 values (eager) and of their f32
  * conversion (an f32 reduction, which may not join the bf16 group) */
@@ -47,30 +33,15 @@ static cft_status to_bf16(void *env, int nin, cft_array *const *in, int nout, cf
     return cft_failed(out[0]) ? cft_error_code(out[0]) : CFT_OK;
 }
 
-/* the DOT of the plan's last call, as text */
-static char *dot_of(cft_fn *j) {
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (!f)
-        return NULL;
-    cft_status s = cft_jit_to_dot(j, f);
-    fclose(f);
-    if (s != CFT_OK) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
 int main(int argc, char **argv) {
     check_init(argc, argv);
+    const cft_dtype BF16 = CFT_BF16;
     cft_array *x = cft_random_normal(cft_random_key(1), CFT_F32, (int64_t[]){96, 200}, 2);
     cft_array *w = cft_astype(
         cft_random_normal(cft_random_key(2), CFT_F32, (int64_t[]){96, 200}, 2), CFT_BF16);
 
     TEST("a bf16 chain: the interpreter's bits, twice, and one kernel") {
-        cft_fn *f = cft_fn_new(chain, NULL, 2, 2), *j = cft_jit(f);
+        cft_fn *f = cft_fn_new(half_chain, (void *)&BF16, 2, 2), *j = cft_jit(f);
         cft_array *e[2], *g[2];
         CHECK(cft_fn_call(f, (cft_array *[]){x, w}, e) == CFT_OK);
         for (int r = 0; r < 2; r++) {
@@ -87,7 +58,7 @@ int main(int argc, char **argv) {
         CHECK(cft_fn_call(j, (cft_array *[]){x2, w2}, g2) == CFT_OK);
         CHECK_ARRAY_CLOSE(g2[0], e2[0], 0, 0);
         CHECK_ARRAY_CLOSE(g2[1], e2[1], 0, 0);
-        char *dot = dot_of(j);
+        char *dot = half_plan_dot(j);
         CHECK(dot != NULL);
         if (dot) {
             /* one kernel (group 0) holds the conversions, the product and the sums:
@@ -106,7 +77,7 @@ int main(int argc, char **argv) {
     }
 
     TEST("exp and tanh of bf16 in a kernel: within one bf16 ulp of the interpreter") {
-        cft_fn *f = cft_fn_new(transc, NULL, 2, 1), *j = cft_jit(f);
+        cft_fn *f = cft_fn_new(half_transc, NULL, 2, 1), *j = cft_jit(f);
         cft_array *e = cft_fn_call1(f, (cft_array *[]){x, w});
         for (int r = 0; r < 2; r++) {
             cft_array *g = cft_fn_call1(j, (cft_array *[]){x, w});

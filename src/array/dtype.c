@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "array/array.h"
+#include "array/half_fns.h"
 
 static const char *names[CFT_NDTYPES] = {"bool", "i32",  "i64", "f32", "f64",
                                          "f16",  "bf16", "c64", "c128"};
@@ -41,28 +42,32 @@ bool cft_dtype_is_half(cft_dtype dt) {
     return dt == CFT_F16 || dt == CFT_BF16;
 }
 
-/* ---- the half types: f16 is the compiler's _Float16 (IEEE binary16;
- * clang before 15 has it on x86 only as the storage type __fp16, which
- * converts the same way); bf16 is the top half of an f32, rounded to
- * nearest-even ---- */
-#if defined(__clang__) && __clang_major__ < 15
-typedef __fp16 f16_t;
-#else
-typedef _Float16 f16_t;
-#endif
-static inline float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static inline uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);         /* nearest-even */
-    return (uint16_t)(u >> 16);
+/* ---- the half types: conversions in array/half_fns.h (shared with the
+ * jit's kernels). Other dtypes reach f16 through f32, except f64, which
+ * rounds once (cft_d2h); bf16 converts through f32 from every dtype. ---- */
+#define bf16_to_f32 cft_bf2f
+#define f32_to_bf16 cft_f2bf
+
+/* f64 to f16 in one rounding: the f16 bits of x's magnitude from its
+ * double bits, as cft_f2h from a float's */
+static uint16_t cft_d2h(double x) {
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    uint16_t s = (uint16_t)((u >> 48) & 0x8000u);
+    uint64_t a = u & UINT64_C(0x7fffffffffffffff);
+    if (a > UINT64_C(0x7ff0000000000000)) /* NaN: quiet, the payload's top bits */
+        return (uint16_t)(s | 0x7e00u | ((a >> 42) & 0x3ffu));
+    if (a >= UINT64_C(0x40effe0000000000)) /* 65520 and above: infinity */
+        return (uint16_t)(s | 0x7c00u);
+    if (a >= UINT64_C(0x3f10000000000000)) { /* 2^-14: normal */
+        uint64_t r = a - UINT64_C(0x3f00000000000000);
+        return (uint16_t)(s | ((r + UINT64_C(0x1ffffffffff) + ((r >> 42) & 1u)) >> 42));
+    }
+    double m;
+    memcpy(&m, &a, 8);
+    m *= 16777216.0;                                   /* units of 2^-24, exact */
+    m = (m + 6755399441055744.0) - 6755399441055744.0; /* to an integer, half to even */
+    return (uint16_t)(s | (uint16_t)m);
 }
 
 /* JAX's lattice restricted to {bool, i32, i64, f32, f64} is a chain, so the
@@ -101,12 +106,12 @@ cft_dtype cft_promote(cft_dtype a, cft_dtype b) {
 
 /* complex to real keeps the real part (as NumPy, without its warning) */
 #define RE(v) creal(v)
-#define TOF16(v) ((f16_t)(v))
+#define TOF16(v) (cft_d2h((double)(v)))
 #define TOBF16(v) (f32_to_bf16((float)(v)))
 #define CAST_FROM(ST)                                                                              \
     switch (ddt) {                                                                                 \
     case CFT_F16:                                                                                  \
-        CAST_LOOP(ST, f16_t, TOF16);                                                               \
+        CAST_LOOP(ST, uint16_t, TOF16);                                                            \
         break;                                                                                     \
     case CFT_BF16:                                                                                 \
         CAST_LOOP(ST, uint16_t, TOBF16);                                                           \
@@ -141,6 +146,10 @@ void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t
         memcpy(dst, src, (size_t)n * sizes[sdt]);
         return;
     }
+    if (sdt == CFT_F32 && ddt == CFT_F16) /* autocast's casts: vector loops (half_cast.c) */
+        return cft__f32_to_f16(src, dst, n);
+    if (sdt == CFT_F16 && ddt == CFT_F32)
+        return cft__f16_to_f32(src, dst, n);
     switch (sdt) {
     case CFT_BOOL:
         CAST_FROM(uint8_t);
@@ -157,9 +166,14 @@ void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t
     case CFT_F64:
         CAST_FROM(double);
         break;
-    case CFT_F16:
-        CAST_FROM(f16_t);
-        break;
+    case CFT_F16: {
+        float *tmp = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+        if (!tmp)
+            return;
+        cft__f16_to_f32(src, tmp, n);
+        cft__cast(tmp, CFT_F32, dst, ddt, n);
+        free(tmp);
+    } break;
     case CFT_C64:
     case CFT_C128: {
         /* complex to real dtypes: the real part first, then the real cast */
@@ -206,7 +220,7 @@ double cft__get(const void *p, cft_dtype dt, int64_t i) {
     case CFT_F64:
         return ((const double *)p)[i];
     case CFT_F16:
-        return ((const f16_t *)p)[i];
+        return cft_h2f(((const uint16_t *)p)[i]);
     case CFT_BF16:
         return bf16_to_f32(((const uint16_t *)p)[i]);
     case CFT_C64: /* the real part */
@@ -236,7 +250,7 @@ void cft__set(void *p, cft_dtype dt, int64_t i, double v) {
         ((double *)p)[i] = v;
         break;
     case CFT_F16:
-        ((f16_t *)p)[i] = (f16_t)v;
+        ((uint16_t *)p)[i] = cft_d2h(v);
         break;
     case CFT_BF16:
         ((uint16_t *)p)[i] = f32_to_bf16((float)v);

@@ -26,7 +26,8 @@ const char *cft__emit_ctype(cft_dtype dt) {
     case CFT_I64:
         return "int64_t";
     case CFT_F32:
-    case CFT_BF16: /* computed in f32 */
+    case CFT_F16: /* computed in f32 */
+    case CFT_BF16:
         return "float";
     default:
         return "double";
@@ -34,20 +35,22 @@ const char *cft__emit_ctype(cft_dtype dt) {
 }
 
 const char *cft__emit_stype(cft_dtype dt) {
-    return dt == CFT_BF16 ? "uint16_t" : cft__emit_ctype(dt);
+    return cft_dtype_is_half(dt) ? "uint16_t" : cft__emit_ctype(dt);
 }
 
 const char *cft__emit_ld(cft_dtype dt, const char *ref) {
-    if (dt != CFT_BF16)
+    if (!cft_dtype_is_half(dt))
         return cft__strdup(ref);
     size_t n = strlen(ref) + 16;
     char *s = cft__new(n);
-    snprintf(s, n, "cft_bf2f(%s)", ref);
+    snprintf(s, n, "%s(%s)", dt == CFT_F16 ? "cft_h2f" : "cft_bf2f", ref);
     return s;
 }
 
 const char *cft__emit_st(cft_dtype dt, bool open) {
-    return dt != CFT_BF16 ? "" : open ? "cft_f2bf(" : ")";
+    if (!cft_dtype_is_half(dt))
+        return "";
+    return !open ? ")" : dt == CFT_F16 ? "cft_f2h(" : "cft_f2bf(";
 }
 
 void cft__emit_put(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
@@ -78,8 +81,12 @@ const char *cft__emit_prelude(void) {
            "static inline float cft_u2f(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); "
            "return f; }\n"
            "static inline uint32_t cft_f2u(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); "
-           "return u; }\n" CFT_EMIT_BF16_FNS "\n"
-    /* the special functions of the special rows, as one line of text */
+           "return u; }\n"
+    /* the library's half conversions and the special functions of the
+     * special rows, each as one line of text */
+#define CFT_HALF_EMIT(...) #__VA_ARGS__
+#include "array/half_fns.h"
+           "\n"
 #define CFT_SF_EMIT(...) #__VA_ARGS__
 #include "prims/special_fns.h"
            "\n\n";
@@ -195,8 +202,9 @@ void cft__emit_eqn(char **b, size_t *l, size_t *c, const cft_eqn *q, const char 
                       q->in[i]->aval.dtype == CFT_BOOL ? "int32_t"
                                                        : cft__emit_ctype(q->in[i]->aval.dtype),
                       nm[i], names[i]);
-    if (dout == CFT_BF16) /* each bf16 value rounded, as an eager op rounds on store */
-        cft__emit_put(b, l, c, "v%d = cft_bfr((float)(%s)); }\n", out, expr);
+    if (cft_dtype_is_half(dout)) /* each half value rounded, as an eager op rounds on store */
+        cft__emit_put(b, l, c, "v%d = %s((float)(%s)); }\n", out,
+                      dout == CFT_F16 ? "cft_hr" : "cft_bfr", expr);
     else
         cft__emit_put(b, l, c, "v%d = (%s)(%s); }\n", out, cft__emit_ctype(dout), expr);
 }

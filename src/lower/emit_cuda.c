@@ -53,7 +53,10 @@ const char *cft__emit_cuda_prelude(void) {
            "static thread_local cft_dim3 threadIdx, blockIdx, blockDim, gridDim;\n"
            "#define __global__\n#define __device__\n#define CFT_FN\n"
            "#define CFT_COOP_SERIAL 1 /* a block's threads run one after another */\n"
-           "#endif\n" CFT_EMIT_BF16_FNS
+           "#endif\n"
+#define CFT_HALF_EMIT(...) #__VA_ARGS__
+#include "array/half_fns.h"
+           "\n"
            /* the special functions declare j0 / j1 themselves (glibc hides
             * them); here they are the library's, under other names. NVRTC
             * compiles with -default-device: they become device functions */

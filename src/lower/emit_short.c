@@ -58,8 +58,8 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
     /* the lanes a row's vectors take: 16, or 32 for rows planned longer
      * than 16 (one width in the source; other rows take the row loop) */
     const int w = lp->dims[1] <= 16 ? 16 : SHORT_MAX;
-    for (int k = 0; k < nops; k++) /* bf16 operands take the row loop, which converts them */
-        if (cft__emit_var_dtype(ir, k < g->nin ? g->in[k] : g->out[k - g->nin]) == CFT_BF16)
+    for (int k = 0; k < nops; k++) /* half operands take the row loop, which converts them */
+        if (cft_dtype_is_half(cft__emit_var_dtype(ir, k < g->nin ? g->in[k] : g->out[k - g->nin])))
             return false;
     const char *cls = strchr(lp->sig, ':') + 1;
     kind kd[CFT_KMAX_OPS];

@@ -16,24 +16,31 @@
 #include "core/mem.h"
 #include "lower/lower.h"
 
-/* f16 runs eagerly (computed in f32); so do complex values, whose kernels
- * (complex rows, cgemm) are the library's. bf16 joins elementwise groups:
- * the kernels read it into floats and round what they store (emit.c); a
- * group holding bf16 takes no reduction (the reduction paths read their
- * operands as stored), and a reduction of bf16 runs eagerly. */
-static bool eager_dtype(cft_dtype dt, bool bf16_ok) {
-    return dt == CFT_F16 || (dt == CFT_BF16 && !bf16_ok) || cft_dtype_is_complex(dt);
+/* Complex values run eagerly (their kernels, complex rows and cgemm, are
+ * the library's). Halves (f16, bf16) join elementwise groups: the kernels
+ * read them into floats and round what they store (emit.c); a group
+ * holding halves takes no reduction (the reduction paths read their
+ * operands as stored), and a reduction of halves runs eagerly. A
+ * conversion from f64 to f16 runs eagerly too: the library converts in
+ * one rounding, a kernel (in f32) would round twice. */
+static bool eager_dtype(cft_dtype dt, bool half_ok) {
+    return (cft_dtype_is_half(dt) && !half_ok) || cft_dtype_is_complex(dt);
 }
-static bool no_eager(const cft_eqn *q, bool bf16_ok) {
-    for (int i = 0; i < q->nin; i++)
-        if (eager_dtype(q->in[i]->aval.dtype, bf16_ok))
+static bool no_eager(const cft_eqn *q, bool half_ok) {
+    bool f16_out = false, f64_in = false;
+    for (int i = 0; i < q->nin; i++) {
+        if (eager_dtype(q->in[i]->aval.dtype, half_ok))
             return false;
-    for (int o = 0; o < q->nout; o++)
-        if (eager_dtype(q->out[o]->aval.dtype, bf16_ok))
+        f64_in |= q->in[i]->aval.dtype == CFT_F64;
+    }
+    for (int o = 0; o < q->nout; o++) {
+        if (eager_dtype(q->out[o]->aval.dtype, half_ok))
             return false;
-    return true;
+        f16_out |= q->out[o]->aval.dtype == CFT_F16;
+    }
+    return !(f16_out && f64_in);
 }
-static bool has_bf16(const cft_eqn *q) {
+static bool has_half(const cft_eqn *q) {
     return !no_eager(q, false) && no_eager(q, true);
 }
 static bool fusable_ew(const cft_eqn *q) {
@@ -134,12 +141,12 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
                 cft_group *g = &groups[open];
                 add_inputs(q, owner, open, ext, &next);
                 g->eqns[g->neqn++] = k;
-                g->bf16 |= has_bf16(q);
+                g->half |= has_half(q);
                 owner[q->out[0]->id] = open;
                 continue;
             }
         }
-        if (open >= 0 && red && reads_open && room && !groups[open].bf16) {
+        if (open >= 0 && red && reads_open && room && !groups[open].half) {
             cft_aval it = q->in[0]->aval;
             cft_group *g = &groups[open];
             if (it.ndim == g->iter.ndim &&
@@ -163,7 +170,7 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
             g->eqns[g->neqn++] = k;
             g->iter = red ? q->in[0]->aval : q->out[0]->aval;
             g->reduce = red;
-            g->bf16 = has_bf16(q);
+            g->half = has_half(q);
             g->kernel_id = -1;
             owner[q->out[0]->id] = ng;
             steps[ns++] = (cft_step){-1, ng};

@@ -26,7 +26,7 @@ typedef struct cft_group {
     int nin, nout; /* external inputs, stored outputs (var ids) */
     int *in, *out;
     bool reduce;   /* the last equation is a reduction */
-    bool bf16;     /* holds bf16 values (then no reduction: fuse.c) */
+    bool half;     /* holds f16 or bf16 values (then no reduction: fuse.c) */
     cft_aval iter; /* iteration shape (the reduction's input shape) */
     /* the kernel, specialised to a stride signature (see emit.c) */
     char sig[64];
@@ -79,20 +79,15 @@ const char *cft__emit_prelude(void);
  * v<out> from named input values; the dtype of var v of ir; a group's
  * elementwise chain */
 const char *cft__emit_ctype(cft_dtype dt);
-/* bf16 in kernels: stored as uint16_t (cft__emit_stype), read into a float
- * (cft__emit_ld: ref wrapped in the prelude's cft_bf2f) and stored rounded
- * to nearest-even (cft__emit_st: "cft_f2bf(" before the value, ")" after),
- * as cft__cast converts; every other dtype is stored as computed */
+/* halves in kernels: stored as uint16_t (cft__emit_stype), read into a
+ * float (cft__emit_ld: ref wrapped in the prelude's cft_bf2f or cft_h2f)
+ * and stored rounded to nearest-even (cft__emit_st: "cft_f2bf(" or
+ * "cft_f2h(" before the value, ")" after), as cft__cast converts: the
+ * prelude holds array/half_fns.h, the library's own conversions; every
+ * other dtype is stored as computed */
 const char *cft__emit_stype(cft_dtype dt);
 const char *cft__emit_ld(cft_dtype dt, const char *ref);
 const char *cft__emit_st(cft_dtype dt, bool open);
-/* the prelude's bf16 helpers, for the C and the CUDA emitters */
-#define CFT_EMIT_BF16_FNS                                                                          \
-    "static inline float cft_bf2f(uint16_t h) { return cft_u2f((uint32_t)h << 16); }\n"            \
-    "static inline uint16_t cft_f2bf(float f) { uint32_t u = cft_f2u(f);\n"                        \
-    "    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u\n"                  \
-    "                      : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n"                         \
-    "static inline float cft_bfr(float f) { return cft_bf2f(cft_f2bf(f)); }\n"
 void cft__emit_put(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void cft__emit_eqn(char **b, size_t *l, size_t *c, const struct cft_eqn *q,

@@ -1,0 +1,29 @@
+/* half_cast.c: the f32 <-> f16 casts of cft__cast (array/dtype.c), which
+ * autocast makes at every product, as vector loops. They are
+ * array/half_fns.h's conversions; this file is compiled with -O3
+ * -fno-trapping-math (CMakeLists.txt): with the default trapping math GCC
+ * will not evaluate the conversions' float operations for every element
+ * and select (the branches of a scalar loop remain), and under the
+ * optimize attribute of CFT_VEC it does not vectorize these mixed-width
+ * loops at all. Neither changes a value: results are the scalar code's
+ * bits (test_jit_f16). */
+#include <stdint.h>
+
+#include "array/array.h"
+#include "array/half_fns.h"
+
+#if defined(__clang__) || defined(__SANITIZE_THREAD__)
+#define HALF_VEC /* as CFT_VEC (core/vec.h): no clones under clang or TSan */
+#else
+#define HALF_VEC __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
+HALF_VEC void cft__f32_to_f16(const float *s, uint16_t *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        d[i] = cft_f2h(s[i]);
+}
+
+HALF_VEC void cft__f16_to_f32(const uint16_t *s, float *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        d[i] = cft_h2f(s[i]);
+}
