@@ -87,9 +87,11 @@ static inline void *cft__ptr(const cft_array *x) {
 }
 /* row-major strides for a shape */
 void cft__row_major(const int64_t *shape, int ndim, int64_t *strides);
-/* f32 <-> f16 over n elements (half_cast.c: vector loops) */
+/* f32 <-> f16 and f32 <-> bf16 over n elements (half_cast.c: vector loops) */
 void cft__f32_to_f16(const float *s, uint16_t *d, int64_t n);
 void cft__f16_to_f32(const uint16_t *s, float *d, int64_t n);
+void cft__f32_to_bf16(const float *s, uint16_t *d, int64_t n);
+void cft__bf16_to_f32(const uint16_t *s, float *d, int64_t n);
 /* convert n elements between dtypes (contiguous buffers) */
 void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t n);
 /* read element i (contiguous buffer) as double / write from double */

@@ -150,6 +150,10 @@ void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t
         return cft__f32_to_f16(src, dst, n);
     if (sdt == CFT_F16 && ddt == CFT_F32)
         return cft__f16_to_f32(src, dst, n);
+    if (sdt == CFT_F32 && ddt == CFT_BF16)
+        return cft__f32_to_bf16(src, dst, n);
+    if (sdt == CFT_BF16 && ddt == CFT_F32)
+        return cft__bf16_to_f32(src, dst, n);
     switch (sdt) {
     case CFT_BOOL:
         CAST_FROM(uint8_t);
@@ -197,8 +201,7 @@ void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t
         float *tmp = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
         if (!tmp)
             return;
-        for (int64_t i = 0; i < n; i++)
-            tmp[i] = bf16_to_f32(((const uint16_t *)src)[i]);
+        cft__bf16_to_f32(src, tmp, n);
         cft__cast(tmp, CFT_F32, dst, ddt, n);
         free(tmp);
     } break;

@@ -1,5 +1,5 @@
-/* half_cast.c: the f32 <-> f16 casts of cft__cast (array/dtype.c), which
- * autocast makes at every product, as vector loops. They are
+/* half_cast.c: the f32 <-> f16 and f32 <-> bf16 casts of cft__cast
+ * (array/dtype.c), which autocast makes at every product, as vector loops. They are
  * array/half_fns.h's conversions; this file is compiled with -O3
  * -fno-trapping-math (CMakeLists.txt): with the default trapping math GCC
  * will not evaluate the conversions' float operations for every element
@@ -26,4 +26,14 @@ HALF_VEC void cft__f32_to_f16(const float *s, uint16_t *d, int64_t n) {
 HALF_VEC void cft__f16_to_f32(const uint16_t *s, float *d, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         d[i] = cft_h2f(s[i]);
+}
+
+HALF_VEC void cft__f32_to_bf16(const float *s, uint16_t *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        d[i] = cft_f2bf(s[i]);
+}
+
+HALF_VEC void cft__bf16_to_f32(const uint16_t *s, float *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        d[i] = cft_bf2f(s[i]);
 }
