@@ -907,18 +907,20 @@ static void ref_qs_quantize(const row *r, double *const *x, const cft_aval *av, 
             y[i * 2 + w] = (double)(int32_t)word;
         }
 }
+/* dot_qstatic (p[2] 0) and dot_qint (p[2] 1: x on the grid already, its
+ * zero point included; the kernel rounds and clamps it to [0, 255]) */
 FN(fn_qs_dot) {
     UNUSED_FN;
     ENV_ROW;
     out[0] =
-        cft__qstatic_dot(in[0], in[1], in[2], cft_scalar(r->p[0] / 1000.0, cft_array_dtype(in[0])),
-                         cft_scalar(r->p[1], CFT_I32), 6, 0, 255);
+        cft__qdot_bind(in[0], in[1], in[2], cft_scalar(r->p[0] / 1000.0, cft_array_dtype(in[0])),
+                       cft_scalar(r->p[1], CFT_I32), 6, 0, 255, r->p[2] != 0);
     return CFT_OK;
 }
 /* x [m, 6], words [n, 2], scale [n] -> [m, n]; x rounded onto the grid
- * with the scale p[0] / 1000 and zero point p[1], or already on it (grid) */
-static void ref_qdot(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
-                     double *y, bool grid) {
+ * with the scale p[0] / 1000 and zero point p[1], or already on it (p[2]) */
+static void ref_qs_dot(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                       double *y) {
     (void)o;
     int64_t m = av[0].shape[0], n = av[1].shape[0];
     double xs = r->p[0] / 1000.0, zp = r->p[1];
@@ -927,37 +929,18 @@ static void ref_qdot(const row *r, double *const *x, const cft_aval *av, const c
             double acc = 0;
             for (int j = 0; j < 6; j++) {
                 double v = x[0][i * 6 + j];
-                v = grid ? nearbyint(v) : nearbyint(v / xs) + zp;
+                v = r->p[2] ? nearbyint(v) : nearbyint(v / xs) + zp;
                 acc += (fmax(0, fmin(255, v)) - zp) * ql_byte(x[1][c * 2 + j / 4], j % 4);
             }
             y[i * n + c] = xs * x[2][c] * acc;
         }
 }
-static void ref_qs_dot(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
-                       double *y) {
-    ref_qdot(r, x, av, o, y, false);
-}
-
-/* dot_qint: x on the activation's grid already (zero point p[1] included),
- * scale p[0] / 1000; the kernel rounds and clamps it to [0, 255] */
-FN(fn_qi_dot) {
-    UNUSED_FN;
-    ENV_ROW;
-    out[0] =
-        cft__qint_dot(in[0], in[1], in[2], cft_scalar(r->p[0] / 1000.0, cft_array_dtype(in[0])),
-                      cft_scalar(r->p[1], CFT_I32), 6, 0, 255);
-    return CFT_OK;
-}
-FN(fn_qi_smooth) { /* (x - zp) xs times the unpacked weight, x not rounded */
+FN(fn_qi_smooth) { /* dot_qint: (x - zp) xs times the unpacked weight, x not rounded */
     UNUSED_FN;
     ENV_ROW;
     cft_array *xd = cft_mul_s(cft_add_s(in[0], -r->p[1]), r->p[0] / 1000.0);
     out[0] = cft_matmul(xd, cft_mT(cft_qlinear_unpack((cft_qlinear){in[1], in[2], 6})));
     return CFT_OK;
-}
-static void ref_qi_dot(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
-                       double *y) {
-    ref_qdot(r, x, av, o, y, true);
 }
 
 /* conv_qstatic: x [2, 2, 5, 5], 3 output channels of 2 x 3 x 3 taps
@@ -1637,10 +1620,10 @@ static const row rows[] = {
      .out_nd = 2, .out_shape = {5, 3}, .ref = ref_qs_dot, .p = {25, 120},
      .flags = STE | BLAS_SHAPES, .ste = fn_ql_dot_smooth},
     /* x on the grid: [40, 200] inside [0, 255], where the STE is x's derivative */
-    {.prim = "dot_qint", .fn = fn_qi_dot, .nin = 3,
+    {.prim = "dot_qint", .fn = fn_qs_dot, .nin = 3,
      .in = {{F, 2, {5, 6}, 40, 200, 0}, {I, 2, {3, 2}, -2147483648.0, 2147483647.0, 0},
             {F, 1, {3}, 0.01, 0.1, 0}},
-     .out_nd = 2, .out_shape = {5, 3}, .ref = ref_qi_dot, .p = {25, 120},
+     .out_nd = 2, .out_shape = {5, 3}, .ref = ref_qs_dot, .p = {25, 120, 1},
      .flags = STE | BLAS_SHAPES, .ste = fn_qi_smooth},
     {.prim = "conv_qstatic", .fn = fn_qc, .nin = 3,
      .in = {{F, 4, {2, 2, 5, 5}, -2, 2, 0}, {I, 2, {3, 5}, -2147483648.0, 2147483647.0, 0},

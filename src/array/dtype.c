@@ -45,9 +45,6 @@ bool cft_dtype_is_half(cft_dtype dt) {
 /* ---- the half types: conversions in array/half_fns.h (shared with the
  * jit's kernels). Other dtypes reach f16 through f32, except f64, which
  * rounds once (cft_d2h); bf16 converts through f32 from every dtype. ---- */
-#define bf16_to_f32 cft_bf2f
-#define f32_to_bf16 cft_f2bf
-
 /* f64 to f16 in one rounding: the f16 bits of x's magnitude from its
  * double bits, as cft_f2h from a float's */
 static uint16_t cft_d2h(double x) {
@@ -107,7 +104,7 @@ cft_dtype cft_promote(cft_dtype a, cft_dtype b) {
 /* complex to real keeps the real part (as NumPy, without its warning) */
 #define RE(v) creal(v)
 #define TOF16(v) (cft_d2h((double)(v)))
-#define TOBF16(v) (f32_to_bf16((float)(v)))
+#define TOBF16(v) (cft_f2bf((float)(v)))
 #define CAST_FROM(ST)                                                                              \
     switch (ddt) {                                                                                 \
     case CFT_F16:                                                                                  \
@@ -141,19 +138,28 @@ cft_dtype cft_promote(cft_dtype a, cft_dtype b) {
         break;                                                                                     \
     }
 
+static void cast_any(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t n);
+
 void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t n) {
     if (sdt == ddt) {
         memcpy(dst, src, (size_t)n * sizes[sdt]);
         return;
     }
-    if (sdt == CFT_F32 && ddt == CFT_F16) /* autocast's casts: vector loops (half_cast.c) */
-        return cft__f32_to_f16(src, dst, n);
-    if (sdt == CFT_F16 && ddt == CFT_F32)
-        return cft__f16_to_f32(src, dst, n);
-    if (sdt == CFT_F32 && ddt == CFT_BF16)
-        return cft__f32_to_bf16(src, dst, n);
-    if (sdt == CFT_BF16 && ddt == CFT_F32)
-        return cft__bf16_to_f32(src, dst, n);
+    /* autocast's casts: vector loops (half_cast.c) */
+    if (sdt == CFT_F32 && ddt == CFT_F16)
+        cft__f32_to_f16(src, dst, n);
+    else if (sdt == CFT_F16 && ddt == CFT_F32)
+        cft__f16_to_f32(src, dst, n);
+    else if (sdt == CFT_F32 && ddt == CFT_BF16)
+        cft__f32_to_bf16(src, dst, n);
+    else if (sdt == CFT_BF16 && ddt == CFT_F32)
+        cft__bf16_to_f32(src, dst, n);
+    else
+        cast_any(src, sdt, dst, ddt, n);
+}
+
+/* the other casts, element by element */
+static void cast_any(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t n) {
     switch (sdt) {
     case CFT_BOOL:
         CAST_FROM(uint8_t);
@@ -225,7 +231,7 @@ double cft__get(const void *p, cft_dtype dt, int64_t i) {
     case CFT_F16:
         return cft_h2f(((const uint16_t *)p)[i]);
     case CFT_BF16:
-        return bf16_to_f32(((const uint16_t *)p)[i]);
+        return cft_bf2f(((const uint16_t *)p)[i]);
     case CFT_C64: /* the real part */
         return crealf(((const float complex *)p)[i]);
     case CFT_C128:
@@ -256,7 +262,7 @@ void cft__set(void *p, cft_dtype dt, int64_t i, double v) {
         ((uint16_t *)p)[i] = cft_d2h(v);
         break;
     case CFT_BF16:
-        ((uint16_t *)p)[i] = f32_to_bf16((float)v);
+        ((uint16_t *)p)[i] = cft_f2bf((float)v);
         break;
     case CFT_C64:
         ((float complex *)p)[i] = (float)v;

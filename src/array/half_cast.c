@@ -11,29 +11,24 @@
 
 #include "array/array.h"
 #include "array/half_fns.h"
+#include "core/vec.h"
 
-#if defined(__clang__) || defined(__SANITIZE_THREAD__)
-#define HALF_VEC /* as CFT_VEC (core/vec.h): no clones under clang or TSan */
-#else
-#define HALF_VEC __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-
-HALF_VEC void cft__f32_to_f16(const float *s, uint16_t *d, int64_t n) {
+CFT_CLONES void cft__f32_to_f16(const float *s, uint16_t *d, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         d[i] = cft_f2h(s[i]);
 }
 
-HALF_VEC void cft__f16_to_f32(const uint16_t *s, float *d, int64_t n) {
+CFT_CLONES void cft__f16_to_f32(const uint16_t *s, float *d, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         d[i] = cft_h2f(s[i]);
 }
 
-HALF_VEC void cft__f32_to_bf16(const float *s, uint16_t *d, int64_t n) {
+CFT_CLONES void cft__f32_to_bf16(const float *s, uint16_t *d, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         d[i] = cft_f2bf(s[i]);
 }
 
-HALF_VEC void cft__bf16_to_f32(const uint16_t *s, float *d, int64_t n) {
+CFT_CLONES void cft__bf16_to_f32(const uint16_t *s, float *d, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         d[i] = cft_bf2f(s[i]);
 }

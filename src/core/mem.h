@@ -20,9 +20,9 @@ enum {
     CFT_SCRATCH_CONV,
     CFT_SCRATCH_FFT,
     CFT_SCRATCH_GEMM,
-    CFT_SCRATCH_QIN,  /* the int8 products' quantized rows and sums (qlinear.c, qstatic.c) */
-    CFT_SCRATCH_QW,   /* qstatic.c: the weight's integers as floats */
-    CFT_SCRATCH_QBLK, /* qstatic.c: a block of rows as floats, and its sums */
+    CFT_SCRATCH_QIN,  /* the int8 products' quantized rows and sums (qlinear, qstatic, qconv.c) */
+    CFT_SCRATCH_QW,   /* qkernels.c: the weight's integers as floats */
+    CFT_SCRATCH_QBLK, /* qkernels.c: a block of rows as floats, and its sums */
     CFT_SCRATCH_S24,  /* sparse24.c: a weight's magnitudes */
     CFT_SCRATCH_QOBS, /* quant/observe.c: an observed operand as doubles */
     CFT_NSCRATCH

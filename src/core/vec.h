@@ -7,10 +7,15 @@
 
 #if defined(__clang__)
 #define CFT_VEC /* clang: no per-function optimize; the build's level applies */
+#define CFT_CLONES
 #elif defined(__SANITIZE_THREAD__)
 #define CFT_VEC __attribute__((optimize("O3")))
+#define CFT_CLONES
 #else
 #define CFT_VEC __attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default")))
+/* the clones alone, for files compiled at -O3 (array/half_cast.c: under the
+ * optimize attribute GCC 12 leaves mixed-width loops scalar) */
+#define CFT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 
 /* gcc: keep a copy loop a loop (not a memcpy call per row) */

@@ -37,7 +37,6 @@ extern const cft_prim cft_p_conv_qstatic, cft_p_conv_qint, cft_p_conv_general_di
 enum { QS, QP, QLD, QRD, QX, QW }; /* parameter slots; 0-3 as conv_general_dilated's */
 enum { CONV_FG = 4, CONV_BG = 5 }; /* conv_general_dilated's group slots */
 enum { MAXSP = 3 };
-#define MAX_K (INT64_C(2147483647) / (255 * 128))
 
 /* the conv_general_dilated params of these (one group of each kind) */
 static cft_params conv_params(const cft_params *p) {
@@ -59,14 +58,14 @@ static cft_aval weight_aval(const cft_params *p, const cft_aval *words) {
     return w;
 }
 
-/* C * kernel taps; MAX_K + 1 once beyond MAX_K (a hostile wshape cannot
+/* C * kernel taps; CFT_QMAX_K + 1 once beyond CFT_QMAX_K (a hostile wshape cannot
  * wrap the product around) */
 static int64_t taps_of(const cft_params *p) {
     int64_t k = 1;
     for (int i = 0; i < p->n[QW]; i++) {
         int64_t v = p->v[QW][i];
-        if (v < 1 || v > MAX_K || k * v > MAX_K)
-            return MAX_K + 1;
+        if (v < 1 || v > CFT_QMAX_K || k * v > CFT_QMAX_K)
+            return CFT_QMAX_K + 1;
         k *= v;
     }
     return k;
@@ -94,10 +93,10 @@ static cft_array *qconv_check(const char *op, const cft_aval *in, const cft_para
         if (p->v[QW][i] < 1)
             return cft__fail(CFT_E_SHAPE, "%s: wshape entry %lld is not a size", op,
                              (long long)p->v[QW][i]);
-    if (k > MAX_K)
+    if (k > CFT_QMAX_K)
         return cft__fail(CFT_E_SHAPE,
                          "%s: more than %lld taps would overflow the int32 accumulation", op,
-                         (long long)MAX_K);
+                         (long long)CFT_QMAX_K);
     if (in[3].ndim != 0 || !cft__qreal_float(in[3].dtype) || in[4].ndim != 0 ||
         !(cft__qreal_float(in[4].dtype) || in[4].dtype == CFT_I32))
         return cft__fail(CFT_E_SHAPE,
@@ -248,16 +247,13 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, cft_array *const *i
     }
     window_table(nsp, C, T, in_, out_, k_, s_, lo_, d_, P, tab);
     im2row ir = {xq, rows, tab, 0, P, K, per, (uint8_t)zp};
-    bool exact = hi <= 127 || cft__qgemm_exact_u8();
     const int8_t *wq = cft__ptr(q);
     int64_t ldw = q->aval.shape[1] * 4;
     for (int64_t n0 = 0; n0 < N; n0 += chunk) {
         int64_t nc = N - n0 < chunk ? N - n0 : chunk, M = nc * P;
         ir.n0 = n0;
         cft__par_for(M, (double)K, im2row_body, &ir);
-        if (exact)
-            cft__qgemm(M, O, K, rows, (int32_t)zp, wq, ldw, acc);
-        else if (!cft__qgemm_f32(M, O, K, rows, (int32_t)zp, wq, ldw, acc))
+        if (!cft__qgemm_exact(M, O, K, rows, (int32_t)zp, wq, ldw, acc, hi))
             return cft__oom();
         scatter sg = {acc, sc, nan, cft__ptr(y), n0, P, O, xs, oa.dtype == CFT_F64};
         cft__par_for(nc, 2.0 * (double)(P * O), scatter_body, &sg);
@@ -299,11 +295,8 @@ static cft_array *jvp_of(bool grid, cft_array *const *x, cft_array *const *t, co
     cft_dtype dt = x[0]->aval.dtype;
     cft_array *xs = cft_astype(x[3], dt), *zp = cft_astype(x[4], dt), *tx = NULL, *ts = NULL;
     if (t[0]) {
-        cft_array *lo = cft_scalar((double)p->v[QX][0], dt),
-                  *hi = cft_scalar((double)p->v[QX][1], dt);
-        cft_array *qv = grid ? cft__round_half_even(x[0])
-                             : cft_add(cft__round_half_even(cft_div(x[0], xs)), zp);
-        cft_array *inside = cft_astype(cft_logical_and(cft_ge(qv, lo), cft_le(qv, hi)), dt);
+        cft_array *inside;
+        cft__qgrid_of(x[0], xs, zp, grid, p->v[QX][0], p->v[QX][1], NULL, &inside);
         cft_array *tin = cft_mul(t[0], inside);
         tx = conv_with(grid ? cft_mul(tin, xs) : tin, weight_of(x[1], cft_astype(x[2], dt), p), p);
     }
@@ -383,8 +376,10 @@ static bool qconv_rewrite(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array 
     cft_array *x[5];
     for (int i = 0; i < 5; i++)
         x[i] = c->value(c, q->in[i]->id);
-    cft_array *g = cft__qgrid(c->value(c, src), x[3], x[4], q->params.v[QX][0], q->params.v[QX][1],
-                              &x[0]->aval);
+    cft_array *g;
+    cft__qgrid_of(c->value(c, src), x[3], x[4], false, q->params.v[QX][0], q->params.v[QX][1], &g,
+                  NULL);
+    g = cft_reshape(g, x[0]->aval.shape, x[0]->aval.ndim);
     out[0] = bind5(&cft_p_conv_qint, (cft_array *[]){g, x[1], x[2], x[3], x[4]}, &q->params);
     return true;
 }
@@ -444,9 +439,9 @@ bool cft__qconv_fits(const cft_prim *p, const cft_params *par, const cft_aval *x
     for (int d = 0; d < w->ndim; d++)
         if (cft__dim_maybe_sym(w->shape[d]))
             return false;
-    for (int d = 1; d < w->ndim && k <= MAX_K; d++)
+    for (int d = 1; d < w->ndim && k <= CFT_QMAX_K; d++)
         k *= w->shape[d];
-    return k <= MAX_K;
+    return k <= CFT_QMAX_K;
 }
 
 cft_array *cft__qstatic_conv(cft_array *x, cft_array *w, cft_array *ws, int64_t wlo, int64_t whi,

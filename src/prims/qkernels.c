@@ -132,6 +132,14 @@ bool cft__qgemm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t 
     return !g.oom;
 }
 
+bool cft__qgemm_exact(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao,
+                      const int8_t *wq, int64_t ldw, int32_t *acc, double xhi) {
+    if (xhi > 127 && !cft__qgemm_exact_u8())
+        return cft__qgemm_f32(M, N, K, xq, ao, wq, ldw, acc);
+    cft__qgemm(M, N, K, xq, ao, wq, ldw, acc);
+    return true;
+}
+
 cft_array *cft__qact(const char *op, const cft_array *xs_a, const cft_array *zp_a, double lo,
                      double hi, double *xs, double *zp) {
     *xs = cft__get(cft__ptr(xs_a), xs_a->aval.dtype, 0);

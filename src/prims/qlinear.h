@@ -10,6 +10,11 @@
 #include "array/array.h"
 #include "trace/prim.h"
 
+/* the longest reduction of u8 by s8 products whose int32 sum cannot
+ * overflow (|acc| <= K * 255 * 128): static int8 products and
+ * convolutions take K up to this */
+#define CFT_QMAX_K (INT64_C(2147483647) / (255 * 128))
+
 /* the words of a row of K values */
 static inline int64_t cft__qwords(int64_t k) {
     return (k + 3) / 4;
@@ -33,10 +38,16 @@ cft_array *cft__qunpack(cft_array *q, cft_array *s, int64_t k);
 void cft__qgemm(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao, const int8_t *wq,
                 int64_t ldw, int32_t *acc);
 bool cft__qgemm_exact_u8(void);
-/* the same integers through an f32 GEMM (qstatic.c), exact while sums stay
- * below 2^24: where cft__qgemm would saturate. False when out of memory. */
+/* the same integers through an f32 GEMM (qkernels.c), exact while sums
+ * stay below 2^24: where cft__qgemm would saturate. False when out of
+ * memory. */
 bool cft__qgemm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao,
                     const int8_t *wq, int64_t ldw, int32_t *acc);
+/* acc by whichever of the two is exact for activations up to xhi:
+ * cft__qgemm where it cannot saturate (xhi below 128, or VNNI / AMX),
+ * else cft__qgemm_f32. False when out of memory. */
+bool cft__qgemm_exact(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao,
+                      const int8_t *wq, int64_t ldw, int32_t *acc, double xhi);
 
 /* y [M, N] (f64 when dbl, else f32) = xs[m] sc[n] acc[m, n], rows shared
  * among threads */
@@ -71,24 +82,25 @@ cft_array *cft__qact(const char *op, const cft_array *xs_a, const cft_array *zp_
 void cft__qrows(const void *x, bool dbl, int64_t rows, int64_t k, double xs, double zp, double lo,
                 double hi, bool grid, uint8_t *xq, uint8_t *nan);
 
-/* the primitives of qstatic.c, bound (for the above, and tests) */
-cft_array *cft__qstatic_dot(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
-                            cft_array *zp, int64_t k, int64_t xlo, int64_t xhi);
+/* the primitives of qstatic.c, bound (for the above, and tests):
+ * dot_qstatic, or dot_qint where grid (x on the activation's grid:
+ * clamp(round(x / xs) + zp, xlo, xhi) computed by the kernel before it) */
+cft_array *cft__qdot_bind(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
+                          cft_array *zp, int64_t k, int64_t xlo, int64_t xhi, bool grid);
 cft_array *cft__qstatic_quantize(cft_array *w, cft_array *ws, int64_t lo, int64_t hi);
-/* dot_qint bound: dot_qstatic's product with x on the activation's grid
- * (clamp(round(x / xs) + zp, xlo, xhi) computed by the kernel before it) */
-cft_array *cft__qint_dot(cft_array *xq, cft_array *words, cft_array *ws, cft_array *xs,
-                         cft_array *zp, int64_t k, int64_t xlo, int64_t xhi);
 
 /* the jit's requantisation rewrite of dot_qstatic and conv_qstatic: the
  * var whose value an elementwise equation computes, x itself or the input
  * of the reshape that makes x; -1 when x comes from elsewhere */
 struct cft_eqn;
 int cft__qgrid_source(const struct cft_eqn *q, const cft_rewrite_ctx *c);
-/* clamp(round(v / xs) + zp, lo, hi) in ops (rint: one instruction in a
- * kernel), reshaped to like's shape, in like's dtype */
-cft_array *cft__qgrid(cft_array *v, cft_array *xs, cft_array *zp, int64_t lo, int64_t hi,
-                      const cft_aval *like);
+/* x's place on the activation's grid, in ops: *q = clamp(round(x / xs)
+ * + zp, lo, hi) (grid: clamp(round(x), lo, hi), x being on it already)
+ * and *inside, where the unclamped value lies in [lo, hi] (x's dtype,
+ * 0 / 1), the straight-through estimator's mask; either may be NULL. xs
+ * and zp broadcast against x. */
+void cft__qgrid_of(cft_array *x, cft_array *xs, cft_array *zp, bool grid, int64_t lo, int64_t hi,
+                   cft_array **q, cft_array **inside);
 
 /* conv_qstatic (conv_qint where grid: x on the activation's grid) bound
  * on words (qlinear_quantize's, of W's rows flattened) for a weight of

@@ -20,8 +20,12 @@
  *       estimator of cft_fake_quantize: x's tangent passes where x lies
  *       inside the grid, times the dequantized weight; wscale's is x (as
  *       if not rounded) times the weight's integers, as dot_qlinear's;
- *       xscale and xzp are constants of the program (zero tangents). */
-#include <cblas.h>
+ *       xscale and xzp are constants of the program (zero tangents).
+ *   dot_qint(xq, words, wscale, xscale, xzp)[same]: the same product with
+ *       x already on the grid (xq = clamp(round(x / xscale) + xzp)),
+ *       written so by the jit's rewrite of dot_qstatic into the
+ *       elementwise kernel before it; the kernel rounds and clamps xq
+ *       again (nothing changes for such xq; any float stays defined). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +41,6 @@
 extern const cft_prim cft_p_qlinear_quantize, cft_p_dot_qstatic, cft_p_dot_qint, cft_p_reshape;
 
 enum { K_, XLO, XHI };
-/* |acc| <= K * 255 * 128 must fit int32 */
-#define MAX_K (INT64_C(2147483647) / (255 * 128))
 
 /* ---- shapes ---- */
 
@@ -79,11 +81,11 @@ static cft_array *dot_check(const char *op, const cft_aval *in, const cft_params
     if (lo < 0 || hi > 255 || lo > hi)
         return cft__fail(CFT_E_ARG, "%s: activation range [%lld, %lld] is not within u8", op,
                          (long long)lo, (long long)hi);
-    if (k > MAX_K)
+    if (k > CFT_QMAX_K)
         return cft__fail(CFT_E_SHAPE,
                          "%s: K = %lld would overflow the int32 accumulation (at most "
                          "%lld products of u8 and s8)",
-                         op, (long long)k, (long long)MAX_K);
+                         op, (long long)k, (long long)CFT_QMAX_K);
     if (in[3].ndim != 0 || !cft__qreal_float(in[3].dtype))
         return cft__fail(CFT_E_SHAPE, "%s: the activation's scale %s must be a float scalar", op,
                          cft__av(&in[3]));
@@ -208,10 +210,8 @@ static cft_array *dot_run(const cft_prim *prim, bool grid, cft_array *const *in,
     uint8_t *xq = (uint8_t *)(buf + oxq), *nan = (uint8_t *)(buf + onan);
     if (good) {
         cft__qrows(cft__ptr(x), oa.dtype == CFT_F64, M, K, xs, zp, lo, hi, grid, xq, nan);
-        if (hi <= 127 || cft__qgemm_exact_u8())
-            cft__qgemm(M, N, K, xq, (int32_t)zp, cft__ptr(q), q->aval.shape[1] * 4, acc);
-        else
-            good = cft__qgemm_f32(M, N, K, xq, (int32_t)zp, cft__ptr(q), q->aval.shape[1] * 4, acc);
+        good =
+            cft__qgemm_exact(M, N, K, xq, (int32_t)zp, cft__ptr(q), q->aval.shape[1] * 4, acc, hi);
     }
     if (good) {
         for (int64_t m = 0; m < M; m++)
@@ -235,67 +235,51 @@ static cft_array *qint_impl(cft_array *const *in, int nin, const cft_params *p, 
 
 /* ---- rules ---- */
 
-static cft_array *dot5(cft_array *const *x, const cft_params *p) {
-    return cft__bind1(&cft_p_dot_qstatic, p, 5, (cft_array *[]){x[0], x[1], x[2], x[3], x[4]});
-}
-
-/* round(x / xs) + zp, unclamped; its clamp, dequantized (cft_fake_quantize's
- * value); and where it lies inside [lo, hi] (as x's dtype, 0 / 1) */
-static void fake(cft_array *x, cft_array *xs, cft_array *zp, const cft_params *p, cft_array **fq,
-                 cft_array **inside) {
+void cft__qgrid_of(cft_array *x, cft_array *xs, cft_array *zp, bool grid, int64_t lo, int64_t hi,
+                   cft_array **q, cft_array **inside) {
     cft_dtype dt = cft_array_dtype(x);
-    xs = cft_astype(xs, dt), zp = cft_astype(zp, dt);
-    cft_array *lo = cft_scalar((double)p->v[XLO][0], dt),
-              *hi = cft_scalar((double)p->v[XHI][0], dt);
-    cft_array *q = cft_add(cft__round_half_even(cft_div(x, xs)), zp);
-    if (fq)
-        *fq = cft_mul(cft_sub(cft_clamp(q, lo, hi), zp), xs);
+    cft_array *l = cft_scalar((double)lo, dt), *h = cft_scalar((double)hi, dt);
+    cft_array *v =
+        grid ? cft__round_half_even(x)
+             : cft_add(cft__round_half_even(cft_div(x, cft_astype(xs, dt))), cft_astype(zp, dt));
+    if (q)
+        *q = cft_clamp(v, l, h);
     if (inside)
-        *inside = cft_astype(cft_logical_and(cft_ge(q, lo), cft_le(q, hi)), dt);
+        *inside = cft_astype(cft_logical_and(cft_ge(v, l), cft_le(v, h)), dt);
 }
 
-static cft_array *dot_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
-                          const cft_params *p, cft_array **ty) {
-    (void)y, (void)nin;
-    cft_dtype dt = x[0]->aval.dtype;
-    int64_t k = p->v[K_][0];
-    cft_array *tx = NULL, *ts = NULL, *inside = NULL;
-    if (t[0]) {
-        fake(x[0], x[3], x[4], p, NULL, &inside);
-        tx = cft_matmul(cft_mul(t[0], inside), cft_mT(cft__qunpack(x[1], cft_astype(x[2], dt), k)));
-    }
-    if (t[2]) /* x as if not rounded, as dot_qlinear's */
-        ts = cft_matmul(x[0], cft_mT(cft__qunpack(x[1], cft_astype(t[2], dt), k)));
-    ty[0] = cft__tadd(tx, ts);
-    return NULL;
-}
-
-/* dot_qint: x holds the activation's integers (zero point included);
- * the kernel rounds and clamps them again, which changes nothing for
- * such x. Its jvp is dot_qstatic's with the rounding taken as the
- * identity: x's tangent passes inside [xlo, xhi], times xs and the
- * dequantized weight; wscale's is (x - zp) xs times the weight's
- * integers. */
-static cft_array *qint_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
-                           const cft_params *p, cft_array **ty) {
-    (void)y, (void)nin;
+/* the straight-through estimator of cft_fake_quantize: x's tangent passes
+ * where x's grid value lies inside [xlo, xhi], times the dequantized
+ * weight (dot_qint, x on the grid: and times xs); wscale's is x as if not
+ * rounded (dot_qint: (x - zp) xs) times the weight's integers, as
+ * dot_qlinear's; xscale and xzp are constants of the program */
+static cft_array *qdot_jvp(bool grid, cft_array *const *x, cft_array *const *t, const cft_params *p,
+                           cft_array **ty) {
     cft_dtype dt = x[0]->aval.dtype;
     int64_t k = p->v[K_][0];
     cft_array *xs = cft_astype(x[3], dt), *tx = NULL, *ts = NULL;
     if (t[0]) {
-        cft_array *g = cft__round_half_even(x[0]);
-        cft_array *inside =
-            cft_astype(cft_logical_and(cft_ge(g, cft_scalar((double)p->v[XLO][0], dt)),
-                                       cft_le(g, cft_scalar((double)p->v[XHI][0], dt))),
-                       dt);
-        tx = cft_matmul(cft_mul(cft_mul(t[0], inside), xs),
+        cft_array *inside;
+        cft__qgrid_of(x[0], x[3], x[4], grid, p->v[XLO][0], p->v[XHI][0], NULL, &inside);
+        cft_array *tin = cft_mul(t[0], inside);
+        tx = cft_matmul(grid ? cft_mul(tin, xs) : tin,
                         cft_mT(cft__qunpack(x[1], cft_astype(x[2], dt), k)));
     }
     if (t[2])
-        ts = cft_matmul(cft_mul(cft_sub(x[0], cft_astype(x[4], dt)), xs),
+        ts = cft_matmul(grid ? cft_mul(cft_sub(x[0], cft_astype(x[4], dt)), xs) : x[0],
                         cft_mT(cft__qunpack(x[1], cft_astype(t[2], dt), k)));
     ty[0] = cft__tadd(tx, ts);
     return NULL;
+}
+static cft_array *dot_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                          const cft_params *p, cft_array **ty) {
+    (void)y, (void)nin;
+    return qdot_jvp(false, x, t, p, ty);
+}
+static cft_array *qint_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                           const cft_params *p, cft_array **ty) {
+    (void)y, (void)nin;
+    return qdot_jvp(true, x, t, p, ty);
 }
 
 int cft__qgrid_source(const cft_eqn *q, const cft_rewrite_ctx *c) {
@@ -308,15 +292,6 @@ int cft__qgrid_source(const cft_eqn *q, const cft_rewrite_ctx *c) {
         pr = c->producer(c, src);
     }
     return pr && (pr->prim->flags & CFT_PRIM_ELEMENTWISE) ? src : -1;
-}
-
-cft_array *cft__qgrid(cft_array *v, cft_array *xs, cft_array *zp, int64_t lo, int64_t hi,
-                      const cft_aval *like) {
-    cft_dtype dt = like->dtype;
-    cft_array *r = cft__round_half_even(cft_div(v, cft_astype(xs, dt)));
-    cft_array *g = cft_clamp(cft_add(r, cft_astype(zp, dt)), cft_scalar((double)lo, dt),
-                             cft_scalar((double)hi, dt));
-    return cft_reshape(g, like->shape, like->ndim);
 }
 
 /* the jit's rewrite (rewrite.c) of dot_qstatic whose x an elementwise
@@ -334,8 +309,10 @@ static bool dot_rewrite(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **
     cft_array *x[5];
     for (int i = 0; i < 5; i++)
         x[i] = c->value(c, q->in[i]->id);
-    cft_array *g = cft__qgrid(c->value(c, src), x[3], x[4], q->params.v[XLO][0],
-                              q->params.v[XHI][0], &x[0]->aval);
+    cft_array *g;
+    cft__qgrid_of(c->value(c, src), x[3], x[4], false, q->params.v[XLO][0], q->params.v[XHI][0], &g,
+                  NULL);
+    g = cft_reshape(g, x[0]->aval.shape, x[0]->aval.ndim);
     out[0] = cft__bind1(&cft_p_dot_qint, &q->params, 5, (cft_array *[]){g, x[1], x[2], x[3], x[4]});
     return true;
 }
@@ -370,13 +347,9 @@ static cft_array *qdot_vmap(const cft_prim *prim, bool grid, int64_t size, cft_a
     int64_t b3[3] = {size, 1, 1};
     cft_array *xs = cft_reshape(cft__batch_at(x[3], bdim[3], size, 0), b3, 3),
               *zp = cft_reshape(cft__batch_at(x[4], bdim[4], size, 0), b3, 3);
-    cft_array *fq;
-    if (grid) {
-        cft_array *g = cft_clamp(cft__round_half_even(xa), cft_scalar((double)p->v[XLO][0], dt),
-                                 cft_scalar((double)p->v[XHI][0], dt));
-        fq = cft_mul(cft_sub(g, cft_astype(zp, dt)), cft_astype(xs, dt));
-    } else
-        fake(xa, xs, zp, p, &fq, NULL);
+    cft_array *g; /* the grid value, dequantized: (g - zp) xs */
+    cft__qgrid_of(xa, xs, zp, grid, p->v[XLO][0], p->v[XHI][0], &g, NULL);
+    cft_array *fq = cft_mul(cft_sub(g, cft_astype(zp, dt)), cft_astype(xs, dt));
     y[0] = cft_matmul(fq, cft_mT(cft__qunpack(q, cft_astype(s, dt), p->v[K_][0])));
     return cft_failed(y[0]) ? y[0] : NULL;
 }
@@ -427,22 +400,14 @@ const cft_prim cft_p_dot_qint = {
 
 /* ---- for cft_quant_convert ---- */
 
-cft_array *cft__qstatic_dot(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
-                            cft_array *zp, int64_t k, int64_t xlo, int64_t xhi) {
+cft_array *cft__qdot_bind(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
+                          cft_array *zp, int64_t k, int64_t xlo, int64_t xhi, bool grid) {
     cft_params p = {0};
     cft__param_set1(&p, K_, k);
     cft__param_set1(&p, XLO, xlo);
     cft__param_set1(&p, XHI, xhi);
-    return dot5((cft_array *[]){x, words, ws, xs, zp}, &p);
-}
-
-cft_array *cft__qint_dot(cft_array *xq, cft_array *words, cft_array *ws, cft_array *xs,
-                         cft_array *zp, int64_t k, int64_t xlo, int64_t xhi) {
-    cft_params p = {0};
-    cft__param_set1(&p, K_, k);
-    cft__param_set1(&p, XLO, xlo);
-    cft__param_set1(&p, XHI, xhi);
-    return cft__bind1(&cft_p_dot_qint, &p, 5, (cft_array *[]){xq, words, ws, xs, zp});
+    return cft__bind1(grid ? &cft_p_dot_qint : &cft_p_dot_qstatic, &p, 5,
+                      (cft_array *[]){x, words, ws, xs, zp});
 }
 
 cft_array *cft__qstatic_quantize(cft_array *w, cft_array *ws, int64_t lo, int64_t hi) {
@@ -457,5 +422,6 @@ cft_array *cft__qstatic_linear(cft_array *x, cft_array *w, cft_array *ws, int64_
     const cft_aval *xa = &x->aval;
     int64_t k = xa->shape[xa->ndim - 1];
     cft_array *words = cft__qstatic_quantize(w, ws, wlo, whi);
-    return cft__from_rows(cft__qstatic_dot(cft__as_rows(x), words, ws, xs, zp, k, xlo, xhi), xa);
+    return cft__from_rows(cft__qdot_bind(cft__as_rows(x), words, ws, xs, zp, k, xlo, xhi, false),
+                          xa);
 }

@@ -73,8 +73,6 @@ static void range_of(const cft_quant *q, const cft__qsite *s, int64_t c, double 
     }
 }
 
-/* update site k's observer with the values v (n of them, channel axis
- * `axis` of shape sh/nd, or per tensor) */
 /* per-channel min and max (mn, mx: nch each) and the largest |v| (am) of
  * values laid out [outer, nch, inner] (nch 1: per tensor), read in place
  * in their dtype; NaNs are skipped (a comparison with NaN is false), so

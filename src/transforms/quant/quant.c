@@ -99,50 +99,48 @@ static bool plain_matmul(const cft_prim *p, const cft_params *par, int nin, cft_
            !cft__dim_maybe_sym(x[1]->aval.shape[0]);
 }
 
-/* a converted plain matmul x [..., K] @ W [K, N] whose frozen sites fit the
- * int8 product (qstatic.c): x per tensor within u8, W symmetric per
- * channel along N (or per tensor) within s8, K small enough for int32
- * sums. Then the product runs on integers, and the sites are used up;
- * else NULL, and the operands are fake-quantized as any site's. */
+/* the frozen sites of an int8 product (the next two: x, then W) fit its
+ * kernels (qstatic.c, qconv.c): x per tensor within u8, W symmetric within
+ * s8, per tensor or per channel along waxis (nch channels). Then W's
+ * scales as [nch] (a per-tensor scalar broadcast), and the sites are used
+ * up; else NULL, and the operands are fake-quantized as any site's. */
+static cft_array *int8_sites(qstate *st, const cft_quant_op *o, int waxis, int64_t nch) {
+    const frozen *fz = st->fz;
+    int k = st->next;
+    if (o->weight_arg != 1 || k + 1 >= fz->n || !fz->scale[k] || !fz->scale[k + 1] ||
+        !st->q->qz.weight.symmetric || fz->axis[k] != -1 || fz->qmin[k] < 0 || fz->qmax[k] > 255 ||
+        (fz->axis[k + 1] != waxis && fz->axis[k + 1] != -1) || fz->qmin[k + 1] < -128 ||
+        fz->qmax[k + 1] > 127)
+        return NULL;
+    st->next += 2;
+    cft_array *ws = fz->scale[k + 1];
+    return fz->axis[k + 1] == -1 ? cft_broadcast_to(ws, &nch, 1) : ws;
+}
+
+/* a converted plain matmul x [..., K] @ W [K, N] on integers, W per
+ * channel along N, K small enough for int32 sums; else NULL */
 static cft_array *static_int8(qstate *st, const cft_quant_op *o, cft_array *const *x) {
     const frozen *fz = st->fz;
     int k = st->next;
     const cft_aval *xa = &x[0]->aval, *wa = &x[1]->aval;
-    int64_t K = wa->shape[0], N = wa->shape[1];
-    if (!o || o->weight_arg != 1 || k + 1 >= fz->n || !fz->scale[k] || !fz->scale[k + 1] ||
-        xa->ndim < 1 || wa->ndim != 2 || !st->q->qz.weight.symmetric || K > 65793 ||
-        fz->axis[k] != -1 || fz->qmin[k] < 0 || fz->qmax[k] > 255 ||
-        (fz->axis[k + 1] != 1 && fz->axis[k + 1] != -1) || fz->qmin[k + 1] < -128 ||
-        fz->qmax[k + 1] > 127)
+    if (xa->ndim < 1 || wa->ndim != 2 || wa->shape[0] > CFT_QMAX_K)
         return NULL;
-    cft_array *ws = fz->scale[k + 1];
-    if (fz->axis[k + 1] == -1)
-        ws = cft_broadcast_to(ws, &N, 1); /* a scalar */
-    st->next += 2;
-    return cft__qstatic_linear(x[0], cft_mT(x[1]), ws, fz->qmin[k + 1], fz->qmax[k + 1],
-                               fz->scale[k], fz->zp[k], fz->qmin[k], fz->qmax[k]);
+    cft_array *ws = int8_sites(st, o, 1, wa->shape[1]);
+    return ws ? cft__qstatic_linear(x[0], cft_mT(x[1]), ws, fz->qmin[k + 1], fz->qmax[k + 1],
+                                    fz->scale[k], fz->zp[k], fz->qmin[k], fz->qmax[k])
+              : NULL;
 }
 
 /* a converted convolution that qconv.c takes (cft__qconv_fits: one group
- * of each kind, no lhs dilation, f32) whose frozen sites fit the int8
- * convolution: as static_int8, with the weight per channel along O */
+ * of each kind, no lhs dilation, f32) on integers, W per channel along O */
 static cft_array *static_conv(qstate *st, const cft_quant_op *o, const cft_params *par,
                               cft_array *const *x) {
     const frozen *fz = st->fz;
     int k = st->next;
-    const cft_aval *wa = &x[1]->aval;
-    if (o->weight_arg != 1 || k + 1 >= fz->n || !fz->scale[k] || !fz->scale[k + 1] ||
-        !st->q->qz.weight.symmetric || fz->axis[k] != -1 || fz->qmin[k] < 0 || fz->qmax[k] > 255 ||
-        (fz->axis[k + 1] != 0 && fz->axis[k + 1] != -1) || fz->qmin[k + 1] < -128 ||
-        fz->qmax[k + 1] > 127)
-        return NULL;
-    int64_t O = wa->shape[0];
-    cft_array *ws = fz->scale[k + 1];
-    if (fz->axis[k + 1] == -1)
-        ws = cft_broadcast_to(ws, &O, 1); /* a scalar */
-    st->next += 2;
-    return cft__qstatic_conv(x[0], x[1], ws, fz->qmin[k + 1], fz->qmax[k + 1], fz->scale[k],
-                             fz->zp[k], fz->qmin[k], fz->qmax[k], par);
+    cft_array *ws = int8_sites(st, o, 0, x[1]->aval.shape[0]);
+    return ws ? cft__qstatic_conv(x[0], x[1], ws, fz->qmin[k + 1], fz->qmax[k + 1], fz->scale[k],
+                                  fz->zp[k], fz->qmin[k], fz->qmax[k], par)
+              : NULL;
 }
 
 static cft_array *process(cft_trace *t, const cft_prim *p, const cft_params *par, int nin,
