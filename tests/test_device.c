@@ -66,6 +66,48 @@ static cft_status long_red(void *env, int nin, cft_array *const *in, int nout, c
     return CFT_OK;
 }
 
+/* reductions over leading, trailing and split dims of [a, 3, 37] (tiles
+ * of outputs by shares on a GPU, coop_fns.h; two reduced dims take the
+ * dividing path) */
+static cft_status tiled_red(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *t = cft_sin(cft_mul_s(in[0], 0.5));
+    out[0] = cft_sum(t, (int[]){0}, 1, false);
+    out[1] = cft_max(t, (int[]){0}, 1, false);
+    out[2] = cft_sum(t, (int[]){0, 2}, 2, false);
+    out[3] = cft_min(t, (int[]){2}, 1, true);
+    out[4] = cft_prod(cft_add_s(cft_mul_s(t, 1e-3), 1.0), (int[]){0, 1}, 2, false);
+    return CFT_OK;
+}
+
+static cft_status col_sum(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_sum(cft_mul_s(in[0], 2.0), (int[]){0}, 1, false);
+    return CFT_OK;
+}
+
+/* the Chrome trace of one call of f (with a read of its first output
+ * when read_back), as text */
+static char *traced_call(cft_fn *f, cft_array *const *in, cft_array **out, bool read_back) {
+    char path[] = "/tmp/cft-device-trace-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    cft_profile_start();
+    CHECK_EQ(cft_fn_call(f, in, out), CFT_OK);
+    if (read_back)
+        (void)cft_item_at(out[0], 0);
+    CHECK_EQ(cft_profile_stop(path), CFT_OK);
+    FILE *tf = fopen(path, "r");
+    char *text = calloc(1, 1 << 20);
+    size_t n = tf ? fread(text, 1, (1 << 20) - 1, tf) : 0;
+    if (tf)
+        fclose(tf);
+    text[n] = 0;
+    unlink(path);
+    return text;
+}
+
 static bool on(const cft_array *x, const char *dev) {
     return !strcmp(cft_device_name(cft_device_of(x)), dev);
 }
@@ -329,27 +371,13 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_device_counters_of(NULL, &host), CFT_E_ARG);
         CHECK(cft_device_counters_of(cft_device("test:9"), &host) != CFT_OK);
 
-        char path[] = "/tmp/cft-device-trace-XXXXXX";
-        int fd = mkstemp(path);
-        CHECK(fd >= 0);
-        close(fd);
-        cft_profile_start();
-        CHECK_EQ(cft_fn_call(j, dev_in, got), CFT_OK);
-        (void)cft_item_at(got[0], 0);
-        CHECK_EQ(cft_profile_stop(path), CFT_OK);
-        FILE *tf = fopen(path, "r");
-        char *text = calloc(1, 1 << 20);
-        size_t n = tf ? fread(text, 1, (1 << 20) - 1, tf) : 0;
-        if (tf)
-            fclose(tf);
-        text[n] = 0;
+        char *text = traced_call(j, dev_in, got, true);
         CHECK_MSG(strstr(text, "\"device: kernel\"") || strstr(text, "\"device: graph replay\""),
                   "no device step in the trace");
         CHECK(strstr(text, "\"device: copy to host\"") != NULL);
         CHECK_MSG(strstr(text, "\"thread_name\"") && strstr(text, "\"test:0\""),
                   "no named device track");
         free(text);
-        unlink(path);
     }
     TEST("long reductions on a device (a block per output), jitted, against the host") {
         cft_array *x =
@@ -372,6 +400,38 @@ int main(int argc, char **argv) {
                 }
             }
         }
+    }
+    TEST("reductions as tiles of outputs by shares, jitted, against the host") {
+        /* 1 to 1030 elements per output: one thread per output up to 32,
+         * then 2 to 64 shares; 111 outputs fill no tile exactly */
+        const int64_t rows[] = {1, 2, 31, 33, 64, 100, 1030};
+        for (int r = 0; r < 7; r++)
+            for (int dt = 0; dt < 2; dt++) {
+                cft_array *x = rnd(40 + (uint64_t)r, (int64_t[]){rows[r], 3, 37}, 3);
+                if (dt)
+                    x = cft_astype(x, CFT_F64);
+                cft_fn *j = cft_jit(cft_fn_new(tiled_red, NULL, 1, 5));
+                cft_array *want[5], *got[5], *xd = cft_device_put(x, d0);
+                CHECK_EQ(cft_fn_call(cft_fn_new(tiled_red, NULL, 1, 5), &x, want), CFT_OK);
+                for (int call = 0; call < 2; call++) {
+                    CHECK_EQ(cft_fn_call(j, &xd, got), CFT_OK);
+                    for (int k = 0; k < 5; k++) {
+                        CHECK(on(got[k], "test:0"));
+                        /* sums of up to 1030 * 37 terms in other orders */
+                        double tol = dt ? 1e-12 : 1e-5;
+                        CHECK_MSG(cft_allclose(got[k], want[k], tol, tol, true),
+                                  "output %d, %lld rows, %s", k, (long long)rows[r],
+                                  dt ? "f64" : "f32");
+                    }
+                }
+            }
+        /* the launch of a bias gradient's column sum: [1024, 128] over its
+         * rows is 16 tiles of 8 outputs by 32 shares (4,096 threads), not
+         * 128 threads of 1,024 elements each */
+        cft_array *xd = cft_device_put(rnd(50, (int64_t[]){1024, 128}, 2), d0), *got;
+        char *text = traced_call(cft_jit(cft_fn_new(col_sum, NULL, 1, 1)), &xd, &got, false);
+        CHECK_MSG(strstr(text, "\"slots\": 4096") != NULL, "no kernel of 4096 threads");
+        free(text);
     }
     TEST("a backend asking for eager kernels: eager ops and grad run as kernels there") {
         CHECK_EQ(test_backend_register_as("eager", CFT_BACKEND_EAGER_KERNELS), 0);

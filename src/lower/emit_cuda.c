@@ -3,13 +3,19 @@
  * The groups and their collapsed loops are the CPU emitter's (emit.c);
  * only the parallel decomposition differs. A kernel's threads share out
  * the group's output slots (every loop dim when the group is elementwise;
- * the dims the reduction keeps when it reduces) in a grid-stride loop, and
- * each thread runs the reduced dims of its slot in row-major order itself,
- * accumulating in double as the CPU kernel does, then combines with the
- * pre-filled output. No two threads write one element, so there are no
- * atomics and the result does not depend on the launch shape. Sizes and
- * strides come at run time in the kernel's argument (one struct, sized to
- * the group: CUDA 12.1 and later take up to 32 KB of parameters).
+ * the dims the reduction keeps when it reduces) in a grid-stride loop. A
+ * reduction with few elements per output runs each slot's reduced dims on
+ * one thread; with more, a block of 256 threads is a tile of outputs by
+ * shares of their elements (coop_fns.h), the shares folded in share order
+ * through shared memory. Either way a slot accumulates in double as the
+ * CPU kernel does, then combines with the pre-filled output, and its
+ * order of additions depends on the sizes alone: no two threads write
+ * one element, there are no atomics, and the result does not depend on
+ * the launch shape. One reduced dim (the usual case once loops are
+ * collapsed) is walked by a stride, without a division per element.
+ * Sizes and strides come at run time in the kernel's argument (one
+ * struct, sized to the group: CUDA 12.1 and later take up to 32 KB of
+ * parameters).
  *
  * The same text compiles two ways: by NVRTC for a GPU (the prelude maps
  * what the expressions need onto CUDA's device library), and by the host
@@ -57,6 +63,9 @@ const char *cft__emit_cuda_prelude(void) {
 #define CFT_HALF_EMIT(...) #__VA_ARGS__
 #include "array/half_fns.h"
            "\n"
+#define CFT_COOP_EMIT(...) #__VA_ARGS__
+#include "lower/coop_fns.h"
+           "\n"
            /* the special functions declare j0 / j1 themselves (glibc hides
             * them); here they are the library's, under other names. NVRTC
             * compiles with -default-device: they become device functions */
@@ -98,8 +107,13 @@ static void reduce_loop(const cft_ir *ir, const cft_group *g, const cft_eqn *red
     put(b, l, c, "        for (%s) {\n", loop);
     for (int k = 0; k < nops; k++)
         put(b, l, c, "        int64_t g%d = f%d;\n", k, k);
-    if (red_out >= 0)
+    if (red_out >= 0) { /* one reduced dim (the usual case): no divisions */
+        put(b, l, c, "        if (nrdim <= 1) {\n");
+        for (int k = 0; k < nops; k++)
+            put(b, l, c, "            g%d += rr * rs%d;\n", k, k);
+        put(b, l, c, "        } else\n");
         decompose(b, l, c, nd, nops, red_out, true, "rr", "g");
+    }
     cft__emit_chain(b, l, c, ir, g, name);
     for (int k = g->nin; k < nops; k++)
         if (k != red_out) {
@@ -146,46 +160,61 @@ void cft__emit_cuda_group(const cft_ir *ir, const cft_group *g, const cft_loop *
             snprintf(tmp, sizeof tmp, "o%d[g%d]", k, k);
             name[g->in[k]] = (char *)cft__emit_ld(cft__emit_var_dtype(ir, g->in[k]), tmp);
         }
-        if (red_out >= 0) { /* a long reduction: a block (not a thread) per slot */
-            /* in the host shim (CFT_COOP_SERIAL) a block's threads cannot
-             * meet at a barrier: thread (0, 0) runs each thread's share in
-             * turn, the same shares combined in the same order */
+        if (red_out >= 0) { /* the reduced dims; tiles of outputs by shares (coop_fns.h) */
             put(b, l, c,
-                "    if (nred >= %d) {\n"
-                "    const unsigned nt = blockDim.x < %d ? blockDim.x : %d;\n"
+                "    int rdim = -1, nrdim = 0;\n"
+                "    for (int k = 0; k < %d; k++)\n"
+                "        if (s[%d + k] == 0 && d[k] != 1) rdim = k, nrdim++;\n",
+                nd, red_out * nd);
+            for (int k = 0; k < nops; k++)
+                put(b, l, c, "    const int64_t rs%d = rdim >= 0 ? s[%d + rdim] : 0;\n", k, k * nd);
+            /* in the host shim (CFT_COOP_SERIAL) a block's threads cannot
+             * meet at a barrier: thread (0, 0) of block 0 runs every tile
+             * and every thread's share in turn, combined in the same order */
+            put(b, l, c,
+                "    const int64_t ny = cft_coop_shares(nred);\n"
+                "    if (ny > 1) {\n"
+                "    const int64_t nx = %d / ny, ntile = (nslot + nx - 1) / nx;\n"
                 "#if CFT_COOP_SERIAL\n"
                 "    double part[%d];\n"
                 "    if (blockIdx.x != 0 || threadIdx.x != 0) return;\n"
-                "    for (int64_t slot = 0; slot < nslot; slot++) {\n"
+                "    for (int64_t tile = 0; tile < ntile; tile++) {\n"
+                "        for (int64_t tx = 0; tx < %d; tx++) {\n"
                 "#else\n"
                 "    __shared__ double part[%d];\n"
-                "    for (int64_t slot = blockIdx.x; slot < nslot; slot += gridDim.x) {\n"
-                "#endif\n",
-                CFT_COOP_MIN_RED, CFT_COOP_THREADS, CFT_COOP_THREADS, CFT_COOP_THREADS,
-                CFT_COOP_THREADS);
+                "    for (int64_t tile = blockIdx.x; tile < ntile; tile += gridDim.x) {\n"
+                "        for (int64_t tx = threadIdx.x; tx < %d; tx += blockDim.x) {\n"
+                "#endif\n"
+                "        const int64_t slot = tile * nx + tx %% nx;\n"
+                "        double acc = (double)(%s);\n"
+                "        if (slot < nslot) {\n",
+                CFT_COOP_THREADS, CFT_COOP_THREADS, CFT_COOP_THREADS, CFT_COOP_THREADS,
+                CFT_COOP_THREADS, red->prim->c_init);
+            for (int k = 0; k < nops; k++)
+                put(b, l, c, "        int64_t f%d = 0;\n", k);
+            decompose(b, l, c, nd, nops, red_out, false, "slot", "f");
+            reduce_loop(ir, g, red, red_out, nd, nops, name,
+                        "int64_t rr = tx / nx; rr < nred; rr += ny", b, l, c);
+            /* the shares in share order: the same result on every run */
+            put(b, l, c,
+                "        }\n"
+                "        part[tx] = acc;\n"
+                "        }\n"
+                "#if CFT_COOP_SERIAL\n"
+                "        for (int64_t lane = 0; lane < nx; lane++) {\n"
+                "#else\n"
+                "        __syncthreads();\n"
+                "        for (int64_t lane = threadIdx.x; lane < nx; lane += blockDim.x) {\n"
+                "#endif\n"
+                "        const int64_t slot = tile * nx + lane;\n"
+                "        if (slot >= nslot) continue;\n");
             for (int k = 0; k < nops; k++)
                 put(b, l, c, "        int64_t f%d = 0;\n", k);
             decompose(b, l, c, nd, nops, red_out, false, "slot", "f");
             put(b, l, c,
-                "#if CFT_COOP_SERIAL\n"
-                "        for (unsigned tx = 0; tx < nt; tx++) {\n"
-                "#else\n"
-                "        for (unsigned tx = threadIdx.x; tx < nt; tx = nt) {\n"
-                "#endif\n"
-                "        double acc = (double)(%s);\n",
-                red->prim->c_init);
-            reduce_loop(ir, g, red, red_out, nd, nops, name, "int64_t rr = tx; rr < nred; rr += nt",
-                        b, l, c);
-            /* the shares in thread order: the same result on every run */
-            put(b, l, c,
-                "        part[tx] = acc;\n        }\n"
-                "#if !CFT_COOP_SERIAL\n"
-                "        __syncthreads();\n        if (threadIdx.x == 0)\n"
-                "#endif\n"
-                "        {\n"
-                "            double acc = part[0];\n"
-                "            for (unsigned t = 1; t < nt; t++) { const double x = part[t]; acc = "
-                "(%s); }\n",
+                "        double acc = part[lane];\n"
+                "        for (int64_t y = 1; y < ny; y++) { const double x = part[y * nx + "
+                "lane]; acc = (%s); }\n",
                 red->prim->c_expr);
             fold_out(red, red_out, b, l, c);
             put(b, l, c,

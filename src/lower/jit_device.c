@@ -21,6 +21,7 @@
 #include "cft/jit.h"
 #include "core/error.h"
 #include "core/mem.h"
+#include "lower/coop_fns.h"
 #include "lower/lower.h"
 #include "trace/fn.h"
 #include "trace/trace.h"
@@ -184,8 +185,9 @@ static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_aval *
         else
             nred *= lp.dims[i];
     }
-    if (red_out >= 0 && nred >= CFT_COOP_MIN_RED) /* a block per output (emit_cuda.c) */
-        nslot *= CFT_COOP_THREADS;
+    int64_t ny = red_out >= 0 ? cft_coop_shares(nred) : 1;
+    if (ny > 1) /* tiles of 256 / ny outputs by ny shares, a block each (coop_fns.h) */
+        nslot = (nslot + CFT_COOP_THREADS / ny - 1) / (CFT_COOP_THREADS / ny) * CFT_COOP_THREADS;
     char entry[32];
     snprintf(entry, sizeof entry, "cft_g%d", gi);
     cft_dev_kernel k = {src, entry, args, size, nslot, nops, ptrs};

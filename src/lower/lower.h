@@ -6,12 +6,8 @@
 #include "trace/ir.h"
 
 #define CFT_KMAX_OPS 64 /* operands (inputs + outputs) of one fused kernel (fuse.c keeps it) */
-/* CUDA kernels (emit_cuda.c): a reduction of at least CFT_COOP_MIN_RED
- * elements per output runs a block of CFT_COOP_THREADS threads per output
- * (each a strided share, combined in thread order), not one thread (a sum
- * of 2^29 elements on one GPU thread never finished); the launch then asks
- * for CFT_COOP_THREADS threads' work per output (jit_device.c). */
-#define CFT_COOP_MIN_RED 4096
+/* CUDA kernels (emit_cuda.c): the threads of a block; a reduction's
+ * outputs and shares are tiled over them as coop_fns.h says */
 #define CFT_COOP_THREADS 256
 /* elements of a kernel below which its rows stay on one thread (16384: the
  * DP-SGD MLP step at B = 256, kernels of [256, 128], went from 1.00x to
