@@ -108,6 +108,12 @@ static char *traced_call(cft_fn *f, cft_array *const *in, cft_array **out, bool 
     return text;
 }
 
+static cft_status matmul2(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_matmul(in[0], in[1]);
+    return CFT_OK;
+}
+
 static bool on(const cft_array *x, const char *dev) {
     return !strcmp(cft_device_name(cft_device_of(x)), dev);
 }
@@ -432,6 +438,60 @@ int main(int argc, char **argv) {
         char *text = traced_call(cft_jit(cft_fn_new(col_sum, NULL, 1, 1)), &xd, &got, false);
         CHECK_MSG(strstr(text, "\"slots\": 4096") != NULL, "no kernel of 4096 threads");
         free(text);
+    }
+    TEST("matrix precision: f32 products in TF32 or bf16 on a device when asked, f16 / bf16 "
+         "products there") {
+        CHECK_EQ((int)cft_float32_matmul_precision(), CFT_MATMUL_HIGHEST);
+        CHECK_EQ(cft_set_float32_matmul_precision((cft_matmul_precision)3), CFT_E_ARG);
+        CHECK_EQ(cft_set_float32_matmul_precision((cft_matmul_precision)-1), CFT_E_ARG);
+        CHECK_EQ((int)cft_float32_matmul_precision(), CFT_MATMUL_HIGHEST);
+        cft_array *x = rnd(60, (int64_t[]){33, 70}, 2), *w = rnd(61, (int64_t[]){70, 20}, 2);
+        cft_array *xd = cft_device_put(x, d0), *wd = cft_device_put(w, d0);
+        cft_array *exact = cft_matmul(x, w),
+                  *bf = cft_matmul(cft_astype(cft_astype(x, CFT_BF16), CFT_F32),
+                                   cft_astype(cft_astype(w, CFT_BF16), CFT_F32));
+        long g0 = test_backend_counts_now().gemms;
+        cft_array *full = cft_matmul(xd, wd);
+        CHECK(cft_max_abs_diff(full, exact) < 1e-5);
+        CHECK_EQ(cft_set_float32_matmul_precision(CFT_MATMUL_MEDIUM), CFT_OK);
+        cft_array *medium = cft_matmul(xd, wd);
+        CHECK_EQ(cft_set_float32_matmul_precision(CFT_MATMUL_HIGH), CFT_OK);
+        cft_array *high = cft_matmul(xd, wd);
+        CHECK_EQ(cft_set_float32_matmul_precision(CFT_MATMUL_HIGHEST), CFT_OK);
+        CHECK_EQ(test_backend_counts_now().gemms - g0, 3); /* each on the backend's GEMM */
+        /* bf16 operands: about 2^-9 relative per product, sums of 70 in f32 */
+        double em = cft_max_abs_diff(medium, exact), eh = cft_max_abs_diff(high, exact);
+        CHECK_MSG(cft_max_abs_diff(medium, bf) < 1e-5, "medium is not the bf16 product: %g",
+                  cft_max_abs_diff(medium, bf));
+        CHECK_MSG(em > 1e-3 && eh > 0 && eh < em / 4, "exact vs bf16 %g, vs tf32 %g", em, eh);
+        /* a jitted product: its device graph replays only under the precision it was
+         * recorded with */
+        cft_fn *j = cft_jit(cft_fn_new(matmul2, NULL, 2, 1));
+        cft_array *in[2] = {xd, wd}, *got;
+        for (int call = 0; call < 4; call++) {
+            CHECK_EQ(cft_fn_call(j, in, &got), CFT_OK);
+            CHECK(cft_max_abs_diff(got, exact) < 1e-5);
+        }
+        CHECK_EQ(cft_set_float32_matmul_precision(CFT_MATMUL_MEDIUM), CFT_OK);
+        CHECK_EQ(cft_fn_call(j, in, &got), CFT_OK);
+        CHECK_MSG(cft_max_abs_diff(got, bf) < 1e-5, "jitted under medium: %g from bf16",
+                  cft_max_abs_diff(got, bf));
+        CHECK_EQ(cft_set_float32_matmul_precision(CFT_MATMUL_HIGHEST), CFT_OK);
+        CHECK_EQ(cft_fn_call(j, in, &got), CFT_OK);
+        CHECK(cft_max_abs_diff(got, exact) < 1e-5);
+        /* half products on the backend's GEMM, summed in f32 as on the host:
+         * the two differ by the order of sums, within a half ulp or so */
+        for (int h = 0; h < 2; h++) {
+            cft_dtype dt = h ? CFT_F16 : CFT_BF16;
+            cft_array *xh = cft_astype(x, dt), *wh = cft_astype(w, dt);
+            long g1 = test_backend_counts_now().gemms;
+            cft_array *dev = cft_matmul(cft_device_put(xh, d0), cft_device_put(wh, d0));
+            CHECK_EQ(test_backend_counts_now().gemms - g1, 1);
+            CHECK(on(dev, "test:0") && cft_array_dtype(dev) == dt);
+            double tol = h ? 1e-2 : 1e-1; /* |y| up to about 25: 2^-11 / 2^-8 of it */
+            CHECK_MSG(cft_max_abs_diff(dev, cft_matmul(xh, wh)) <= tol, "%s: %g",
+                      h ? "f16" : "bf16", cft_max_abs_diff(dev, cft_matmul(xh, wh)));
+        }
     }
     TEST("a backend asking for eager kernels: eager ops and grad run as kernels there") {
         CHECK_EQ(test_backend_register_as("eager", CFT_BACKEND_EAGER_KERNELS), 0);

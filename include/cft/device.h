@@ -239,6 +239,28 @@ cft_status cft_device_memory(const cft_dev *d, cft_device_memory_stats *out);
  *  arrays stays. */
 cft_status cft_device_empty_cache(const cft_dev *d);
 
+/** How f32 matrix products may run on a device (torch's
+ *  set_float32_matmul_precision, JAX's default_matmul_precision). */
+typedef enum {
+    CFT_MATMUL_HIGHEST = 0, /**< in f32 (the default; torch "highest", JAX "float32") */
+    CFT_MATMUL_HIGH = 1,    /**< operands rounded to TF32 on tensor cores, sums in f32
+                                 (torch "high", allow_tf32; JAX "tensorfloat32") */
+    CFT_MATMUL_MEDIUM = 2,  /**< operands rounded to bf16, sums in f32 (torch "medium",
+                                 JAX "bfloat16") */
+} cft_matmul_precision;
+
+/** Sets, for the whole process, how f32 dot_general may run on a device
+ *  whose backend offers faster, less precise products: the CUDA backend
+ *  runs them on cuBLAS with TF32 (HIGH) or bf16 (MEDIUM) tensor-core
+ *  math. Read when an operation is issued: a jitted plan's recorded
+ *  device graph is replayed only under the precision it was recorded
+ *  with (else the plan runs its steps). On the host, f32 products are
+ *  always computed in f32. CFT_E_ARG for a value not in the enum. Safe
+ *  from any thread. */
+cft_status cft_set_float32_matmul_precision(cft_matmul_precision p);
+/** The current setting (CFT_MATMUL_HIGHEST unless set). */
+cft_matmul_precision cft_float32_matmul_precision(void);
+
 /** The operation's primitive name ("add", "dot_general", ...). */
 const char *cft_dev_op_name(const cft_dev_op *op);
 /** Its number of inputs. */
@@ -248,7 +270,9 @@ int cft_dev_op_nout(const cft_dev_op *op);
 /** The operation's integer parameter `name`, as the IR prints it
  *  ("lc", "rc", "lb", "rb" for dot_general, "axes" for the reductions,
  *  "fft_type", "fft_lengths", "scale" for fft; a scalar's leading '#' may
- *  be left out): up to cap values written to vals; returns how many it has, or -1
+ *  be left out; the matrix products' (dot_general, conv_general_dilated,
+ *  dot_sparse24) "precision" is the cft_matmul_precision in force when
+ *  they were issued): up to cap values written to vals; returns how many it has, or -1
  *  when the primitive has no parameter of that name. For backends that
  *  run an operation themselves (a GEMM library for dot_general). */
 int cft_dev_op_param(const cft_dev_op *op, const char *name, int64_t *vals, int cap);

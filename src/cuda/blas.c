@@ -1,16 +1,18 @@
 /* blas.c: dot_general on cuBLAS in the CUDA backend. A product whose
  * operands map to one strided batched GEMM (cuda/gemm_map.h: batch dims
- * leading, each operand plain or transposed) in f32 or f64 is one call of
- * cublas<S|D>gemmStridedBatched on the device's memory; anything else
- * goes back to the caller. cuBLAS is opened at run time from the CUDA
- * toolkit the backend was built with (CFT_CUBLAS_PATH), after checking
- * that no other user can change it, so the plugin links nothing of CUDA.
- * One handle per device, used under that device's lock (a cuBLAS handle
- * is not for two threads at once). cft's arrays are row-major and
- * cuBLAS's column-major: C = op(A) op(B) is computed as
- * C^T = op(B)^T op(A)^T, i.e. with the operands swapped. Written against
- * cuBLAS 13; not yet run on a GPU (the mapping itself runs in every
- * per-primitive test, through the test backend). */
+ * leading, each operand plain or transposed) is one call on the device's
+ * memory: cublas<S|D>gemmStridedBatched in f32 or f64, and
+ * cublasGemmStridedBatchedEx on tensor cores, summing in f32, for f16 and
+ * bf16 and for f32 issued under cft_set_float32_matmul_precision's HIGH
+ * (TF32) or MEDIUM (bf16); anything else goes back to the caller. cuBLAS
+ * is found where this machine has it (locate.c), after checking that no
+ * other user can change it, so the plugin links nothing of CUDA. One
+ * handle per device, used under that device's lock (a cuBLAS handle is
+ * not for two threads at once). cft's arrays are row-major and cuBLAS's
+ * column-major: C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T,
+ * i.e. with the operands swapped. Written against cuBLAS 13; the mapping
+ * runs in every per-primitive test through the test backend, which sums
+ * half and reduced-precision products as GemmEx does. */
 #include <cublas_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -32,6 +34,11 @@ static struct {
     cublasStatus_t (*dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                             const double *, const double *, int, long long, const double *, int,
                             long long, const double *, double *, int, long long, int);
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                              const void *, const void *, cudaDataType, int, long long,
+                              const void *, cudaDataType, int, long long, const void *, void *,
+                              cudaDataType, int, long long, int, cublasComputeType_t,
+                              cublasGemmAlgo_t);
     cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
     cublasStatus_t (*sgetrf)(cublasHandle_t, int, float *const[], int, int *, int *, int);
     cublasStatus_t (*dgetrf)(cublasHandle_t, int, double *const[], int, int *, int *, int);
@@ -59,11 +66,13 @@ static void load(void) {
 #endif
     void **const slots[] = {(void **)&bl.create,     (void **)&bl.status, (void **)&bl.sgemm,
                             (void **)&bl.dgemm,      (void **)&bl.strsm,  (void **)&bl.dtrsm,
-                            (void **)&bl.set_stream, (void **)&bl.sgetrf, (void **)&bl.dgetrf};
-    static const char *const names[] = {
-        "cublasCreate_v2",           "cublasGetStatusString", "cublasSgemmStridedBatched",
-        "cublasDgemmStridedBatched", "cublasStrsmBatched",    "cublasDtrsmBatched",
-        "cublasSetStream_v2",        "cublasSgetrfBatched",   "cublasDgetrfBatched"};
+                            (void **)&bl.set_stream, (void **)&bl.sgetrf, (void **)&bl.dgetrf,
+                            (void **)&bl.gemm_ex};
+    static const char *const names[] = {"cublasCreate_v2",           "cublasGetStatusString",
+                                        "cublasSgemmStridedBatched", "cublasDgemmStridedBatched",
+                                        "cublasStrsmBatched",        "cublasDtrsmBatched",
+                                        "cublasSetStream_v2",        "cublasSgetrfBatched",
+                                        "cublasDgetrfBatched",       "cublasGemmStridedBatchedEx"};
     bl.lib = cft_cuda_find_lib(sonames, built, "cuBLAS", slots, names,
                                (int)(sizeof names / sizeof *names), load_err, sizeof load_err);
 }
@@ -121,7 +130,20 @@ int cft_cuda_gemm(int dev, const cft_dev_op *op) {
         cublasOperation_t oa = d.ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                           ob = d.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
         /* column-major C^T [n, m] = op(B)^T [n, k] op(A)^T [k, m] */
-        if (c.aval.dtype == CFT_F32) {
+        cft_dtype dt = c.aval.dtype;
+        int prec = dt == CFT_F32 ? cft_gemm_precision(&cft_cuda_core->op, op) : 0;
+        if (dt != CFT_F64 && (dt != CFT_F32 || prec)) {
+            /* tensor cores: f16 / bf16 operands, or f32 ones the precision
+             * lets cuBLAS round to TF32 or bf16; sums in f32 */
+            const float one = 1, zero = 0;
+            cudaDataType t = dt == CFT_F16 ? CUDA_R_16F : dt == CFT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+            cublasComputeType_t ct = prec == 1   ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                     : prec == 2 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                                 : CUBLAS_COMPUTE_32F;
+            s = bl.gemm_ex(bl.handle[dev], ob, oa, (int)d.n, (int)d.m, (int)d.k, &one, b.ptr, t,
+                           (int)d.ldb, d.sb, a.ptr, t, (int)d.lda, d.sa, &zero, c.ptr, t,
+                           (int)d.ldc, d.sc, (int)d.batch, ct, CUBLAS_GEMM_DEFAULT);
+        } else if (dt == CFT_F32) {
             const float one = 1, zero = 0;
             s = bl.sgemm(bl.handle[dev], ob, oa, (int)d.n, (int)d.m, (int)d.k, &one, b.ptr,
                          (int)d.ldb, d.sb, a.ptr, (int)d.lda, d.sa, &zero, c.ptr, (int)d.ldc, d.sc,

@@ -11,7 +11,9 @@
  * ones (a transposed operand). The output, [batch, lhs free, rhs free],
  * is then C[t] = op(A[t]) op(B[t]) with C row-major [m, n]. Without batch
  * dims, the first free dim of one operand may be the batch instead, the
- * other operand shared (a zero stride): see cft_gemm_map. */
+ * other operand shared (a zero stride): see cft_gemm_map. An f32
+ * product's "precision" parameter (cft_matmul_precision) says whether
+ * its operands may be rounded to TF32 or bf16 (cft_gemm_precision). */
 #ifndef CFT_GEMM_MAP_H
 #define CFT_GEMM_MAP_H
 
@@ -121,8 +123,10 @@ static inline bool cft_gemm_map(const cft_aval *a, const cft_aval *b, const int6
     return true;
 }
 
-/* the mapping of a backend's dot_general operation in f32 or f64, read
- * through api (the plugin links nothing of cft: it gets the accessors) */
+/* the mapping of a backend's dot_general operation in f32, f64, f16 or
+ * bf16 (operands and output of one dtype; a half product sums in f32),
+ * read through api (the plugin links nothing of cft: it gets the
+ * accessors) */
 static inline bool cft_gemm_map_op(const cft_dev_op_api *api, const cft_dev_op *op,
                                    cft_gemm_desc *d) {
     int64_t lc[CFT_MAX_NDIM], rc[CFT_MAX_NDIM], lb[CFT_MAX_NDIM], rb[CFT_MAX_NDIM];
@@ -135,8 +139,16 @@ static inline bool cft_gemm_map_op(const cft_dev_op_api *api, const cft_dev_op *
         return false;
     cft_dev_buf a = api->in(op, 0), b = api->in(op, 1), c = api->out(op, 0);
     cft_dtype dt = c.aval.dtype;
-    return (dt == CFT_F32 || dt == CFT_F64) && a.aval.dtype == dt && b.aval.dtype == dt &&
+    return (dt == CFT_F32 || dt == CFT_F64 || dt == CFT_F16 || dt == CFT_BF16) &&
+           a.aval.dtype == dt && b.aval.dtype == dt &&
            cft_gemm_map(&a.aval, &b.aval, lc, rc, nc, lb, rb, nb, d);
+}
+
+/* the cft_matmul_precision an f32 product was issued under (0 when the
+ * operation does not say) */
+static inline int cft_gemm_precision(const cft_dev_op_api *api, const cft_dev_op *op) {
+    int64_t p = 0;
+    return api->param(op, "precision", &p, 1) == 1 && p > 0 && p <= 2 ? (int)p : 0;
 }
 
 #endif

@@ -9,7 +9,9 @@
  * copies the outputs out into fresh arrays: one launch instead of one per
  * kernel and library call. A plan whose capture fails (something ran on
  * the host, or copied to or from it) is not tried again; inputs that are
- * views, on the host or on another device run the plan's steps as usual.
+ * views, on the host or on another device run the plan's steps as usual,
+ * and so does a call under another cft_matmul_precision than the
+ * recording's (its products were recorded with that precision's math).
  * One call at a time replays a given graph (its buffers are shared).
  * The copies in and out cost what the launches they save cost only while
  * they are small: a recording whose inputs and outputs together exceed
@@ -35,7 +37,8 @@
 struct cft_dev_graph {
     pthread_mutex_t mu;
     const cft_dev *d;
-    int state; /* 0: not tried, 1: recorded, -1: not capturable */
+    int state;     /* 0: not tried, 1: recorded, -1: not capturable */
+    int precision; /* the cft_matmul_precision it was recorded under */
     void *graph;
     cft_array **in;       /* the recording's inputs */
     cft_array **out;      /* and outputs */
@@ -168,9 +171,11 @@ int cft__graph_run(const cft_dev_plan *p, cft_dev_graph **gp, int runs, cft_dev_
     if (!g)
         return 0;
     pthread_mutex_lock(&g->mu);
-    if (g->state == 0)
+    if (g->state == 0) {
+        g->precision = (int)cft_float32_matmul_precision();
         capture(g, p, steps, in);
-    if (g->state != 1) {
+    }
+    if (g->state != 1 || g->precision != (int)cft_float32_matmul_precision()) {
         pthread_mutex_unlock(&g->mu);
         return 0;
     }

@@ -23,6 +23,7 @@ struct cft_dev_op {
     int nin, nout;
     cft_array *const *in;
     cft_array **out;
+    int precision; /* cft_matmul_precision when issued */
 };
 
 static _Atomic cft_dev_eager_fn eager_hook;
@@ -71,9 +72,32 @@ int cft_dev_op_nin(const cft_dev_op *op) {
 int cft_dev_op_nout(const cft_dev_op *op) {
     return op ? op->nout : 0;
 }
+static _Atomic int matmul_precision; /* CFT_MATMUL_HIGHEST */
+
+cft_status cft_set_float32_matmul_precision(cft_matmul_precision p) {
+    CFT_API("cft_set_float32_matmul_precision");
+    if ((int)p < CFT_MATMUL_HIGHEST || (int)p > CFT_MATMUL_MEDIUM)
+        return cft__set_last(cft__fail(CFT_E_ARG,
+                                       "cft_set_float32_matmul_precision: %d is not a "
+                                       "cft_matmul_precision (0 highest, 1 high, 2 medium)",
+                                       (int)p));
+    atomic_store(&matmul_precision, (int)p);
+    return CFT_OK;
+}
+
+cft_matmul_precision cft_float32_matmul_precision(void) {
+    return (cft_matmul_precision)atomic_load(&matmul_precision);
+}
+
 int cft_dev_op_param(const cft_dev_op *op, const char *name, int64_t *vals, int cap) {
     if (!op || !name)
         return -1;
+    /* the matrix products' (autocast's list): the setting they were issued under */
+    if ((op->p->flags & CFT_PRIM_AMP_LOW) && !strcmp(name, "precision")) {
+        if (vals && cap > 0)
+            vals[0] = op->precision;
+        return 1;
+    }
     for (int k = 0; k < CFT_NPARAM; k++)
         if (op->p->pnames[k] &&
             (!strcmp(op->p->pnames[k], name) ||
@@ -220,7 +244,7 @@ cft_array *cft__dev_run(const cft_prim *p, const cft_params *par, int nin, cft_a
         if (cft_failed(out[j]))
             return out[j];
     }
-    cft_dev_op op = {p, par, d, nin, nout, din, out};
+    cft_dev_op op = {p, par, d, nin, nout, din, out, atomic_load(&matmul_precision)};
     if (d->b->run(d->b->ctx, d->index, &op) != 0)
         return cft__dev_fail(d, p->name, "running the operation");
     for (int i = 0; i < nin; i++)

@@ -3,10 +3,11 @@
  * of its own with no access at all (PROT_NONE), opened only for the
  * moment the backend itself copies in or out. Host code that read or
  * wrote device memory behind the table's back would crash. Every
- * allocation, release, copy and operation is counted. dot_general in f32
- * and f64 runs here, as the CUDA backend runs it on cuBLAS: mapped to a
- * strided batched GEMM by src/cuda/gemm_map.h, then OpenBLAS on the
- * opened device memory, so every product of the per-primitive tests
+ * allocation, release, copy and operation is counted. dot_general runs
+ * here as the CUDA backend runs it on cuBLAS: mapped to a strided batched
+ * GEMM by src/cuda/gemm_map.h, then OpenBLAS on the opened device memory
+ * (f16, bf16 and reduced-precision f32 widened to f32 and rounded as
+ * cuBLAS's GemmEx does), so every product of the per-primitive tests
  * checks that mapping; fft likewise runs as the batched transform of
  * src/cuda/fft_map.h (what the CUDA backend gives cuFFT) with FFTW, and
  * cholesky and triangular_solve as the column-major batched calls of
@@ -32,6 +33,7 @@
 #include <sys/mman.h>
 
 #include "cft/cft.h"
+#include "array/half_fns.h"
 #include "cuda/fft_map.h"
 #include "cuda/gemm_map.h"
 #include "cuda/solver_map.h"
@@ -180,6 +182,30 @@ static int copy(void *ctx, int dev, void *dst, const void *src, size_t bytes) {
 static const cft_dev_op_api op_api = {cft_dev_op_name, cft_dev_op_nin, cft_dev_op_in,
                                       cft_dev_op_out, cft_dev_op_param};
 
+/* a GEMM operand of `bytes` bytes of dt as f32: itself for f32 at full
+ * precision, else a malloc'd copy widened from f16 / bf16 or rounded to
+ * nearest-even TF32 (10 fraction bits, prec 1) or bf16 (7, prec 2) */
+static float *as_f32(void *x, size_t bytes, cft_dtype dt, int prec) {
+    if (dt == CFT_F32 && prec == 0)
+        return x;
+    size_t n = bytes / cft_dtype_size(dt);
+    float *y = malloc(n * sizeof(float) + 1);
+    for (size_t i = 0; y && i < n; i++)
+        if (dt == CFT_F16)
+            y[i] = cft_h2f(((const uint16_t *)x)[i]);
+        else if (dt == CFT_BF16)
+            y[i] = cft_bf2f(((const uint16_t *)x)[i]);
+        else if (prec == 2)
+            y[i] = cft_bfr(((const float *)x)[i]);
+        else { /* TF32: the low 13 bits of the fraction rounded away */
+            uint32_t u = cft_f2u(((const float *)x)[i]);
+            if ((u & 0x7f800000u) != 0x7f800000u)
+                u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
+            y[i] = cft_u2f(u);
+        }
+    return y;
+}
+
 /* dot_general as the mapped GEMM on the operands' opened mappings; false
  * when the mapping does not apply (the host fallback runs it) */
 static bool gemm(const cft_dev_op_api *api, const cft_dev_op *op) {
@@ -204,17 +230,29 @@ static bool gemm(const cft_dev_op_api *api, const cft_dev_op *op) {
     for (int i = 0; i < 3; i++)
         mprotect(r[i], sz[i], PROT_READ | PROT_WRITE);
     CBLAS_TRANSPOSE ta = d.ta ? CblasTrans : CblasNoTrans, tb = d.tb ? CblasTrans : CblasNoTrans;
-    for (int64_t t = 0; t < d.batch; t++)
-        if (dt == CFT_F32)
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)d.m, (int)d.n, (int)d.k, 1.0f,
-                        (const float *)a.ptr + t * d.sa, (int)d.lda,
-                        (const float *)b.ptr + t * d.sb, (int)d.ldb, 0.0f,
-                        (float *)c.ptr + t * d.sc, (int)d.ldc);
-        else
+    if (dt == CFT_F64)
+        for (int64_t t = 0; t < d.batch; t++)
             cblas_dgemm(CblasRowMajor, ta, tb, (int)d.m, (int)d.n, (int)d.k, 1.0,
                         (const double *)a.ptr + t * d.sa, (int)d.lda,
                         (const double *)b.ptr + t * d.sb, (int)d.ldb, 0.0,
                         (double *)c.ptr + t * d.sc, (int)d.ldc);
+    else { /* in f32, as cuBLAS's GemmEx sums: operands widened from f16 / bf16 or
+            * rounded to the precision's TF32 / bf16, the output rounded to its dtype */
+        int prec = dt == CFT_F32 ? cft_gemm_precision(api, op) : 0;
+        float *fa = as_f32(a.ptr, a.bytes, dt, prec), *fb = as_f32(b.ptr, b.bytes, dt, prec),
+              *fc = dt == CFT_F32 ? (float *)c.ptr : malloc(c.bytes / cft_dtype_size(dt) * 4);
+        for (int64_t t = 0; t < d.batch && fa && fb && fc; t++)
+            cblas_sgemm(CblasRowMajor, ta, tb, (int)d.m, (int)d.n, (int)d.k, 1.0f, fa + t * d.sa,
+                        (int)d.lda, fb + t * d.sb, (int)d.ldb, 0.0f, fc + t * d.sc, (int)d.ldc);
+        for (size_t i = 0; dt != CFT_F32 && fc && i < c.bytes / 2; i++)
+            ((uint16_t *)c.ptr)[i] = dt == CFT_BF16 ? cft_f2bf(fc[i]) : cft_f2h(fc[i]);
+        if (fa != a.ptr)
+            free(fa);
+        if (fb != b.ptr)
+            free(fb);
+        if (fc != c.ptr)
+            free(fc);
+    }
     for (int i = 0; i < 3; i++)
         mprotect(r[i], sz[i], PROT_NONE);
     counts.gemms++;
