@@ -16,6 +16,9 @@
 #include "cft/cft.h"
 #include "cft/device.h"
 #include "cft/profile.h"
+#ifdef CFT_BENCH_TEST_BACKEND
+#include "support/test_backend.h"
+#endif
 
 /* cft_init, and the thread count of this run: --threads N on the command
  * line, else cft's default (CFT_NUM_THREADS, else the cores this process
@@ -170,10 +173,30 @@ static inline void bench_scaling(const char *bench, const char *config, const ch
 
 /* --device NAME (cuda:0, test:0): the device this run measures on instead
  * of its usual methods; NULL when not asked. A device that cannot be used
- * here is said on stderr and the run exits 77 (skipped). */
+ * here is said on stderr and the run exits 77 (skipped). --matmul-precision
+ * highest | high | medium sets cft_set_float32_matmul_precision (TF32 with
+ * high, bf16 with medium) for the run; the device lines name it. */
+static const char *bench_precision = "highest";
 static inline const cft_dev *bench_device(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--matmul-precision")) {
+            const char *p = argv[i + 1];
+            int v = !strcmp(p, "highest")  ? 0
+                    : !strcmp(p, "high")   ? 1
+                    : !strcmp(p, "medium") ? 2
+                                           : -1;
+            if (v < 0 || cft_set_float32_matmul_precision((cft_matmul_precision)v) != CFT_OK) {
+                fprintf(stderr, "--matmul-precision %s: highest, high or medium\n", p);
+                exit(2);
+            }
+            bench_precision = p;
+        }
+    for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--device")) {
+#ifdef CFT_BENCH_TEST_BACKEND /* test:N, the test backend (tests/support) */
+            if (!strncmp(argv[i + 1], "test", 4))
+                test_backend_register();
+#endif
             const cft_dev *d = cft_device(argv[i + 1]);
             if (cft_device_error(d)) {
                 fprintf(stderr, "%s: %s\n", argv[i + 1], cft_error_message(cft_device_error(d)));
@@ -224,14 +247,15 @@ static inline void bench_on_device(const char *bench, const char *config, const 
     cft_device_counters_of(d, &c1);
 #define PER(f) ((double)(c1.f - c0.f) / 20)
     printf("{\"bench\": \"%s\", \"config\": {%s}, \"method\": \"%s\", \"device\": \"%s\", "
-           "\"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": %d, \"baseline\": \"%s on the "
+           "\"matmul_precision\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"threads\": %d, "
+           "\"baseline\": \"%s on the "
            "host\", \"baseline_median_ms\": %.4f, \"ratio_to_baseline\": %.3f, "
            "\"max_abs_diff\": %.3g, \"per_call\": {\"kernels\": %g, \"ops\": %g, \"graphs\": %g, "
            "\"h2d\": %g, \"h2d_bytes\": %g, \"d2h\": %g, \"d2h_bytes\": %g, \"syncs\": %g, "
            "\"allocs\": %g, \"alloc_bytes\": %g}}\n",
-           bench, config, method, cft_device_name(d), dm, dmin, bench_nthreads, method, hm, dm / hm,
-           diff, PER(kernels), PER(ops), PER(graphs), PER(h2d), PER(h2d_bytes), PER(d2h),
-           PER(d2h_bytes), PER(syncs), PER(allocs), PER(alloc_bytes));
+           bench, config, method, cft_device_name(d), bench_precision, dm, dmin, bench_nthreads,
+           method, hm, dm / hm, diff, PER(kernels), PER(ops), PER(graphs), PER(h2d), PER(h2d_bytes),
+           PER(d2h), PER(d2h_bytes), PER(syncs), PER(allocs), PER(alloc_bytes));
 #undef PER
     fflush(stdout);
 }

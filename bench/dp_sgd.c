@@ -8,7 +8,9 @@
  *   cft_jit_dp_materialised: the same program with the rewrite off
  *     (CFT_JIT_REWRITE=0 while it compiles): [B, P] per-sample gradients.
  * Also the largest difference between the two (f32). JSON lines;
- * ratio_to_baseline = method / batched gradient (medians). Threads: --threads N. */
+ * ratio_to_baseline = method / batched gradient (medians). Threads: --threads N.
+ * --device NAME: the clipped sum and the batched gradient on that device
+ * instead (bench_on_device: against the host, with per-call counters). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +40,8 @@ static double median_of(cft_fn *f, cft_array **in, int nout) {
 
 static void bench_model(const char *model,
                         cft_status (*loss_cb)(void *, int, cft_array *const *, int, cft_array **),
-                        int np, cft_array **params, const digits *d, int B, bool image) {
+                        int np, cft_array **params, const digits *d, int B, bool image,
+                        const cft_dev *dev) {
     cft_array *in[8];
     memcpy(in, params, sizeof(cft_array *) * (size_t)np);
     float *x = malloc(sizeof(float) * 64 * (size_t)B);
@@ -54,6 +57,17 @@ static void bench_model(const char *model,
     int argnums[8];
     for (int i = 0; i < np; i++)
         argnums[i] = i;
+    if (dev) { /* --device: the clipped sum and the batched gradient there */
+        char cfg[96];
+        snprintf(cfg, sizeof cfg, "\"model\": \"%s\", \"B\": %d", model, B);
+        bench_on_device("dp_sgd", cfg, "cft_dp_clipped_grad_sum",
+                        cft_dp_clipped_grad_sum(loss, np, 1.0), np + 2, in, np, dev);
+        bench_on_device("dp_sgd", cfg, "cft_jit_batched_grad", cft_grad(loss, argnums, np), np + 2,
+                        in, np, dev);
+        free(x);
+        free(y);
+        return;
+    }
     cft_fn *batched = cft_jit(cft_grad(loss, argnums, np));
     cft_fn *dp = cft_dp_clipped_grad_sum(loss, np, 1.0);
     cft_fn *mat = cft_dp_clipped_grad_sum(loss, np, 1.0);
@@ -91,9 +105,10 @@ int main(int argc, char **argv) {
     mlp_init(1, mlp);
     cnn_init(cnn);
     const int Bs[2] = {256, 1024};
+    const cft_dev *dev = bench_device(argc, argv);
     for (int k = 0; k < 2; k++) {
-        bench_model("mlp 64-128-128-10", mlp_loss, MLP_NPARAMS, mlp, &d, Bs[k], false);
-        bench_model("cnn conv3x3x8-relu-linear", cnn_loss, CNN_NPARAMS, cnn, &d, Bs[k], true);
+        bench_model("mlp 64-128-128-10", mlp_loss, MLP_NPARAMS, mlp, &d, Bs[k], false, dev);
+        bench_model("cnn conv3x3x8-relu-linear", cnn_loss, CNN_NPARAMS, cnn, &d, Bs[k], true, dev);
     }
     return 0;
 }

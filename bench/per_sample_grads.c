@@ -213,6 +213,18 @@ static void dynamic_bench(const digits *d, cft_array *const *params, cft_fn *los
     fflush(stdout);
 }
 
+/* an MLP w[0] -> w[1] -> w[2] -> w[3] as mlp.h initialises its own */
+static void sized_mlp(const int64_t *w, cft_array **p) {
+    cft_array *keys = cft_random_split(cft_random_key(3), 6);
+    for (int l = 0; l < 3; l++) {
+        double bound = 1.0 / sqrt((double)w[l]);
+        p[2 * l] = cft_random_uniform(cft_index(keys, 2 * l), CFT_F32, (int64_t[]){w[l], w[l + 1]},
+                                      2, -bound, bound);
+        p[2 * l + 1] =
+            cft_random_uniform(cft_index(keys, 2 * l + 1), CFT_F32, &w[l + 1], 1, -bound, bound);
+    }
+}
+
 int main(int argc, char **argv) {
     bench_threads(argc, argv); /* and cft_init */
     digits d;
@@ -232,18 +244,39 @@ int main(int argc, char **argv) {
                       0};
     int Bs[3] = {64, 256, 1024};
     const cft_dev *dev = bench_device(argc, argv);
-    for (int k = 0; k < 3 && dev; k++) { /* --device: the jitted vmap(grad) there */
-        int B = Bs[k];
-        cft_array *in[8], *xs = cft_from_f32(d.x, (int64_t[]){d.n, 64}, 2);
-        memcpy(in, params, sizeof(cft_array *) * MLP_NPARAMS);
-        int64_t lo[2] = {0, 0}, hi[2] = {B < d.n ? B : d.n, 64};
-        in[6] = cft_slice(xs, lo, hi, NULL);
-        in[7] = cft_slice(cft_from_i32(d.y, (int64_t[]){d.n}, 1), lo, hi, NULL);
-        char cfg[64];
-        snprintf(cfg, sizeof cfg, "\"model\": \"mlp\", \"B\": %lld", (long long)hi[0]);
+    /* --device: the jitted vmap(grad) and the plain batched gradient there,
+     * for the MLP of the digits at B = 64, 256, 1024 and two wider MLPs on
+     * random data (issue 32's table; bench/peers/jax_gpu.py runs the same) */
+    for (int k = 0; k < 5 && dev; k++) {
+        static const int64_t widths[5][4] = {{64, 128, 128, 10},
+                                             {64, 128, 128, 10},
+                                             {64, 128, 128, 10},
+                                             {256, 512, 512, 10},
+                                             {784, 1024, 1024, 10}};
+        static const int Bk[5] = {64, 256, 1024, 1024, 256};
+        const int64_t *w = widths[k];
+        int B = Bk[k];
+        cft_array *in[8];
+        if (k < 3) { /* the digits */
+            cft_array *xs = cft_from_f32(d.x, (int64_t[]){d.n, 64}, 2);
+            memcpy(in, params, sizeof(cft_array *) * MLP_NPARAMS);
+            int64_t lo[2] = {0, 0}, hi[2] = {B < d.n ? B : d.n, 64};
+            in[6] = cft_slice(xs, lo, hi, NULL);
+            in[7] = cft_slice(cft_from_i32(d.y, (int64_t[]){d.n}, 1), lo, hi, NULL);
+        } else {
+            sized_mlp(w, in);
+            in[6] = cft_random_normal(cft_random_key(11), CFT_F32, (int64_t[]){B, w[0]}, 2);
+            in[7] = cft_random_randint(cft_random_key(12), (int64_t[]){B}, 1, 0, w[3], CFT_I32);
+        }
+        char cfg[96];
+        snprintf(cfg, sizeof cfg, "\"model\": \"mlp %lld-%lld-%lld-%lld\", \"B\": %d",
+                 (long long)w[0], (long long)w[1], (long long)w[2], (long long)w[3], B);
         bench_on_device("per_sample_grads", cfg, "cft_jit_vmap_grad",
                         cft_vmap(cft_grad(loss, argnums, MLP_NPARAMS), in_axes, NULL), 8, in,
                         MLP_NPARAMS, dev);
+        if (B == 1024)
+            bench_on_device("per_sample_grads", cfg, "cft_jit_batched_grad",
+                            cft_grad(loss, argnums, MLP_NPARAMS), 8, in, MLP_NPARAMS, dev);
     }
     if (dev)
         return 0;

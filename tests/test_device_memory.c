@@ -12,7 +12,9 @@
  * an allocation over the device's limit is served after collecting
  * garbage and emptying the cache, and one that cannot fit at all is an
  * error naming the call and the device; four threads allocating and
- * releasing at once keep the counts consistent; "cpu" has no counts. */
+ * releasing at once keep the counts consistent; outputs dropped in a loop
+ * are collected on the device's bytes alone (3 GiB of 64 MiB outputs
+ * peak under 1 GiB); "cpu" has no counts. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,12 @@
 #include "check.h"
 #include "core/mem.h" /* cft__gc_count, cft__collect */
 #include "support/test_backend.h"
+
+static cft_status doubled(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_mul_s(in[0], 2.0);
+    return CFT_OK;
+}
 
 /* sum(tanh(x @ w + b)^2) over a few steps: intermediates of several sizes */
 static cft_status net(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
@@ -161,6 +169,26 @@ int main(int argc, char **argv) {
         test_backend_set_limit(0);
     }
 #endif
+    TEST("outputs dropped in a loop: the device's own bytes ask for collections") {
+        /* 48 outputs of 64 MiB (3 GiB), each garbage at once and nothing
+         * else allocated: without the device's bytes counted, no collection
+         * would run until the device were full; with them the device holds
+         * at most max(512 MiB, twice what is live) more than is live, and
+         * the later outputs come from the cache */
+        cft__collect();
+        cft_device_empty_cache(d1);
+        cft_device_memory_stats s0 = stats(d1);
+        test_backend_counts c0 = test_backend_counts_now();
+        cft_array *x = cft_device_put(cft_ones(CFT_F32, (int64_t[]){1 << 24}, 1), d1), *y;
+        cft_fn *twice = cft_jit(cft_fn_new(doubled, NULL, 1, 1));
+        for (int i = 0; i < 48; i++) /* a kernel on the device: no host memory at all */
+            CHECK_EQ(cft_fn_call(twice, &x, &y), CFT_OK);
+        cft_device_memory_stats s1 = stats(d1);
+        CHECK_MSG(s1.peak_in_use - s0.in_use < ((size_t)1 << 30), "peak %zu MiB over %zu MiB",
+                  (s1.peak_in_use - s0.in_use) >> 20, s0.in_use >> 20);
+        CHECK_MSG(test_backend_counts_now().allocs - c0.allocs < 24, "%ld backend allocations",
+                  test_backend_counts_now().allocs - c0.allocs);
+    }
     TEST("four threads allocating and releasing on one device") {
         cft_device_memory_stats s0 = stats(d1);
         pthread_t th[4];

@@ -418,6 +418,11 @@ cft_array *cft__dev_alloc(const cft_dev *d, const char *call, cft_dtype dt, cons
     if (d->err)
         return unusable(call, d);
     drain();
+    if (cft__pool_pressure(bytes)) { /* device bytes the collector does not see */
+        cft__collect();
+        drain();
+        cft__pool_collected();
+    }
     cft_array *x = CFT_NEW(cft_array);
     if (!x)
         return cft__oom();

@@ -9,13 +9,27 @@
  * intermediate of a jitted plan at the end of its call); device work is
  * ordered on one stream per device, so work queued before the reuse has
  * read it first. An allocation the backend refuses empties the device's
- * cache and is tried once more. CFT_DEVICE_CACHE=0 turns caching off. */
+ * cache and is tried once more. CFT_DEVICE_CACHE=0 turns caching off.
+ *
+ * Device arrays die when the collector finds them, but their bytes are
+ * not the collector's, so nothing would make it look: a loop whose calls
+ * return 1.6 GB of per-sample gradients filled the device (or, on the
+ * test backend, the host until the kernel killed the process) before an
+ * allocation failed and a collection ran, and until then every call's
+ * outputs were fresh backend allocations. So the bytes handed out (from
+ * the cache or the backend) since the last collection are counted, and
+ * past max(512 MiB, twice the bytes in use after it) the allocator asks
+ * for one (cft__pool_pressure): the device holds about three times its
+ * live bytes at most, and at steady state a loop's outputs come from the
+ * cache. */
 #include "array/device_pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/mem.h"
 
 typedef struct block {
     void *ptr;
@@ -192,5 +206,35 @@ void cft__pool_stats(const cft_dev *d, cft_device_memory_stats *out) {
     pthread_mutex_lock(&mu);
     pool *p = pool_of(d);
     *out = p ? p->st : (cft_device_memory_stats){0};
+    pthread_mutex_unlock(&mu);
+}
+
+/* the bytes handed out since the last collection, and in use after it */
+static size_t handed, live_after, gc_seen;
+#define PRESSURE_MIN ((size_t)512 << 20)
+
+static size_t in_use_all(void) { /* under mu */
+    size_t n = 0;
+    for (pool *p = pools; p; p = p->next)
+        n += p->st.in_use;
+    return n;
+}
+
+bool cft__pool_pressure(size_t bytes) {
+    size_t gc = cft__gc_count();
+    pthread_mutex_lock(&mu);
+    if (gc != gc_seen) /* a collection ran meanwhile */
+        gc_seen = gc, handed = 0, live_after = in_use_all();
+    handed += bytes;
+    size_t limit = 2 * live_after > PRESSURE_MIN ? 2 * live_after : PRESSURE_MIN;
+    bool due = handed > limit;
+    pthread_mutex_unlock(&mu);
+    return due;
+}
+
+void cft__pool_collected(void) {
+    size_t gc = cft__gc_count();
+    pthread_mutex_lock(&mu);
+    gc_seen = gc, handed = 0, live_after = in_use_all();
     pthread_mutex_unlock(&mu);
 }
