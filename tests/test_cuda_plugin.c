@@ -25,6 +25,8 @@
 
 #include "check.h"
 #include "cft/device.h"
+#include "prims/conv_geom.h" /* cft__conv_kernel_source */
+#include "prims/rules.h"     /* cft__dot_kernel_source */
 
 typedef int (*compile_fn)(const char *src, const char *arch, size_t *n, int *hit, char *err,
                           size_t en);
@@ -259,5 +261,19 @@ int main(int argc, char **argv) {
     if (d)
         closedir(d);
     rmdir(dir);
+    TEST("the convolution's and outer products' kernels (prims/conv_device.c, dot_device.c) "
+         "compile for sm_80 and sm_90 (after the "
+         "cache checks: it adds CUBINs)") {
+        const char *arch[2] = {"sm_80", "sm_90"};
+        for (int a = 0; a < 2 && compile; a++) {
+            size_t n = 0;
+            int hit = -1;
+            char err[1300] = "";
+            CHECK_MSG(compile(cft__conv_kernel_source(), arch[a], &n, &hit, err, sizeof err) == 0,
+                      "%s: %s", arch[a], err);
+            CHECK_MSG(compile(cft__dot_kernel_source(), arch[a], &n, &hit, err, sizeof err) == 0,
+                      "outer products, %s: %s", arch[a], err);
+        }
+    }
     return check_summary();
 }

@@ -114,6 +114,15 @@ static cft_status matmul2(void *env, int nin, cft_array *const *in, int nout, cf
     return CFT_OK;
 }
 
+/* (w [5, 2, 3, 3], x [8, 2, 12, 13]) -> sum(relu(conv(x, w))^2) */
+static cft_status conv_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *y = cft_conv_general_dilated(in[1], in[0], (int64_t[]){1, 1},
+                                            (int64_t[]){0, 0, 0, 0}, NULL, NULL, 1, 1);
+    out[0] = cft_sum(cft_square(cft_relu(y)), NULL, 0, false);
+    return CFT_OK;
+}
+
 static bool on(const cft_array *x, const char *dev) {
     return !strcmp(cft_device_name(cft_device_of(x)), dev);
 }
@@ -491,6 +500,89 @@ int main(int argc, char **argv) {
             double tol = h ? 1e-2 : 1e-1; /* |y| up to about 25: 2^-11 / 2^-8 of it */
             CHECK_MSG(cft_max_abs_diff(dev, cft_matmul(xh, wh)) <= tol, "%s: %g",
                       h ? "f16" : "bf16", cft_max_abs_diff(dev, cft_matmul(xh, wh)));
+        }
+    }
+    TEST("convolutions on a device are one kernel there (no host copies), as the host's") {
+        /* strides 2x1, padding, lhs and rhs dilation, 2 feature groups; then
+         * 2 batch groups; f32 and f64; and the gradient of a conv-relu loss
+         * (whose weight gradient sums 8 samples' 10x11 positions) */
+        for (int f = 0; f < 2; f++) {
+            cft_dtype dt = f ? CFT_F64 : CFT_F32;
+            double tol = f ? 1e-12 : 1e-5;
+            for (int bg = 0; bg < 2; bg++) {
+                cft_array *x = cft_astype(rnd(70, (int64_t[]){4, 4, 9, 7}, 4), dt),
+                          *w = cft_astype(rnd(71, (int64_t[]){6, bg ? 4 : 2, 3, 2}, 4), dt);
+                const int64_t st[2] = {2, 1}, pad[4] = {1, 2, 0, 1}, ld[2] = {1, 2}, rd[2] = {2, 1};
+                cft_array *want =
+                    cft_conv_general_dilated(x, w, st, pad, ld, rd, bg ? 1 : 2, bg ? 2 : 1);
+                cft_device_counters c0, c1;
+                cft_device_counters_of(d0, &c0);
+                cft_array *got =
+                    cft_conv_general_dilated(cft_device_put(x, d0), cft_device_put(w, d0), st, pad,
+                                             ld, rd, bg ? 1 : 2, bg ? 2 : 1);
+                cft_device_counters_of(d0, &c1);
+                CHECK(on(got, "test:0"));
+                CHECK_MSG(c1.kernels - c0.kernels == 1 && c1.ops == c0.ops && c1.d2h == c0.d2h,
+                          "kernels %d, ops %d, copies to the host %d",
+                          (int)(c1.kernels - c0.kernels), (int)(c1.ops - c0.ops),
+                          (int)(c1.d2h - c0.d2h));
+                CHECK_MSG(cft_allclose(got, want, tol, tol, false), "%s, %s groups: %g",
+                          f ? "f64" : "f32", bg ? "batch" : "feature", cft_max_abs_diff(got, want));
+            }
+        }
+        cft_array *in[2] = {rnd(72, (int64_t[]){5, 2, 3, 3}, 4),
+                            rnd(73, (int64_t[]){8, 2, 12, 13}, 4)};
+        cft_fn *g = cft_jit(cft_grad(cft_fn_new(conv_loss, NULL, 2, 1), (int[]){0, 1}, 2));
+        cft_array *want[2], *got[2],
+            *din[2] = {cft_device_put(in[0], d0), cft_device_put(in[1], d0)};
+        CHECK_EQ(
+            cft_fn_call(cft_grad(cft_fn_new(conv_loss, NULL, 2, 1), (int[]){0, 1}, 2), in, want),
+            CFT_OK);
+        for (int call = 0; call < 3; call++) {
+            cft_device_counters c0, c1;
+            cft_device_counters_of(d0, &c0);
+            CHECK_EQ(cft_fn_call(g, din, got), CFT_OK);
+            cft_device_counters_of(d0, &c1);
+            if (call > 0) /* warm: nothing through the host */
+                CHECK_EQ((long)(c1.d2h - c0.d2h), 0);
+            for (int k = 0; k < 2; k++)
+                CHECK_MSG(on(got[k], "test:0") && cft_allclose(got[k], want[k], 1e-4, 1e-5, false),
+                          "grad %d, call %d: %g", k, call, cft_max_abs_diff(got[k], want[k]));
+        }
+    }
+    TEST("products with nothing to sum (outer products) are one elementwise kernel, "
+         "bitwise the host's") {
+        /* per-sample outer products [B, 7] x [B, 5] -> [B, 7, 5]; a column
+         * times a row; a batch of them with a transposed operand; f32, f64
+         * (one rounded multiply per element: the same bits anywhere) */
+        for (int f = 0; f < 2; f++) {
+            cft_dtype dt = f ? CFT_F64 : CFT_F32;
+            cft_array *x = cft_astype(rnd(80, (int64_t[]){6, 7}, 2), dt),
+                      *y = cft_astype(rnd(81, (int64_t[]){6, 5}, 2), dt);
+            cft_array *xd = cft_device_put(x, d0), *yd = cft_device_put(y, d0);
+            cft_array *want[3] = {cft_dot_general(x, y, NULL, NULL, 0, (int[]){0}, (int[]){0}, 1),
+                                  cft_matmul(cft_reshape(x, (int64_t[]){42, 1}, 2),
+                                             cft_reshape(y, (int64_t[]){1, 30}, 2)),
+                                  cft_dot_general(cft_reshape(x, (int64_t[]){6, 1, 7}, 3),
+                                                  cft_reshape(y, (int64_t[]){6, 1, 5}, 3),
+                                                  (int[]){1}, (int[]){1}, 1, (int[]){0}, (int[]){0},
+                                                  1)};
+            cft_device_counters c0, c1;
+            cft_device_counters_of(d0, &c0);
+            cft_array *got[3] = {cft_dot_general(xd, yd, NULL, NULL, 0, (int[]){0}, (int[]){0}, 1),
+                                 cft_matmul(cft_reshape(xd, (int64_t[]){42, 1}, 2),
+                                            cft_reshape(yd, (int64_t[]){1, 30}, 2)),
+                                 cft_dot_general(cft_reshape(xd, (int64_t[]){6, 1, 7}, 3),
+                                                 cft_reshape(yd, (int64_t[]){6, 1, 5}, 3),
+                                                 (int[]){1}, (int[]){1}, 1, (int[]){0}, (int[]){0},
+                                                 1)};
+            cft_device_counters_of(d0, &c1);
+            CHECK_MSG(c1.kernels - c0.kernels == 3 && c1.ops == c0.ops, "kernels %d, ops %d",
+                      (int)(c1.kernels - c0.kernels), (int)(c1.ops - c0.ops));
+            for (int k = 0; k < 3; k++)
+                CHECK_MSG(on(got[k], "test:0") && cft_max_abs_diff(got[k], want[k]) == 0,
+                          "%s product %d: %g", f ? "f64" : "f32", k,
+                          cft_max_abs_diff(got[k], want[k]));
         }
     }
     TEST("a backend asking for eager kernels: eager ops and grad run as kernels there") {

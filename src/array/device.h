@@ -25,6 +25,12 @@ static inline bool cft__on_device(const cft_array *x) {
     return x && x->kind == CFT_K_CONCRETE && x->dev;
 }
 /* a fresh contiguous array on d (committed), payload unset */
+/* a contiguous copy into y of the view of device memory at x (dims and
+ * strides in elements of size es; strides may be negative) as one kernel
+ * of the backend (array/device_copy.c, GC-allocated args); false for an
+ * element size it has no kernel for */
+bool cft__dev_copy_kernel(void *y, const void *x, size_t es, const int64_t *dims, const int64_t *st,
+                          int nd, cft_dev_kernel *k);
 cft_array *cft__dev_alloc(const cft_dev *d, const char *call, cft_dtype dt, const int64_t *shape,
                           int ndim);
 /* x (on a device) copied to a host array (uncommitted, contiguous view of

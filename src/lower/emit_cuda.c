@@ -64,7 +64,7 @@ const char *cft__emit_cuda_prelude(void) {
 #include "array/half_fns.h"
            "\n"
 #define CFT_COOP_EMIT(...) #__VA_ARGS__
-#include "lower/coop_fns.h"
+#include "core/coop_fns.h"
            "\n"
            /* the special functions declare j0 / j1 themselves (glibc hides
             * them); here they are the library's, under other names. NVRTC

@@ -21,7 +21,7 @@
 #include "cft/jit.h"
 #include "core/error.h"
 #include "core/mem.h"
-#include "lower/coop_fns.h"
+#include "core/coop_fns.h"
 #include "lower/lower.h"
 #include "trace/fn.h"
 #include "trace/trace.h"
@@ -228,24 +228,8 @@ static void release_intermediates(const cft_ir *ir, cft_array **env, cft_array *
     }
 }
 
-/* A contiguous copy of a device view as one kernel of the backend (CUDA C,
- * compiled like the jit's): element i of the copy reads the view's element
- * at the offset of i's index, moved as raw bytes of the element's size. */
-#define COPY_KERNEL(T, t)                                                                          \
-    "struct cft_copy_" #t " { " #T " *y; const " #T " *x; long long n, nd, dims[8], st[8]; };\n"   \
-    "extern \"C\" __global__ void cft_copy_" #t "(const struct cft_copy_" #t " a) {\n"             \
-    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n;\n"          \
-    "         i += (long long)gridDim.x * blockDim.x) {\n"                                         \
-    "        long long r = i, off = 0;\n"                                                          \
-    "        for (long long d = a.nd - 1; d >= 0; d--) {\n"                                        \
-    "            off += r % a.dims[d] * a.st[d];\n            r /= a.dims[d];\n        }\n"        \
-    "        a.y[i] = a.x[off];\n    }\n}\n"
-static const char *copy_src =
-    "struct cft_b16 { unsigned long long lo, hi; };\n" COPY_KERNEL(unsigned char, 1)
-        COPY_KERNEL(unsigned short, 2) COPY_KERNEL(unsigned int, 4)
-            COPY_KERNEL(unsigned long long, 8) COPY_KERNEL(struct cft_b16, 16);
-_Static_assert(CFT_MAX_NDIM == 8, "the copy kernel's struct holds 8 dims");
-
+/* A contiguous copy of a device view as one kernel of the backend
+ * (array/device_copy.c) */
 static int contig_kernel(cft_array *x, cft_array **y) {
     const cft_dev *d = x->dev;
     const cft_aval *a = &x->aval;
@@ -255,18 +239,12 @@ static int contig_kernel(cft_array *x, cft_array **y) {
     *y = cft__dev_alloc(d, "cft_jit", a->dtype, a->shape, a->ndim);
     if (cft_failed(*y))
         return -1;
-    struct {
-        void *y;
-        const void *x;
-        long long n, nd, dims[8], st[8];
-    } k = {cft__ptr(*y), cft__ptr(x), (long long)cft__numel(a->shape, a->ndim), a->ndim, {0}, {0}};
-    for (int i = 0; i < a->ndim; i++)
-        k.dims[i] = a->shape[i], k.st[i] = x->strides[i];
-    char entry[32];
-    snprintf(entry, sizeof entry, "cft_copy_%zu", es);
-    void *ptrs[2] = {k.y, (void *)k.x};
-    cft_dev_kernel kd = {copy_src, entry, &k, sizeof k, k.n, 2, ptrs};
-    if (k.n > 0 && d->b->run_kernel(d->b->ctx, d->index, &kd) != 0) {
+    cft_dev_kernel kd;
+    if (!cft__dev_copy_kernel(cft__ptr(*y), cft__ptr(x), es, a->shape, x->strides, a->ndim, &kd)) {
+        *y = cft__oom();
+        return -1;
+    }
+    if (kd.nslot > 0 && d->b->run_kernel(d->b->ctx, d->index, &kd) != 0) {
         *y = cft__dev_fail(d, "cft_jit", "copying a view into place");
         return -1;
     }

@@ -28,24 +28,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array/device.h"
 #include "core/error.h"
 #include "core/par.h"
 #include "core/vec.h"
 #include "prims/conv_dnnl.h"
+#include "prims/conv_geom.h"
 #include "prims/conv_dp.h"
 #include "prims/matmul_dnnl.h"
 #include "prims/rules.h"
 
 enum { CS, CP, CLD, CRD, CFG, CBG }; /* parameter slots */
-enum { MAXSP = 3 };
-
-/* the problem in a normalised form: spatial dims padded in front to 3 with
- * size-1 dims that have no effect */
-typedef struct {
-    int nsp;
-    int64_t N, C, O, Ig, G, B, K, Oq, Nq, P, KK;
-    int64_t in[MAXSP], k[MAXSP], out[MAXSP], s[MAXSP], lo[MAXSP], hi[MAXSP], ld[MAXSP], rd[MAXSP];
-} geom;
+enum { MAXSP = CFT_CONV_MAXSP };
+typedef cft_conv_geom geom;
 
 static int64_t dilate(int64_t n, int64_t d) {
     return n == 0 ? 0 : (n - 1) * d + 1;
@@ -58,7 +53,7 @@ static bool gt1(int64_t n) {
     return n > 1 || cft_dim_is_symbolic(n);
 }
 
-/* the non-spatial part of geometry() when a dim or count is symbolic */
+/* the non-spatial part of cft__conv_geometry() when a dim or count is symbolic */
 static cft_array *geometry_sym(const cft_aval *a, const cft_aval *b, geom *g) {
     const char *nm = "conv_general_dilated";
     bool okG = cft_dim_valid(g->G) && g->G != 0, okB = cft_dim_valid(g->B) && g->B != 0;
@@ -80,7 +75,7 @@ static cft_array *geometry_sym(const cft_aval *a, const cft_aval *b, geom *g) {
     return NULL;
 }
 
-static cft_array *geometry(const cft_aval *a, const cft_aval *b, const cft_params *p, geom *g) {
+cft_array *cft__conv_geometry(const cft_aval *a, const cft_aval *b, const cft_params *p, geom *g) {
     const char *nm = "conv_general_dilated";
     int nsp = p->n[CS];
     if (a->dtype != b->dtype)
@@ -158,7 +153,7 @@ static cft_array *geometry(const cft_aval *a, const cft_aval *b, const cft_param
 static cft_array *conv_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
     geom g;
-    cft_array *e = geometry(&in[0], &in[1], p, &g);
+    cft_array *e = cft__conv_geometry(&in[0], &in[1], p, &g);
     if (e)
         return e;
     *out = cft__aval(in[0].dtype, NULL, 0);
@@ -585,7 +580,7 @@ static bool try_dnnl(const geom *g, cft_array *const *in, cft_array *y, int dtyp
 static cft_array *conv_into(cft_array *const *in, int nin, const cft_params *p, cft_array *y) {
     (void)nin;
     geom g;
-    cft_array *e = geometry(&in[0]->aval, &in[1]->aval, p, &g);
+    cft_array *e = cft__conv_geometry(&in[0]->aval, &in[1]->aval, p, &g);
     if (e)
         return e;
     cft_dtype dt = y->aval.dtype;
@@ -637,7 +632,7 @@ static bool conv_low(cft_array *const *in, int nin, const cft_params *p, const c
     cft_dtype dt = oav[0].dtype;
     geom g;
     if (!cft_dtype_is_half(dt) || in[0]->aval.dtype != dt || in[1]->aval.dtype != dt ||
-        geometry(&in[0]->aval, &in[1]->aval, p, &g) || g.Ig * g.KK == 0 ||
+        cft__conv_geometry(&in[0]->aval, &in[1]->aval, p, &g) || g.Ig * g.KK == 0 ||
         cft__numel(oav[0].shape, oav[0].ndim) == 0 ||
         cft__numel(in[0]->aval.shape, in[0]->aval.ndim) == 0)
         return false;
@@ -713,7 +708,7 @@ static cft_params conv_params(int nsp, const int64_t *s, const int64_t *pad, con
 static cft_array *conv_ct_lhs(cft_array *ct, cft_array *rhs, const cft_aval *lhs_av,
                               const cft_params *p) {
     geom g;
-    cft_array *e = geometry(lhs_av, &rhs->aval, p, &g);
+    cft_array *e = cft__conv_geometry(lhs_av, &rhs->aval, p, &g);
     if (e)
         return e;
     int nsp = g.nsp, sp[MAXSP];
@@ -746,7 +741,7 @@ static cft_array *conv_ct_lhs(cft_array *ct, cft_array *rhs, const cft_aval *lhs
 static cft_array *conv_ct_rhs(cft_array *ct, cft_array *lhs, const cft_aval *rhs_av,
                               const cft_params *p) {
     geom g;
-    cft_array *e = geometry(&lhs->aval, rhs_av, p, &g);
+    cft_array *e = cft__conv_geometry(&lhs->aval, rhs_av, p, &g);
     if (e)
         return e;
     if (cft__numel(ct->aval.shape, ct->aval.ndim) == 0)
@@ -861,6 +856,7 @@ const cft_prim cft_p_conv_general_dilated = {
     .impl_low = conv_low,
     .batch_sqnorm = cft__conv_batch_sqnorm,
     .batch_wsum = cft__conv_batch_wsum,
+    .dev_kernel = cft__conv_dev_kernel,
 };
 
 /* ======== rev[dims] ======== */
@@ -901,6 +897,28 @@ static cft_array *rev_impl(cft_array *const *in, int nin, const cft_params *p, c
     out[0] = y;
     return NULL;
 }
+/* on a device that runs kernels: the same negative-stride view, copied by
+ * one kernel there (a kernel's transpose flips it: a convolution's
+ * gradient went through the host for it) */
+static bool rev_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
+                           cft_array *const *out, cft_dev_kernel *k) {
+    (void)nin;
+    const cft_array *x = in[0];
+    int nd = x->aval.ndim;
+    int64_t st[CFT_MAX_NDIM], off = 0;
+    size_t es = cft_dtype_size(x->aval.dtype);
+    for (int i = 0; i < nd; i++)
+        st[i] = x->strides[i];
+    for (int i = 0; i < p->n[0]; i++) {
+        int d = (int)p->v[0][i];
+        if (x->aval.shape[d] > 0)
+            off += (x->aval.shape[d] - 1) * st[d];
+        st[d] = -st[d];
+    }
+    return !x->conj &&
+           cft__dev_copy_kernel(cft__ptr(out[0]), (char *)cft__ptr(x) + off * (int64_t)es, es,
+                                x->aval.shape, st, nd, k);
+}
 static cft_array *rev_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
                           const cft_params *p, cft_array **ty) {
     (void)x, (void)y, (void)nin;
@@ -935,6 +953,7 @@ const cft_prim cft_p_rev = {
     .jvp = rev_jvp,
     .transpose = rev_transpose,
     .vmap = rev_vmap,
+    .dev_kernel = rev_dev_kernel,
 };
 
 /* ======== public ops ======== */

@@ -777,6 +777,7 @@ const cft_prim cft_p_dot_general = {
     .batch_sqnorm = dot_batch_sqnorm,
     .batch_wsum = dot_batch_wsum,
     .split_rows = dot_split_rows,
+    .dev_kernel = cft__dot_dev_kernel,
 };
 
 cft_array *cft_dot_general(cft_array *a, cft_array *b, const int *lc, const int *rc, int nc,

@@ -28,6 +28,12 @@ cft_array *cft__batch_at(cft_array *x, int bdim, int64_t size, int to);
 /* true for a dot_general that is a plain a [M, K] @ b [K, N] (dynamic
  * quantization rewrites those) */
 bool cft__is_matmul(const cft_prim *p, const cft_params *par, const cft_aval *a, const cft_aval *b);
+/* dot_general with nothing to sum (outer products) as one elementwise
+ * kernel on a device that runs kernels (dot_device.c: the prim's
+ * dev_kernel), and its CUDA C for test_cuda_plugin's NVRTC check */
+bool cft__dot_dev_kernel(cft_array *const *in, int nin, const cft_params *p, cft_array *const *out,
+                         cft_dev_kernel *k);
+const char *cft__dot_kernel_source(void);
 /* dot_general of concrete a and b on oneDNN's matmul (matmul_dnnl.c) in
  * dtype code (0 f32, 1 bf16, 2 f16; a's and b's dtype): the operands copied
  * to [batch, M, K] and [batch, K, N] where they are not already so. NULL

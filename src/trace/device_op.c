@@ -3,7 +3,9 @@
  * The target is the device of the committed inputs (two different ones
  * are an error naming both); uncommitted host inputs are copied there;
  * the outputs are allocated there (committed) and the backend's run
- * computes them. cft_dev_op_run_on_host is the fallback a backend may
+ * computes them, or the primitive's own kernel where it has one
+ * (dev_kernel: conv_general_dilated) and the backend runs kernels.
+ * cft_dev_op_run_on_host is the fallback a backend may
  * call for an operation it lacks: operands out with to_host, the host
  * implementation, results in with to_device. */
 #include <stdatomic.h>
@@ -244,9 +246,15 @@ cft_array *cft__dev_run(const cft_prim *p, const cft_params *par, int nin, cft_a
         if (cft_failed(out[j]))
             return out[j];
     }
-    cft_dev_op op = {p, par, d, nin, nout, din, out, atomic_load(&matmul_precision)};
-    if (d->b->run(d->b->ctx, d->index, &op) != 0)
-        return cft__dev_fail(d, p->name, "running the operation");
+    cft_dev_kernel k; /* an operation with a kernel of its own, where kernels run */
+    if (p->dev_kernel && d->b->run_kernel && p->dev_kernel(din, nin, par, out, &k)) {
+        if (k.nslot > 0 && d->b->run_kernel(d->b->ctx, d->index, &k) != 0)
+            return cft__dev_fail(d, p->name, "running the operation's kernel");
+    } else {
+        cft_dev_op op = {p, par, d, nin, nout, din, out, atomic_load(&matmul_precision)};
+        if (d->b->run(d->b->ctx, d->index, &op) != 0)
+            return cft__dev_fail(d, p->name, "running the operation");
+    }
     for (int i = 0; i < nin; i++)
         cft__keep(din[i]);
     return NULL;

@@ -8,6 +8,7 @@
 #define CFT_PRIM_H
 
 #include "array/array.h"
+#include "cft/device.h"
 
 #define CFT_NPARAM 6     /* parameter slots per primitive */
 #define CFT_PARAM_LEN 16 /* values per slot */
@@ -122,6 +123,13 @@ typedef struct cft_prim {
      * outputs, built with the public ops from the values of vars of the old
      * IR (c->value); only says whether it applies while c->value is NULL */
     bool (*rewrite)(const struct cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out);
+    /* optional: the operation as one CUDA C kernel (cft/device.h's
+     * cft_dev_kernel, GC-allocated args) on a device whose backend runs
+     * kernels, for contiguous device inputs `in` and allocated outputs
+     * `out`; false when it has none for these operands (the backend's run
+     * then takes it) */
+    bool (*dev_kernel)(cft_array *const *in, int nin, const cft_params *p, cft_array *const *out,
+                       cft_dev_kernel *k);
     /* optional, for outputs that hold one value per example and factor (an
      * outer product per example): the examples are `nb` equal contiguous
      * blocks along axis `axis` of output 0 (nb == shape[axis]: one index

@@ -13,9 +13,10 @@
  * to 256 (one block per output, each thread a strided share: a sum of
  * 2^29 elements on one thread never finished); ny = 1 is a thread per
  * output. The shares depend on nred alone, never on the launch,
- * so a result is the same on every run and every grid. The launcher
- * (jit_device.c) and the kernels (emit_cuda.c stringifies the body into
- * every kernel's prelude) use this one function. */
+ * so a result is the same on every run and every grid. The launchers
+ * (lower/jit_device.c, prims/conv_device.c) and the kernels (emit_cuda.c
+ * and conv_device.c stringify the body into their sources) use this one
+ * function. */
 #ifndef CFT_COOP_FNS_H
 #define CFT_COOP_FNS_H
 #ifndef CFT_COOP_EMIT
