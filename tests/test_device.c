@@ -386,12 +386,38 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_device_counters_of(NULL, &host), CFT_E_ARG);
         CHECK(cft_device_counters_of(cft_device("test:9"), &host) != CFT_OK);
 
+        test_backend_counts b0 = test_backend_counts_now();
         char *text = traced_call(j, dev_in, got, true);
+        test_backend_counts b1 = test_backend_counts_now();
         CHECK_MSG(strstr(text, "\"device: kernel\"") || strstr(text, "\"device: graph replay\""),
                   "no device step in the trace");
         CHECK(strstr(text, "\"device: copy to host\"") != NULL);
         CHECK_MSG(strstr(text, "\"thread_name\"") && strstr(text, "\"test:0\""),
                   "no named device track");
+        /* the test backend has markers (abi 5): each step is timed by two of
+         * them, read when the recording stops, and the device is not waited
+         * for after each step */
+        CHECK_MSG(strstr(text, "\"device_us\"") != NULL, "no step timed by markers");
+        CHECK_MSG(b1.marks - b0.marks >= 2 && b1.syncs == b0.syncs, "%ld markers, %ld waits",
+                  b1.marks - b0.marks, b1.syncs - b0.syncs);
+        free(text);
+    }
+    TEST("a backend without markers: the profiler waits for each step instead") {
+        setenv("TEST_BACKEND_MARKS", "0", 1);
+        CHECK_EQ(test_backend_register_as("unmarked", 0), 0);
+        unsetenv("TEST_BACKEND_MARKS");
+        const cft_dev *u = cft_device("unmarked:0");
+        cft_fn *j = cft_jit(cft_value_and_grad(f, (int[]){0, 1}, 2, false));
+        cft_array *dev_in[4], *got[3];
+        for (int i = 0; i < 4; i++)
+            dev_in[i] = cft_device_put(in[i], u);
+        test_backend_counts b0 = test_backend_counts_now();
+        char *text = traced_call(j, dev_in, got, true);
+        test_backend_counts b1 = test_backend_counts_now();
+        CHECK_MSG(strstr(text, "\"unmarked:0\"") && !strstr(text, "\"device_us\""),
+                  "the unmarked device's track, without markers");
+        CHECK_MSG(b1.marks == b0.marks && b1.syncs > b0.syncs, "%ld markers, %ld waits",
+                  b1.marks - b0.marks, b1.syncs - b0.syncs);
         free(text);
     }
     TEST("long reductions on a device (a block per output), jitted, against the host") {

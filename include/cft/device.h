@@ -75,9 +75,9 @@ typedef struct {
 } cft_dev_kernel;
 
 /** The version of cft_backend below; tables of abi 1 (without run_kernel),
- * 2 (without the graph functions) and 3 (without the communicators) are
- * accepted too, any other is refused. */
-#define CFT_BACKEND_ABI 4
+ * 2 (without the graph functions), 3 (without the communicators) and 4
+ * (without the markers) are accepted too, any other is refused. */
+#define CFT_BACKEND_ABI 5
 
 /** cft_backend.collective: what to do */
 enum { CFT_COLL_ALL_REDUCE, CFT_COLL_BROADCAST, CFT_COLL_ALL_GATHER, CFT_COLL_REDUCE_SCATTER };
@@ -156,6 +156,19 @@ typedef struct cft_backend {
     /** abi 4: queues one collective (see comm_id) */
     int (*collective)(void *ctx, int dev, void *comm, int kind, const void *send, void *recv,
                       size_t count, cft_dtype dt, int op, int root);
+    /** abi 5, optional (NULL: the profiler waits for the device after each
+     * step to give it its device time), all three or none: markers of
+     * device time (CUDA events). mark queues a marker on the device's
+     * queue of work and returns it (NULL: none could be made); elapsed
+     * waits for both markers and writes the milliseconds between them;
+     * drop_mark frees one. While the profiler records, each kernel,
+     * primitive and graph replay is bracketed by two markers, and the
+     * device is not waited for. */
+    void *(*mark)(void *ctx, int dev);
+    /** abi 5: the device time between two markers, in ms (see mark) */
+    int (*elapsed)(void *ctx, int dev, void *from, void *to, double *ms);
+    /** abi 5: frees a marker (see mark) */
+    void (*drop_mark)(void *ctx, int dev, void *m);
 } cft_backend;
 
 /** cft_backend.flags: eager elementwise operations and reductions run as
@@ -208,8 +221,10 @@ typedef struct {
  *  your own): the difference around some calls is what they cost in
  *  launches, copies and waits. While the profiler records
  *  (cft/profile.h), each of these is also an event on the device's own
- *  track, and kernels, primitives and graph replays are waited for so that
- *  their events span their device time. */
+ *  track: kernels, primitives and graph replays last their device time,
+ *  read from the backend's markers (cft_backend.mark: CUDA events) when
+ *  the recording stops, or, on a backend without them, by waiting for
+ *  the device after each. */
 typedef struct cft_device_counters {
     uint64_t kernels;     /**< fused kernels launched (run_kernel) */
     uint64_t ops;         /**< primitives run one at a time (run) */

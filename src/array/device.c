@@ -78,11 +78,15 @@ cft_status cft_register_backend(const cft_backend *b) {
         e = cft__fail(CFT_E_ARG, "cft_register_backend: %d backends registered already",
                       MAX_BACKENDS);
     if (!e) {
-        /* a table of abi 1 ends before run_kernel, 2 before begin_capture, 3 before comm_id */
+        /* a table of abi 1 ends before run_kernel, 2 before begin_capture, 3 before
+         * comm_id, 4 before mark */
         memset(&backends[nbackends], 0, sizeof backends[nbackends]);
-        static const size_t ends[CFT_BACKEND_ABI + 1] = {
-            0, offsetof(cft_backend, run_kernel), offsetof(cft_backend, begin_capture),
-            offsetof(cft_backend, comm_id), sizeof(cft_backend)};
+        static const size_t ends[CFT_BACKEND_ABI + 1] = {0,
+                                                         offsetof(cft_backend, run_kernel),
+                                                         offsetof(cft_backend, begin_capture),
+                                                         offsetof(cft_backend, comm_id),
+                                                         offsetof(cft_backend, mark),
+                                                         sizeof(cft_backend)};
         memcpy(&backends[nbackends], b, ends[b->abi]);
         cft_backend *nb = &backends[nbackends];
         if (!nb->begin_capture || !nb->end_capture || !nb->launch_graph || !nb->release_graph)
@@ -91,6 +95,8 @@ cft_status cft_register_backend(const cft_backend *b) {
         if (!nb->comm_id || !nb->comm_init || !nb->comm_poll || !nb->comm_abort || !nb->collective)
             nb->comm_id = NULL, nb->comm_init = NULL, nb->comm_poll = NULL, nb->comm_abort = NULL,
             nb->collective = NULL; /* all five or none */
+        if (!nb->mark || !nb->elapsed || !nb->drop_mark)
+            nb->mark = NULL, nb->elapsed = NULL, nb->drop_mark = NULL; /* all three or none */
         backends[nbackends].name = cft__strdup(b->name);
         cft__dev_wrap(&backends[nbackends], nbackends); /* counted, profiled */
         nbackends++;

@@ -5,14 +5,20 @@
  * each is counted per device (kernels, primitives, graph replays, copies
  * each way with bytes, waits, allocations, collectives), and while the
  * profiler records, each is an event on the device's own track
- * ("cuda:0" in the Chrome trace) and a row of the table. To give a
- * device step its device time without a backend-specific timer, the
- * profiler waits for the device after each kernel, primitive, replay and
- * collective while it records: the event then spans the launch and the
- * execution (the device's work is serialised meanwhile, as with
- * CUDA_LAUNCH_BLOCKING=1). */
+ * ("cuda:0" in the Chrome trace) and a row of the table. A device step
+ * (kernel, primitive, graph replay) gets its device time from the
+ * backend's markers where it has them (abi 5: CUDA events): one queued
+ * before the step and one after, nothing waited for; when the recording
+ * stops, the markers are read and each step becomes an event lasting
+ * the device time between them, starting at the later of its launch and
+ * the end of the previous step on that device (one queue per device, in
+ * launch order). A backend without markers is waited for after each step
+ * while the profiler records: the event then spans launch and execution
+ * (the device's work serialised meanwhile, as with CUDA_LAUNCH_BLOCKING=1). */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "array/device.h"
@@ -65,8 +71,80 @@ static int track(shim *s, int dev) {
     return tid;
 }
 
-/* the event of a device step from t0, after waiting for the device */
-static void step_event(shim *s, int dev, const char *what, double t0, const char *args) {
+/* device steps bracketed by markers, resolved when the recording stops */
+typedef struct {
+    shim *s;
+    int dev;
+    char *name, *args;
+    double t0;
+    void *m0, *m1;
+} pending;
+static pthread_mutex_t pend_mu = PTHREAD_MUTEX_INITIALIZER;
+static pending *pend;
+static size_t npend, cappend;
+static double track_end[SLOTS][DEVS]; /* the last resolved step's end, per device */
+enum { PEND_MAX = 1 << 14 };          /* resolved early past this many */
+
+/* each pending step's event from its markers' device time */
+static void flush_pending(void) {
+    pthread_mutex_lock(&pend_mu);
+    pending *p = pend;
+    size_t n = npend;
+    pend = NULL, npend = cappend = 0;
+    for (size_t i = 0; i < n; i++) {
+        shim *s = p[i].s;
+        int d = p[i].dev < 0 || p[i].dev >= DEVS ? DEVS - 1 : p[i].dev;
+        double ms = 0;
+        bool ok = s->orig.elapsed(s->orig.ctx, p[i].dev, p[i].m0, p[i].m1, &ms) == 0;
+        double *end = &track_end[s->slot][d], start = p[i].t0 > *end ? p[i].t0 : *end,
+               dur = ok && ms > 0 ? ms * 1e3 : 0;
+        *end = start + dur;
+        char a[256];
+        snprintf(a, sizeof a, "%s%s\"device_us\": %.3f, \"queued_us\": %.3f",
+                 p[i].args ? p[i].args : "", p[i].args ? ", " : "", dur, start - p[i].t0);
+        cft__prof_event_span(track(s, p[i].dev), p[i].name, "device", start, dur, a);
+        s->orig.drop_mark(s->orig.ctx, p[i].dev, p[i].m0);
+        s->orig.drop_mark(s->orig.ctx, p[i].dev, p[i].m1);
+        free(p[i].name), free(p[i].args);
+    }
+    pthread_mutex_unlock(&pend_mu);
+    free(p);
+}
+
+/* a marker before a device step, where the backend has them (not while
+ * recording a graph: nothing runs then) */
+static void *step_begin(shim *s, int dev) {
+    return s->orig.mark && !capturing ? s->orig.mark(s->orig.ctx, dev) : NULL;
+}
+
+/* the event of a device step launched at t0: with the marker m0 from
+ * step_begin, one more marker after it and the event resolved later;
+ * else after waiting for the device */
+static void step_event(shim *s, int dev, const char *what, double t0, const char *args, void *m0) {
+    void *m1 = m0 ? s->orig.mark(s->orig.ctx, dev) : NULL;
+    if (m1) {
+        pthread_mutex_lock(&pend_mu);
+        bool queued = false;
+        if (npend == cappend) {
+            size_t c = cappend ? 2 * cappend : 256;
+            pending *g = realloc(pend, c * sizeof *g);
+            if (g)
+                pend = g, cappend = c;
+        }
+        if (npend < cappend) {
+            pend[npend++] = (pending){s, dev, strdup(what), args ? strdup(args) : NULL, t0, m0, m1};
+            queued = true;
+        }
+        bool full = npend >= PEND_MAX;
+        pthread_mutex_unlock(&pend_mu);
+        if (full)
+            flush_pending();
+        if (queued)
+            return;
+        s->orig.drop_mark(s->orig.ctx, dev, m1);
+    }
+    if (m0)
+        s->orig.drop_mark(s->orig.ctx, dev, m0);
     if (!capturing)
         s->orig.synchronize(s->orig.ctx, dev);
     cft__prof_event_on(track(s, dev), what, "device", t0, args);
@@ -123,12 +201,13 @@ static int sh_d2d(void *ctx, int dev, void *dst, const void *src, size_t bytes) 
 static int sh_run(void *ctx, int dev, const cft_dev_op *op) {
     shim *s = ctx;
     double t0 = cft__prof() ? cft__prof_now() : 0;
+    void *m0 = t0 ? step_begin(s, dev) : NULL;
     int rc = s->orig.run(s->orig.ctx, dev, op);
     bump(s, dev, K_OPS, 1);
     if (t0) {
         char name[96];
         snprintf(name, sizeof name, "device: %s", cft_dev_op_name(op));
-        step_event(s, dev, name, t0, NULL);
+        step_event(s, dev, name, t0, NULL, m0);
     }
     return rc;
 }
@@ -148,13 +227,14 @@ static const char *sh_last_error(void *ctx) {
 static int sh_kernel(void *ctx, int dev, const cft_dev_kernel *k) {
     shim *s = ctx;
     double t0 = cft__prof() ? cft__prof_now() : 0;
+    void *m0 = t0 ? step_begin(s, dev) : NULL;
     int rc = s->orig.run_kernel(s->orig.ctx, dev, k);
     bump(s, dev, K_KERNELS, 1);
     if (t0) {
         char a[96];
         snprintf(a, sizeof a, "\"entry\": \"%.40s\", \"slots\": %lld", k->entry ? k->entry : "",
                  (long long)k->nslot);
-        step_event(s, dev, "device: kernel", t0, a);
+        step_event(s, dev, "device: kernel", t0, a, m0);
     }
     return rc;
 }
@@ -172,10 +252,11 @@ static int sh_end(void *ctx, int dev, void **graph) {
 static int sh_launch(void *ctx, int dev, void *graph) {
     shim *s = ctx;
     double t0 = cft__prof() ? cft__prof_now() : 0;
+    void *m0 = t0 ? step_begin(s, dev) : NULL;
     int rc = s->orig.launch_graph(s->orig.ctx, dev, graph);
     bump(s, dev, K_GRAPHS, 1);
     if (t0)
-        step_event(s, dev, "device: graph replay", t0, NULL);
+        step_event(s, dev, "device: graph replay", t0, NULL, m0);
     return rc;
 }
 static void sh_release_graph(void *ctx, int dev, void *graph) {
@@ -210,7 +291,21 @@ static int sh_collective(void *ctx, int dev, void *comm, int kind, const void *s
     return rc;
 }
 
+static void *sh_mark(void *ctx, int dev) {
+    shim *s = ctx;
+    return s->orig.mark(s->orig.ctx, dev);
+}
+static int sh_elapsed(void *ctx, int dev, void *from, void *to, double *ms) {
+    shim *s = ctx;
+    return s->orig.elapsed(s->orig.ctx, dev, from, to, ms);
+}
+static void sh_drop_mark(void *ctx, int dev, void *m) {
+    shim *s = ctx;
+    s->orig.drop_mark(s->orig.ctx, dev, m);
+}
+
 void cft__dev_wrap(cft_backend *t, int slot) {
+    cft__prof_set_flush(flush_pending);
     shim *s = &shims[slot];
     memset(s, 0, sizeof *s);
     s->orig = *t;
@@ -227,6 +322,8 @@ void cft__dev_wrap(cft_backend *t, int slot) {
     if (t->comm_id)
         t->comm_id = sh_comm_id, t->comm_init = sh_comm_init, t->comm_poll = sh_comm_poll,
         t->comm_abort = sh_comm_abort, t->collective = sh_collective;
+    if (t->mark)
+        t->mark = sh_mark, t->elapsed = sh_elapsed, t->drop_mark = sh_drop_mark;
 }
 
 cft_status cft_device_counters_of(const cft_dev *d, cft_device_counters *out) {

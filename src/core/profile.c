@@ -76,6 +76,18 @@ void cft__prof_event_on(int track, const char *name, const char *cat, double t0,
                 'X'});
 }
 
+void cft__prof_event_span(int track, const char *name, const char *cat, double ts, double dur,
+                          const char *args) {
+    add((event){strdup(name ? name : "?"), args ? strdup(args) : NULL, cat, ts, dur, 0, track,
+                'X'});
+}
+
+static _Atomic(void (*)(void)) flush_hook;
+
+void cft__prof_set_flush(void (*f)(void)) {
+    atomic_store(&flush_hook, f);
+}
+
 /* named tracks (devices): kept across recordings, written as metadata */
 static struct {
     int tid;
@@ -196,6 +208,9 @@ static cft_status write_file(const char *path) {
 
 cft_status cft_profile_stop(const char *path) {
     CFT_API("cft_profile_stop");
+    void (*flush)(void) = atomic_load(&flush_hook);
+    if (flush && atomic_load(&cft__prof_on)) /* events resolved late (device markers) */
+        flush();
     atomic_store(&cft__prof_on, 0);
     pthread_mutex_lock(&mu);
     if (t_stop == 0)

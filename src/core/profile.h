@@ -23,6 +23,13 @@ void cft__prof_event(const char *name, const char *cat, double t0, const char *a
 /* the same on track `tid` of the trace instead of the calling thread's
  * (a device's track: cft__prof_track_name names it) */
 void cft__prof_event_on(int tid, const char *name, const char *cat, double t0, const char *args);
+/* an event on track `tid` from ts for dur microseconds, both given (a
+ * device step timed by the device's own markers) */
+void cft__prof_event_span(int tid, const char *name, const char *cat, double ts, double dur,
+                          const char *args);
+/* f runs when a recording stops, before it is written: a layer with
+ * events still to resolve adds them then (array/device_count.c) */
+void cft__prof_set_flush(void (*f)(void));
 /* the name a track shows in the trace (once per track) */
 void cft__prof_track_name(int tid, const char *name);
 /* a counter's value now */

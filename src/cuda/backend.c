@@ -120,6 +120,8 @@ static const char *resolve(void *lib, cft_cuda_driver *t) {
     return NULL;
 }
 
+static const char *resolve_events_into(void *lib); /* the markers' (below) */
+
 static void load(void) {
     cu.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!cu.lib) {
@@ -131,6 +133,7 @@ static void load(void) {
         snprintf(init_err, sizeof init_err, "the CUDA driver lacks %s", missing);
         return;
     }
+    resolve_events_into(cu.lib);
     CUresult r = cu.init(0);
     if (r != CUDA_SUCCESS) {
         snprintf(init_err, sizeof init_err, "no usable CUDA device (cuInit: %s)",
@@ -267,6 +270,72 @@ static int run_kernel(void *ctx, int dev, const cft_dev_kernel *k) {
     return cft_cuda_launch(dev, k->source, k->entry, k->args, k->args_size, k->nslot);
 }
 
+/* Markers of device time for the profiler (abi 5): CUDA events, whose
+ * functions are optional in the driver's table (a driver without them
+ * leaves the profiler waiting after each step instead) */
+typedef struct {
+    CUresult (*create)(CUevent *, unsigned);
+    CUresult (*record)(CUevent, CUstream);
+    CUresult (*wait)(CUevent);
+    CUresult (*elapsed)(float *, CUevent, CUevent);
+    CUresult (*destroy)(CUevent);
+} event_fns;
+static event_fns ev;
+
+/* the event functions from lib into *e (all, or e->create NULL); NULL,
+ * or the first missing */
+static const char *resolve_events(void *lib, event_fns *e) {
+    *(void **)&e->create = dlsym(lib, "cuEventCreate");
+    *(void **)&e->record = dlsym(lib, "cuEventRecord");
+    *(void **)&e->wait = dlsym(lib, "cuEventSynchronize");
+    *(void **)&e->elapsed = dlsym(lib, "cuEventElapsedTime_v2");
+    if (!e->elapsed)
+        *(void **)&e->elapsed = dlsym(lib, "cuEventElapsedTime");
+    *(void **)&e->destroy = dlsym(lib, "cuEventDestroy_v2");
+    const char *missing = !e->create    ? "cuEventCreate"
+                          : !e->record  ? "cuEventRecord"
+                          : !e->wait    ? "cuEventSynchronize"
+                          : !e->elapsed ? "cuEventElapsedTime"
+                          : !e->destroy ? "cuEventDestroy_v2"
+                                        : NULL;
+    if (missing)
+        e->create = NULL;
+    return missing;
+}
+
+static const char *resolve_events_into(void *lib) {
+    return resolve_events(lib, &ev);
+}
+
+static void *mark(void *ctx, int dev) {
+    (void)ctx;
+    CUevent e = NULL;
+    if (!ev.create || cft_cuda_on(dev, "cuEventRecord") || ev.create(&e, 0) != CUDA_SUCCESS)
+        return NULL;
+    if (ev.record(e, cft_cuda_stream(dev)) != CUDA_SUCCESS) {
+        ev.destroy(e);
+        return NULL;
+    }
+    return e;
+}
+
+static int elapsed(void *ctx, int dev, void *from, void *to, double *ms) {
+    (void)ctx;
+    float f = 0;
+    if (cft_cuda_on(dev, "cuEventElapsedTime") ||
+        check(ev.wait((CUevent)to), "cuEventSynchronize") ||
+        check(ev.elapsed(&f, (CUevent)from, (CUevent)to), "cuEventElapsedTime"))
+        return -1;
+    *ms = f;
+    return 0;
+}
+
+static void drop_mark(void *ctx, int dev, void *m) {
+    (void)ctx;
+    if (m && !cft_cuda_on(dev, "cuEventDestroy"))
+        ev.destroy((CUevent)m);
+}
+
 static int synchronize(void *ctx, int dev) {
     (void)ctx;
     return cft_cuda_on(dev, "cuStreamSynchronize")
@@ -345,6 +414,9 @@ __attribute__((visibility("default"))) int cft_cuda_driver_check(const char *pat
     }
     cft_cuda_driver t;
     const char *missing = resolve(lib, &t);
+    event_fns stub_ev;
+    if (!missing) /* optional, but the stub has them */
+        missing = resolve_events(lib, &stub_ev);
     if (missing)
         snprintf(e, n, "%s lacks %s", path, missing);
     dlclose(lib);
@@ -377,6 +449,9 @@ __attribute__((visibility("default"))) int cft_cuda_backend_register(const cft_p
                      cft_cuda_comm_init,
                      cft_cuda_comm_poll,
                      cft_cuda_comm_abort,
-                     cft_cuda_collective};
+                     cft_cuda_collective,
+                     mark,
+                     elapsed,
+                     drop_mark};
     return core->register_backend(&b) == CFT_OK ? 0 : -1;
 }

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "cft/cft.h"
 #include "array/half_fns.h"
@@ -942,7 +943,33 @@ static int collective(void *ctx, int dev, void *comm, int kind, const void *send
 
 static int sync_(void *ctx, int dev) {
     (void)ctx, (void)dev;
+    pthread_mutex_lock(&mu);
+    counts.syncs++;
+    pthread_mutex_unlock(&mu);
     return 0;
+}
+
+/* markers of device time (abi 5): every step here has finished when its
+ * call returns, so a marker is the time it is made */
+static void *mark(void *ctx, int dev) {
+    (void)ctx, (void)dev;
+    struct timespec *t = malloc(sizeof *t);
+    if (t)
+        clock_gettime(CLOCK_MONOTONIC, t);
+    pthread_mutex_lock(&mu);
+    counts.marks += t != NULL;
+    pthread_mutex_unlock(&mu);
+    return t;
+}
+static int elapsed(void *ctx, int dev, void *from, void *to, double *ms) {
+    (void)ctx, (void)dev;
+    const struct timespec *a = from, *b = to;
+    *ms = (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) * 1e-6;
+    return 0;
+}
+static void drop_mark(void *ctx, int dev, void *m) {
+    (void)ctx, (void)dev;
+    free(m);
 }
 
 static const char *last_error(void *ctx) {
@@ -968,6 +995,9 @@ int test_backend_register_as(const char *name, unsigned flags) {
         b.comm_id = comm_id, b.comm_init = comm_init, b.comm_poll = comm_poll,
         b.comm_abort = comm_abort, b.collective = collective;
 #endif
+    const char *mk = getenv("TEST_BACKEND_MARKS");
+    if (!(mk && !strcmp(mk, "0")))
+        b.mark = mark, b.elapsed = elapsed, b.drop_mark = drop_mark;
     const char *g = getenv("TEST_BACKEND_GRAPHS");
     if (b.run_kernel && !(g && !strcmp(g, "0")))
         b.begin_capture = begin_capture, b.end_capture = end_capture, b.launch_graph = launch_graph,

@@ -14,6 +14,8 @@ typedef struct {
     long graphs_released;
     long collectives; /* on its communicators (built with TEST_BACKEND_MPI) */
     long bytes_to_device, bytes_to_host;
+    long syncs; /* waits for the device */
+    long marks; /* markers of device time made (abi 5; TEST_BACKEND_MARKS=0: none) */
 } test_backend_counts;
 
 /* Registers the backend "test" (devices test:0 and test:1); 0 on success. */
