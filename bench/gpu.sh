@@ -8,7 +8,8 @@
 # (default "highest high": f32, then TF32 on both sides), and the table of
 # the two side by side with cft's per-call device counters
 # (bench/peers/gpu_table.py). Run from the source tree; BUILD_DIR defaults
-# to build. Output: $OUT (default gpu-out/): log.txt, ctest_gpu.txt,
+# to build. On a GPU machine without cft's Debian libraries, unpack the
+# bundle bench/gpu_bundle.sh makes on the build machine first. Output: $OUT (default gpu-out/): log.txt, ctest_gpu.txt,
 # cft.jsonl, jax.jsonl, table.md. CFT_GPU_DEVICE names the device (cuda:0),
 # CFT_GPU_TESTS=0 skips the tests, CFT_GPU_JAX=0 the peer. Where no GPU can
 # be used the benches exit 77 and the table is empty: nothing fails.
@@ -27,6 +28,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
     echo "(no nvidia-smi)"
 nproc
 export CFT_DATA_DIR=${CFT_DATA_DIR:-$R/data} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+# the build machine's libraries, where bench/gpu_bundle.sh packed them
+[ -d "$B/deps" ] && export LD_LIBRARY_PATH="$B/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CFT_CACHE_DIR=${CFT_CACHE_DIR:-$(mktemp -d)} # private (0700): the compiled kernels
 
 if [ "${CFT_GPU_TESTS:-1}" != 0 ]; then
     el "ctest -L gpu"
