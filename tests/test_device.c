@@ -232,7 +232,7 @@ int main(int argc, char **argv) {
         CHECK_EQ(c1.runs - c0.runs, 1);
         CHECK_EQ(c1.to_host - c0.to_host, 2);     /* each operand, out */
         CHECK_EQ(c1.to_device - c0.to_device, 1); /* the result, in */
-        CHECK_EQ(c1.allocs - c0.allocs, 1);
+        CHECK(c1.allocs - c0.allocs <= 1); /* the result: carved, or a new segment */
         /* an uncommitted host scalar moves to the device */
         cft_array *t = cft_mul_s(hd, 2.0);
         CHECK(on(t, "test:0"));

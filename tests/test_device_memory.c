@@ -9,6 +9,7 @@
  * releases its intermediates at the end of each call, so the backend
  * allocates only what the calls return (their values still the host's),
  * and moves nothing through the host;
+ * small blocks are carved from 2 MiB segments, which go back whole;
  * an allocation over the device's limit is served after collecting
  * garbage and emptying the cache, and one that cannot fit at all is an
  * error naming the call and the device; four threads allocating and
@@ -102,8 +103,9 @@ int main(int argc, char **argv) {
         test_backend_counts c3 = test_backend_counts_now();
         cft_device_memory_stats s3 = stats(d0);
         CHECK_EQ(s3.cached, 0);
-        CHECK_MSG(c3.releases - c0.releases >= 150, "%ld of 200 released",
-                  c3.releases - c0.releases);
+        /* 4 KiB blocks are carved from 2 MiB segments: a segment goes back
+         * whole once all its blocks are in the cache */
+        CHECK_MSG(c3.releases - c0.releases >= 1, "%ld released", c3.releases - c0.releases);
         CHECK_EQ(s3.releases - s0.releases, (uint64_t)(c3.releases - c0.releases));
         CHECK_MSG(test_backend_live_bytes() < live0 + 64 * 4096, "%ld live bytes, %ld before",
                   test_backend_live_bytes(), live0);
@@ -203,9 +205,15 @@ int main(int argc, char **argv) {
         }
         cft__collect();
         cft_device_memory_stats s1 = stats(d1);
-        CHECK(s1.allocs + s1.reuses - s0.allocs - s0.reuses >= 800);
+#ifndef CFT_GC_OFF /* the 800 blocks, counted in and out across threads */
+        CHECK_MSG(s1.in_use <= s0.in_use + 64 * 1024, "%zu bytes in use, %zu before", s1.in_use,
+                  s0.in_use);
+#endif
         CHECK_EQ(cft_device_empty_cache(d1), CFT_OK);
-        CHECK_EQ(stats(d1).cached, 0);
+        /* what stays cached is the free part of segments that still hold
+         * a live array's block (other tests' arrays on d1) */
+        CHECK_MSG(stats(d1).cached < ((size_t)16 << 20), "%zu bytes still cached",
+                  stats(d1).cached);
     }
     return check_summary();
 }

@@ -251,7 +251,8 @@ cft_status cft_device_memory(const cft_dev *d, cft_device_memory_stats *out);
 
 /** Hands d's cached memory back to the backend (torch.cuda.empty_cache),
  *  after releasing the memory of arrays already collected. Memory of live
- *  arrays stays. */
+ *  arrays stays, and so does the rest of a 2 MiB segment that small
+ *  blocks (up to 1 MiB) of live arrays are carved from. */
 cft_status cft_device_empty_cache(const cft_dev *d);
 
 /** How f32 matrix products may run on a device (torch's

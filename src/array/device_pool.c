@@ -8,8 +8,10 @@
  * only after the array owning it was released (collected, or an
  * intermediate of a jitted plan at the end of its call); device work is
  * ordered on one stream per device, so work queued before the reuse has
- * read it first. An allocation the backend refuses empties the device's
- * cache and is tried once more. CFT_DEVICE_CACHE=0 turns caching off.
+ * read it first. Blocks of up to 1 MiB are carved from 2 MiB segments of
+ * the backend's memory instead of being allocations of their own. An
+ * allocation the backend refuses empties the device's cache and is tried
+ * once more. CFT_DEVICE_CACHE=0 turns caching off.
  *
  * Device arrays die when the collector finds them, but their bytes are
  * not the collector's, so nothing would make it look: a loop whose calls
@@ -31,8 +33,17 @@
 
 #include "core/mem.h"
 
+/* a segment of the backend's memory that small blocks are carved from */
+typedef struct segment {
+    char *base;
+    size_t used; /* carved so far, from base up */
+    long live;   /* its blocks handed out and not back in the cache */
+    struct segment *next;
+} segment;
+
 typedef struct block {
     void *ptr;
+    segment *seg; /* NULL: an allocation of the backend's own */
     struct block *next;
 } block;
 
@@ -45,6 +56,7 @@ typedef struct pool {
     const cft_dev *d;
     bin *bins;
     int nbins, capbins;
+    segment *segs, *cur; /* every segment; the one being carved */
     cft_device_memory_stats st;
     struct pool *next;
 } pool;
@@ -64,6 +76,14 @@ static bool caching(void) {
     }
     return v;
 }
+
+/* blocks up to SMALL_MAX bytes are carved from segments of SEGMENT bytes
+ * (PyTorch's small pool), so a loop's small results stop costing a
+ * backend allocation (cuMemAlloc) each once their segments exist; a
+ * segment goes back to the backend (empty_cache) when all its blocks are
+ * in the cache */
+#define SMALL_MAX ((size_t)1 << 20)
+#define SEGMENT ((size_t)2 << 20)
 
 static size_t size_class(size_t n) {
     if (n <= ((size_t)1 << 20))
@@ -103,17 +123,43 @@ static bin *bin_of(pool *p, size_t size, bool make) {
     return &p->bins[p->nbins++];
 }
 
-/* under mu: unlinks every cached block of p into a list for the backend */
+/* under mu: unlinks every cached block of p that the backend can take
+ * back into a list for it: blocks of its own, and whole segments whose
+ * carved blocks are all in the cache (their blocks leave the bins, the
+ * segment goes as one block) */
 static block *take_cache(pool *p) {
     block *all = NULL;
     for (int i = 0; i < p->nbins; i++)
-        while (p->bins[i].head) {
-            block *b = p->bins[i].head;
-            p->bins[i].head = b->next;
-            b->next = all, all = b;
+        for (block **at = &p->bins[i].head; *at;) {
+            block *b = *at;
+            if (b->seg && b->seg->live > 0) { /* its segment still has blocks out */
+                at = &b->next;
+                continue;
+            }
+            *at = b->next;
             p->st.cached -= p->bins[i].size;
+            if (b->seg) { /* a block of a free segment: the segment goes below */
+                b->next = spare, spare = b;
+                continue;
+            }
+            b->next = all, all = b;
             p->st.releases++;
         }
+    for (segment **at = &p->segs; *at;) {
+        segment *sg = *at;
+        block *b = spare;
+        if (sg->live > 0 || !b) {
+            at = &sg->next;
+            continue;
+        }
+        spare = b->next;
+        *at = sg->next;
+        if (p->cur == sg)
+            p->cur = NULL;
+        b->ptr = sg->base, b->seg = NULL, b->next = all, all = b;
+        p->st.releases++;
+        free(sg);
+    }
     return all;
 }
 
@@ -141,8 +187,43 @@ static void *backend_alloc(const cft_dev *d, size_t size) {
     return ptr;
 }
 
+/* under mu: size bytes carved from p's current segment, or NULL */
+static void *carve(pool *p, size_t size) {
+    segment *sg = p->cur;
+    if (!sg || SEGMENT - sg->used < size)
+        return NULL;
+    void *ptr = sg->base + sg->used;
+    sg->used += size, sg->live++;
+    return ptr;
+}
+
+/* a small block: carved from the current segment, else from a new one
+ * (the old one's tail stays unused); NULL when no segment can be had */
+static void *carve_new(const cft_dev *d, size_t size) {
+    pthread_mutex_lock(&mu);
+    pool *p = pool_of(d);
+    void *ptr = p ? carve(p, size) : NULL;
+    pthread_mutex_unlock(&mu);
+    if (ptr || !p)
+        return ptr;
+    char *base = backend_alloc(d, SEGMENT);
+    segment *sg = base ? calloc(1, sizeof *sg) : NULL;
+    if (!sg) {
+        if (base)
+            d->b->release(d->b->ctx, d->index, base);
+        return NULL;
+    }
+    sg->base = base;
+    pthread_mutex_lock(&mu);
+    sg->next = p->segs, p->segs = sg, p->cur = sg;
+    ptr = carve(p, size);
+    pthread_mutex_unlock(&mu);
+    return ptr;
+}
+
 void *cft__pool_alloc(const cft_dev *d, size_t bytes) {
-    size_t size = caching() ? size_class(bytes) : bytes;
+    bool cache = caching();
+    size_t size = cache ? size_class(bytes) : bytes;
     void *ptr = NULL;
     pthread_mutex_lock(&mu);
     pool *p = pool_of(d);
@@ -151,10 +232,14 @@ void *cft__pool_alloc(const cft_dev *d, size_t bytes) {
         block *b = bn->head;
         bn->head = b->next;
         ptr = b->ptr;
+        if (b->seg)
+            b->seg->live++;
         b->next = spare, spare = b;
         p->st.cached -= size, p->st.reuses++;
     }
     pthread_mutex_unlock(&mu);
+    if (!ptr && cache && size <= SMALL_MAX)
+        ptr = carve_new(d, size);
     if (!ptr && !(ptr = backend_alloc(d, size))) {
         cft__pool_trim(d); /* the cache back to the backend, and once more */
         ptr = backend_alloc(d, size);
@@ -178,6 +263,10 @@ void cft__pool_release(const cft_dev *d, void *ptr, size_t bytes) {
     pool *p = pool_of(d);
     if (p)
         p->st.in_use -= p->st.in_use < size ? p->st.in_use : size;
+    segment *sg = NULL;
+    for (segment *g = p && cache ? p->segs : NULL; g && !sg; g = g->next)
+        if ((char *)ptr >= g->base && (char *)ptr < g->base + SEGMENT)
+            sg = g;
     bin *bn = cache && p ? bin_of(p, size, true) : NULL;
     block *b = bn ? spare : NULL;
     if (b)
@@ -185,13 +274,16 @@ void cft__pool_release(const cft_dev *d, void *ptr, size_t bytes) {
     else if (bn)
         b = malloc(sizeof *b);
     if (b) {
-        b->ptr = ptr, b->next = bn->head, bn->head = b;
+        b->ptr = ptr, b->seg = sg, b->next = bn->head, bn->head = b;
         p->st.cached += size;
-    } else if (p)
+        if (sg)
+            sg->live--;
+    } else if (p && !sg)
         p->st.releases++;
     pthread_mutex_unlock(&mu);
-    if (!b) /* not cached (off, or no memory for the record): straight back */
+    if (!b && !sg) /* not cached (off, or no memory for the record): straight back */
         d->b->release(d->b->ctx, d->index, ptr);
+    /* (a carved block without a record stays out: its segment is kept) */
 }
 
 void cft__pool_trim(const cft_dev *d) {
