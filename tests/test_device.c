@@ -511,6 +511,12 @@ int main(int argc, char **argv) {
         CHECK_EQ(cft_fn_call(j, in, &got), CFT_OK);
         CHECK_MSG(cft_max_abs_diff(got, bf) < 1e-5, "jitted under medium: %g from bf16",
                   cft_max_abs_diff(got, bf));
+        cft_fn *jm = cft_jit(cft_fn_new(matmul2, NULL, 2, 1)); /* recorded under medium */
+        for (int call = 0; call < 5; call++) {
+            CHECK_EQ(cft_fn_call(jm, in, &got), CFT_OK);
+            CHECK_MSG(cft_max_abs_diff(got, bf) < 1e-5, "call %d under medium: %g from bf16",
+                      call, cft_max_abs_diff(got, bf));
+        }
         CHECK_EQ(cft_set_float32_matmul_precision(CFT_MATMUL_HIGHEST), CFT_OK);
         CHECK_EQ(cft_fn_call(j, in, &got), CFT_OK);
         CHECK(cft_max_abs_diff(got, exact) < 1e-5);

@@ -17,11 +17,12 @@
 #include <string.h>
 
 enum { KERNEL, OP, COPY };
-enum { MAX_PARAMS = 12, MAX_BUFS = 4 };
+enum { MAX_PARAMS = 13, MAX_BUFS = 4 };
 
 static const char *const param_names[MAX_PARAMS] = {
-    "lc",    "rc",        "lb",    "rb",          "fft_type",      "fft_lengths",
-    "scale", "left_side", "lower", "transpose_a", "unit_diagonal", "axes"};
+    "lc",       "rc",        "lb",    "rb",          "fft_type",      "fft_lengths",
+    "scale",    "left_side", "lower", "transpose_a", "unit_diagonal", "axes",
+    "precision"}; /* the matrix products' cft_matmul_precision, as issued */
 
 typedef struct {
     char name[32];
