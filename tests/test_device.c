@@ -232,7 +232,7 @@ int main(int argc, char **argv) {
         CHECK_EQ(c1.runs - c0.runs, 1);
         CHECK_EQ(c1.to_host - c0.to_host, 2);     /* each operand, out */
         CHECK_EQ(c1.to_device - c0.to_device, 1); /* the result, in */
-        CHECK(c1.allocs - c0.allocs <= 1); /* the result: carved, or a new segment */
+        CHECK(c1.allocs - c0.allocs <= 1);        /* the result: carved, or a new segment */
         /* an uncommitted host scalar moves to the device */
         cft_array *t = cft_mul_s(hd, 2.0);
         CHECK(on(t, "test:0"));
@@ -514,8 +514,8 @@ int main(int argc, char **argv) {
         cft_fn *jm = cft_jit(cft_fn_new(matmul2, NULL, 2, 1)); /* recorded under medium */
         for (int call = 0; call < 5; call++) {
             CHECK_EQ(cft_fn_call(jm, in, &got), CFT_OK);
-            CHECK_MSG(cft_max_abs_diff(got, bf) < 1e-5, "call %d under medium: %g from bf16",
-                      call, cft_max_abs_diff(got, bf));
+            CHECK_MSG(cft_max_abs_diff(got, bf) < 1e-5, "call %d under medium: %g from bf16", call,
+                      cft_max_abs_diff(got, bf));
         }
         CHECK_EQ(cft_set_float32_matmul_precision(CFT_MATMUL_HIGHEST), CFT_OK);
         CHECK_EQ(cft_fn_call(j, in, &got), CFT_OK);

@@ -264,7 +264,7 @@ void cft__pool_release(const cft_dev *d, void *ptr, size_t bytes) {
     if (p)
         p->st.in_use -= p->st.in_use < size ? p->st.in_use : size;
     segment *sg = NULL;
-    for (segment *g = p && cache ? p->segs : NULL; g && !sg; g = g->next)
+    for (segment *g = p && cache && size <= SMALL_MAX ? p->segs : NULL; g && !sg; g = g->next)
         if ((char *)ptr >= g->base && (char *)ptr < g->base + SEGMENT)
             sg = g;
     bin *bn = cache && p ? bin_of(p, size, true) : NULL;

@@ -16,7 +16,7 @@
  * so a result is the same on every run and every grid. The launchers
  * (lower/jit_device.c, prims/conv_device.c) and the kernels (emit_cuda.c
  * and conv_device.c stringify the body into their sources) use this one
- * function. */
+ * function, and cft_coop_threads for the launch. */
 #ifndef CFT_COOP_FNS_H
 #define CFT_COOP_FNS_H
 #ifndef CFT_COOP_EMIT
@@ -31,6 +31,11 @@ static inline int64_t cft_coop_shares(int64_t nred) {
     while (ny < 256 && nred > 32 * ny)
         ny *= 2;
     return ny;
+}
+/* the threads a launch asks for: every output's shares, in whole tiles */
+static inline int64_t cft_coop_threads(int64_t nslot, int64_t nred) {
+    int64_t ny = cft_coop_shares(nred), nx = 256 / ny;
+    return ny > 1 ? (nslot + nx - 1) / nx * 256 : nslot;
 }
 )
 /* clang-format on */

@@ -120,7 +120,38 @@ static const char *resolve(void *lib, cft_cuda_driver *t) {
     return NULL;
 }
 
-static const char *resolve_events_into(void *lib); /* the markers' (below) */
+/* Markers of device time for the profiler (abi 5): CUDA events, whose
+ * functions are optional in the driver's table (a driver without them
+ * leaves the profiler waiting after each step instead) */
+typedef struct {
+    CUresult (*create)(CUevent *, unsigned);
+    CUresult (*record)(CUevent, CUstream);
+    CUresult (*wait)(CUevent);
+    CUresult (*elapsed)(float *, CUevent, CUevent);
+    CUresult (*destroy)(CUevent);
+} event_fns;
+static event_fns ev;
+
+/* the event functions from lib into *e (all, or e->create NULL); NULL,
+ * or the first missing */
+static const char *resolve_events(void *lib, event_fns *e) {
+    *(void **)&e->create = dlsym(lib, "cuEventCreate");
+    *(void **)&e->record = dlsym(lib, "cuEventRecord");
+    *(void **)&e->wait = dlsym(lib, "cuEventSynchronize");
+    *(void **)&e->elapsed = dlsym(lib, "cuEventElapsedTime_v2");
+    if (!e->elapsed)
+        *(void **)&e->elapsed = dlsym(lib, "cuEventElapsedTime");
+    *(void **)&e->destroy = dlsym(lib, "cuEventDestroy_v2");
+    const char *missing = !e->create    ? "cuEventCreate"
+                          : !e->record  ? "cuEventRecord"
+                          : !e->wait    ? "cuEventSynchronize"
+                          : !e->elapsed ? "cuEventElapsedTime"
+                          : !e->destroy ? "cuEventDestroy_v2"
+                                        : NULL;
+    if (missing)
+        e->create = NULL;
+    return missing;
+}
 
 static void load(void) {
     cu.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -133,7 +164,7 @@ static void load(void) {
         snprintf(init_err, sizeof init_err, "the CUDA driver lacks %s", missing);
         return;
     }
-    resolve_events_into(cu.lib);
+    resolve_events(cu.lib, &ev);
     CUresult r = cu.init(0);
     if (r != CUDA_SUCCESS) {
         snprintf(init_err, sizeof init_err, "no usable CUDA device (cuInit: %s)",
@@ -268,43 +299,6 @@ static int run(void *ctx, int dev, const cft_dev_op *op) {
 static int run_kernel(void *ctx, int dev, const cft_dev_kernel *k) {
     (void)ctx;
     return cft_cuda_launch(dev, k->source, k->entry, k->args, k->args_size, k->nslot);
-}
-
-/* Markers of device time for the profiler (abi 5): CUDA events, whose
- * functions are optional in the driver's table (a driver without them
- * leaves the profiler waiting after each step instead) */
-typedef struct {
-    CUresult (*create)(CUevent *, unsigned);
-    CUresult (*record)(CUevent, CUstream);
-    CUresult (*wait)(CUevent);
-    CUresult (*elapsed)(float *, CUevent, CUevent);
-    CUresult (*destroy)(CUevent);
-} event_fns;
-static event_fns ev;
-
-/* the event functions from lib into *e (all, or e->create NULL); NULL,
- * or the first missing */
-static const char *resolve_events(void *lib, event_fns *e) {
-    *(void **)&e->create = dlsym(lib, "cuEventCreate");
-    *(void **)&e->record = dlsym(lib, "cuEventRecord");
-    *(void **)&e->wait = dlsym(lib, "cuEventSynchronize");
-    *(void **)&e->elapsed = dlsym(lib, "cuEventElapsedTime_v2");
-    if (!e->elapsed)
-        *(void **)&e->elapsed = dlsym(lib, "cuEventElapsedTime");
-    *(void **)&e->destroy = dlsym(lib, "cuEventDestroy_v2");
-    const char *missing = !e->create    ? "cuEventCreate"
-                          : !e->record  ? "cuEventRecord"
-                          : !e->wait    ? "cuEventSynchronize"
-                          : !e->elapsed ? "cuEventElapsedTime"
-                          : !e->destroy ? "cuEventDestroy_v2"
-                                        : NULL;
-    if (missing)
-        e->create = NULL;
-    return missing;
-}
-
-static const char *resolve_events_into(void *lib) {
-    return resolve_events(lib, &ev);
 }
 
 static void *mark(void *ctx, int dev) {

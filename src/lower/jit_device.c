@@ -185,9 +185,8 @@ static cft_array *run_group(const cft_dev *d, const cft_ir *ir, const cft_aval *
         else
             nred *= lp.dims[i];
     }
-    int64_t ny = red_out >= 0 ? cft_coop_shares(nred) : 1;
-    if (ny > 1) /* tiles of 256 / ny outputs by ny shares, a block each (coop_fns.h) */
-        nslot = (nslot + CFT_COOP_THREADS / ny - 1) / (CFT_COOP_THREADS / ny) * CFT_COOP_THREADS;
+    if (red_out >= 0) /* tiles of outputs by shares, a block each (coop_fns.h) */
+        nslot = cft_coop_threads(nslot, nred);
     char entry[32];
     snprintf(entry, sizeof entry, "cft_g%d", gi);
     cft_dev_kernel k = {src, entry, args, size, nslot, nops, ptrs};

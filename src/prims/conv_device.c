@@ -12,14 +12,12 @@
  * get a block apiece. Sums in double, rounded once; f32 and f64 (other
  * dtypes keep the backend's way). The source is fixed per dtype, the
  * problem comes in the kernel's argument. */
-#include <string.h>
-
 #include "core/coop_fns.h"
 #include "core/mem.h"
 #include "prims/conv_geom.h"
 
-/* the spatial dim d's input index of output o and tap kk, or -1 (padding,
- * or between dilated inputs) */
+/* the spatial dim d's (dilated) input index v<d> of output o<d> and tap
+ * k<d>; a tap on padding or between dilated inputs is skipped */
 #define TAP(d)                                                                                     \
     "        const long long v" #d " = o" #d " * a.s[" #d "] + k" #d " * a.rd[" #d "] - a.lo[" #d  \
     "];\n"                                                                                         \
@@ -123,12 +121,11 @@ bool cft__conv_dev_kernel(cft_array *const *in, int nin, const cft_params *p, cf
         a->lo[d] = g.lo[d], a->ld[d] = g.ld[d], a->rd[d] = g.rd[d];
     }
     ptrs[0] = (void *)a->x, ptrs[1] = (void *)a->w, ptrs[2] = a->y;
-    int64_t ny = cft_coop_shares(a->R), nx = 256 / ny;
     *k = (cft_dev_kernel){conv_src,
                           dt == CFT_F32 ? "cft_conv_f32" : "cft_conv_f64",
                           a,
                           sizeof *a,
-                          (a->n + nx - 1) / nx * 256,
+                          cft_coop_threads(a->n, a->R),
                           3,
                           ptrs};
     return true;
