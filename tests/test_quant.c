@@ -4,7 +4,8 @@
  * torch's formulas worked by hand; the PTQ pipeline (prepare, calibrate,
  * convert) on an MLP, within a stated distance of f32, with operands on the
  * int8 grid; QAT under grad, jit (twice, against eager) and vmap (an
- * ensemble against a loop); export of a converted program; observers from
+ * ensemble against a loop, sharing observers; an ensemble record, each
+ * member its own, vmapped against a loop); export of a converted program; observers from
  * several threads; bad quantizers and an uncalibrated convert.
  *
  * Tolerances: fake quantization computes in the operand's dtype, so f64
@@ -49,6 +50,16 @@ static cft_status mlp_loss(void *env, int nin, cft_array *const *in, int nout, c
     cft_array *lg;
     cft_status s = cft_fn_call(env, in, &lg);
     out[0] = cft_mean(cft_cross_entropy(lg, in[7]), NULL, 0, false);
+    return s;
+}
+
+/* an ensemble's loss: (member, w1, b1, w2, b2, w3, b3, x, labels) through
+ * the record's QAT function (env) */
+static cft_status ens_loss(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)nin, (void)nout;
+    cft_array *lg;
+    cft_status s = cft_fn_call(env, in, &lg);
+    out[0] = cft_mean(cft_cross_entropy(lg, in[8]), NULL, 0, false);
     return s;
 }
 
@@ -364,6 +375,121 @@ int main(int argc, char **argv) {
             in[2] = cft_index(W, m);
             CHECK_ARRAY_CLOSE(cft_index(yv, m), cft_fn_call1(one, in), 1e-5, 1e-6);
         }
+    }
+
+    TEST("an ensemble record: QAT vmapped over the members keeps each member's observers, as a "
+         "loop over members does; jit twice, grad, inner vmap over samples, convert_member, bad "
+         "indices") {
+        cft_quantizer qz = cft_quantizer_x86();
+        qz.activation.observer = CFT_OBS_MINMAX;
+        cft_quant *a = cft_quant_prepare_ensemble(logits, &qz, 3);
+        cft_quant *b = cft_quant_prepare_ensemble(logits, &qz, 3);
+        /* member m's weights are P's times 0.5, 1, 2: exact in f32, so its
+         * weight scales are exactly the factor times member 1's */
+        const double f[3] = {0.5, 1, 2};
+        cft_array *S[6], *in[8], *one[8];
+        for (int i = 0; i < 6; i++)
+            S[i] = cft_stack((cft_array *[]){cft_mul_s(P[i], f[0]), cft_mul_s(P[i], f[1]),
+                                             cft_mul_s(P[i], f[2])},
+                             3, 0);
+        in[0] = cft_arange(0, 3, 1, CFT_I32);
+        memcpy(in + 1, S, sizeof S);
+        in[7] = P[6];
+        int axes[9] = {0, 0, 0, 0, 0, 0, 0, CFT_NOT_BATCHED, CFT_NOT_BATCHED};
+        cft_fn *vobs = cft_vmap_n(cft_quant_observer_fn(a), axes, 8, NULL, 0);
+        cft_fn *vqat = cft_vmap_n(cft_quant_qat_fn(a), axes, 8, NULL, 0);
+        for (int i = 0; i < 6; i++)
+            one[i] = cft_index(S[i], 2);
+        one[6] = P[6];
+        CHECK_ARRAY_CLOSE(cft_index(cft_fn_call1(vobs, in), 2), cft_fn_call1(logits, one), 1e-5,
+                          1e-5);
+        cft_array *yv = cft_fn_call1(vqat, in); /* eager: each member's observers move */
+        CHECK(!cft_failed(yv));
+        one[7] = P[6];
+        for (int m = 0; m < 3; m++) {
+            one[0] = cft_scalar(m, CFT_I32);
+            for (int i = 0; i < 6; i++)
+                one[i + 1] = cft_index(S[i], m);
+            cft_fn_call1(cft_quant_observer_fn(b), one);
+        }
+        for (int m = 0; m < 3; m++) {
+            one[0] = cft_scalar(m, CFT_I32);
+            for (int i = 0; i < 6; i++)
+                one[i + 1] = cft_index(S[i], m);
+            CHECK_ARRAY_CLOSE(cft_index(yv, m), cft_fn_call1(cft_quant_qat_fn(b), one), 1e-4, 1e-4);
+        }
+        CHECK_EQ(cft_quant_num_sites(a), 6);
+        for (int k = 0; k < 6; k++)
+            for (int m = 0; m < 3; m++) {
+                cft_array *sa, *za, *sb, *zb, *s1, *z1;
+                CHECK(cft_quant_site_member(a, k, m, &sa, &za) == CFT_OK);
+                CHECK(cft_quant_site_member(b, k, m, &sb, &zb) == CFT_OK);
+                CHECK_ARRAY_CLOSE(sa, sb, 1e-5, 0);
+                CHECK_ARRAY_CLOSE(za, zb, 0, 1);
+                CHECK(cft_quant_site_member(a, k, 1, &s1, &z1) == CFT_OK);
+                if (k % 2) /* weights: the member's own range, exactly */
+                    CHECK_ARRAY_CLOSE(sa, cft_mul_s(s1, f[m]), 1e-7, 0);
+            }
+        /* jitted twice, against eager on ranges that no longer move */
+        cft_array *ye = cft_fn_call1(vqat, in);
+        cft_fn *jv = cft_jit(vqat);
+        for (int r = 0; r < 2; r++)
+            CHECK_ARRAY_CLOSE(cft_fn_call1(jv, in), ye, 1e-5, 1e-5);
+        /* grad of each member's loss, vmapped over the members, against the
+         * loop; and per-sample gradients inside each member (a vmap over
+         * samples nested in the vmap over members) */
+        cft_fn *loss_a = cft_fn_new(ens_loss, cft_quant_qat_fn(a), 9, 1);
+        cft_fn *loss_b = cft_fn_new(ens_loss, cft_quant_qat_fn(b), 9, 1);
+        cft_array *gin[9];
+        memcpy(gin, in, sizeof in);
+        gin[8] = P[7];
+        cft_array *gv =
+            cft_fn_call1(cft_vmap_n(cft_grad(loss_a, (int[]){1}, 1), axes, 9, NULL, 0), gin);
+        one[7] = P[6];
+        cft_array *oneg[9];
+        for (int m = 0; m < 3; m++) {
+            memcpy(oneg, one, sizeof one);
+            oneg[0] = cft_scalar(m, CFT_I32);
+            for (int i = 0; i < 6; i++)
+                oneg[i + 1] = cft_index(S[i], m);
+            oneg[8] = P[7];
+            CHECK_ARRAY_CLOSE(cft_index(gv, m), cft_fn_call1(cft_grad(loss_b, (int[]){1}, 1), oneg),
+                              1e-4, 1e-5);
+        }
+        int sax[9]; /* samples: x and the labels */
+        for (int i = 0; i < 9; i++)
+            sax[i] = i < 7 ? CFT_NOT_BATCHED : 0;
+        cft_fn *ps = cft_vmap_n(cft_grad(loss_a, (int[]){1}, 1), sax, 9, NULL, 0);
+        cft_array *gps = cft_fn_call1(cft_vmap_n(ps, axes, 9, NULL, 0), gin);
+        CHECK_EQ(cft_array_ndim(gps), 4); /* [members, samples, 16, 32] */
+        CHECK_ARRAY_CLOSE(cft_mean(gps, (int[]){1}, 1, false), gv, 1e-4, 1e-5);
+        /* member m converted: its int8 logits near its QAT logits */
+        for (int m = 0; m < 3; m++) {
+            for (int i = 0; i < 6; i++)
+                one[i] = cft_index(S[i], m);
+            one[6] = P[6];
+            CHECK(rel(cft_fn_call1(cft_quant_convert_member(a, m), one), cft_index(ye, m)) < 0.01);
+        }
+        /* bad indices and calls */
+        cft_array *bad[8];
+        memcpy(bad, in, sizeof bad);
+        bad[0] = cft_arange(1, 4, 1, CFT_I32);
+        cft_array *y = cft_fn_call1(vqat, bad);
+        CHECK(cft_failed(y) && strstr(cft_error_message(y), "outside [0, 3)") != NULL);
+        memcpy(bad, one, sizeof one);
+        memmove(bad + 1, bad, 7 * sizeof *bad);
+        bad[0] = cft_scalar(1, CFT_F32);
+        y = cft_fn_call1(cft_quant_qat_fn(a), bad);
+        CHECK(cft_failed(y) && strstr(cft_error_message(y), "member index") != NULL);
+        y = cft_fn_call1(cft_quant_convert(a), one);
+        CHECK(cft_failed(y) && strstr(cft_error_message(y), "cft_quant_convert_member") != NULL);
+        y = cft_fn_call1(cft_quant_convert_member(a, 3), one);
+        CHECK(cft_failed(y) && strstr(cft_error_message(y), "member 3 of") != NULL);
+        y = cft_fn_call1(cft_quant_qat_fn(cft_quant_prepare_ensemble(logits, &qz, 0)), in);
+        CHECK(cft_failed(y) && strstr(cft_error_message(y), "0 members") != NULL);
+        cft_array *s0, *z0;
+        CHECK(cft_quant_site_member(a, 0, 7, &s0, &z0) == CFT_E_ARG);
+        CHECK(strstr(cft_last_error_message(), "cft_quant_site_member") != NULL);
     }
 
     TEST("observers paused keep their ranges in observer, QAT and jitted QAT calls; resumed, "

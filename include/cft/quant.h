@@ -23,8 +23,18 @@
  * quantization-aware training: every site fake-quantized with the
  * straight-through estimator (cft_fake_quantize) using the observers'
  * current ranges, which it keeps updating when run eagerly; it composes
- * with grad, vmap (an ensemble of QAT models) and jit (which freezes the
- * ranges it traced with). cft_quant_convert freezes the ranges into
+ * with grad, vmap and jit. Under vmap over a batch of samples the batch
+ * shares each site's observer (its range is the batch's); an ensemble of
+ * QAT models, whose members need ranges of their own, is prepared with
+ * cft_quant_prepare_ensemble: its functions take the member index first,
+ * and vmapped over a vector of indices each member reads and updates its
+ * own observers:
+ *
+ *     cft_quant *q = cft_quant_prepare_ensemble(logits, &qz, 8);
+ *     cft_fn *v = cft_vmap_n(cft_quant_qat_fn(q), axes, n, NULL, 0);
+ *     // axes: 0 for the member index (cft_arange(0, 8, 1, CFT_I32)) and
+ *     // the stacked weights, CFT_NOT_BATCHED for shared data
+ *     cft_fn *int8_3 = cft_quant_convert_member(q, 3); cft_quant_convert freezes the ranges into
  * constants. A plain matrix product x [M, K] @ W [K, N] whose activation is
  * quantized per tensor within u8 and whose weight symmetric within s8
  * (per channel along N, or per tensor), as cft_quantizer_x86's, becomes an
@@ -152,12 +162,29 @@ cft_fn *cft_quant_dynamic(cft_fn *f);
  *  threads (observers update under a lock). */
 typedef struct cft_quant cft_quant;
 
+/** The most members an ensemble record may have. */
+#define CFT_QUANT_MAX_MEMBERS 65536
+
 /** Prepare f for quantization (copies the quantizer). NULL only when out
  *  of memory: a bad quantizer (no ops, bits outside 2..16, a moving-average
  *  weight outside (0, 1], a percentile outside (0, 100]) or an error
  *  function gives a record whose functions fail with CFT_E_ARG naming the
  *  call. */
 cft_quant *cft_quant_prepare(cft_fn *f, const cft_quantizer *qz);
+/** Prepare an ensemble of `members` copies of f for quantization, each
+ *  with observers of its own (torch: one prepared model per member). The
+ *  record's observer and QAT functions take one more input, first: the
+ *  member index, an integer scalar in [0, members), then f's inputs. Called
+ *  with one index, they are member m's model; vmapped with the index
+ *  batched (a vector of indices along the batch, with the members' stacked
+ *  weights), each member's values update and are quantized by its own
+ *  observers, as a loop over the members would (the same ranges, the same
+ *  results); a batch of samples inside a member shares that member's
+ *  observers. Convert one member with cft_quant_convert_member. members
+ *  outside 1..CFT_QUANT_MAX_MEMBERS gives a record whose functions fail
+ *  with CFT_E_ARG; so does an index outside the range or not an integer
+ *  scalar, naming it. */
+cft_quant *cft_quant_prepare_ensemble(cft_fn *f, const cft_quantizer *qz, int members);
 /** f with observers on every site (calibration): same outputs as f. */
 cft_fn *cft_quant_observer_fn(cft_quant *q);
 /** Quantization-aware training: f with every site fake-quantized by the
@@ -170,6 +197,12 @@ cft_fn *cft_quant_qat_fn(cft_quant *q);
  *  fake-quantized. A site never observed fails its calls with CFT_E_ARG
  *  ("site k was never observed: calibrate first"). */
 cft_fn *cft_quant_convert(cft_quant *q);
+/** Member `member`'s converted function (cft_quant_convert for one member
+ *  of an ensemble record; it takes f's inputs, no index). A member outside
+ *  the record's gives a function that fails with CFT_E_ARG. For a plain
+ *  record, member 0 is cft_quant_convert; cft_quant_convert of an ensemble
+ *  record fails with CFT_E_ARG pointing here. */
+cft_fn *cft_quant_convert_member(cft_quant *q, int member);
 /** Observers on (the default) or off (torch.ao.quantization's
  *  enable_observer / disable_observer): while off, calls of q's functions
  *  (observer, QAT; eager, staged or jitted) leave every site's range as it
@@ -180,9 +213,15 @@ cft_status cft_quant_set_observing(cft_quant *q, bool on);
 /** Sites observed so far. */
 int cft_quant_num_sites(const cft_quant *q);
 /** Site i's quantization parameters now (scalars, or 1-d per channel) and
- *  the name of its primitive and whether it is a weight. */
+ *  the name of its primitive and whether it is a weight (member 0's, for an
+ *  ensemble record). */
 cft_status cft_quant_site(const cft_quant *q, int i, cft_array **scale, cft_array **zero_point,
                           const char **prim, bool *is_weight);
+/** Site i's quantization parameters now for member `member` of the record
+ *  (CFT_E_ARG for a site or member outside the record's, or a site that
+ *  member has not observed). */
+cft_status cft_quant_site_member(const cft_quant *q, int i, int member, cft_array **scale,
+                                 cft_array **zero_point);
 
 #ifdef __cplusplus
 }

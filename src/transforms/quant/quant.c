@@ -7,6 +7,7 @@
  * before binding the primitive below. */
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cft/ops.h"
@@ -34,7 +35,8 @@ typedef struct {
     cft_quant *q;
     int mode;
     const frozen *fz;
-    int next; /* the next site's number in this call */
+    int next;          /* the next site's number in this call */
+    cft_array *member; /* the member index of this call (i32 0 for a plain record) */
 } qstate;
 
 static const cft_quant_op *op_of(const cft_quant *q, const cft_prim *p) {
@@ -80,11 +82,11 @@ static cft_array *handle(qstate *st, const cft_prim *p, const cft_quant_op *o, i
     pthread_mutex_unlock(&q->mu);
     if (e)
         return e;
-    *y = cft__qobserve(q, k, x, axis);
+    *y = cft__qobserve(q, k, x, st->member, axis);
     if (cft_failed(*y) || st->mode != QAT)
         return cft_failed(*y) ? *y : NULL;
     cft_array *scale, *zp;
-    e = cft__qparams_of(q, k, axis >= 0 ? nch : 0, *y, &scale, &zp);
+    e = cft__qparams_of(q, k, axis >= 0 ? nch : 0, *y, st->member, &scale, &zp);
     if (e)
         return e;
     *y = cft_fake_quantize(*y, scale, zp, axis, cft__qlo(sp), cft__qhi(sp));
@@ -193,10 +195,21 @@ typedef struct {
 
 static cft_status quant_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     qenv *a = env;
-    if (a->q->err)
-        return cft__fail_outs(a->q->err, nout, out);
-    qstate st = {a->q, a->mode, a->fz, 0};
-    return cft__wrap_apply(&quant_vt, &st, a->q->f, "cft_quant", nin, in, nout, out);
+    cft_quant *q = a->q;
+    if (q->err)
+        return cft__fail_outs(q->err, nout, out);
+    qstate st = {q, a->mode, a->fz, 0, q->member0};
+    if (a->mode != CONVERT && q->members > 1) { /* an ensemble's: the member index first */
+        const cft_aval *m = &in[0]->aval;
+        if (m->ndim != 0 || cft_dtype_is_inexact(m->dtype) || m->dtype == CFT_BOOL)
+            return cft__fail_outs(cft__fail(CFT_E_ARG,
+                                            "cft_quant: an ensemble record's functions take the "
+                                            "member index (an integer scalar) first, not %s",
+                                            cft__av(m)),
+                                  nout, out);
+        st.member = in[0], in++, nin--;
+    }
+    return cft__wrap_apply(&quant_vt, &st, q->f, "cft_quant", nin, in, nout, out);
 }
 
 static cft_array *check_spec(const char *what, const cft_quant_spec *s) {
@@ -217,15 +230,21 @@ static cft_array *check_spec(const char *what, const cft_quant_spec *s) {
     return NULL;
 }
 
-cft_quant *cft_quant_prepare(cft_fn *f, const cft_quantizer *qz) {
-    CFT_API("cft_quant_prepare");
+static cft_quant *prepare(cft_fn *f, const cft_quantizer *qz, int members) {
     cft_quant *q = CFT_NEW(cft_quant);
     if (!q)
         return NULL;
     pthread_mutex_init(&q->mu, NULL);
     q->f = f;
     q->id = -1;
-    if (!f)
+    q->members = members;
+    q->member0 = cft_scalar(0, CFT_I32);
+    if (cft_failed(q->member0))
+        q->err = q->member0;
+    else if (members < 1 || members > CFT_QUANT_MAX_MEMBERS)
+        q->err = cft__fail(CFT_E_ARG, "cft_quant_prepare_ensemble: %d members (want 1 to %d)",
+                           members, CFT_QUANT_MAX_MEMBERS);
+    else if (!f)
         q->err = cft__fail(CFT_E_ARG, "cft_quant_prepare: NULL function");
     else if (cft_fn_failed(f))
         q->err = f->err;
@@ -243,8 +262,20 @@ cft_quant *cft_quant_prepare(cft_fn *f, const cft_quantizer *qz) {
     return q;
 }
 
+cft_quant *cft_quant_prepare(cft_fn *f, const cft_quantizer *qz) {
+    CFT_API("cft_quant_prepare");
+    return prepare(f, qz, 1);
+}
+
+cft_quant *cft_quant_prepare_ensemble(cft_fn *f, const cft_quantizer *qz, int members) {
+    CFT_API("cft_quant_prepare_ensemble");
+    return prepare(f, qz, members);
+}
+
 static cft_fn *quant_fn(cft_quant *q, int mode, frozen *fz, const char *name) {
     int nin = q->f ? q->f->nin : 0, nout = q->f ? q->f->nout : 1;
+    if (mode != CONVERT && q->members > 1)
+        nin++; /* the member index */
     if (q->err)
         return cft__fn_error(q->err, nin, nout > 0 ? nout : 1);
     qenv *a = CFT_NEW(qenv);
@@ -256,7 +287,7 @@ static cft_fn *quant_fn(cft_quant *q, int mode, frozen *fz, const char *name) {
 }
 
 static cft_status dynamic_cb(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    qstate st = {NULL, DYNAMIC, NULL, 0};
+    qstate st = {NULL, DYNAMIC, NULL, 0, NULL};
     return cft__wrap_apply(&quant_vt, &st, env, "cft_quant_dynamic", nin, in, nout, out);
 }
 
@@ -282,12 +313,20 @@ cft_fn *cft_quant_qat_fn(cft_quant *q) {
     return quant_fn(q, QAT, NULL, "quant_qat");
 }
 
-cft_fn *cft_quant_convert(cft_quant *q) {
-    CFT_API("cft_quant_convert");
+/* member m's converted function (whole: cft_quant_convert, for plain records) */
+static cft_fn *convert(const char *op, cft_quant *q, int m, bool whole) {
     if (!q)
-        return cft__fn_fail(0, 1, CFT_E_ARG, "cft_quant_convert: NULL record");
+        return cft__fn_fail(0, 1, CFT_E_ARG, "%s: NULL record", op);
     if (q->err)
         return quant_fn(q, CONVERT, NULL, "quant_int8");
+    if (whole && q->members > 1)
+        return cft__fn_fail(q->f->nin, q->f->nout, CFT_E_ARG,
+                            "%s: the record is an ensemble of %d members: convert one with "
+                            "cft_quant_convert_member",
+                            op, q->members);
+    if (m < 0 || m >= q->members)
+        return cft__fn_fail(q->f->nin, q->f->nout, CFT_E_ARG, "%s: member %d of a record of %d", op,
+                            m, q->members);
     frozen *fz = CFT_NEW(frozen);
     if (!fz)
         return cft__fn_error(cft__oom(), q->f->nin, q->f->nout);
@@ -297,19 +336,38 @@ cft_fn *cft_quant_convert(cft_quant *q) {
     fz->scale = CFT_NEWN(cft_array *, n + 1), fz->zp = CFT_NEWN(cft_array *, n + 1);
     fz->qmin = CFT_NEWN(int64_t, n + 1), fz->qmax = CFT_NEWN(int64_t, n + 1);
     fz->axis = CFT_NEWN(int, n + 1);
-    bool ok = fz->scale && fz->zp && fz->qmin && fz->qmax && fz->axis;
-    for (int k = 0; ok && k < n; k++) {
+    int64_t tot = 0;
+    for (int k = 0; k < n; k++)
+        tot += q->s[k].nch;
+    double *v = cft__new_data(sizeof(double) * 2 * (size_t)(tot + 1)); /* scales, zero points */
+    bool *seen = CFT_NEWN(bool, n + 1);
+    bool ok = fz->scale && fz->zp && fz->qmin && fz->qmax && fz->axis && v && seen;
+    for (int k = 0, off = 0; ok && k < n; off += (int)q->s[k].nch, k++) {
         const cft__qsite *s = &q->s[k];
-        if (!s->seen)
+        if (!(seen[k] = s->seen[m]))
             continue;
-        cft__qparams_now(q, s, &fz->scale[k], &fz->zp[k]);
+        cft__qparams_vals(q, s, m, v + 2 * off, v + 2 * off + s->nch);
         fz->qmin[k] = cft__qlo(cft__qspec(q, s)), fz->qmax[k] = cft__qhi(cft__qspec(q, s));
         fz->axis[k] = s->axis;
     }
     pthread_mutex_unlock(&q->mu);
     if (!ok)
         return cft__fn_error(cft__oom(), q->f->nin, q->f->nout);
+    for (int k = 0, off = 0; k < n; off += (int)q->s[k].nch, k++)
+        if (seen[k])
+            cft__qparams_arrays(fz->axis[k], q->s[k].nch, v + 2 * off, v + 2 * off + q->s[k].nch,
+                                &fz->scale[k], &fz->zp[k]);
     return quant_fn(q, CONVERT, fz, "quant_int8");
+}
+
+cft_fn *cft_quant_convert(cft_quant *q) {
+    CFT_API("cft_quant_convert");
+    return convert("cft_quant_convert", q, 0, true);
+}
+
+cft_fn *cft_quant_convert_member(cft_quant *q, int member) {
+    CFT_API("cft_quant_convert_member");
+    return convert("cft_quant_convert_member", q, member, false);
 }
 
 int cft_quant_num_sites(const cft_quant *q) {
@@ -331,19 +389,26 @@ cft_status cft_quant_set_observing(cft_quant *q, bool on) {
     return CFT_OK;
 }
 
-cft_status cft_quant_site(const cft_quant *q, int i, cft_array **scale, cft_array **zero_point,
-                          const char **prim, bool *is_weight) {
-    CFT_API("cft_quant_site");
+static cft_status site(const char *op, const cft_quant *q, int i, int m, cft_array **scale,
+                       cft_array **zero_point, const char **prim, bool *is_weight) {
     if (!q || !scale || !zero_point)
-        return cft__set_last(cft__fail(CFT_E_ARG, "cft_quant_site: NULL argument"));
+        return cft__set_last(cft__fail(CFT_E_ARG, "%s: NULL argument", op));
     pthread_mutex_lock((pthread_mutex_t *)&q->mu);
     cft_array *e = NULL;
+    int axis = -1;
+    int64_t nch = 1;
+    double *v = NULL;
     if (i < 0 || i >= q->n)
-        e = cft__fail(CFT_E_ARG, "cft_quant_site: site %d of %d", i, q->n);
-    else if (!q->s[i].seen)
-        e = cft__fail(CFT_E_ARG, "cft_quant_site: site %d was never observed", i);
+        e = cft__fail(CFT_E_ARG, "%s: site %d of %d", op, i, q->n);
+    else if (m < 0 || m >= q->members)
+        e = cft__fail(CFT_E_ARG, "%s: member %d of %d", op, m, q->members);
+    else if (!q->s[i].seen[m])
+        e = cft__fail(CFT_E_ARG, "%s: site %d of member %d was never observed", op, i, m);
+    else if (!(v = malloc(sizeof(double) * 2 * (size_t)q->s[i].nch)))
+        e = cft__oom();
     else {
-        cft__qparams_now(q, &q->s[i], scale, zero_point);
+        axis = q->s[i].axis, nch = q->s[i].nch;
+        cft__qparams_vals(q, &q->s[i], m, v, v + nch);
         if (prim)
             *prim = q->s[i].prim;
         if (is_weight)
@@ -354,7 +419,21 @@ cft_status cft_quant_site(const cft_quant *q, int i, cft_array **scale, cft_arra
         *scale = *zero_point = e;
         return cft__set_last(e);
     }
-    return CFT_OK;
+    cft__qparams_arrays(axis, nch, v, v + nch, scale, zero_point);
+    free(v);
+    return cft_failed(*scale) ? cft__set_last(*scale) : CFT_OK;
+}
+
+cft_status cft_quant_site(const cft_quant *q, int i, cft_array **scale, cft_array **zero_point,
+                          const char **prim, bool *is_weight) {
+    CFT_API("cft_quant_site");
+    return site("cft_quant_site", q, i, 0, scale, zero_point, prim, is_weight);
+}
+
+cft_status cft_quant_site_member(const cft_quant *q, int i, int member, cft_array **scale,
+                                 cft_array **zero_point) {
+    CFT_API("cft_quant_site_member");
+    return site("cft_quant_site_member", q, i, member, scale, zero_point, NULL, NULL);
 }
 
 cft_status cft_quant_qparams(cft_array *min, cft_array *max, const cft_quant_spec *spec,
