@@ -14,7 +14,10 @@
  * and accuracies on the digits data (MLP 64-128-128-10, same initialisation
  * and data order for every line): trained in f32, trained under bf16
  * autocast, the f32 model quantized after training (PTQ: calibrated on 10
- * training batches) and after 2 epochs of quantization-aware training, and
+ * training batches) and after 2 epochs of quantization-aware training
+ * (with its control, the same 2 epochs in f32: fine-tuning alone moves the
+ * accuracy, and what the QAT line loses beyond the control is
+ * quantization's; the CNN has the same lines), and
  * pruned to 2:4 (all three weights, along their reduction dims) before and
  * after fine-tuning with the mask fixed.
  *
@@ -244,6 +247,28 @@ static cft_array *batch_x(const digits *d, int b) {
     return cft_from_data(d->x + b * 64, CFT_F32, (int64_t[]){BATCH, 64}, 2);
 }
 
+/* 2 epochs of SGD (rate 0.02, eagerly) on the loss of logits function lf */
+static bool sgd_epochs(cft_fn *lf, const digits *d, cft_array **w) {
+    const int argn[MLP_NPARAMS] = {0, 1, 2, 3, 4, 5};
+    cft_fn *vg =
+        cft_value_and_grad(cft_fn_new(qat_loss, lf, MLP_NPARAMS + 2, 1), argn, MLP_NPARAMS, false);
+    cft_array *in[MLP_NPARAMS + 2];
+    for (int e = 0; e < 2; e++)
+        for (int b = 0; b + BATCH <= NTRAIN; b += BATCH) {
+            memcpy(in, w, sizeof(cft_array *) * MLP_NPARAMS);
+            in[MLP_NPARAMS] = batch_x(d, b);
+            in[MLP_NPARAMS + 1] = cft_from_data(d->y + b, CFT_I32, (int64_t[]){BATCH}, 1);
+            cft_array *r[1 + MLP_NPARAMS];
+            if (cft_fn_call(vg, in, r) != CFT_OK) {
+                fprintf(stderr, "lowbits: QAT step: %s\n", cft_error_message(r[0]));
+                return false;
+            }
+            for (int l = 0; l < MLP_NPARAMS; l++)
+                w[l] = cft_sub(w[l], cft_mul_s(r[1 + l], 0.02));
+        }
+    return true;
+}
+
 /* PTQ and QAT of the trained f32 model p */
 static void quant_lines(const digits *d, cft_array **p, double a32) {
     cft_quantizer qz = cft_quantizer_x86();
@@ -258,26 +283,16 @@ static void quant_lines(const digits *d, cft_array **p, double a32) {
     acc_line("int8_ptq", fn_acc(cft_quant_convert(q), d, p), a32);
     acc_line("int8_dynamic", fn_acc(cft_quant_dynamic(lf), d, p), a32);
     /* QAT: 2 epochs of SGD through the fake-quantized model, eagerly (the
-     * observers follow the activations), then convert */
+     * observers follow the activations), then convert; and the control:
+     * the same epochs in f32 (the QAT line's points beyond its are what
+     * quantization costs) */
     cft_quant *qa = cft_quant_prepare(lf, &qz);
-    const int argn[MLP_NPARAMS] = {0, 1, 2, 3, 4, 5};
-    cft_fn *vg = cft_value_and_grad(cft_fn_new(qat_loss, cft_quant_qat_fn(qa), MLP_NPARAMS + 2, 1),
-                                    argn, MLP_NPARAMS, false);
-    cft_array *w[MLP_NPARAMS];
+    cft_array *w[MLP_NPARAMS], *wf[MLP_NPARAMS];
     memcpy(w, p, sizeof w);
-    for (int e = 0; e < 2; e++)
-        for (int b = 0; b + BATCH <= NTRAIN; b += BATCH) {
-            memcpy(in, w, sizeof w);
-            in[MLP_NPARAMS] = batch_x(d, b);
-            in[MLP_NPARAMS + 1] = cft_from_data(d->y + b, CFT_I32, (int64_t[]){BATCH}, 1);
-            cft_array *r[1 + MLP_NPARAMS];
-            if (cft_fn_call(vg, in, r) != CFT_OK) {
-                fprintf(stderr, "lowbits: QAT step: %s\n", cft_error_message(r[0]));
-                return;
-            }
-            for (int l = 0; l < MLP_NPARAMS; l++)
-                w[l] = cft_sub(w[l], cft_mul_s(r[1 + l], 0.02));
-        }
+    memcpy(wf, p, sizeof wf);
+    if (!sgd_epochs(cft_quant_qat_fn(qa), d, w) || !sgd_epochs(lf, d, wf))
+        return;
+    acc_line("f32_finetuned_as_qat", fn_acc(lf, d, wf), a32);
     acc_line("int8_qat", fn_acc(cft_quant_convert(qa), d, w), a32);
 }
 
@@ -380,6 +395,12 @@ static void cnn_lines(const digits *d, int epochs, int rounds) {
     memcpy(w, p, sizeof w);
     cnn_train(cft_quant_qat_fn(qa), true, d, w, 2, 0.02);
     cnn_line("int8_qat", cnn_acc(cft_quant_convert(qa), d, w), a32);
+    /* the control: the same 2 epochs at the same rate in f32 (without
+     * quantization); the QAT line's points beyond this line's are what
+     * quantization costs */
+    memcpy(w, p, sizeof w);
+    cnn_train(lf, true, d, w, 2, 0.02);
+    cnn_line("f32_finetuned_as_qat", cnn_acc(lf, d, w), a32);
     /* speed: the trained model's forward at batch 256, weights constant */
     memcpy(cnn_w, p, sizeof cnn_w);
     cft_fn *closed = cft_fn_new(cnn_closed, NULL, 1, 1);
