@@ -114,6 +114,28 @@ static inline void timeit(work_fn w, void *arg, double *median, double *min) {
     }
 }
 
+/* median time per call of a and b, `rounds` rounds alternating, each round
+ * 5 calls after one untimed call */
+static inline void bench_alternate(work_fn a, void *pa, work_fn b, void *pb, int rounds, double *ma,
+                                   double *mb) {
+    double *ta = malloc(sizeof(double) * (size_t)rounds),
+           *tb = malloc(sizeof(double) * (size_t)rounds);
+    for (int r = 0; r < rounds; r++)
+        for (int side = 0; side < 2; side++) {
+            work_fn w = side ? b : a;
+            void *p = side ? pb : pa;
+            w(p);
+            double t0 = now_ms();
+            for (int i = 0; i < 5; i++)
+                w(p);
+            (side ? tb : ta)[r] = (now_ms() - t0) / 5;
+        }
+    double mn;
+    bench_stats(ta, rounds, ma, &mn);
+    bench_stats(tb, rounds, mb, &mn);
+    free(ta), free(tb);
+}
+
 /* The run's thread count against one thread, timed in alternation in this
  * process (the thread count switched between rounds): `rounds` rounds of
  * 5 calls at each count, each after 20 ms of untimed calls at its count

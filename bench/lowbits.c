@@ -112,28 +112,6 @@ static cft_status big_closed(void *env, int nin, cft_array *const *in, int nout,
     return big_logits(NULL, 7, a, nout, out);
 }
 
-/* median time per call of a and b, `rounds` rounds alternating, each round
- * 5 calls after one untimed call */
-static void alternate(work_fn a, void *pa, work_fn b, void *pb, int rounds, double *ma,
-                      double *mb) {
-    double *ta = malloc(sizeof(double) * (size_t)rounds),
-           *tb = malloc(sizeof(double) * (size_t)rounds);
-    for (int r = 0; r < rounds; r++)
-        for (int side = 0; side < 2; side++) {
-            work_fn w = side ? b : a;
-            void *p = side ? pb : pa;
-            w(p);
-            double t0 = now_ms();
-            for (int i = 0; i < 5; i++)
-                w(p);
-            (side ? tb : ta)[r] = (now_ms() - t0) / 5;
-        }
-    double mn;
-    bench_stats(ta, rounds, ma, &mn);
-    bench_stats(tb, rounds, mb, &mn);
-    free(ta), free(tb);
-}
-
 static void line(const char *config, const char *method, const char *baseline, double ms,
                  double base_ms, int rounds) {
     printf("{\"bench\": \"lowbits\", \"config\": {%s, \"threads\": %d, \"rounds\": %d}, "
@@ -409,7 +387,7 @@ static void cnn_lines(const digits *d, int epochs, int rounds) {
     cft_fn_call1(cft_quant_observer_fn(qc), &x);
     call_t f32 = {cft_jit(closed), &x, 1}, i8 = {cft_jit(cft_quant_convert(qc)), &x, 1};
     double mf, mq;
-    alternate(call, &f32, call, &i8, rounds, &mf, &mq);
+    bench_alternate(call, &f32, call, &i8, rounds, &mf, &mq);
     line("\"model\": \"digits cnn conv3x3(1->8)-288-10\", \"batch\": 256, \"step\": \"fwd\", "
          "\"note\": \"conv and linear on int8 kernels, 8-bit activations\"",
          "int8_static", "f32", mq, mf, rounds);
@@ -449,7 +427,7 @@ int main(int argc, char **argv) {
     call_t f32 = {cft_jit(cft_value_and_grad(loss, argn, 6, false)), in, 7};
     call_t bf = {cft_jit(cft_value_and_grad(cft_autocast(loss, CFT_BF16), argn, 6, false)), in, 7};
     double m32, mbf;
-    alternate(call, &f32, call, &bf, rounds, &m32, &mbf);
+    bench_alternate(call, &f32, call, &bf, rounds, &m32, &mbf);
     const char *cfg = "\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd+bwd\"";
     line(cfg, "bf16_autocast", "f32", mbf, m32, rounds);
     /* the same step under quantization-aware training: fake-quantized
@@ -461,7 +439,7 @@ int main(int argc, char **argv) {
         cft_fn *ql = cft_fn_new(qat_big_loss, cft_quant_qat_fn(qa), 8, 1);
         call_t qs = {cft_jit(cft_value_and_grad(ql, argn, 6, false)), in, 7};
         double mf, mq;
-        alternate(call, &f32, call, &qs, rounds, &mf, &mq);
+        bench_alternate(call, &f32, call, &qs, rounds, &mf, &mq);
         line(cfg, "int8_qat", "f32", mq, mf, rounds);
     }
 
@@ -471,12 +449,12 @@ int main(int argc, char **argv) {
     lt.w = cft_random_normal(cft_index(keys, 0), CFT_F32, (int64_t[]){512, 512}, 2);
     lt.s = cft_sparse24_compress(lt.w);
     double md, ms;
-    alternate(dense_lin, &lt, sparse_lin, &lt, rounds, &md, &ms);
+    bench_alternate(dense_lin, &lt, sparse_lin, &lt, rounds, &md, &ms);
     line("\"layer\": \"linear 256-512-512\", \"dtype\": \"f32\"", "sparse24", "dense", ms, md,
          rounds);
     lin_q = cft_qlinear_pack(lt.w);
     double mi;
-    alternate(dense_lin, &lt, int8_lin, &lt, rounds, &md, &mi);
+    bench_alternate(dense_lin, &lt, int8_lin, &lt, rounds, &md, &mi);
     line("\"layer\": \"linear 256-512-512\", \"dtype\": \"f32\"", "int8_dynamic", "dense", mi, md,
          rounds);
 
@@ -496,7 +474,7 @@ int main(int argc, char **argv) {
         cft_fn_call1(cft_quant_observer_fn(q), &in[6]);
         call_t i8f = {cft_jit(cft_quant_convert(q)), &in[6], 1};
         double mf, mq;
-        alternate(call, &cf, call, &i8f, rounds, &mf, &mq);
+        bench_alternate(call, &cf, call, &i8f, rounds, &mf, &mq);
         char cfg8[160];
         snprintf(cfg8, sizeof cfg8,
                  "\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd\", "
@@ -506,7 +484,7 @@ int main(int argc, char **argv) {
     }
     call_t cq = {cft_jit(cft_quant_dynamic(closed)), &in[6], 1};
     double mc, md8;
-    alternate(call, &cf, call, &cq, rounds, &mc, &md8);
+    bench_alternate(call, &cf, call, &cq, rounds, &mc, &md8);
     line("\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd\"", "int8_dynamic",
          "f32", md8, mc, rounds);
 
