@@ -282,6 +282,53 @@ int main(int argc, char **argv) {
         CHECK(rel_err(gw, gr) < 3e-2);
     }
 
+    TEST("half outer products (per-sample gradients under autocast) are the widened product's "
+         "bits, batched or not, under vmap(grad(autocast)) jitted twice") {
+        /* each product of two halves is exact in f32 and rounds once: the
+         * direct loop and the widened path must agree on every CPU */
+        const cft_dtype dts[2] = {CFT_BF16, CFT_F16};
+        for (int d = 0; d < 2; d++) {
+            cft_array *x = cft_astype(
+                cft_random_normal(cft_random_key(70), CFT_F32, (int64_t[]){5, 7, 1}, 3), dts[d]);
+            cft_array *y = cft_astype(
+                cft_random_normal(cft_random_key(71), CFT_F32, (int64_t[]){5, 1, 9}, 3), dts[d]);
+            cft_array *got = cft_matmul(x, y); /* [5, 7, 9]: batch 5, K = 1 */
+            cft_array *want =
+                cft_astype(cft_matmul(cft_astype(x, CFT_F32), cft_astype(y, CFT_F32)), dts[d]);
+            CHECK_EQ(cft_array_dtype(got), dts[d]);
+            CHECK_ARRAY_CLOSE(got, want, 0, 0);
+            /* no batch: [7, 1] x [1, 9]; a contracted dim of size 1 inside */
+            cft_array *x2 = cft_index(x, 2), *y2 = cft_index(y, 3);
+            CHECK_ARRAY_CLOSE(
+                cft_matmul(x2, y2),
+                cft_astype(cft_matmul(cft_astype(x2, CFT_F32), cft_astype(y2, CFT_F32)), dts[d]), 0,
+                0);
+            cft_array *got3 = cft_dot_general(cft_transpose(x, (int[]){0, 2, 1}), y, (int[]){1},
+                                              (int[]){1}, 1, (int[]){0}, (int[]){0}, 1);
+            CHECK_ARRAY_CLOSE(got3, want, 0, 0);
+            /* batch dims not leading: the widened path's bits too */
+            cft_array *xt = cft_transpose(x, (int[]){1, 0, 2});
+            cft_array *got4 =
+                cft_dot_general(xt, y, (int[]){2}, (int[]){1}, 1, (int[]){1}, (int[]){0}, 1);
+            CHECK_ARRAY_CLOSE(got4, want, 0, 0);
+        }
+        /* the per-sample gradients of an autocast loss: jitted twice, the
+         * interpreter's bits for the products, f32 tolerance for the rest */
+        int axes[6] = {CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0, 0};
+        cft_fn *ps =
+            cft_vmap(cft_grad(cft_autocast(loss, CFT_BF16), (int[]){0, 1, 2, 3}, 4), axes, NULL);
+        cft_array *g[4], *gj[4];
+        CHECK_EQ(cft_fn_call(ps, params, g), CFT_OK);
+        cft_fn *j = cft_jit(ps);
+        for (int r = 0; r < 2; r++) {
+            CHECK_EQ(cft_fn_call(j, params, gj), CFT_OK);
+            for (int i = 0; i < 4; i++)
+                CHECK_ARRAY_CLOSE(gj[i], g[i], 1e-5, 1e-6);
+        }
+        CHECK_EQ(cft_array_ndim(g[0]), 3); /* [B, D, H] */
+        CHECK_EQ(cft_array_dtype(g[0]), CFT_F32);
+    }
+
     TEST("bad dtypes are refused by name") {
         cft_fn *bad = cft_autocast(loss, CFT_I32);
         CHECK(cft_fn_failed(bad));

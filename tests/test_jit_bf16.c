@@ -9,7 +9,9 @@
  * exp and tanh may differ by an f32 ulp between libm and the kernels'
  * vector library, which can move the bf16 result by one bf16 ulp
  * (rtol 2^-7). Fusion is checked on the plan's DOT (each equation's
- * group). */
+ * group). Half products run in the jit's own path (dot_general's
+ * impl_into over per-thread scratch, in plans and row segments): the
+ * interpreter's bits unbatched, within one half ulp vmapped. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,15 @@ static cft_status sums(void *env, int nin, cft_array *const *in, int nout, cft_a
 static cft_status to_bf16(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
     out[0] = cft_astype(cft_mul_s(in[0], 1), CFT_BF16);
+    return cft_failed(out[0]) ? cft_error_code(out[0]) : CFT_OK;
+}
+
+/* a task's tiny bf16 MLP 1-40-40-1 on 10 points: (w1, w2, w3, x [10, 1]) */
+static cft_status tiny_mlp(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *h = cft_relu(cft_matmul(in[3], in[0]));
+    h = cft_relu(cft_matmul(h, in[1]));
+    out[0] = cft_matmul(h, in[2]);
     return cft_failed(out[0]) ? cft_error_code(out[0]) : CFT_OK;
 }
 
@@ -96,6 +107,37 @@ int main(int argc, char **argv) {
             CHECK_ARRAY_CLOSE(g[0], e[0], 0, 0);
             /* the f32 sums: the kernel's order against the library's */
             CHECK_ARRAY_CLOSE(g[1], e[1], 1e-5, 1e-5);
+        }
+    }
+
+    TEST("bf16 and f16 products in a jitted plan and vmapped over 25 tasks (the jit's own "
+         "product path, no widened arrays): the interpreter's bits, twice") {
+        const cft_dtype dts[2] = {CFT_BF16, CFT_F16};
+        for (int d = 0; d < 2; d++) {
+            cft_array *in[4];
+            const int64_t shapes[4][3] = {{1, 40}, {40, 40}, {40, 1}, {25, 10, 1}};
+            for (int i = 0; i < 4; i++)
+                in[i] = cft_astype(cft_mul_s(cft_random_normal(cft_random_key(30 + (uint64_t)i),
+                                                               CFT_F32, shapes[i], i < 3 ? 2 : 3),
+                                             i < 3 ? 0.3 : 2),
+                                   dts[d]);
+            cft_fn *f = cft_fn_new(tiny_mlp, NULL, 4, 1);
+            cft_fn *v =
+                cft_vmap(f, (int[]){CFT_NOT_BATCHED, CFT_NOT_BATCHED, CFT_NOT_BATCHED, 0}, NULL);
+            cft_array *one[4] = {in[0], in[1], in[2], cft_index(in[3], 4)};
+            cft_array *e1 = cft_fn_call1(f, one), *ev = cft_fn_call1(v, in);
+            cft_fn *j1 = cft_jit(f), *jv = cft_jit(v);
+            for (int r = 0; r < 2; r++) {
+                cft_array *g1 = cft_fn_call1(j1, one), *gv = cft_fn_call1(jv, in);
+                CHECK(cft_array_dtype(gv) == dts[d]);
+                CHECK_ARRAY_CLOSE(g1, e1, 0, 0);
+                /* vmapped, the jit shares the tasks out to threads, whose
+                 * batches of products may go to another GEMM library than
+                 * the whole batch's: an f32 ulp of a sum may move a half
+                 * result by one of its ulps (bitwise on this project's
+                 * machines so far) */
+                CHECK_ARRAY_CLOSE(gv, ev, d ? 1.0 / 1024 : 1.0 / 128, 1e-3);
+            }
         }
     }
 

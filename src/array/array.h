@@ -92,6 +92,10 @@ void cft__f32_to_f16(const float *s, uint16_t *d, int64_t n);
 void cft__f16_to_f32(const uint16_t *s, float *d, int64_t n);
 void cft__f32_to_bf16(const float *s, uint16_t *d, int64_t n);
 void cft__bf16_to_f32(const uint16_t *s, float *d, int64_t n);
+/* z [M, N] = x [M] (x) y [N] in a half dtype (bf16: 1, f16: 2): each
+ * product of two halves, exact in f32, rounded once (half_cast.c) */
+void cft__outer_half(int code, const uint16_t *x, const uint16_t *y, uint16_t *z, int64_t M,
+                     int64_t N);
 /* convert n elements between dtypes (contiguous buffers) */
 void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t n);
 /* read element i (contiguous buffer) as double / write from double */

@@ -845,7 +845,7 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
             const cft_eqn *q = &ir->eqns[st->eqn];
             int o = q->out[0]->id;
             /* halves: through the eager impls (computed in f32) */
-            if (q->prim->impl_into && q->nout == 1 && !first && !cft__eqn_has_half(q)) {
+            if (q->prim->impl_into && q->nout == 1 && !first && cft__into_ok(q)) {
                 cft_array *dst = out_array(P, o, A, od), *args[q->nin > 0 ? q->nin : 1];
                 for (int i = 0; i < q->nin; i++)
                     args[i] = cft__unconj(q->prim, env[q->in[i]->id]);

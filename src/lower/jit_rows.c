@@ -56,7 +56,7 @@ static int eqn_rows(const cft_eqn *q, const bool *split, const bool *pend, const
     const cft_aval *o = &q->out[0]->aval;
     if (!T && o->ndim > 0)
         T = o->shape[0];
-    bool into = p->impl_into && !cft__eqn_has_half(q), slot = has_slot[q->out[0]->id];
+    bool into = p->impl_into && cft__into_ok(q), slot = has_slot[q->out[0]->id];
     if (p->split_rows && T > 1) {
         cft_aval in[CFT_KMAX_OPS];
         for (int i = 0; i < q->nin; i++)

@@ -102,6 +102,9 @@ void cft__group_strides(const cft_ir *ir, const cft_group *g, cft_array *const *
 /* whether equation q reads or writes halves (f16, bf16: those run through
  * the eager impls, computed in f32) */
 bool cft__eqn_has_half(const struct cft_eqn *q);
+/* whether q's impl_into may run it: no halves, or a primitive whose
+ * impl_into takes them (CFT_PRIM_INTO_HALF) */
+bool cft__into_ok(const struct cft_eqn *q);
 /* every element of a (f32 or f64) set to the reduction identity `init` */
 void cft__fill_init(cft_array *a, const char *init);
 

@@ -85,3 +85,7 @@ bool cft__eqn_has_half(const cft_eqn *q) {
         h |= cft_dtype_is_half(q->in[i]->aval.dtype);
     return h;
 }
+
+bool cft__into_ok(const cft_eqn *q) {
+    return (q->prim->flags & CFT_PRIM_INTO_HALF) || !cft__eqn_has_half(q);
+}

@@ -401,8 +401,12 @@ static void cut_blocks(gemm_job *j, double flops) {
 
 /* GEMM per batch element into c, a contiguous array of the output aval;
  * the batch shared among threads, or one large product cut into blocks */
+static cft_array *dot_into_half(cft_array *const *in, int nin, const cft_params *p, cft_array *c);
+
 static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, cft_array *c) {
-    (void)nin;
+    if (cft_dtype_is_half(c->aval.dtype) || cft_dtype_is_half(in[0]->aval.dtype) ||
+        cft_dtype_is_half(in[1]->aval.dtype))
+        return dot_into_half(in, nin, p, c);
     const cft_array *a = in[0], *b = in[1];
     int fa[CFT_MAX_NDIM], fb[CFT_MAX_NDIM], na, nb, nbt = p->n[LB], nc = p->n[LC];
     free_dims(a->aval.ndim, p, LC, LB, fa, &na);
@@ -609,7 +613,10 @@ static bool dot_fold_transpose(const cft_params *p, const int64_t *perm, int ndi
 /* One outer product per example: batch axis 0 of both operands, every
  * contracted dim of size 1, real floats. Then out[b] = lhs[b] (x) rhs[b]
  * (their free dims), so ||out[b]||^2 = ||lhs[b]||^2 ||rhs[b]||^2 and
- * sum_b w[b] out[b] = (w lhs)^T rhs, one GEMM over the batch. */
+ * sum_b w[b] out[b] = (w lhs)^T rhs, one GEMM over the batch. Half
+ * operands (autocast's products) answer in f32, from their values widened:
+ * the question reaches them through the conversion to f32 above them
+ * (convert_element_type's rules), which sums in f32 too. */
 static bool per_example_outer(const cft_eqn *q, int axis, int64_t nb) {
     const cft_params *p = &q->params;
     if (axis != 0 || nb != q->out[0]->aval.shape[0])
@@ -617,12 +624,19 @@ static bool per_example_outer(const cft_eqn *q, int axis, int64_t nb) {
     const cft_aval *a = &q->in[0]->aval, *b = &q->in[1]->aval;
     if (p->n[LB] != 1 || p->v[LB][0] != 0 || p->v[RB][0] != 0 || a->ndim < 1 || b->ndim < 1)
         return false;
-    if ((a->dtype != CFT_F32 && a->dtype != CFT_F64) || b->dtype != a->dtype)
+    if ((a->dtype != CFT_F32 && a->dtype != CFT_F64 && !cft_dtype_is_half(a->dtype)) ||
+        b->dtype != a->dtype)
         return false;
     for (int i = 0; i < p->n[LC]; i++)
         if (a->shape[p->v[LC][i]] != 1)
             return false;
     return true;
+}
+
+/* an operand's value, half widened to f32 */
+static cft_array *widened(const cft_rewrite_ctx *c, int var) {
+    cft_array *x = c->value(c, var);
+    return cft_dtype_is_half(cft_array_dtype(x)) ? cft_astype(x, CFT_F32) : x;
 }
 
 /* the sum of squares of x over every axis but the batch axis 0: [B] */
@@ -638,8 +652,8 @@ static bool dot_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, int axi
     if (!per_example_outer(q, axis, nb))
         return false;
     if (c->value)
-        *out = cft_mul(sq_per_example(c->value(c, q->in[0]->id)),
-                       sq_per_example(c->value(c, q->in[1]->id)));
+        *out = cft_mul(sq_per_example(widened(c, q->in[0]->id)),
+                       sq_per_example(widened(c, q->in[1]->id)));
     return true;
 }
 
@@ -649,7 +663,7 @@ static bool dot_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int axis,
         return false;
     if (!c->value)
         return true;
-    cft_array *a = c->value(c, q->in[0]->id), *b = c->value(c, q->in[1]->id);
+    cft_array *a = widened(c, q->in[0]->id), *b = widened(c, q->in[1]->id);
     int nd = cft_array_ndim(a), nc = q->params.n[LC] + 1, lc[CFT_PARAM_LEN + 1],
         rc[CFT_PARAM_LEN + 1];
     int64_t ws[CFT_MAX_NDIM];
@@ -712,7 +726,67 @@ cft_array *cft__dot_dnnl(cft_array *a, cft_array *b, const cft_params *p, int co
     return c;
 }
 
-/* bf16 / f16 operands (autocast) on oneDNN's matmul, which accumulates in
+/* per-example outer products in a half dtype (autocast's per-sample
+ * gradients: batch dims leading in both operands, every contracted dim of
+ * size 1): one pass that reads the halves and writes the rounded products,
+ * where the widened path wrote an f32 product and rounded it in a second
+ * pass. Each product is exact in f32 and rounds once, as a GEMM's would. */
+typedef struct {
+    int code;
+    const uint16_t *a, *b;
+    uint16_t *c;
+    int64_t m, n, rows; /* per example: m x n; rows: of all examples */
+} outer_job;
+
+static void outer_rows(void *ctx, int64_t lo, int64_t hi) {
+    const outer_job *j = ctx;
+    for (int64_t r = lo; r < hi;) { /* runs of rows within one example */
+        int64_t t = r / j->m, i = r % j->m, k = j->m - i < hi - r ? j->m - i : hi - r;
+        cft__outer_half(j->code, j->a + t * j->m + i, j->b + t * j->n, j->c + r * j->n, k, j->n);
+        r += k;
+    }
+}
+
+static bool outer_fits(cft_array *const *in, const cft_params *p) {
+    const cft_aval *a = &in[0]->aval, *b = &in[1]->aval;
+    int nb = p->n[LB];
+    for (int i = 0; i < nb; i++)
+        if (p->v[LB][i] != i || p->v[RB][i] != i)
+            return false;
+    for (int i = 0; i < p->n[LC]; i++)
+        if (a->shape[p->v[LC][i]] != 1 || b->shape[p->v[RC][i]] != 1)
+            return false;
+    return cft__numel(a->shape, nb) > 0;
+}
+
+/* the outer products into c (contiguous, the product's shape) */
+static bool outer_into(cft_array *const *in, const cft_params *p, int code, cft_array *c) {
+    const cft_aval *a = &in[0]->aval, *b = &in[1]->aval;
+    int64_t bt = cft__numel(a->shape, p->n[LB]), na = cft__numel(a->shape, a->ndim),
+            nbn = cft__numel(b->shape, b->ndim);
+    cft_array *ac = cft__contig(in[0]), *bc = cft__contig(in[1]);
+    if (cft_failed(ac) || cft_failed(bc))
+        return false;
+    outer_job j = {code, cft__ptr(ac), cft__ptr(bc), cft__ptr(c), na / bt, nbn / bt, na};
+    cft__par_for(j.rows, (double)j.n, outer_rows, &j);
+    cft__keep(ac);
+    cft__keep(bc);
+    return true;
+}
+
+static bool outer_low(cft_array *const *in, const cft_params *p, const cft_aval *o, int code,
+                      cft_array **out) {
+    if (!outer_fits(in, p))
+        return false;
+    cft_array *c = cft__alloc(o->dtype, o->shape, o->ndim);
+    if (cft_failed(c) || !outer_into(in, p, code, c))
+        return false;
+    *out = c;
+    return true;
+}
+
+/* bf16 / f16 operands (autocast): outer products per example by the loop
+ * above, the rest on oneDNN's matmul, which accumulates in
  * f32 (AMX or AVX512-BF16 where the CPU has them). Products under
  * DNNL_MIN_WORK multiply-adds, and CPUs without such kernels, decline
  * (false), and cft__run_impl widens the operands to f32. */
@@ -724,6 +798,8 @@ static bool dot_low(cft_array *const *in, int nin, const cft_params *p, const cf
     if (!cft_dtype_is_half(dt) || in[0]->aval.dtype != dt || in[1]->aval.dtype != dt)
         return false;
     int code = dt == CFT_BF16 ? 1 : 2;
+    if (outer_low(in, p, &oav[0], code, out))
+        return true;
     if (!cft__dnnl_low_ok(code))
         return false;
     cft_array *c = cft__dot_dnnl(in[0], in[1], p, code, DNNL_MIN_WORK);
@@ -731,6 +807,63 @@ static bool dot_low(cft_array *const *in, int nin, const cft_params *p, const cf
         return false;
     out[0] = c;
     return true;
+}
+
+/* a contiguous f32 array over scratch memory, shaped as av */
+static cft_array *f32_over(const cft_aval *av, float *data) {
+    cft_array *h = CFT_NEW(cft_array);
+    if (!h)
+        return NULL;
+    h->kind = CFT_K_CONCRETE;
+    h->aval = *av;
+    h->aval.dtype = CFT_F32;
+    cft__row_major(h->aval.shape, h->aval.ndim, h->strides);
+    h->data = (char *)data;
+    return h;
+}
+
+/* a product with half operands or output into c (contiguous), for the
+ * jit's plans and row segments, which call impl_into (CFT_PRIM_INTO_HALF)
+ * where the eager path would widen into fresh arrays: the outer products
+ * and oneDNN's products as dot_low's, the rest on the f32 path over
+ * per-thread scratch (the operands widened, the f32 result rounded once
+ * into c), the interpreter's arithmetic without its allocations. */
+static cft_array *dot_into_half(cft_array *const *in, int nin, const cft_params *p, cft_array *c) {
+    cft_dtype dt = c->aval.dtype;
+    int code = dt == CFT_BF16 ? 1 : 2;
+    if (!cft__is_contig(c))
+        return cft__fail(CFT_E_ARG, "dot_general: a strided half output");
+    bool same = in[0]->aval.dtype == dt && in[1]->aval.dtype == dt && cft_dtype_is_half(dt);
+    if (same && outer_fits(in, p) && outer_into(in, p, code, c))
+        return NULL;
+    if (same && cft__dnnl_low_ok(code)) {
+        cft_array *r = cft__dot_dnnl(in[0], in[1], p, code, DNNL_MIN_WORK);
+        if (r) {
+            memcpy(cft__ptr(c), cft__ptr(r), (size_t)cft_array_size(c) * cft_dtype_size(dt));
+            return NULL;
+        }
+    }
+    int64_t n[3] = {cft_array_size(in[0]), cft_array_size(in[1]), cft_array_size(c)};
+    float *buf = cft__scratch(CFT_SCRATCH_HALF, sizeof(float) * (size_t)(n[0] + n[1] + n[2] + 1),
+                              (size_t)1 << 30);
+    if (!buf)
+        return cft__oom();
+    cft_array *w[3];
+    const cft_aval *av[3] = {&in[0]->aval, &in[1]->aval, &c->aval};
+    for (int i = 0, off = 0; i < 3; off += (int)n[i], i++)
+        if (!(w[i] = f32_over(av[i], buf + off)))
+            return cft__oom();
+    for (int i = 0; i < 2; i++) {
+        cft_array *x = cft__contig(in[i]);
+        if (cft_failed(x))
+            return x;
+        cft__cast(cft__ptr(x), x->aval.dtype, buf + (i ? n[0] : 0), CFT_F32, n[i]);
+        cft__keep(x);
+    }
+    cft_array *e = dot_into(w, nin, p, w[2]);
+    if (!e)
+        cft__cast(buf + n[0] + n[1], CFT_F32, cft__ptr(c), dt, n[2]);
+    return e;
 }
 
 /* rows of the output's axis 0: a batch dim that is axis 0 of both
@@ -764,7 +897,8 @@ const cft_prim cft_p_dot_general = {
     .name = "dot_general",
     .nin = 2,
     .nout = 1,
-    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONTRACTION | CFT_PRIM_CONJ_AWARE | CFT_PRIM_AMP_LOW,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONTRACTION | CFT_PRIM_CONJ_AWARE | CFT_PRIM_AMP_LOW |
+             CFT_PRIM_INTO_HALF,
     .pnames = {"lc", "rc", "lb", "rb"},
     .shape = dot_shape,
     .impl = dot_impl,

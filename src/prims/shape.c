@@ -78,6 +78,31 @@ static cft_array *convert_vmap(int64_t size, cft_array *const *x, const int *bdi
     ybdim[0] = bdim[0];
     return NULL;
 }
+/* DP-SGD's questions (trace/prim.h's batch_sqnorm / batch_wsum) pass a
+ * widening conversion of half values (autocast's products, bf16 / f16, back
+ * to f32 or f64): the producer answers from its factors in f32, and the
+ * answer is converted to this output's dtype (the sums are f32's, as the
+ * conversion's consumer would form them). */
+static bool widens_half(const cft_eqn *q) {
+    cft_dtype o = q->out[0]->aval.dtype;
+    return cft_dtype_is_half(q->in[0]->aval.dtype) && (o == CFT_F32 || o == CFT_F64);
+}
+static bool convert_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, int axis, int64_t nb,
+                                 cft_array **out) {
+    if (!widens_half(q) || !cft__batch_sqnorm_of(c, q->in[0]->id, axis, nb, out))
+        return false;
+    if (c->value)
+        *out = cft_astype(*out, q->out[0]->aval.dtype);
+    return true;
+}
+static bool convert_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int axis, int64_t nb,
+                               cft_array *w, cft_array **out) {
+    if (!widens_half(q) || !cft__batch_wsum_of(c, q->in[0]->id, axis, nb, w, out))
+        return false;
+    if (c->value)
+        *out = cft_astype(*out, q->out[0]->aval.dtype);
+    return true;
+}
 const cft_prim cft_p_convert_element_type = {
     .name = "convert_element_type",
     .nin = 1,
@@ -89,6 +114,8 @@ const cft_prim cft_p_convert_element_type = {
     .jvp = convert_jvp,
     .transpose = convert_transpose,
     .vmap = convert_vmap,
+    .batch_sqnorm = convert_batch_sqnorm,
+    .batch_wsum = convert_batch_wsum,
     .c_expr = "(T)x",
 };
 cft_array *cft__convert(cft_array *x, cft_dtype dt) {

@@ -44,6 +44,9 @@ enum {
     CFT_PRIM_AMP_LOW = 8192u,     /* autocast (transforms/autocast) runs it on operands cast
                                      to the low dtype (bf16/f16) and casts its outputs back:
                                      the matrix products and convolutions */
+    CFT_PRIM_INTO_HALF = 16384u,  /* impl_into takes bf16 / f16 operands and a half output
+                                     itself (the jit's plans and row segments call it then
+                                     too, instead of the widening eager path) */
 };
 
 struct cft_eqn;
