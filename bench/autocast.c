@@ -5,7 +5,8 @@
  * faster). Programs:
  *   - per-sample gradients: vmap(grad(loss)) of the MLP 64-128-128-10,
  *     B = 256;
- *   - DP-SGD: cft_dp_clipped_grad_sum of the same loss (clip 1), B = 256;
+ *   - DP-SGD: cft_dp_clipped_grad_sum of the same loss (clip 1), B = 256,
+ *     and of the digits CNN of cnn.h;
  *   - ensemble: value_and_grad of K = 32 MLPs 64-128-10 under vmap, each
  *     on its own batch of 256;
  *   - MAML: the second-order meta-step of examples/maml.h (MLP 1-40-40-1,
@@ -33,6 +34,7 @@
 
 #include "../examples/maml.h"
 #include "bench.h"
+#include "cnn.h"
 
 /* ---- an MLP of nl layers: params (w, b) per layer, relu between ---- */
 
@@ -158,6 +160,17 @@ int main(int argc, char **argv) {
     pair("\"program\": \"dp_sgd_clipped_grad_sum\", \"model\": \"mlp 64-128-128-10\", \"B\": "
          "256",
          cft_dp_clipped_grad_sum(loss, 6, 1.0), cft_dp_clipped_grad_sum(low_loss, 6, 1.0), in);
+
+    /* DP-SGD on the digits CNN of cnn.h (conv 3x3 1->8, linear 288->10), B = 256 */
+    cft_array *cin[6];
+    cnn_init(cin);
+    cin[4] = cft_random_normal(cft_random_key(13), CFT_F32, (int64_t[]){256, 1, 8, 8}, 4);
+    cin[5] = cft_random_randint(cft_random_key(14), (int64_t[]){256}, 1, 0, 10, CFT_I32);
+    cft_fn *closs = cft_fn_new(cnn_loss, NULL, 6, 1);
+    pair("\"program\": \"dp_sgd_clipped_grad_sum\", \"model\": \"cnn conv3x3(1->8)-288-10\", "
+         "\"B\": 256",
+         cft_dp_clipped_grad_sum(closs, 4, 1.0),
+         cft_dp_clipped_grad_sum(cft_autocast(closs, low), 4, 1.0), cin);
 
     /* ensemble: K = 32 MLPs 64-128-10, each on its own batch of 256 */
     static mlp_cfg c2 = {2};

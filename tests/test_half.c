@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "array/array.h"
 #include "cft/cft.h"
 #include "check.h"
 
@@ -72,6 +73,25 @@ int main(int argc, char **argv) {
         jg = cft_fn_call1(j, (cft_array *[]){w, x});
         CHECK_ARRAY_CLOSE(jg, g, 0, 0);
     }
+    TEST("views of halves (reshape, transpose, broadcast, squeeze, expand_dims) share the "
+         "input's memory, not a widened copy") {
+        const cft_dtype dts[2] = {CFT_BF16, CFT_F16};
+        for (int d = 0; d < 2; d++) {
+            cft_array *x = cft_astype(
+                cft_random_normal(cft_random_key(9), CFT_F32, (int64_t[]){4, 1, 6}, 3), dts[d]);
+            cft_array *v[5] = {cft_reshape(x, (int64_t[]){24}, 1),
+                               cft_transpose(x, (int[]){2, 1, 0}),
+                               cft_broadcast_to(x, (int64_t[]){3, 4, 5, 6}, 4),
+                               cft_squeeze(x, (int[]){1}, 1), cft_expand_dims(x, 0)};
+            for (int i = 0; i < 5; i++) {
+                CHECK_EQ(cft_array_dtype(v[i]), dts[d]);
+                CHECK_MSG(v[i]->data == x->data, "view %d of %s copied", i, cft_dtype_name(dts[d]));
+            }
+            CHECK_ARRAY_CLOSE(cft_reshape(v[0], (int64_t[]){4, 1, 6}, 3), x, 0, 0);
+            CHECK_ARRAY_CLOSE(cft_transpose(v[1], (int[]){2, 1, 0}), x, 0, 0);
+        }
+    }
+
     TEST("f16 prints as floats") {
         char *buf = NULL;
         size_t len = 0;

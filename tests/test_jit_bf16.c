@@ -44,6 +44,14 @@ static cft_status tiny_mlp(void *env, int nin, cft_array *const *in, int nout, c
     return cft_failed(out[0]) ? cft_error_code(out[0]) : CFT_OK;
 }
 
+/* conv(relu(conv(x, w)), w^T): (w [6, 2, 3, 3], x [N, 2, 7, 7]) */
+static cft_status conv_net(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *h = cft_relu(cft_conv2d(in[1], in[0], NULL, (int64_t[]){1, 1}, NULL, 1));
+    out[0] = cft_conv2d(h, cft_transpose(in[0], (int[]){1, 0, 2, 3}), NULL, NULL, NULL, 1);
+    return cft_failed(out[0]) ? cft_error_code(out[0]) : CFT_OK;
+}
+
 int main(int argc, char **argv) {
     check_init(argc, argv);
     const cft_dtype BF16 = CFT_BF16;
@@ -138,6 +146,25 @@ int main(int argc, char **argv) {
                  * machines so far) */
                 CHECK_ARRAY_CLOSE(gv, ev, d ? 1.0 / 1024 : 1.0 / 128, 1e-3);
             }
+        }
+    }
+
+    TEST("bf16 and f16 convolutions in a jitted plan (the jit's own path): the interpreter's "
+         "bits, twice") {
+        const cft_dtype dts[2] = {CFT_BF16, CFT_F16};
+        for (int d = 0; d < 2; d++) {
+            cft_array *in[2] = {cft_astype(cft_mul_s(cft_random_normal(cft_random_key(40), CFT_F32,
+                                                                       (int64_t[]){6, 2, 3, 3}, 4),
+                                                     0.3),
+                                           dts[d]),
+                                cft_astype(cft_random_normal(cft_random_key(41), CFT_F32,
+                                                             (int64_t[]){5, 2, 7, 7}, 4),
+                                           dts[d])};
+            cft_fn *f = cft_fn_new(conv_net, NULL, 2, 1), *j = cft_jit(f);
+            cft_array *e = cft_fn_call1(f, in);
+            CHECK(!cft_failed(e) && cft_array_dtype(e) == dts[d]);
+            for (int r = 0; r < 2; r++)
+                CHECK_ARRAY_CLOSE(cft_fn_call1(j, in), e, 0, 0);
         }
     }
 

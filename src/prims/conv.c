@@ -577,14 +577,26 @@ static bool try_dnnl(const geom *g, cft_array *const *in, cft_array *y, int dtyp
     return done;
 }
 
+static int64_t ny_of(const cft_array *y) {
+    return cft__numel(y->aval.shape, y->aval.ndim);
+}
+
 static cft_array *conv_into(cft_array *const *in, int nin, const cft_params *p, cft_array *y) {
-    (void)nin;
     geom g;
     cft_array *e = cft__conv_geometry(&in[0]->aval, &in[1]->aval, p, &g);
     if (e)
         return e;
     cft_dtype dt = y->aval.dtype;
-    if (cft_dtype_is_half(dt) || in[0]->aval.dtype != dt) /* cft__run_impl widens halves first */
+    if (cft_dtype_is_half(dt) && in[0]->aval.dtype == dt && in[1]->aval.dtype == dt) {
+        /* the jit's half path (CFT_PRIM_INTO_HALF): oneDNN's kernel into
+         * y where the CPU has one, else the f32 path over scratch */
+        if (cft__is_contig(y) && cft__dnnl_low_ok(dt == CFT_BF16 ? 1 : 2) && g.Ig * g.KK > 0 &&
+            ny_of(y) > 0 && cft__numel(in[0]->aval.shape, in[0]->aval.ndim) > 0 &&
+            try_dnnl(&g, in, y, dt == CFT_BF16 ? 1 : 2))
+            return NULL;
+        return cft__into_widened(&cft_p_conv_general_dilated, in, nin, p, y);
+    }
+    if (cft_dtype_is_half(dt) || in[0]->aval.dtype != dt) /* mixed: cft__run_impl widens */
         return cft__fail(CFT_E_DTYPE, "conv_general_dilated: no kernel for %s into %s",
                          cft__av(&in[0]->aval), cft__av(&y->aval));
     size_t es = cft_dtype_size(dt);
@@ -844,7 +856,7 @@ const cft_prim cft_p_conv_general_dilated = {
     .name = "conv_general_dilated",
     .nin = 2,
     .nout = 1,
-    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONTRACTION | CFT_PRIM_AMP_LOW,
+    .flags = CFT_PRIM_LINEAR | CFT_PRIM_CONTRACTION | CFT_PRIM_AMP_LOW | CFT_PRIM_INTO_HALF,
     .pnames = {"strides", "padding", "lhs_dilation", "rhs_dilation", "#feature_group_count",
                "#batch_group_count"},
     .shape = conv_shape,

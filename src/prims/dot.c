@@ -809,25 +809,11 @@ static bool dot_low(cft_array *const *in, int nin, const cft_params *p, const cf
     return true;
 }
 
-/* a contiguous f32 array over scratch memory, shaped as av */
-static cft_array *f32_over(const cft_aval *av, float *data) {
-    cft_array *h = CFT_NEW(cft_array);
-    if (!h)
-        return NULL;
-    h->kind = CFT_K_CONCRETE;
-    h->aval = *av;
-    h->aval.dtype = CFT_F32;
-    cft__row_major(h->aval.shape, h->aval.ndim, h->strides);
-    h->data = (char *)data;
-    return h;
-}
-
 /* a product with half operands or output into c (contiguous), for the
  * jit's plans and row segments, which call impl_into (CFT_PRIM_INTO_HALF)
  * where the eager path would widen into fresh arrays: the outer products
- * and oneDNN's products as dot_low's, the rest on the f32 path over
- * per-thread scratch (the operands widened, the f32 result rounded once
- * into c), the interpreter's arithmetic without its allocations. */
+ * and oneDNN's products as dot_low's, the rest on the f32 path
+ * (cft__into_widened). */
 static cft_array *dot_into_half(cft_array *const *in, int nin, const cft_params *p, cft_array *c) {
     cft_dtype dt = c->aval.dtype;
     int code = dt == CFT_BF16 ? 1 : 2;
@@ -843,27 +829,7 @@ static cft_array *dot_into_half(cft_array *const *in, int nin, const cft_params 
             return NULL;
         }
     }
-    int64_t n[3] = {cft_array_size(in[0]), cft_array_size(in[1]), cft_array_size(c)};
-    float *buf = cft__scratch(CFT_SCRATCH_HALF, sizeof(float) * (size_t)(n[0] + n[1] + n[2] + 1),
-                              (size_t)1 << 30);
-    if (!buf)
-        return cft__oom();
-    cft_array *w[3];
-    const cft_aval *av[3] = {&in[0]->aval, &in[1]->aval, &c->aval};
-    for (int i = 0, off = 0; i < 3; off += (int)n[i], i++)
-        if (!(w[i] = f32_over(av[i], buf + off)))
-            return cft__oom();
-    for (int i = 0; i < 2; i++) {
-        cft_array *x = cft__contig(in[i]);
-        if (cft_failed(x))
-            return x;
-        cft__cast(cft__ptr(x), x->aval.dtype, buf + (i ? n[0] : 0), CFT_F32, n[i]);
-        cft__keep(x);
-    }
-    cft_array *e = dot_into(w, nin, p, w[2]);
-    if (!e)
-        cft__cast(buf + n[0] + n[1], CFT_F32, cft__ptr(c), dt, n[2]);
-    return e;
+    return cft__into_widened(&cft_p_dot_general, in, nin, p, c);
 }
 
 /* rows of the output's axis 0: a batch dim that is axis 0 of both

@@ -81,6 +81,12 @@ cft_array *cft__abs_real(cft_array *x);
  * the inputs' avals, a fresh output, then impl_into writes it. */
 cft_array *cft__impl_by_into(const cft_prim *p, cft_array *const *in, int nin,
                              const cft_params *par, cft_array **out);
+/* impl_into with half operands or output (half_into.c): p's impl_into on
+ * the float operands widened to f32 in per-thread scratch, the f32 result
+ * rounded once into out (contiguous); the eager widening path's
+ * arithmetic without its allocations */
+cft_array *cft__into_widened(const cft_prim *p, cft_array *const *in, int nin,
+                             const cft_params *par, cft_array *out);
 
 /* internal binders (strict: no broadcasting or promotion) */
 cft_array *cft__reduce_sum(cft_array *x, const int *axes, int naxes);

@@ -196,10 +196,15 @@ cft_array *cft__run_impl(const cft_prim *p, const cft_params *par, int nin, cft_
         }
         return cft__run_impl(p, par, nin, res, nout, out_avals, out);
     }
+    /* halves are widened for impls that compute; a view primitive
+     * (reshape, transpose, broadcast, squeeze, expand_dims) only moves
+     * strides, whatever the element, and runs on them as they are (widened,
+     * it copied its input twice: 0.3 ms a reshape of a CNN's activations) */
     bool half = false;
-    for (int i = 0; i < nin; i++)
+    for (int i = 0; i < nin && !(p->flags & (CFT_PRIM_VIEW | CFT_PRIM_VIEW_CONTIG)); i++)
         half |= cft_dtype_is_half(in[i]->aval.dtype);
-    for (int j = 0; j < nout && out_avals; j++)
+    for (int j = 0; j < nout && out_avals && !(p->flags & (CFT_PRIM_VIEW | CFT_PRIM_VIEW_CONTIG));
+         j++)
         half |= cft_dtype_is_half(out_avals[j].dtype);
     if (!half) {
         if (!cft__prof() || cft__prof_in_plan)
