@@ -33,9 +33,12 @@ extern char **environ;
 
 /* -fno-math-errno: kernels never read errno, and with it sqrt is one
  * vector instruction instead of a scalar call per element (a jitted Adam
- * step: 4x) */
-static const char *FLAGS[] = {
-    "-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-fPIC", "-shared", "-w"};
+ * step: 4x). -fno-trapping-math: kernels never read the floating-point
+ * flags, and without it GCC keeps the branches of the half conversions'
+ * selects (array/half_fns.h, written branch-free) and their loops scalar,
+ * as in half_cast.c; neither changes a value. */
+static const char *FLAGS[] = {"-O3",      "-march=native", "-fno-math-errno", "-fno-trapping-math",
+                              "-fopenmp", "-fPIC",         "-shared",         "-w"};
 #define NFLAGS (int)(sizeof FLAGS / sizeof FLAGS[0])
 
 /* CFT_JIT_TARGET: the CPU the kernels are compiled for, gcc's -march
