@@ -8,6 +8,7 @@
  * loops at all. Neither changes a value: results are the scalar code's
  * bits (test_jit_f16). The half outer products of autocast's per-sample
  * gradients (dot.c) are here for the same reason. */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -69,10 +70,13 @@ __attribute__((target("avx2,f16c"))) static void outer_f16_f16c(const uint16_t *
     }
 }
 static bool has_f16c(void) {
-    static int v = -1; /* a race writes the same answer */
-    if (v < 0)
-        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-    return v;
+    static _Atomic int v = -1; /* two threads asking first store the same answer */
+    int r = atomic_load_explicit(&v, memory_order_relaxed);
+    if (r < 0) {
+        r = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+        atomic_store_explicit(&v, r, memory_order_relaxed);
+    }
+    return r;
 }
 #else
 static bool has_f16c(void) {
