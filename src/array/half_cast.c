@@ -27,6 +27,7 @@ CFT_CLONES static void f16_to_f32(const uint16_t *s, float *d, int64_t n) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 /* F16C (every AVX2 CPU has it): vcvtps2ph rounds to nearest-even with
  * subnormals and keeps a NaN quiet with its payload's top bits, as
@@ -73,7 +74,8 @@ static bool has_f16c(void) {
     static _Atomic int v = -1; /* two threads asking first store the same answer */
     int r = atomic_load_explicit(&v, memory_order_relaxed);
     if (r < 0) {
-        r = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+        unsigned a, b, c, d; /* F16C: cpuid leaf 1, ecx bit 29 (clang 14 has no "f16c" string) */
+        r = __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
         atomic_store_explicit(&v, r, memory_order_relaxed);
     }
     return r;
