@@ -577,8 +577,13 @@ static bool try_dnnl(const geom *g, cft_array *const *in, cft_array *y, int dtyp
     return done;
 }
 
-static int64_t ny_of(const cft_array *y) {
-    return cft__numel(y->aval.shape, y->aval.ndim);
+/* half operands of dtype dt into y on oneDNN's kernels for them, which
+ * accumulate in f32; false where oneDNN declines: a CPU without them, a
+ * geometry it does not take, nothing to sum */
+static bool half_dnnl(const geom *g, cft_array *const *in, cft_array *y, cft_dtype dt) {
+    return g->Ig * g->KK > 0 && cft__numel(y->aval.shape, y->aval.ndim) > 0 &&
+           cft__numel(in[0]->aval.shape, in[0]->aval.ndim) > 0 &&
+           cft__dnnl_low_ok(dt == CFT_BF16 ? 1 : 2) && try_dnnl(g, in, y, dt == CFT_BF16 ? 1 : 2);
 }
 
 static cft_array *conv_into(cft_array *const *in, int nin, const cft_params *p, cft_array *y) {
@@ -590,9 +595,7 @@ static cft_array *conv_into(cft_array *const *in, int nin, const cft_params *p, 
     if (cft_dtype_is_half(dt) && in[0]->aval.dtype == dt && in[1]->aval.dtype == dt) {
         /* the jit's half path (CFT_PRIM_INTO_HALF): oneDNN's kernel into
          * y where the CPU has one, else the f32 path over scratch */
-        if (cft__is_contig(y) && cft__dnnl_low_ok(dt == CFT_BF16 ? 1 : 2) && g.Ig * g.KK > 0 &&
-            ny_of(y) > 0 && cft__numel(in[0]->aval.shape, in[0]->aval.ndim) > 0 &&
-            try_dnnl(&g, in, y, dt == CFT_BF16 ? 1 : 2))
+        if (cft__is_contig(y) && half_dnnl(&g, in, y, dt))
             return NULL;
         return cft__into_widened(&cft_p_conv_general_dilated, in, nin, p, y);
     }
@@ -635,24 +638,19 @@ static cft_array *conv_into(cft_array *const *in, int nin, const cft_params *p, 
     return e;
 }
 
-/* bf16 / f16 operands (autocast) on oneDNN's kernels for them, which
- * accumulate in f32; false (cft__run_impl widens them) where oneDNN
- * declines: a CPU without them, or a geometry it does not take */
+/* bf16 / f16 operands (autocast) on oneDNN's kernels (half_dnnl); false
+ * (cft__run_impl widens them) where oneDNN declines */
 static bool conv_low(cft_array *const *in, int nin, const cft_params *p, const cft_aval *oav,
                      cft_array **out) {
     (void)nin;
     cft_dtype dt = oav[0].dtype;
     geom g;
     if (!cft_dtype_is_half(dt) || in[0]->aval.dtype != dt || in[1]->aval.dtype != dt ||
-        cft__conv_geometry(&in[0]->aval, &in[1]->aval, p, &g) || g.Ig * g.KK == 0 ||
-        cft__numel(oav[0].shape, oav[0].ndim) == 0 ||
-        cft__numel(in[0]->aval.shape, in[0]->aval.ndim) == 0)
-        return false;
-    int code = dt == CFT_BF16 ? 1 : 2;
-    if (!cft__dnnl_low_ok(code))
+        cft__conv_geometry(&in[0]->aval, &in[1]->aval, p, &g) ||
+        !cft__dnnl_low_ok(dt == CFT_BF16 ? 1 : 2))
         return false;
     cft_array *y = cft__alloc(dt, oav[0].shape, oav[0].ndim);
-    if (cft_failed(y) || !try_dnnl(&g, in, y, code))
+    if (cft_failed(y) || !half_dnnl(&g, in, y, dt))
         return false;
     out[0] = y;
     return true;

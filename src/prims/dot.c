@@ -818,7 +818,7 @@ static cft_array *dot_into_half(cft_array *const *in, int nin, const cft_params 
     cft_dtype dt = c->aval.dtype;
     int code = dt == CFT_BF16 ? 1 : 2;
     if (!cft__is_contig(c))
-        return cft__fail(CFT_E_ARG, "dot_general: a strided half output");
+        return cft__fail(CFT_E_ARG, "dot_general: a strided half output %s", cft__av(&c->aval));
     bool same = in[0]->aval.dtype == dt && in[1]->aval.dtype == dt && cft_dtype_is_half(dt);
     if (same && outer_fits(in, p) && outer_into(in, p, code, c))
         return NULL;

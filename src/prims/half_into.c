@@ -26,7 +26,7 @@ static cft_array *f32_over(const cft_aval *av, float *data) {
 cft_array *cft__into_widened(const cft_prim *p, cft_array *const *in, int nin,
                              const cft_params *par, cft_array *out) {
     if (!cft__is_contig(out))
-        return cft__fail(CFT_E_ARG, "%s: a strided half output", p->name);
+        return cft__fail(CFT_E_ARG, "%s: a strided half output %s", p->name, cft__av(&out->aval));
     int64_t n[nin + 1], total = 1;
     for (int i = 0; i <= nin; i++) {
         const cft_array *x = i < nin ? in[i] : out;

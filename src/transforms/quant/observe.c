@@ -311,10 +311,14 @@ static cft_array *obs_impl(cft_array *const *x, int nin, const cft_params *p, cf
         return cft__fail(CFT_E_ARG, "quant_observe: no record %lld", (long long)p->v[0][0]);
     const cft_aval *av = &x[0]->aval;
     int64_t nm = maxis >= 0 && maxis < av->ndim ? av->shape[maxis] : 1;
-    int64_t mem[nm > 0 ? nm : 1];
+    int64_t *mem = malloc(sizeof(int64_t) * (size_t)(nm > 0 ? nm : 1)); /* a batch: not the stack */
+    if (!mem)
+        return cft__oom();
     cft_array *e = members_of("quant_observe", q, x[1], nm, mem);
-    if (e)
+    if (e) {
+        free(mem);
         return e;
+    }
     /* one member's values: x without its member dim (moved to the front) */
     int64_t shape[CFT_MAX_NDIM];
     int nd = 0, ax = maxis >= 0 && axis > maxis ? axis - 1 : axis;
@@ -334,16 +338,17 @@ static cft_array *obs_impl(cft_array *const *x, int nin, const cft_params *p, cf
     bool fits = k < q->n && q->s[k].nch == nch && !q->paused;
     pthread_mutex_unlock(&q->mu);
     if (!fits || nm == 0) {
+        free(mem);
         y[0] = x[0];
         return NULL;
     }
     cft_array *xc = cft__contig(maxis > 0 ? cft__moveaxis_b(x[0], maxis, 0) : x[0]);
-    if (cft_failed(xc))
-        return xc;
-    double *mn = malloc(sizeof(double) * (size_t)(5 * nch + 1)), *mx = mn + nch, *tmp = mx + nch,
-           am = 0;
-    if (!mn)
-        return cft__oom();
+    double *mn = cft_failed(xc) ? NULL : malloc(sizeof(double) * (size_t)(5 * nch + 1));
+    if (!mn) {
+        free(mem);
+        return cft_failed(xc) ? xc : cft__oom();
+    }
+    double *mx = mn + nch, *tmp = mx + nch, am = 0;
     /* the percentile observer bins every value: those as doubles, in
      * per-thread scratch, kept (a GC block per site per call was garbage
      * at every QAT step); other dtypes are read as doubles too */
@@ -354,7 +359,7 @@ static cft_array *obs_impl(cft_array *const *x, int nin, const cft_params *p, cf
         v = cft__scratch(CFT_SCRATCH_QOBS, sizeof(double) * (size_t)(all > 0 ? all : 1),
                          (size_t)1 << 28);
         if (!v || cft_copy_to(xc, CFT_F64, v) != CFT_OK) {
-            free(mn);
+            free(mn), free(mem);
             return v ? cft__fail(CFT_E_ARG, "quant_observe: cannot read %s", cft__av(av))
                      : cft__oom();
         }
@@ -371,7 +376,7 @@ static cft_array *obs_impl(cft_array *const *x, int nin, const cft_params *p, cf
             observe(q, &q->s[k], mem[i], mn, mx, am, hist ? v + i * n : NULL, n);
         pthread_mutex_unlock(&q->mu);
     }
-    free(mn);
+    free(mn), free(mem);
     cft__keep(xc);
     y[0] = x[0];
     return NULL;
@@ -454,15 +459,21 @@ static cft_array *par_impl(cft_array *const *x, int nin, const cft_params *p, cf
     if (!q)
         return cft__fail(CFT_E_ARG, "quant_params: no record %lld", (long long)p->v[0][0]);
     int64_t nm = stacked ? cft_array_size(x[1]) : 1;
-    int64_t mem[nm > 0 ? nm : 1];
-    cft_array *e = members_of("quant_params", q, x[1], nm, mem);
-    if (e)
-        return e;
-    /* the values under the lock, the arrays after it */
-    double *sc = malloc(sizeof(double) * 2 * (size_t)(nm * nch > 0 ? nm * nch : 1)),
+    if (nm > 0 && nch > INT64_MAX / 16 / nm)
+        return cft__fail(CFT_E_ARG, "quant_params: %lld members of %lld channels overflow",
+                         (long long)nm, (long long)nch);
+    /* the values under the lock, the arrays after it; mem: the indices */
+    double *sc = malloc(sizeof(double) * 2 * (size_t)(nm * nch > 0 ? nm * nch : 1) +
+                        sizeof(int64_t) * (size_t)(nm > 0 ? nm : 1)),
            *zp = sc + nm * nch;
     if (!sc)
         return cft__oom();
+    int64_t *mem = (int64_t *)(zp + nm * nch);
+    cft_array *e = members_of("quant_params", q, x[1], nm, mem);
+    if (e) {
+        free(sc);
+        return e;
+    }
     pthread_mutex_lock(&q->mu);
     for (int64_t i = 0; !e && i < nm; i++) {
         if (k >= q->n || !q->s[k].seen[mem[i]] || q->s[k].nch != nch)

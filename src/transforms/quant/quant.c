@@ -336,27 +336,31 @@ static cft_fn *convert(const char *op, cft_quant *q, int m, bool whole) {
     fz->scale = CFT_NEWN(cft_array *, n + 1), fz->zp = CFT_NEWN(cft_array *, n + 1);
     fz->qmin = CFT_NEWN(int64_t, n + 1), fz->qmax = CFT_NEWN(int64_t, n + 1);
     fz->axis = CFT_NEWN(int, n + 1);
-    int64_t tot = 0;
+    /* the values under the lock (another thread may add sites, moving
+     * q->s), the arrays after it: site k's scales at v + off[k], its zero
+     * points nch[k] further; nch 0 for a site member m has not seen */
+    int64_t tot = 0, *off = CFT_NEWN(int64_t, 2 * (size_t)n + 1), *nch = off ? off + n : NULL;
     for (int k = 0; k < n; k++)
         tot += q->s[k].nch;
-    double *v = cft__new_data(sizeof(double) * 2 * (size_t)(tot + 1)); /* scales, zero points */
-    bool *seen = CFT_NEWN(bool, n + 1);
-    bool ok = fz->scale && fz->zp && fz->qmin && fz->qmax && fz->axis && v && seen;
-    for (int k = 0, off = 0; ok && k < n; off += (int)q->s[k].nch, k++) {
+    double *v = cft__new_data(sizeof(double) * 2 * (size_t)(tot + 1));
+    bool ok = fz->scale && fz->zp && fz->qmin && fz->qmax && fz->axis && v && off;
+    int64_t at = 0;
+    for (int k = 0; ok && k < n; k++) {
         const cft__qsite *s = &q->s[k];
-        if (!(seen[k] = s->seen[m]))
+        off[k] = at, nch[k] = s->seen[m] ? s->nch : 0, at += 2 * nch[k];
+        if (!nch[k])
             continue;
-        cft__qparams_vals(q, s, m, v + 2 * off, v + 2 * off + s->nch);
+        cft__qparams_vals(q, s, m, v + off[k], v + off[k] + s->nch);
         fz->qmin[k] = cft__qlo(cft__qspec(q, s)), fz->qmax[k] = cft__qhi(cft__qspec(q, s));
         fz->axis[k] = s->axis;
     }
     pthread_mutex_unlock(&q->mu);
     if (!ok)
         return cft__fn_error(cft__oom(), q->f->nin, q->f->nout);
-    for (int k = 0, off = 0; k < n; off += (int)q->s[k].nch, k++)
-        if (seen[k])
-            cft__qparams_arrays(fz->axis[k], q->s[k].nch, v + 2 * off, v + 2 * off + q->s[k].nch,
-                                &fz->scale[k], &fz->zp[k]);
+    for (int k = 0; k < n; k++)
+        if (nch[k])
+            cft__qparams_arrays(fz->axis[k], nch[k], v + off[k], v + off[k] + nch[k], &fz->scale[k],
+                                &fz->zp[k]);
     return quant_fn(q, CONVERT, fz, "quant_int8");
 }
 
