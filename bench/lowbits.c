@@ -348,6 +348,9 @@ static cft_status cnn_closed(void *env, int nin, cft_array *const *in, int nout,
     return CFT_OK;
 }
 
+static void cnn_speed(cft_array **p, cft_array *x, int rounds);
+static void conv_speed(cft_fn *closed, cft_array *x, const char *what, int rounds);
+
 static void cnn_lines(const digits *d, int epochs, int rounds) {
     cft_array *p[CNN_NPARAMS], *pb[CNN_NPARAMS];
     cnn_init(p);
@@ -379,18 +382,52 @@ static void cnn_lines(const digits *d, int epochs, int rounds) {
     memcpy(w, p, sizeof w);
     cnn_train(lf, true, d, w, 2, 0.02);
     cnn_line("f32_finetuned_as_qat", cnn_acc(lf, d, w), a32);
-    /* speed: the trained model's forward at batch 256, weights constant */
+    cnn_speed(p, images(d, 0, 256), rounds);
+}
+
+/* the CNN p's forward at batch 256 (x), weights constant: f32 against the
+ * converted int8 program */
+static void cnn_speed(cft_array **p, cft_array *x, int rounds) {
     memcpy(cnn_w, p, sizeof cnn_w);
-    cft_fn *closed = cft_fn_new(cnn_closed, NULL, 1, 1);
-    cft_array *x = images(d, 0, 256);
-    cft_quant *qc = cft_quant_prepare(closed, &qz);
-    cft_fn_call1(cft_quant_observer_fn(qc), &x);
-    call_t f32 = {cft_jit(closed), &x, 1}, i8 = {cft_jit(cft_quant_convert(qc)), &x, 1};
-    double mf, mq;
-    bench_alternate(call, &f32, call, &i8, rounds, &mf, &mq);
-    line("\"model\": \"digits cnn conv3x3(1->8)-288-10\", \"batch\": 256, \"step\": \"fwd\", "
-         "\"note\": \"conv and linear on int8 kernels, 8-bit activations\"",
-         "int8_static", "f32", mq, mf, rounds);
+    conv_speed(cft_fn_new(cnn_closed, NULL, 1, 1), x,
+               "\"model\": \"digits cnn conv3x3(1->8)-288-10\", \"batch\": 256", rounds);
+}
+
+/* one larger convolution, 3x3 32 -> 64 channels on 16x16, padding 1 */
+static cft_array *conv_big_w;
+static cft_status conv_big(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_conv2d(in[0], conv_big_w, NULL, (int64_t[]){1, 1}, NULL, 1);
+    return CFT_OK;
+}
+
+static void conv_layer_speed(int rounds) {
+    conv_big_w = cft_mul_s(
+        cft_random_normal(cft_random_key(21), CFT_F32, (int64_t[]){64, 32, 3, 3}, 4), 0.06);
+    cft_array *x =
+        cft_relu(cft_random_normal(cft_random_key(22), CFT_F32, (int64_t[]){64, 32, 16, 16}, 4));
+    conv_speed(cft_fn_new(conv_big, NULL, 1, 1), x,
+               "\"layer\": \"conv3x3 32->64 on 16x16, padding 1\", \"batch\": 64", rounds);
+}
+
+/* the forward of `closed` (weights constant) on x: f32 against the
+ * converted int8 program, with 8-bit activations (on a CPU without VNNI
+ * the integers on an f32 GEMM) and 7-bit ones (oneDNN's int8 convolution
+ * on every CPU) */
+static void conv_speed(cft_fn *closed, cft_array *x, const char *what, int rounds) {
+    call_t f32 = {cft_jit(closed), &x, 1};
+    for (int bits = 8; bits >= 7; bits--) {
+        cft_quantizer qz = cft_quantizer_x86();
+        qz.activation.bits = bits;
+        cft_quant *qc = cft_quant_prepare(closed, &qz);
+        cft_fn_call1(cft_quant_observer_fn(qc), &x);
+        call_t i8 = {cft_jit(cft_quant_convert(qc)), &x, 1};
+        double mf, mq;
+        bench_alternate(call, &f32, call, &i8, rounds, &mf, &mq);
+        char cfg[256];
+        snprintf(cfg, sizeof cfg, "%s, \"step\": \"fwd\", \"activation_bits\": %d", what, bits);
+        line(cfg, "int8_static", "f32", mq, mf, rounds);
+    }
 }
 
 static void acc_line(const char *method, double acc, double base) {
@@ -404,6 +441,9 @@ static void acc_line(const char *method, double acc, double base) {
 int main(int argc, char **argv) {
     bench_threads(argc, argv);
     int rounds = 15, epochs = 10;
+    bool speed = false; /* --speed: the int8 forward lines alone (the CNN untrained) */
+    for (int i = 1; i < argc; i++)
+        speed |= !strcmp(argv[i], "--speed");
     for (int i = 1; i + 1 < argc; i++) {
         if (!strcmp(argv[i], "--rounds"))
             rounds = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : rounds;
@@ -413,6 +453,7 @@ int main(int argc, char **argv) {
 
     /* the big MLP's training step, f32 and bf16 autocast */
     cft_array *in[8];
+    const char *cfg = "\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd+bwd\"";
     cft_array *keys = cft_random_split(cft_random_key(1), 8);
     for (int l = 0; l < 3; l++) {
         double bd = 1 / sqrt((double)big_sizes[l]);
@@ -423,24 +464,26 @@ int main(int argc, char **argv) {
     in[6] = cft_random_normal(cft_index(keys, 6), CFT_F32, (int64_t[]){256, 256}, 2);
     in[7] = cft_random_randint(cft_index(keys, 7), (int64_t[]){256}, 1, 0, 10, CFT_I32);
     const int argn[6] = {0, 1, 2, 3, 4, 5};
-    cft_fn *loss = cft_fn_new(big_loss, NULL, 8, 1);
-    call_t f32 = {cft_jit(cft_value_and_grad(loss, argn, 6, false)), in, 7};
-    call_t bf = {cft_jit(cft_value_and_grad(cft_autocast(loss, CFT_BF16), argn, 6, false)), in, 7};
-    double m32, mbf;
-    bench_alternate(call, &f32, call, &bf, rounds, &m32, &mbf);
-    const char *cfg = "\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd+bwd\"";
-    line(cfg, "bf16_autocast", "f32", mbf, m32, rounds);
-    /* the same step under quantization-aware training: fake-quantized
-     * operands of every product (observers in the step, as in training) */
-    {
-        cft_quantizer qz = cft_quantizer_x86();
-        cft_quant *qa = cft_quant_prepare(cft_fn_new(big_logits, NULL, 7, 1), &qz);
-        cft_fn_call1(cft_quant_observer_fn(qa), in);
-        cft_fn *ql = cft_fn_new(qat_big_loss, cft_quant_qat_fn(qa), 8, 1);
-        call_t qs = {cft_jit(cft_value_and_grad(ql, argn, 6, false)), in, 7};
-        double mf, mq;
-        bench_alternate(call, &f32, call, &qs, rounds, &mf, &mq);
-        line(cfg, "int8_qat", "f32", mq, mf, rounds);
+    if (!speed) {
+        cft_fn *loss = cft_fn_new(big_loss, NULL, 8, 1);
+        call_t f32 = {cft_jit(cft_value_and_grad(loss, argn, 6, false)), in, 7};
+        call_t bf = {cft_jit(cft_value_and_grad(cft_autocast(loss, CFT_BF16), argn, 6, false)), in,
+                     7};
+        double m32, mbf;
+        bench_alternate(call, &f32, call, &bf, rounds, &m32, &mbf);
+        line(cfg, "bf16_autocast", "f32", mbf, m32, rounds);
+        /* the same step under quantization-aware training: fake-quantized
+         * operands of every product (observers in the step, as in training) */
+        {
+            cft_quantizer qz = cft_quantizer_x86();
+            cft_quant *qa = cft_quant_prepare(cft_fn_new(big_logits, NULL, 7, 1), &qz);
+            cft_fn_call1(cft_quant_observer_fn(qa), in);
+            cft_fn *ql = cft_fn_new(qat_big_loss, cft_quant_qat_fn(qa), 8, 1);
+            call_t qs = {cft_jit(cft_value_and_grad(ql, argn, 6, false)), in, 7};
+            double mf, mq;
+            bench_alternate(call, &f32, call, &qs, rounds, &mf, &mq);
+            line(cfg, "int8_qat", "f32", mq, mf, rounds);
+        }
     }
 
     /* one linear layer, dense against 2:4 */
@@ -488,6 +531,15 @@ int main(int argc, char **argv) {
     line("\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd\"", "int8_dynamic",
          "f32", md8, mc, rounds);
 
+    if (speed) { /* the CNN's int8 line alone, on untrained weights */
+        cft_array *p[CNN_NPARAMS];
+        cnn_init(p);
+        cnn_speed(
+            p, cft_random_uniform(cft_random_key(3), CFT_F32, (int64_t[]){256, 1, 8, 8}, 4, 0, 16),
+            rounds);
+        conv_layer_speed(rounds);
+        return 0;
+    }
     /* digits accuracies */
     digits d;
     if (digits_load(&d) != 0)
@@ -513,5 +565,6 @@ int main(int argc, char **argv) {
     train(make_step(CFT_F32), &d, p, masks, epochs);
     acc_line("sparse24_finetuned", test_acc(&d, p), a32);
     cnn_lines(&d, epochs, rounds);
+    conv_layer_speed(rounds);
     return 0;
 }

@@ -46,8 +46,10 @@
  * pair sums: there their integers run on an f32 GEMM (exact below 2^24),
  * and 7-bit activations (activation.bits = 7, torch's reduce_range) keep
  * the integer GEMM. Convolutions (one group, no lhs dilation) become int8
- * convolutions the same way (each window a row of the integer GEMM, the
- * weight per channel along O). Other sites (grouped convolutions,
+ * convolutions the same way (the weight per channel along O): oneDNN's
+ * int8 convolution where its sums cannot saturate (7-bit activations, or
+ * VNNI / AMX), else each window a row of the integer GEMM; both give the
+ * same integers. Other sites (grouped convolutions,
  * per-channel activations) stay fake-quantized on f32 kernels.
  */
 #ifndef CFT_QUANT_H

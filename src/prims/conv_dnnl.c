@@ -14,7 +14,9 @@
  * transposed input with the transposed output cotangent, runs as oneDNN's
  * backward-weights primitive (conv.c recognises it by its operands'
  * strides). What oneDNN declines returns false and goes to conv.c's im2col
- * kernel, as everything does with CFT_CONV_DNNL=0. */
+ * kernel, as everything does with CFT_CONV_DNNL=0. The int8 convolutions of
+ * quantized programs (qconv.c) come here too: u8 x, s8 w, s32 sums written
+ * channels last, on VNNI / AMX where the CPU has them. */
 #include "prims/conv_dnnl.h"
 
 #ifdef CFT_HAVE_DNNL
@@ -42,10 +44,24 @@ static const dnnl_format_tag_t src_tags[4] = {dnnl_format_tag_undef, dnnl_ncw, d
                                gw_tags[4] = {dnnl_format_tag_undef, dnnl_goiw, dnnl_goihw,
                                              dnnl_goidhw},
                                iw_tags[4] = {dnnl_format_tag_undef, dnnl_bac, dnnl_iohw,
-                                             dnnl_iodhw}; /* weights [I, O, k...] */
+                                             dnnl_iodhw}, /* weights [I, O, k...] */
+    cl_tags[4] = {dnnl_format_tag_undef, dnnl_nwc, dnnl_nhwc,
+                  dnnl_ndhwc}; /* int8's s32 output, channels last */
 
 #define ok cft__dnnl_ok
-static const dnnl_data_type_t dtypes[3] = {dnnl_f32, dnnl_bf16, dnnl_f16};
+/* each dtype's src, weights, dst: f32, bf16, f16, and int8 (u8 x s8 -> s32) */
+static const dnnl_data_type_t dtypes[4][3] = {{dnnl_f32, dnnl_f32, dnnl_f32},
+                                              {dnnl_bf16, dnnl_bf16, dnnl_bf16},
+                                              {dnnl_f16, dnnl_f16, dnnl_f16},
+                                              {dnnl_u8, dnnl_s8, dnnl_s32}};
+
+/* oneDNN's scalar reference kernel (int8 declines it: the gather on the
+ * integer GEMM is faster) */
+static bool reference(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    return ok(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)) && impl &&
+           strncmp(impl, "ref", 3) == 0;
+}
 
 static void destroy(entry *e) {
     if (e->conv)
@@ -61,8 +77,8 @@ static void destroy(entry *e) {
  * the dtype); NULL if oneDNN declines */
 static cft__dnnl_entry *build(const int64_t *k) {
     int nsp = (int)k[0];
-    bool wgrad = k[24] == 1;
-    dnnl_data_type_t dt = dtypes[k[25]];
+    bool wgrad = k[24] == 1, q8 = k[25] == 3;
+    const dnnl_data_type_t *dt = dtypes[k[25]];
     int64_t N = k[1], C = k[2], O = k[3], I = k[4], G = k[5];
     const int64_t *in = k + 6, *ks = k + 9, *s = k + 12, *lo = k + 15, *hi = k + 18, *rd = k + 21;
     dnnl_dims_t sd = {N, C}, dd = {N, O}, wd, st, dil, pl, pr;
@@ -89,22 +105,25 @@ static cft__dnnl_entry *build(const int64_t *k) {
     memcpy(e->head.key, k, sizeof e->head.key);
     e->wgrad = wgrad;
     dnnl_memory_desc_t any[3];
-    bool good = ok(dnnl_memory_desc_init_by_tag(&e->plain[0], 2 + nsp, sd, dt, src_tags[nsp])) &&
-                ok(dnnl_memory_desc_init_by_tag(&e->plain[1], wn, wd, dt,
-                                                wgrad   ? iw_tags[nsp]
-                                                : G > 1 ? gw_tags[nsp]
-                                                        : w_tags[nsp])) &&
-                ok(dnnl_memory_desc_init_by_tag(&e->plain[2], 2 + nsp, dd, dt, src_tags[nsp])) &&
-                ok(dnnl_memory_desc_init_by_tag(&any[0], 2 + nsp, sd, dt, dnnl_format_tag_any)) &&
-                ok(dnnl_memory_desc_init_by_tag(&any[1], wn, wd, dt, dnnl_format_tag_any)) &&
-                ok(dnnl_memory_desc_init_by_tag(&any[2], 2 + nsp, dd, dt, dnnl_format_tag_any));
+    bool good =
+        !(q8 && (wgrad || G > 1)) &&
+        ok(dnnl_memory_desc_init_by_tag(&e->plain[0], 2 + nsp, sd, dt[0], src_tags[nsp])) &&
+        ok(dnnl_memory_desc_init_by_tag(&e->plain[1], wn, wd, dt[1],
+                                        wgrad   ? iw_tags[nsp]
+                                        : G > 1 ? gw_tags[nsp]
+                                                : w_tags[nsp])) &&
+        ok(dnnl_memory_desc_init_by_tag(&e->plain[2], 2 + nsp, dd, dt[2],
+                                        q8 ? cl_tags[nsp] : src_tags[nsp])) &&
+        ok(dnnl_memory_desc_init_by_tag(&any[0], 2 + nsp, sd, dt[0], dnnl_format_tag_any)) &&
+        ok(dnnl_memory_desc_init_by_tag(&any[1], wn, wd, dt[1], dnnl_format_tag_any)) &&
+        ok(dnnl_memory_desc_init_by_tag(&any[2], 2 + nsp, dd, dt[2], dnnl_format_tag_any));
     dnnl_convolution_desc_t cd, bd;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL, fpd = NULL;
     good = good &&
-           ok(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_training,
-                                                         dnnl_convolution_direct, &any[0], &any[1],
-                                                         NULL, &any[2], st, dil, pl, pr)) &&
+           ok(dnnl_dilated_convolution_forward_desc_init(
+               &cd, q8 ? dnnl_forward_inference : dnnl_forward_training, dnnl_convolution_direct,
+               &any[0], &any[1], NULL, &any[2], st, dil, pl, pr)) &&
            ok(dnnl_primitive_attr_create(&attr)) &&
            ok(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
     if (good && wgrad) /* the forward is the hint the backward is built from */
@@ -115,7 +134,7 @@ static cft__dnnl_entry *build(const int64_t *k) {
             ok(dnnl_primitive_desc_create(&pd, &bd, attr, eng, fpd));
     else if (good)
         good = ok(dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL));
-    good = good && ok(dnnl_primitive_create(&e->conv, pd));
+    good = good && !(q8 && reference(pd)) && ok(dnnl_primitive_create(&e->conv, pd));
     if (good) {
         dnnl_query_t q[3] = {dnnl_query_src_md,
                              wgrad ? dnnl_query_diff_weights_md : dnnl_query_weights_md,
@@ -143,9 +162,12 @@ static cft__dnnl_entry *build(const int64_t *k) {
         dnnl_primitive_desc_destroy(fpd);
     if (attr)
         dnnl_primitive_attr_destroy(attr);
-    if (!good) {
-        destroy(e);
-        return NULL;
+    if (!good) { /* kept as declined (no primitive), not built again */
+        for (int i = 0; i < 3; i++)
+            if (e->re[i])
+                dnnl_primitive_destroy(e->re[i]), e->re[i] = NULL;
+        if (e->conv)
+            dnnl_primitive_destroy(e->conv), e->conv = NULL;
     }
     return &e->head;
 }
@@ -206,7 +228,7 @@ static bool run(const entry *e, void *x, void *w, void *y) {
 }
 
 bool cft__conv_dnnl(const int64_t *geometry, int dtype, void *x, void *w, void *y) {
-    if (!init() || dtype < 0 || dtype > 2)
+    if (!init() || dtype < 0 || dtype > 3)
         return false;
     /* oneDNN's team is cft's thread count, which its primitives are built
      * for (their work split is fixed then): part of the key */
@@ -217,7 +239,7 @@ bool cft__conv_dnnl(const int64_t *geometry, int dtype, void *x, void *w, void *
     key[26] = nth;
     bool owned, good = false;
     entry *e = (entry *)cft__dnnl_lookup(&cache, key, &owned);
-    if (e)
+    if (e && e->conv)
         good = run(e, x, w, y);
     cft__dnnl_threads_end(before);
     if (!e)

@@ -12,7 +12,12 @@
  *       (padding holds the zero point, which stands for 0), and
  *       (rows - zp) W^T runs on cft__qgemm, the integer GEMM, or where that
  *       would saturate (8-bit x on a CPU without VNNI) on an f32 GEMM of
- *       the integers; y = xscale wscale[o] acc. Its result is the
+ *       the integers; y = xscale wscale[o] acc. Where it cannot saturate,
+ *       oneDNN's own int8 convolution (conv_dnnl.c: VNNI or AMX where the
+ *       CPU has them, no rows formed) computes the sums with padding read
+ *       as 0; each output position's missing zp * (sum of its weights over
+ *       the taps inside) is subtracted, so the integers, and the bits of
+ *       y, are the gather's. Its result is the
  *       fake-quantized f32 program's up to that program's rounding. A NaN
  *       in a sample makes the sample's whole output NaN. Its jvp is the
  *       straight-through estimator, as dot_qstatic's.
@@ -20,6 +25,7 @@
  *       grid (xq = clamp(round(x / xs) + zp)), written so by the jit's
  *       rewrite into the elementwise kernel before it, as dot_qint. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +34,7 @@
 #include "core/mem.h"
 #include "core/par.h"
 #include "core/vec.h"
+#include "prims/conv_dnnl.h"
 #include "prims/qlinear.h"
 #include "prims/rules.h"
 #include "trace/ir.h"
@@ -173,7 +180,8 @@ static void im2row_body(void *ctx, int64_t lo, int64_t hi) {
 }
 
 typedef struct {
-    const int32_t *acc; /* [n * P, O] */
+    const int32_t *acc;  /* [n * P, O] */
+    const int32_t *comp; /* [P, O] subtracted from each sample's sums, or NULL */
     const double *sc;
     const uint8_t *nan; /* [N] */
     void *y;            /* [N, O, P] */
@@ -182,30 +190,80 @@ typedef struct {
     bool dbl;
 } scatter;
 
-/* y[n0 + n, o, pos] = xs sc[o] acc[n P + pos, o], samples [lo, hi) */
+/* y[n0 + n, o, pos] = xs sc[o] (acc[n P + pos, o] - comp[pos, o]), samples
+ * [lo, hi) */
 static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
     const scatter *c = ctx;
+    const int64_t P = c->P, O = c->O;
     for (int64_t n = lo; n < hi; n++) {
         double f = c->nan[c->n0 + n] ? NAN : c->xs;
-        for (int64_t o = 0; o < c->O; o++) {
+        for (int64_t o = 0; o < O; o++) {
             double g = f * c->sc[o];
-            const int32_t *a = c->acc + n * c->P * c->O + o;
-            int64_t base = ((c->n0 + n) * c->O + o) * c->P;
+            const int32_t *a = c->acc + n * P * O + o, *cp = c->comp ? c->comp + o : NULL;
+            int64_t base = ((c->n0 + n) * O + o) * P;
             if (c->dbl)
-                for (int64_t pos = 0; pos < c->P; pos++)
-                    ((double *)c->y)[base + pos] = g * (double)a[pos * c->O];
+                for (int64_t pos = 0; pos < P; pos++)
+                    ((double *)c->y)[base + pos] =
+                        g * (double)(a[pos * O] - (cp ? cp[pos * O] : 0));
             else
-                for (int64_t pos = 0; pos < c->P; pos++)
-                    ((float *)c->y)[base + pos] = (float)(g * (double)a[pos * c->O]);
+                for (int64_t pos = 0; pos < P; pos++)
+                    ((float *)c->y)[base + pos] =
+                        (float)(g * (double)(a[pos * O] - (cp ? cp[pos * O] : 0)));
         }
     }
+}
+
+_Atomic bool cft__qconv_dnnl_on = true;
+_Atomic long cft__qconv_dnnl_runs;
+
+/* comp [P, O] = zp * the sum of W[o]'s weights over the taps of position
+ * pos inside the input (tab [P, T]: the window table of one channel); ws
+ * [O, T] is scratch */
+static void zp_comp(const int8_t *wq, int64_t ldw, int64_t O, int64_t C, int64_t T, int64_t P,
+                    const int32_t *tab, int32_t zp, int32_t *ws, int32_t *comp) {
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t t = 0; t < T; t++) {
+            int32_t v = 0;
+            for (int64_t ch = 0; ch < C; ch++)
+                v += wq[o * ldw + ch * T + t];
+            ws[o * T + t] = v;
+        }
+    for (int64_t pos = 0; pos < P; pos++)
+        for (int64_t o = 0; o < O; o++) {
+            int32_t v = 0;
+            for (int64_t t = 0; t < T; t++)
+                v += tab[pos * T + t] >= 0 ? ws[o * T + t] : 0;
+            comp[pos * O + o] = zp * v;
+        }
+}
+
+/* The sums of samples [n0, n0 + nc) on oneDNN's int8 convolution into acc
+ * [nc * P, O] (key: the geometry with N = nc); false where it declines */
+static bool sums_dnnl(int64_t *key, int64_t nc, const uint8_t *xq, const int8_t *w, int32_t *acc) {
+    key[1] = nc;
+    return cft__conv_dnnl(key, 3, (void *)xq, (void *)w, acc);
 }
 
 /* samples per chunk: its rows at most CHUNK_BYTES */
 #define CHUNK_BYTES ((int64_t)16 << 20)
 
 /* conv_qstatic, and conv_qint where x is on the grid */
-static cft_array *qconv_run(const cft_prim *prim, bool grid, cft_array *const *in,
+/* the geometry key of conv_dnnl.h for x (n samples), the output shape oa
+ * and p */
+static void dnnl_key(const cft_aval *x, int64_t O, const cft_params *p, int64_t *key) {
+    int nsp = x->ndim - 2;
+    memset(key, 0, sizeof(int64_t) * 25);
+    key[0] = nsp, key[1] = x->shape[0], key[2] = x->shape[1], key[3] = O, key[4] = x->shape[1];
+    key[5] = 1;
+    for (int i = 0; i < nsp; i++) {
+        key[6 + i] = x->shape[2 + i], key[9 + i] = p->v[QW][1 + i];
+        key[12 + i] = p->v[QS][i], key[15 + i] = p->v[QP][2 * i];
+        key[18 + i] = p->v[QP][2 * i + 1], key[21 + i] = p->v[QRD][i];
+    }
+}
+
+/* conv_qstatic, and conv_qint where x is on the grid */
+static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_array *const *in,
                             const cft_params *p, cft_array **out) {
     cft_array *xqs[3];
     cft_aval oa;
@@ -227,11 +285,20 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, cft_array *const *i
     if (per > INT32_MAX) /* the window table's offsets are 32-bit */
         return cft__fail(CFT_E_SHAPE, "%s: a sample of %s has more than 2^31 values", prim->name,
                          cft__av(&x->aval));
-    /* scratch: xq [N * per] | nan [N] | table [P, K] | rows [chunk * P, K] | acc */
-    int64_t chunk = K * P > 0 ? CHUNK_BYTES / (K * P) : N;
+    /* oneDNN's convolution where its sums cannot saturate; else (or where
+     * it declines) the gather into rows of the integer GEMM */
+    bool dn = try_dnnl && cft__qconv_dnnl_on && (hi <= 127 || cft__qgemm_exact_u8());
+    /* scratch (QIN): xq [N * per] | nan [N] | table [P, K or T] | then
+     * for the gather rows [chunk * P, K] | acc [chunk * P, O]; for
+     * oneDNN ws [O, T] | comp [P, O] | w [O, K] | acc [chunk * P, O] */
+    int64_t chunk = dn ? CHUNK_BYTES / (4 * P * O) : K * P > 0 ? CHUNK_BYTES / (K * P) : N;
     chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
-    size_t otab = ((size_t)(N * per + N) + 63) / 64 * 64, orows = otab + (size_t)(P * K) * 4,
-           oacc = ((orows + (size_t)(chunk * P * K)) + 63) / 64 * 64;
+    size_t otab = ((size_t)(N * per + N) + 63) / 64 * 64,
+           orows = otab + (size_t)(P * (dn ? T : K)) * 4,
+           oacc = ((orows + (dn ? (size_t)(O * T + P * O) * 4 + (size_t)(O * K)
+                                : (size_t)(chunk * P * K))) +
+                   63) /
+                  64 * 64;
     char *buf = cft__qscratch(CFT_SCRATCH_QIN, oacc + (size_t)(chunk * P * O) * 4 + 64);
     double *sc = cft__new_data(sizeof(double) * (size_t)(O > 0 ? O : 1));
     if (!buf || !sc)
@@ -245,17 +312,45 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, cft_array *const *i
         in_[i] = x->aval.shape[2 + i], out_[i] = oa.shape[2 + i], k_[i] = p->v[QW][1 + i];
         s_[i] = p->v[QS][i], lo_[i] = p->v[QP][2 * i], d_[i] = p->v[QRD][i];
     }
+    const int8_t *wq = cft__ptr(q);
+    int64_t ldw = q->aval.shape[1] * 4, key[25];
+    int32_t *comp = NULL;
+    if (dn) {
+        window_table(nsp, 1, T, in_, out_, k_, s_, lo_, d_, P, tab);
+        int32_t *ws = (int32_t *)rows;
+        comp = ws + O * T;
+        int8_t *w = (int8_t *)(comp + P * O);
+        for (int64_t o = 0; o < O; o++) /* rows of K bytes, [O, C, k...] */
+            memcpy(w + o * K, wq + o * ldw, (size_t)K);
+        zp_comp(w, K, O, C, T, P, tab, (int32_t)zp, ws, comp);
+        dnnl_key(&x->aval, O, p, key);
+        for (int64_t n0 = 0; dn && n0 < N; n0 += chunk) {
+            int64_t nc = N - n0 < chunk ? N - n0 : chunk;
+            if (!sums_dnnl(key, nc, xq + n0 * per, w, acc)) {
+                dn = false; /* declined, or out of memory in oneDNN: the gather below */
+                break;
+            }
+            scatter sg = {acc, comp, sc, nan, cft__ptr(y), n0, P, O, xs, oa.dtype == CFT_F64};
+            cft__par_for(nc, 2.0 * (double)(P * O), scatter_body, &sg);
+        }
+        if (dn) {
+            cft__qconv_dnnl_runs++;
+            return out[0] = y, NULL;
+        }
+        /* declined (a geometry oneDNN has no int8 kernel for: remembered
+         * per geometry), or oneDNN short of memory: the whole convolution
+         * by the gather, with its own scratch */
+        return qconv_run(prim, grid, false, in, p, out);
+    }
     window_table(nsp, C, T, in_, out_, k_, s_, lo_, d_, P, tab);
     im2row ir = {xq, rows, tab, 0, P, K, per, (uint8_t)zp};
-    const int8_t *wq = cft__ptr(q);
-    int64_t ldw = q->aval.shape[1] * 4;
     for (int64_t n0 = 0; n0 < N; n0 += chunk) {
         int64_t nc = N - n0 < chunk ? N - n0 : chunk, M = nc * P;
         ir.n0 = n0;
         cft__par_for(M, (double)K, im2row_body, &ir);
         if (!cft__qgemm_exact(M, O, K, rows, (int32_t)zp, wq, ldw, acc, hi))
             return cft__oom();
-        scatter sg = {acc, sc, nan, cft__ptr(y), n0, P, O, xs, oa.dtype == CFT_F64};
+        scatter sg = {acc, NULL, sc, nan, cft__ptr(y), n0, P, O, xs, oa.dtype == CFT_F64};
         cft__par_for(nc, 2.0 * (double)(P * O), scatter_body, &sg);
     }
     out[0] = y;
@@ -263,11 +358,11 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, cft_array *const *i
 }
 static cft_array *qconv_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin;
-    return qconv_run(&cft_p_conv_qstatic, false, in, p, out);
+    return qconv_run(&cft_p_conv_qstatic, false, true, in, p, out);
 }
 static cft_array *qint_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin;
-    return qconv_run(&cft_p_conv_qint, true, in, p, out);
+    return qconv_run(&cft_p_conv_qint, true, true, in, p, out);
 }
 
 /* ---- rules ---- */

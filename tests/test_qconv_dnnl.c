@@ -1,0 +1,197 @@
+/* test_qconv_dnnl.c: the int8 convolutions of converted programs
+ * (conv_qstatic, conv_qint) on oneDNN's own int8 convolution
+ * (prims/qconv.c, conv_dnnl.c) against the window gather on the integer
+ * GEMM, which the same primitives run with the oneDNN path off.
+ *
+ * Both compute the same int32 sums (oneDNN reads padding as 0 and the
+ * kernel subtracts each position's zero point times its weights inside;
+ * the gather pads with the zero point), then the same scaling: the results
+ * must agree bitwise. Geometries: 1, 2 and 3 spatial dims, strides,
+ * asymmetric padding, rhs dilation, one input channel, weights whose row
+ * of taps is not a multiple of 4 bytes, a zero point of 0 and in the
+ * middle, x given on the grid (conv_qint), a NaN in one sample, calls from
+ * several threads. Each result is also checked against the f32
+ * convolution of the dequantized operands (f32 sums of exact products of
+ * grid values in another order: 1e-5 relative, 2^-22 K max|y| absolute). 7-bit activations
+ * take oneDNN on every CPU (no 16-bit pair sum can saturate); 8-bit ones
+ * only where the CPU has VNNI or AMX, which the test checks by counting
+ * oneDNN's runs. Skipped (77) where oneDNN is not built in. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "prims/qlinear.h"
+
+typedef struct {
+    int nsp;
+    int64_t N, C, O, in[3], k[3], s[3], pad[6], d[3];
+} geom;
+
+static const geom cases[] = {
+    {2, 3, 3, 5, {8, 7}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
+    {2, 2, 4, 6, {11, 9}, {3, 2}, {2, 1}, {0, 2, 1, 0}, {2, 1}},
+    {2, 5, 1, 8, {8, 8}, {3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}}, /* the digits CNN's */
+    {1, 2, 4, 6, {17}, {5}, {2}, {2, 1}, {1}},
+    {3, 2, 2, 3, {5, 4, 6}, {3, 2, 2}, {1, 1, 2}, {1, 1, 0, 1, 1, 0}, {1, 1, 1}},
+    {2, 4, 16, 32, {12, 12}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
+};
+enum { NCASES = sizeof cases / sizeof cases[0] };
+
+typedef struct {
+    cft_array *x, *w, *ws, *words, *xs, *zp;
+} operands;
+
+static operands make(const geom *g, uint64_t seed, double zp) {
+    operands o;
+    int64_t xs_[5] = {g->N, g->C}, ws_[5] = {g->O, g->C}, K = g->C;
+    for (int i = 0; i < g->nsp; i++)
+        xs_[2 + i] = g->in[i], ws_[2 + i] = g->k[i], K *= g->k[i];
+    o.x = cft_random_normal(cft_random_key(seed), CFT_F32, xs_, 2 + g->nsp);
+    o.w = cft_random_normal(cft_random_key(seed + 1), CFT_F32, ws_, 2 + g->nsp);
+    cft_array *w2 = cft_reshape(o.w, (int64_t[]){g->O, K}, 2);
+    o.ws = cft_mul_s(cft_max(cft_abs(w2), (int[]){1}, 1, false), 1.0 / 127);
+    o.words = cft__qstatic_quantize(w2, o.ws, -127, 127);
+    /* x in about [-zp, 127 - zp] scale units: some values clamp */
+    o.xs = cft_scalar(2.5 / 64, CFT_F32);
+    o.zp = cft_scalar(zp, CFT_F32);
+    return o;
+}
+
+static cft_array *qconv(const geom *g, const operands *o, cft_array *x, int64_t xhi, bool grid) {
+    return cft__qconv_bind(x, o->words, o->ws, o->xs, o->zp, 0, xhi,
+                           (int64_t[]){g->C, g->k[0], g->k[1], g->k[2]}, g->nsp, g->s, g->pad, g->d,
+                           grid);
+}
+
+static cft_array *clampv(cft_array *x, double lo, double hi) {
+    return cft_clamp(x, cft_scalar(lo, CFT_F32), cft_scalar(hi, CFT_F32));
+}
+
+/* the f32 convolution of the dequantized operands */
+static cft_array *reference(const geom *g, const operands *o, int64_t xhi) {
+    cft_array *xq = cft_fake_quantize(o->x, o->xs, o->zp, 0, 0, xhi);
+    int64_t sh[5] = {g->O, 1, 1, 1, 1};
+    cft_array *ws = cft_reshape(o->ws, sh, 2 + g->nsp);
+    cft_array *wq = cft_mul(clampv(cft_rint(cft_div(o->w, ws)), -127, 127), ws);
+    return cft_conv_general_dilated(xq, wq, g->s, g->pad, NULL, g->d, 1, 1);
+}
+
+/* y within f32's rounding of K-term sums in another order of the
+ * dequantized convolution: 1e-5 relative, and 2^-22 K max|y| absolute for
+ * cancellation */
+static void near_reference(const geom *g, const operands *o, cft_array *y, int64_t xhi) {
+    cft_array *r = reference(g, o, xhi);
+    double K = (double)g->C;
+    for (int i = 0; i < g->nsp; i++)
+        K *= (double)g->k[i];
+    double big = cft_item(cft_max(cft_abs(r), NULL, 0, false));
+    CHECK_ARRAY_CLOSE(y, r, 1e-5, ldexp(K * big, -22));
+}
+
+static cft_array *both(const geom *g, const operands *o, cft_array *x, int64_t xhi, bool grid,
+                       long *runs) {
+    cft__qconv_dnnl_on = false;
+    cft_array *gather = qconv(g, o, x, xhi, grid);
+    cft__qconv_dnnl_on = true;
+    long before = cft__qconv_dnnl_runs;
+    cft_array *y = qconv(g, o, x, xhi, grid);
+    *runs = cft__qconv_dnnl_runs - before;
+    CHECK_ARRAY_CLOSE(y, gather, 0, 0);
+    return y;
+}
+
+typedef struct {
+    const geom *g;
+    const operands *o;
+    cft_array *want;
+    int bad;
+} job;
+
+static void *worker(void *arg) {
+    job *j = arg;
+    for (int r = 0; r < 20; r++) {
+        cft_array *y = qconv(j->g, j->o, j->o->x, 127, false);
+        cft_array *d = cft_sum(cft_abs(cft_sub(y, j->want)), NULL, 0, false);
+        j->bad += cft_failed(y) || cft_item(d) != 0;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    check_init(argc, argv);
+    {
+        operands o = make(&cases[0], 1, 60);
+        long runs;
+        both(&cases[0], &o, o.x, 127, false, &runs);
+        if (runs == 0) {
+            printf("SKIP: oneDNN is not built in, or has no int8 convolution here\n");
+            return 77;
+        }
+    }
+    printf("8-bit activations exact on oneDNN here (VNNI / AMX): %s\n",
+           cft__qgemm_exact_u8() ? "yes" : "no");
+
+    TEST("7-bit activations: oneDNN's sums are the gather's, bitwise, over 1-3 spatial dims, "
+         "strides, asymmetric padding, dilation; near the dequantized f32 convolution") {
+        for (int c = 0; c < NCASES; c++)
+            for (int z = 0; z < 2; z++) {
+                const geom *g = &cases[c];
+                operands o = make(g, 10 + 2 * c, z ? 61 : 0);
+                long runs;
+                cft_array *y = both(g, &o, o.x, 127, false, &runs);
+                CHECK_MSG(runs == 1, "case %d, zp %d: oneDNN ran %ld times", c, z ? 61 : 0, runs);
+                near_reference(g, &o, y, 127);
+            }
+    }
+
+    TEST("8-bit activations: oneDNN only where it cannot saturate (VNNI, AMX), the same bits "
+         "either way") {
+        for (int c = 0; c < NCASES; c++) {
+            const geom *g = &cases[c];
+            operands o = make(g, 40 + 2 * c, 128);
+            long runs;
+            cft_array *y = both(g, &o, cft_mul_s(o.x, 2), 255, false, &runs);
+            CHECK_EQ(runs, cft__qgemm_exact_u8() ? 1 : 0);
+            o.x = cft_mul_s(o.x, 2);
+            near_reference(g, &o, y, 255);
+        }
+    }
+
+    TEST("conv_qint (x on the grid) and a NaN in one sample: the gather's bits") {
+        const geom *g = &cases[1];
+        operands o = make(g, 70, 61);
+        cft_array *grid = clampv(cft_add(cft_rint(cft_div(o.x, o.xs)), o.zp), 0, 127);
+        long runs;
+        both(g, &o, grid, 127, true, &runs);
+        CHECK_EQ(runs, 1);
+        static float one[2 * 4 * 11 * 9];
+        one[1 * 4 * 11 * 9 + 2 * 9 + 3] = 1; /* sample 1, channel 0, (2, 3) */
+        cft_array *at = cft_from_data(one, CFT_F32, cft_array_shape(o.x), 4);
+        cft_array *xn =
+            cft_where(cft_gt(at, cft_scalar(0.5, CFT_F32)), cft_scalar(NAN, CFT_F32), o.x);
+        cft_array *y = both(g, &o, xn, 127, false, &runs);
+        CHECK_EQ(runs, 1);
+        CHECK(isnan(cft_item(cft_sum(cft_index(y, 1), NULL, 0, false))));
+        CHECK(!isnan(cft_item(cft_sum(cft_index(y, 0), NULL, 0, false))));
+    }
+
+    TEST("from 4 threads at once: each call the single-threaded bits") {
+        const geom *g = &cases[5];
+        operands o = make(g, 90, 33);
+        long runs;
+        cft_array *want = both(g, &o, o.x, 127, false, &runs);
+        job jobs[4];
+        pthread_t th[4];
+        for (int i = 0; i < 4; i++) {
+            jobs[i] = (job){g, &o, want, 0};
+            pthread_create(&th[i], NULL, worker, &jobs[i]);
+        }
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            CHECK_EQ(jobs[i].bad, 0);
+        }
+    }
+    return check_summary();
+}
