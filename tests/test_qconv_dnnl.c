@@ -14,8 +14,9 @@
  * convolution of the dequantized operands (f32 sums of exact products of
  * grid values in another order: 1e-5 relative, 2^-22 K max|y| absolute). 7-bit activations
  * take oneDNN on every CPU (no 16-bit pair sum can saturate); 8-bit ones
- * only where the CPU has VNNI or AMX, which the test checks by counting
- * oneDNN's runs. Skipped (77) where oneDNN is not built in. */
+ * only where the CPU has VNNI or AMX, elsewhere conv_general_dilated's f32
+ * convolution of the integers (exact: every partial sum below 2^24), which
+ * the test checks by counting each kernel's runs. Skipped (77) where oneDNN is not built in. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -90,14 +91,17 @@ static void near_reference(const geom *g, const operands *o, cft_array *y, int64
     CHECK_ARRAY_CLOSE(y, r, 1e-5, ldexp(K * big, -22));
 }
 
+static long runs32; /* the f32 convolution's runs in both's last call */
+
 static cft_array *both(const geom *g, const operands *o, cft_array *x, int64_t xhi, bool grid,
                        long *runs) {
     cft__qconv_dnnl_on = false;
     cft_array *gather = qconv(g, o, x, xhi, grid);
     cft__qconv_dnnl_on = true;
-    long before = cft__qconv_dnnl_runs;
+    long before = cft__qconv_dnnl_runs, before32 = cft__qconv_f32_runs;
     cft_array *y = qconv(g, o, x, xhi, grid);
     *runs = cft__qconv_dnnl_runs - before;
+    runs32 = cft__qconv_f32_runs - before32;
     CHECK_ARRAY_CLOSE(y, gather, 0, 0);
     return y;
 }
@@ -146,14 +150,15 @@ int main(int argc, char **argv) {
             }
     }
 
-    TEST("8-bit activations: oneDNN only where it cannot saturate (VNNI, AMX), the same bits "
-         "either way") {
+    TEST("8-bit activations: oneDNN only where it cannot saturate (VNNI, AMX), else the f32 "
+         "convolution of the integers; the same bits either way") {
         for (int c = 0; c < NCASES; c++) {
             const geom *g = &cases[c];
             operands o = make(g, 40 + 2 * c, 128);
             long runs;
             cft_array *y = both(g, &o, cft_mul_s(o.x, 2), 255, false, &runs);
             CHECK_EQ(runs, cft__qgemm_exact_u8() ? 1 : 0);
+            CHECK_EQ(runs32, cft__qgemm_exact_u8() ? 0 : 1);
             o.x = cft_mul_s(o.x, 2);
             near_reference(g, &o, y, 255);
         }

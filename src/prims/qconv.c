@@ -17,7 +17,8 @@
  *       CPU has them, no rows formed) computes the sums with padding read
  *       as 0; each output position's missing zp * (sum of its weights over
  *       the taps inside) is subtracted, so the integers, and the bits of
- *       y, are the gather's. Its result is the
+ *       y, are the gather's. Where it would saturate, up to 514 taps run as
+ *       conv_general_dilated's f32 convolution of the integers, exact. Its result is the
  *       fake-quantized f32 program's up to that program's rounding. A NaN
  *       in a sample makes the sample's whole output NaN. Its jvp is the
  *       straight-through estimator, as dot_qstatic's.
@@ -214,7 +215,7 @@ static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
 }
 
 _Atomic bool cft__qconv_dnnl_on = true;
-_Atomic long cft__qconv_dnnl_runs;
+_Atomic long cft__qconv_dnnl_runs, cft__qconv_f32_runs;
 
 /* comp [P, O] = zp * the sum of W[o]'s weights over the taps of position
  * pos inside the input (tab [P, T]: the window table of one channel); ws
@@ -248,6 +249,82 @@ static bool sums_dnnl(int64_t *key, int64_t nc, const uint8_t *xq, const int8_t 
 #define CHUNK_BYTES ((int64_t)16 << 20)
 
 /* conv_qstatic, and conv_qint where x is on the grid */
+static cft_array *conv_with(cft_array *x, cft_array *w, const cft_params *p);
+
+/* Every partial sum of K products of integers |x - zp| <= 255, |w| <= 128
+ * below 2^24: exact in f32, whatever the order */
+#define F32_EXACT_K ((INT64_C(1) << 24) / (255 * 128))
+
+typedef struct {
+    const uint8_t *xq;
+    float *xf;
+    float zp;
+} to_f32;
+
+static CFT_VEC void to_f32_body(void *ctx, int64_t lo, int64_t hi) {
+    const to_f32 *c = ctx;
+    for (int64_t i = lo; i < hi; i++)
+        c->xf[i] = (float)c->xq[i] - c->zp;
+}
+
+typedef struct {
+    const float *acc; /* [N, O, P] */
+    const double *sc;
+    const uint8_t *nan;
+    void *y;
+    int64_t P, O;
+    double xs;
+    bool dbl;
+} scale_f32;
+
+/* y[n, o, pos] = xs sc[o] acc[n, o, pos] (the gather's arithmetic), samples
+ * [lo, hi) */
+static CFT_VEC void scale_f32_body(void *ctx, int64_t lo, int64_t hi) {
+    const scale_f32 *c = ctx;
+    const int64_t P = c->P, O = c->O;
+    for (int64_t n = lo; n < hi; n++) {
+        double f = c->nan[n] ? NAN : c->xs;
+        for (int64_t o = 0; o < O; o++) {
+            double g = f * c->sc[o];
+            const float *a = c->acc + (n * O + o) * P;
+            if (c->dbl)
+                for (int64_t pos = 0; pos < P; pos++)
+                    ((double *)c->y)[(n * O + o) * P + pos] = g * (double)a[pos];
+            else
+                for (int64_t pos = 0; pos < P; pos++)
+                    ((float *)c->y)[(n * O + o) * P + pos] = (float)(g * (double)a[pos]);
+        }
+    }
+}
+
+/* The sums as conv_general_dilated's f32 convolution of the integers xq -
+ * zp (padding 0 stands for the zero point) and the weights (rows ldw bytes
+ * apart), exact below F32_EXACT_K taps, scaled into y; for 8-bit x where
+ * the integer kernels would saturate (no VNNI): one f32 convolution, no
+ * rows of windows */
+static cft_array *qconv_f32(const cft_aval *xa, const cft_aval *wa, const uint8_t *xq,
+                            const uint8_t *nan, const int8_t *wq, int64_t ldw, const double *sc,
+                            double xs, double zp, const cft_params *p, cft_array *y) {
+    int64_t N = xa->shape[0], O = wa->shape[0], K = cft__numel(wa->shape + 1, wa->ndim - 1);
+    cft_array *xf = cft__alloc(CFT_F32, xa->shape, xa->ndim),
+              *wf = cft__alloc(CFT_F32, wa->shape, wa->ndim);
+    if (cft_failed(xf) || cft_failed(wf))
+        return cft_failed(xf) ? xf : wf;
+    to_f32 tf = {xq, cft__ptr(xf), (float)zp};
+    cft__par_for(cft__numel(xa->shape, xa->ndim), 1.0, to_f32_body, &tf);
+    float *w = cft__ptr(wf);
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t j = 0; j < K; j++)
+            w[o * K + j] = (float)wq[o * ldw + j];
+    cft_array *acc = cft__contig(conv_with(xf, wf, p));
+    if (cft_failed(acc))
+        return acc;
+    int64_t P = cft__numel(y->aval.shape + 2, y->aval.ndim - 2);
+    scale_f32 sf = {cft__ptr(acc), sc, nan, cft__ptr(y), P, O, xs, y->aval.dtype == CFT_F64};
+    cft__par_for(N, 2.0 * (double)(P * O), scale_f32_body, &sf);
+    return NULL;
+}
+
 /* the geometry key of conv_dnnl.h for x (n samples), the output shape oa
  * and p */
 static void dnnl_key(const cft_aval *x, int64_t O, const cft_params *p, int64_t *key) {
@@ -287,10 +364,12 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
                          cft__av(&x->aval));
     /* oneDNN's convolution where its sums cannot saturate; else (or where
      * it declines) the gather into rows of the integer GEMM */
-    bool dn = try_dnnl && cft__qconv_dnnl_on && (hi <= 127 || cft__qgemm_exact_u8());
+    bool dn = try_dnnl && cft__qconv_dnnl_on && (hi <= 127 || cft__qgemm_exact_u8()),
+         f32 = !dn && try_dnnl && cft__qconv_dnnl_on && K <= F32_EXACT_K;
     /* scratch (QIN): xq [N * per] | nan [N] | table [P, K or T] | then
      * for the gather rows [chunk * P, K] | acc [chunk * P, O]; for
-     * oneDNN ws [O, T] | comp [P, O] | w [O, K] | acc [chunk * P, O] */
+     * oneDNN ws [O, T] | comp [P, O] | w [O, K] | acc [chunk * P, O];
+     * the f32 convolution uses xq and nan alone */
     int64_t chunk = dn ? CHUNK_BYTES / (4 * P * O) : K * P > 0 ? CHUNK_BYTES / (K * P) : N;
     chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
     size_t otab = ((size_t)(N * per + N) + 63) / 64 * 64,
@@ -299,7 +378,8 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
                                 : (size_t)(chunk * P * K))) +
                    63) /
                   64 * 64;
-    char *buf = cft__qscratch(CFT_SCRATCH_QIN, oacc + (size_t)(chunk * P * O) * 4 + 64);
+    char *buf =
+        cft__qscratch(CFT_SCRATCH_QIN, f32 ? otab : oacc + (size_t)(chunk * P * O) * 4 + 64);
     double *sc = cft__new_data(sizeof(double) * (size_t)(O > 0 ? O : 1));
     if (!buf || !sc)
         return cft__oom();
@@ -341,6 +421,14 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
          * per geometry), or oneDNN short of memory: the whole convolution
          * by the gather, with its own scratch */
         return qconv_run(prim, grid, false, in, p, out);
+    }
+    if (f32) {
+        cft_aval wa = weight_aval(p, &q->aval);
+        cft_array *r = qconv_f32(&x->aval, &wa, xq, nan, wq, ldw, sc, xs, zp, p, y);
+        if (r)
+            return r;
+        cft__qconv_f32_runs++;
+        return out[0] = y, NULL;
     }
     window_table(nsp, C, T, in_, out_, k_, s_, lo_, d_, P, tab);
     im2row ir = {xq, rows, tab, 0, P, K, per, (uint8_t)zp};

@@ -50,12 +50,15 @@ bool cft__qgemm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t 
 bool cft__qgemm_exact(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao,
                       const int8_t *wq, int64_t ldw, int32_t *acc, double xhi);
 
-/* Whether conv_qstatic / conv_qint may run on oneDNN's int8 convolution
- * (qconv.c; true unless a test turns it off to compare with the window
- * gather on the integer GEMM, which gives the same integers) */
+/* Whether conv_qstatic / conv_qint may run on a convolution kernel
+ * (qconv.c: oneDNN's int8 convolution, or where that would saturate the
+ * f32 convolution of the integers) rather than the window gather on the
+ * integer GEMM, which gives the same integers; true unless a test turns
+ * it off to compare the two */
 extern _Atomic bool cft__qconv_dnnl_on;
-/* How many of those convolutions oneDNN has computed (for the tests) */
-extern _Atomic long cft__qconv_dnnl_runs;
+/* How many of those convolutions oneDNN's int8 kernel, and the f32
+ * convolution, have computed (for the tests) */
+extern _Atomic long cft__qconv_dnnl_runs, cft__qconv_f32_runs;
 
 /* y [M, N] (f64 when dbl, else f32) = xs[m] sc[n] acc[m, n], rows shared
  * among threads */
