@@ -159,61 +159,6 @@ static cft_array *unpack_impl(cft_array *const *in, int nin, const cft_params *p
 }
 
 typedef struct {
-    const void *x;
-    bool dbl;
-    int64_t k;
-    uint8_t *xq; /* [M, K] */
-    double *xs;  /* [M] */
-} quant_rows;
-
-/* nearbyint for |v| < 2^51 without a libm call: adding and subtracting
- * 1.5 * 2^52 rounds half to even in the default rounding mode */
-static inline double rint_fast(double v) {
-    const double big = 6755399441055744.0;
-    return (v + big) - big;
-}
-
-/* one row: xs = max|x| / 63, xq = round(x * (63 / max|x|)) + 64. Written
- * without branches (min/max select, fabs), which random signs would
- * mispredict; a NaN clamps to 63, as fmin/fmax order it. */
-#define QUANT_ROW(T)                                                                               \
-    do {                                                                                           \
-        const int64_t k = c->k; /* a local: the u8 stores could alias c->k */                      \
-        const T *restrict xr = (const T *)c->x + m * k;                                            \
-        double a = 0;                                                                              \
-        for (int64_t j = 0; j < k; j++) {                                                          \
-            double v = fabs((double)xr[j]);                                                        \
-            a = v > a ? v : a;                                                                     \
-        }                                                                                          \
-        bool ok = a > 0 && a <= 1.7e308;                                                           \
-        double inv = ok ? 63 / a : 1;                                                              \
-        c->xs[m] = ok ? a / 63 : 1;                                                                \
-        uint8_t *restrict q = c->xq + m * k;                                                       \
-        for (int64_t j = 0; j < k; j++) {                                                          \
-            double v = rint_fast((double)xr[j] * inv);                                             \
-            v = v < 63 ? v : 63;                                                                   \
-            v = v > -63 ? v : -63;                                                                 \
-            q[j] = (uint8_t)(int32_t)(v + 64);                                                     \
-        }                                                                                          \
-    } while (0)
-
-static CFT_VEC void quant_f32(quant_rows *c, int64_t lo, int64_t hi) {
-    for (int64_t m = lo; m < hi; m++)
-        QUANT_ROW(float);
-}
-static CFT_VEC void quant_f64(quant_rows *c, int64_t lo, int64_t hi) {
-    for (int64_t m = lo; m < hi; m++)
-        QUANT_ROW(double);
-}
-static void quant_body(void *ctx, int64_t lo, int64_t hi) {
-    quant_rows *c = ctx;
-    if (c->dbl)
-        quant_f64(c, lo, hi);
-    else
-        quant_f32(c, lo, hi);
-}
-
-typedef struct {
     const int32_t *acc;
     const double *xs, *sc;
     void *y;
@@ -295,8 +240,7 @@ static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, c
     int32_t *acc = (int32_t *)buf;
     double *xs = (double *)(buf + oxs);
     uint8_t *xq = (uint8_t *)(buf + oxq);
-    quant_rows qr = {cft__ptr(x), oa.dtype == CFT_F64, K, xq, xs};
-    cft__par_for(M, 4.0 * (double)K, quant_body, &qr);
+    cft__qdyn_rows(cft__ptr(x), oa.dtype == CFT_F64, M, K, xq, xs);
     cft__qgemm(M, N, K, xq, 64, cft__ptr(q), q->aval.shape[1] * 4, acc);
     double *sc = cft__new_data(sizeof(double) * (size_t)(N > 0 ? N : 1));
     if (!sc)

@@ -60,6 +60,12 @@ extern _Atomic bool cft__qconv_dnnl_on;
  * convolution, have computed (for the tests) */
 extern _Atomic long cft__qconv_dnnl_runs, cft__qconv_f32_runs;
 
+/* dynamic quantization's rows (qdyn_rows.c): each row m of x [M, K] (f64
+ * when dbl, else f32) rounded to 7 bits, xq = round(x * 63 / max|x|) +
+ * 64 in [1, 127], xs[m] = max|x| / 63 (1 for a row of zeros or with an
+ * infinity); rows shared among threads */
+void cft__qdyn_rows(const void *x, bool dbl, int64_t M, int64_t K, uint8_t *xq, double *xs);
+
 /* y [M, N] (f64 when dbl, else f32) = xs[m] sc[n] acc[m, n], rows shared
  * among threads */
 void cft__qscale_rows(const int32_t *acc, const double *xs, const double *sc, void *y, int64_t M,
