@@ -24,7 +24,9 @@
  * gradients once (the sum is a second weight-gradient convolution), which
  * pays only where the gradients are large: the rules apply when the ghost
  * norm is cheap or the gradients would take more than FORM_BYTES.
- * CFT_DP_CONV=ghost|chunks|off forces a form (tests, comparisons). For
+ * CFT_DP_CONV=ghost|chunks|off forces a form (tests, comparisons).
+ * Under autocast the gradients are half convolutions converted to f32; the
+ * rules answer for them from the operands widened to f32. For
  * the examples' patches the ghost norm convolves each example's inputs
  * with an identity kernel (jax's conv_general_dilated_patches).
  */
@@ -77,7 +79,8 @@ static bool grouped_examples(const cft_eqn *q, int axis, int64_t nb) {
     const cft_aval *l = &q->in[0]->aval, *r = &q->in[1]->aval, *o = &q->out[0]->aval;
     if (axis != 1 || q->params.v[CFG][0] != nb || nb < 2 || q->params.v[CBG][0] != 1)
         return false;
-    if ((l->dtype != CFT_F32 && l->dtype != CFT_F64) || r->dtype != l->dtype)
+    if ((l->dtype != CFT_F32 && l->dtype != CFT_F64 && !cft_dtype_is_half(l->dtype)) ||
+        r->dtype != l->dtype)
         return false;
     if (cft__shape_symbolic(l->shape, l->ndim) || cft__shape_symbolic(r->shape, r->ndim) ||
         cft__numel(o->shape, o->ndim) == 0)
@@ -85,8 +88,18 @@ static bool grouped_examples(const cft_eqn *q, int axis, int64_t nb) {
     mode m = forced();
     if (m != AUTO)
         return m != OFF;
-    double bytes = (double)cft__numel(o->shape, o->ndim) * (double)cft_dtype_size(o->dtype);
+    /* half gradients (autocast's) are read through their conversion to
+     * f32: f32's bytes */
+    double esize = cft_dtype_is_half(o->dtype) ? 4 : (double)cft_dtype_size(o->dtype);
+    double bytes = (double)cft__numel(o->shape, o->ndim) * esize;
     return ghost_cheaper(q, nb) || bytes > FORM_BYTES;
+}
+
+/* an operand's value, half widened to f32: autocast's half gradients are
+ * asked through their conversion to f32, and answered in f32 */
+static cft_array *widened(const cft_rewrite_ctx *c, int var) {
+    cft_array *x = c->value(c, var);
+    return cft_dtype_is_half(cft_array_dtype(x)) ? cft_astype(x, CFT_F32) : x;
 }
 
 static cft_array *conv(cft_array *lhs, cft_array *rhs, const cft_params *p, int64_t groups) {
@@ -152,14 +165,15 @@ bool cft__conv_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, int axis
         return false;
     if (!c->value)
         return true;
-    cft_array *lhs = c->value(c, q->in[0]->id), *rhs = c->value(c, q->in[1]->id);
+    cft_array *lhs = widened(c, q->in[0]->id), *rhs = widened(c, q->in[1]->id);
     mode m = forced();
     if (m == GHOST || (m == AUTO && ghost_cheaper(q, nb))) {
         *out = ghost_sqnorm(lhs, rhs, &q->params, nb);
         return true;
     }
-    const cft_aval *o = &q->out[0]->aval;
-    int64_t G = nb, per = cft__numel(o->shape, o->ndim) / G * (int64_t)cft_dtype_size(o->dtype);
+    const cft_aval *o = &q->out[0]->aval; /* the chunks are f32 for halves */
+    int64_t G = nb, per = cft__numel(o->shape, o->ndim) / G *
+                          (cft_dtype_is_half(o->dtype) ? 4 : (int64_t)cft_dtype_size(o->dtype));
     int64_t cs = 1; /* the largest divisor of G whose chunk fits the budget */
     for (int64_t d = 1; d <= G; d++)
         if (G % d == 0 && d * per <= CHUNK_BYTES)
@@ -194,7 +208,7 @@ bool cft__conv_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int axis, 
         return false;
     if (!c->value)
         return true;
-    cft_array *lhs = c->value(c, q->in[0]->id), *rhs = c->value(c, q->in[1]->id);
+    cft_array *lhs = widened(c, q->in[0]->id), *rhs = widened(c, q->in[1]->id);
     int nd = cft_array_ndim(rhs);
     int64_t G = nb, Co = cft_array_dim(rhs, 0) / G, n = cft_array_dim(rhs, 1);
     int64_t ws[CFT_MAX_NDIM] = {G};
