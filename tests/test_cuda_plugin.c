@@ -26,7 +26,7 @@
 #include "check.h"
 #include "cft/device.h"
 #include "prims/conv_geom.h" /* cft__conv_kernel_source */
-#include "prims/rules.h"     /* cft__dot_kernel_source */
+#include "prims/rules.h"     /* cft__dot_kernel_source, cft__sparse24_kernel_source */
 
 typedef int (*compile_fn)(const char *src, const char *arch, size_t *n, int *hit, char *err,
                           size_t en);
@@ -261,8 +261,8 @@ int main(int argc, char **argv) {
     if (d)
         closedir(d);
     rmdir(dir);
-    TEST("the convolution's and outer products' kernels (prims/conv_device.c, dot_device.c) "
-         "compile for sm_80 and sm_90 (after the "
+    TEST("the convolution's, outer products' and 2:4 kernels (prims/conv_device.c, "
+         "dot_device.c, sparse24_device.c) compile for sm_80 and sm_90 (after the "
          "cache checks: it adds CUBINs)") {
         const char *arch[2] = {"sm_80", "sm_90"};
         for (int a = 0; a < 2 && compile; a++) {
@@ -273,6 +273,9 @@ int main(int argc, char **argv) {
                       "%s: %s", arch[a], err);
             CHECK_MSG(compile(cft__dot_kernel_source(), arch[a], &n, &hit, err, sizeof err) == 0,
                       "outer products, %s: %s", arch[a], err);
+            CHECK_MSG(compile(cft__sparse24_kernel_source(), arch[a], &n, &hit, err, sizeof err) ==
+                          0,
+                      "2:4 sparsity, %s: %s", arch[a], err);
         }
     }
     return check_summary();

@@ -49,6 +49,20 @@ static cft_array *rnd(uint64_t seed, const int64_t *shape, int nd) {
     return cft_random_normal(cft_random_key(seed), CFT_F32, shape, nd);
 }
 
+/* (x, values, meta, ct) -> <ct, x W^T>, W the 2:4 weight of (values, meta) */
+static cft_status s24_dot(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_sparse24 s = {in[1], in[2]};
+    out[0] = cft_sum(cft_mul(cft_sparse24_linear(in[0], s), in[3]), NULL, 0, false);
+    return CFT_OK;
+}
+
+/* the gradients of that with respect to x and the values, in g[0], g[1] */
+static void s24_grads(cft_array *x, cft_sparse24 s, cft_array *ct, cft_array **g) {
+    cft_fn *gf = cft_grad(cft_fn_new(s24_dot, NULL, 4, 1), (int[]){0, 1}, 2);
+    cft_fn_call(gf, (cft_array *[]){x, s.values, s.meta, ct}, g);
+}
+
 /* long reductions of a fused chain, with an elementwise output beside
  * them: sums, maxima (one row with a NaN), minima and products over rows
  * of 5000 (a block per output on a GPU), over 3 rows of 2 (a thread per
@@ -615,6 +629,42 @@ int main(int argc, char **argv) {
                 CHECK_MSG(on(got[k], "test:0") && cft_max_abs_diff(got[k], want[k]) == 0,
                           "%s product %d: %g", f ? "f64" : "f32", k,
                           cft_max_abs_diff(got[k], want[k]));
+        }
+    }
+    TEST("2:4 sparsity on the device: the product and the densified weight run as one kernel "
+         "each (no operation through the host, nothing copied back); those and the gradients "
+         "(gather) are the host's results") {
+        const cft_dev *d0 = cft_device("test:0");
+        for (int f = 0; f < 2; f++) {
+            cft_dtype dt = f ? CFT_F64 : CFT_F32;
+            cft_array *w = cft_astype(rnd(31, (int64_t[]){6, 40}, 2), dt),
+                      *x = cft_astype(rnd(32, (int64_t[]){5, 40}, 2), dt),
+                      *ct = cft_astype(rnd(33, (int64_t[]){5, 6}, 2), dt);
+            cft_sparse24 s = cft_sparse24_compress(w); /* the choice, on the host */
+            cft_sparse24 sd = {cft_device_put(s.values, d0), cft_device_put(s.meta, d0)};
+            cft_array *xd = cft_device_put(x, d0), *ctd = cft_device_put(ct, d0);
+            cft_array *want[4], *got[4];
+            cft_device_counters c0, c1;
+            cft_device_counters_of(d0, &c0);
+            got[0] = cft_sparse24_linear(xd, sd);
+            got[1] = cft_sparse24_to_dense(sd);
+            cft_device_counters_of(d0, &c1);
+            CHECK_MSG(c1.ops == c0.ops && c1.d2h == c0.d2h && c1.kernels - c0.kernels == 2,
+                      "%s: ops %d, copies back %d, kernels %d", cft_dtype_name(dt),
+                      (int)(c1.ops - c0.ops), (int)(c1.d2h - c0.d2h),
+                      (int)(c1.kernels - c0.kernels));
+            want[0] = cft_sparse24_linear(x, s), want[1] = cft_sparse24_to_dense(s);
+            /* the gradients of <ct, x W^T> in x and in the kept values */
+            s24_grads(x, s, ct, want + 2);
+            s24_grads(xd, sd, ctd, got + 2);
+            double tol = f ? 1e-12 : 1e-5;
+            for (int k = 0; k < 4; k++) {
+                double big = cft_item(cft_max(cft_abs(want[k]), NULL, 0, false));
+                CHECK_MSG(on(got[k], "test:0") &&
+                              cft_max_abs_diff(got[k], want[k]) <= (k == 1 ? 0 : tol * (1 + big)),
+                          "%s result %d: %g", cft_dtype_name(dt), k,
+                          cft_max_abs_diff(got[k], want[k]));
+            }
         }
     }
     TEST("a backend asking for eager kernels: eager ops and grad run as kernels there") {

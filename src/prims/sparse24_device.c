@@ -1,0 +1,160 @@
+/* sparse24_device.c: the 2:4 primitives' device kernels (sparse24.c's
+ * dev_kernel), CUDA C for a backend that runs kernels (the CUDA backend
+ * through NVRTC; the test backend compiles the same source for the host).
+ * Before, dot_sparse24, sparse24_gather and sparse24_densify on a device
+ * went through the host: operands copied out, the host's kernel, the
+ * result copied back, at every product of a pruned layer and of its
+ * gradient. The product's kernel skips the zeros as the host's does: each
+ * thread computes one y[m, n] from the K/2 kept weights of row n and the
+ * entries of x their metadata names, summing in double in the order of
+ * the kept weights and rounding once (the host sums in the dtype: results
+ * agree within its rounding). gather and densify move values and are the
+ * host's bits (densify adds the two values of a group whose positions
+ * coincide in the same order). cuSPARSELt's sparse tensor cores would be
+ * faster for large products; it is not a dependency (not in Debian), and
+ * this kernel is what runs without it. f32 and f64; other dtypes keep the
+ * backend's way (the host). Every kernel is a grid-stride loop over its
+ * outputs, so any grid computes the same result. */
+#include "array/array.h"
+#include "core/mem.h"
+#include "prims/rules.h"
+
+/* group g's position j (0 or 1) in the metadata row mr */
+/* clang-format off */
+#define S24_POS                                                                                    \
+    "#define CFT_S24_POS(mr, g, j) \\\n"                                                           \
+    "    ((int)(((unsigned int)(mr)[(g) / 8] >> (4 * ((g) % 8) + 2 * (j))) & 3u))\n"
+
+#define S24_LOOP(N)                                                                                \
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " N ";\n"        \
+    "         i += (long long)gridDim.x * blockDim.x) {\n"
+
+#define S24_KERNELS(T, t)                                                                          \
+    "struct cft_s24dot_" #t " { const " #T " *x; const " #T " *v; const int *m; " #T " *y;\n"      \
+    "    long long M, N, K, nw; };\n"                                                              \
+    "extern \"C\" __global__ void cft_s24dot_" #t "(const struct cft_s24dot_" #t " a) {\n"         \
+    S24_LOOP("a.M * a.N")                                                                          \
+    "        const long long r = i / a.N, c = i % a.N, h = a.K / 2;\n"                             \
+    "        const " #T " *xr = a.x + r * a.K, *vr = a.v + c * h;\n"                               \
+    "        const int *mr = a.m + c * a.nw;\n"                                                    \
+    "        double acc = 0;\n"                                                                    \
+    "        for (long long g = 0; g < a.K / 4; g++) {\n"                                          \
+    "            acc += (double)vr[2 * g] * (double)xr[4 * g + CFT_S24_POS(mr, g, 0)];\n"          \
+    "            acc += (double)vr[2 * g + 1] * (double)xr[4 * g + CFT_S24_POS(mr, g, 1)];\n"      \
+    "        }\n"                                                                                  \
+    "        a.y[i] = (" #T ")acc;\n"                                                              \
+    "    }\n}\n"                                                                                   \
+    "struct cft_s24gather_" #t " { const " #T " *w; const int *m; " #T " *v;\n"                    \
+    "    long long R, K, nw; };\n"                                                                 \
+    "extern \"C\" __global__ void cft_s24gather_" #t "(const struct cft_s24gather_" #t " a) {\n"   \
+    S24_LOOP("a.R * (a.K / 2)")                                                                    \
+    "        const long long h = a.K / 2, r = i / h, q = i % h, g = q / 2;\n"                      \
+    "        a.v[i] = a.w[r * a.K + 4 * g + CFT_S24_POS(a.m + r * a.nw, g, (int)(q % 2))];\n"      \
+    "    }\n}\n"                                                                                   \
+    "struct cft_s24densify_" #t " { const " #T " *v; const int *m; " #T " *w;\n"                   \
+    "    long long R, K, nw; };\n"                                                                 \
+    "extern \"C\" __global__ void cft_s24densify_" #t "(const struct cft_s24densify_" #t " a) {\n" \
+    S24_LOOP("a.R * (a.K / 4)")                                                                    \
+    "        const long long G = a.K / 4, r = i / G, g = i % G;\n"                                 \
+    "        const int *mr = a.m + r * a.nw;\n"                                                    \
+    "        " #T " o[4] = {0, 0, 0, 0};\n"                                                        \
+    "        o[CFT_S24_POS(mr, g, 0)] += a.v[r * (a.K / 2) + 2 * g];\n"                            \
+    "        o[CFT_S24_POS(mr, g, 1)] += a.v[r * (a.K / 2) + 2 * g + 1];\n"                        \
+    "        for (int j = 0; j < 4; j++) a.w[r * a.K + 4 * g + j] = o[j];\n"                       \
+    "    }\n}\n"
+
+static const char *s24_src = "/* generated by cft: 2:4 sparsity, CUDA C */\n" S24_POS
+    S24_KERNELS(float, f32) S24_KERNELS(double, f64);
+/* clang-format on */
+
+/* the kernels' arguments, as their structs */
+typedef struct {
+    const void *x, *v;
+    const int32_t *m;
+    void *y;
+    long long M, N, K, nw;
+} dot_args;
+typedef struct {
+    const void *src;
+    const int32_t *m;
+    void *dst;
+    long long R, K, nw;
+} move_args; /* gather (src w, dst v) and densify (src v, dst w) */
+
+/* the entry points' names (static: a backend may keep them) */
+enum { DOT, GATHER, DENSIFY };
+static const char *const entries[3][2] = {{"cft_s24dot_f32", "cft_s24dot_f64"},
+                                          {"cft_s24gather_f32", "cft_s24gather_f64"},
+                                          {"cft_s24densify_f32", "cft_s24densify_f64"}};
+static const char *entry_of(int kind, cft_dtype dt) {
+    return entries[kind][dt == CFT_F64];
+}
+
+static long long meta_words(long long K) {
+    return (K / 4 + 7) / 8;
+}
+
+bool cft__s24dot_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
+                            cft_array *const *out, cft_dev_kernel *k) {
+    (void)p;
+    const cft_aval *x = &in[0]->aval, *v = &in[1]->aval;
+    cft_dtype dt = x->dtype;
+    if (nin != 3 || x->ndim != 2 || v->dtype != dt || (dt != CFT_F32 && dt != CFT_F64))
+        return false;
+    dot_args *a = CFT_NEW(dot_args);
+    void **ptrs = CFT_NEWN(void *, 4);
+    const char *entry = entry_of(DOT, dt);
+    if (!a || !ptrs)
+        return false;
+    long long K = x->shape[1];
+    *a = (dot_args){cft__ptr(in[0]),
+                    cft__ptr(in[1]),
+                    cft__ptr(in[2]),
+                    cft__ptr(out[0]),
+                    x->shape[0],
+                    v->shape[0],
+                    K,
+                    meta_words(K)};
+    ptrs[0] = (void *)a->x, ptrs[1] = (void *)a->v, ptrs[2] = (void *)a->m, ptrs[3] = a->y;
+    *k = (cft_dev_kernel){s24_src, entry, a, sizeof *a, (int64_t)(a->M * a->N), 4, ptrs};
+    return true;
+}
+
+/* gather (dense src [..., K] -> kept values dst [..., K/2]) or densify
+ * (the reverse): in[0] src, in[1] the metadata; K the dense rows' length */
+static bool move_kernel(int kind, cft_array *const *in, int nin, cft_array *const *out, long long K,
+                        long long nslot, cft_dev_kernel *k) {
+    cft_dtype dt = out[0]->aval.dtype;
+    if (nin != 2 || in[0]->aval.dtype != dt || (dt != CFT_F32 && dt != CFT_F64))
+        return false;
+    move_args *a = CFT_NEW(move_args);
+    void **ptrs = CFT_NEWN(void *, 3);
+    const char *entry = entry_of(kind, dt);
+    if (!a || !ptrs)
+        return false;
+    long long R = (long long)cft__numel(out[0]->aval.shape, out[0]->aval.ndim - 1);
+    *a = (move_args){cft__ptr(in[0]), cft__ptr(in[1]), cft__ptr(out[0]), R, K, meta_words(K)};
+    ptrs[0] = (void *)a->src, ptrs[1] = (void *)a->m, ptrs[2] = a->dst;
+    *k = (cft_dev_kernel){s24_src, entry, a, sizeof *a, (int64_t)(R * nslot), 3, ptrs};
+    return true;
+}
+
+bool cft__s24gather_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
+                               cft_array *const *out, cft_dev_kernel *k) {
+    (void)p;
+    const cft_aval *w = &in[0]->aval;
+    long long K = w->shape[w->ndim - 1];
+    return move_kernel(GATHER, in, nin, out, K, K / 2, k);
+}
+
+bool cft__s24densify_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
+                                cft_array *const *out, cft_dev_kernel *k) {
+    (void)p;
+    const cft_aval *w = &out[0]->aval;
+    long long K = w->shape[w->ndim - 1];
+    return move_kernel(DENSIFY, in, nin, out, K, K / 4, k);
+}
+
+const char *cft__sparse24_kernel_source(void) {
+    return s24_src;
+}
