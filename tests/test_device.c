@@ -631,9 +631,9 @@ int main(int argc, char **argv) {
                           cft_max_abs_diff(got[k], want[k]));
         }
     }
-    TEST("2:4 sparsity on the device: the product and the densified weight run as one kernel "
-         "each (no operation through the host, nothing copied back); those and the gradients "
-         "(gather) are the host's results") {
+    TEST("2:4 sparsity on the device: the product, the densified weight and compression (meta, "
+         "gather) run as one kernel each (no operation through the host, nothing copied back); "
+         "those and the gradients are the host's results") {
         const cft_dev *d0 = cft_device("test:0");
         for (int f = 0; f < 2; f++) {
             cft_dtype dt = f ? CFT_F64 : CFT_F32;
@@ -648,12 +648,15 @@ int main(int argc, char **argv) {
             cft_device_counters_of(d0, &c0);
             got[0] = cft_sparse24_linear(xd, sd);
             got[1] = cft_sparse24_to_dense(sd);
+            cft_sparse24 cd = cft_sparse24_compress(cft_device_put(w, d0)); /* meta, gather */
             cft_device_counters_of(d0, &c1);
-            CHECK_MSG(c1.ops == c0.ops && c1.d2h == c0.d2h && c1.kernels - c0.kernels == 2,
+            CHECK_MSG(c1.ops == c0.ops && c1.d2h == c0.d2h && c1.kernels - c0.kernels == 4,
                       "%s: ops %d, copies back %d, kernels %d", cft_dtype_name(dt),
                       (int)(c1.ops - c0.ops), (int)(c1.d2h - c0.d2h),
                       (int)(c1.kernels - c0.kernels));
             want[0] = cft_sparse24_linear(x, s), want[1] = cft_sparse24_to_dense(s);
+            CHECK(on(cd.meta, "test:0") && cft_max_abs_diff(cd.meta, s.meta) == 0 &&
+                  cft_max_abs_diff(cd.values, s.values) == 0);
             /* the gradients of <ct, x W^T> in x and in the kept values */
             s24_grads(x, s, ct, want + 2);
             s24_grads(xd, sd, ctd, got + 2);

@@ -485,6 +485,7 @@ const cft_prim cft_p_sparse24_meta = {
     .flags = CFT_PRIM_NONDIFF,
     .shape = meta_shape,
     .impl = meta_impl,
+    .dev_kernel = cft__s24meta_dev_kernel,
     .vmap = meta_vmap,
 };
 const cft_prim cft_p_sparse24_gather = {
