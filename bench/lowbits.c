@@ -10,7 +10,9 @@
  *   - the MLP's forward at batch 256: f32 against the static int8 program
  *     of cft_quant_convert (integer GEMMs; 8- and 7-bit activations), and
  *     against cft_quant_dynamic (int8 GEMMs, the weights packed once);
- *   - the digits CNN's forward at batch 256, f32 against static int8;
+ *   - the digits CNN's forward at batch 256 and one 3x3 convolution 32 ->
+ *     64 channels on 16x16 at batch 64, f32 against static int8 with 8-
+ *     and 7-bit activations;
  * and accuracies on the digits data (MLP 64-128-128-10, same initialisation
  * and data order for every line): trained in f32, trained under bf16
  * autocast, the f32 model quantized after training (PTQ: calibrated on 10
@@ -21,7 +23,9 @@
  * pruned to 2:4 (all three weights, along their reduction dims) before and
  * after fine-tuning with the mask fixed.
  *
- *   build/bench/lowbits [--rounds R] [--epochs E] [--threads N]
+ *   build/bench/lowbits [--rounds R] [--epochs E] [--threads N] [--speed]
+ *
+ * --speed prints the int8 forward lines alone (the CNN untrained).
  *
  * bf16 products pay only where the CPU has bf16 arithmetic (AVX512-BF16,
  * AMX) and the kernel uses it; here every bf16 product is computed in f32
@@ -412,8 +416,8 @@ static void conv_layer_speed(int rounds) {
 
 /* the forward of `closed` (weights constant) on x: f32 against the
  * converted int8 program, with 8-bit activations (on a CPU without VNNI
- * the integers on an f32 GEMM) and 7-bit ones (oneDNN's int8 convolution
- * on every CPU) */
+ * an f32 convolution of the integers) and 7-bit ones (oneDNN's int8
+ * convolution on every CPU) */
 static void conv_speed(cft_fn *closed, cft_array *x, const char *what, int rounds) {
     call_t f32 = {cft_jit(closed), &x, 1};
     for (int bits = 8; bits >= 7; bits--) {

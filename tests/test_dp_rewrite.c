@@ -324,11 +324,19 @@ int main(int argc, char **argv) {
                           cft_dtype_name(dts[k]), modes[m], sized(rw, c->b * P));
                 cft_array *a[1], *b[1], *r[1];
                 CHECK_EQ(cft_fn_call(cstep, x, a), CFT_OK);
-                CHECK_EQ(cft_fn_call(cft_jit(cstep), x, b), CFT_OK);
                 CHECK_EQ(cft_ir_eval(rw, x, r), CFT_OK);
                 double mx = cft_item(cft_max(cft_abs(a[0]), NULL, 0, false));
-                CHECK_ARRAY_CLOSE(b[0], a[0], tol[k], tol[k] * mx);
                 CHECK_ARRAY_CLOSE(r[0], a[0], tol[k], tol[k] * mx);
+                /* the jit: twice, the second time on new inputs */
+                cft_fn *j = cft_jit(cstep);
+                cft_array *x2[2] = {x[0], cft_mul_s(x[1], -0.7)}, *a2[1];
+                CHECK_EQ(cft_fn_call(cstep, x2, a2), CFT_OK);
+                double mx2 = cft_item(cft_max(cft_abs(a2[0]), NULL, 0, false));
+                for (int call = 0; call < 2; call++) {
+                    CHECK_EQ(cft_fn_call(j, call ? x2 : x, b), CFT_OK);
+                    CHECK_ARRAY_CLOSE(b[0], call ? a2[0] : a[0], tol[k],
+                                      tol[k] * (call ? mx2 : mx));
+                }
             }
         unsetenv("CFT_DP_CONV");
     }

@@ -74,6 +74,12 @@ static bool ghost_cheaper(const cft_eqn *q, int64_t nb) {
 
 extern const cft_prim cft_p_conv_general_dilated;
 
+/* the bytes of a gradient element: half ones (autocast's) are read, and
+ * answered for, through their conversion to f32 */
+static int64_t grad_bytes(cft_dtype dt) {
+    return cft_dtype_is_half(dt) ? 4 : (int64_t)cft_dtype_size(dt);
+}
+
 /* Examples as feature groups: axis 1 of the output, one group each. */
 static bool grouped_examples(const cft_eqn *q, int axis, int64_t nb) {
     const cft_aval *l = &q->in[0]->aval, *r = &q->in[1]->aval, *o = &q->out[0]->aval;
@@ -88,18 +94,8 @@ static bool grouped_examples(const cft_eqn *q, int axis, int64_t nb) {
     mode m = forced();
     if (m != AUTO)
         return m != OFF;
-    /* half gradients (autocast's) are read through their conversion to
-     * f32: f32's bytes */
-    double esize = cft_dtype_is_half(o->dtype) ? 4 : (double)cft_dtype_size(o->dtype);
-    double bytes = (double)cft__numel(o->shape, o->ndim) * esize;
+    double bytes = (double)cft__numel(o->shape, o->ndim) * (double)grad_bytes(o->dtype);
     return ghost_cheaper(q, nb) || bytes > FORM_BYTES;
-}
-
-/* an operand's value, half widened to f32: autocast's half gradients are
- * asked through their conversion to f32, and answered in f32 */
-static cft_array *widened(const cft_rewrite_ctx *c, int var) {
-    cft_array *x = c->value(c, var);
-    return cft_dtype_is_half(cft_array_dtype(x)) ? cft_astype(x, CFT_F32) : x;
 }
 
 static cft_array *conv(cft_array *lhs, cft_array *rhs, const cft_params *p, int64_t groups) {
@@ -165,15 +161,15 @@ bool cft__conv_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, int axis
         return false;
     if (!c->value)
         return true;
-    cft_array *lhs = widened(c, q->in[0]->id), *rhs = widened(c, q->in[1]->id);
+    cft_array *lhs = cft__rewrite_value_f32(c, q->in[0]->id),
+              *rhs = cft__rewrite_value_f32(c, q->in[1]->id);
     mode m = forced();
     if (m == GHOST || (m == AUTO && ghost_cheaper(q, nb))) {
         *out = ghost_sqnorm(lhs, rhs, &q->params, nb);
         return true;
     }
-    const cft_aval *o = &q->out[0]->aval; /* the chunks are f32 for halves */
-    int64_t G = nb, per = cft__numel(o->shape, o->ndim) / G *
-                          (cft_dtype_is_half(o->dtype) ? 4 : (int64_t)cft_dtype_size(o->dtype));
+    const cft_aval *o = &q->out[0]->aval;
+    int64_t G = nb, per = cft__numel(o->shape, o->ndim) / G * grad_bytes(o->dtype);
     int64_t cs = 1; /* the largest divisor of G whose chunk fits the budget */
     for (int64_t d = 1; d <= G; d++)
         if (G % d == 0 && d * per <= CHUNK_BYTES)
@@ -208,7 +204,8 @@ bool cft__conv_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int axis, 
         return false;
     if (!c->value)
         return true;
-    cft_array *lhs = widened(c, q->in[0]->id), *rhs = widened(c, q->in[1]->id);
+    cft_array *lhs = cft__rewrite_value_f32(c, q->in[0]->id),
+              *rhs = cft__rewrite_value_f32(c, q->in[1]->id);
     int nd = cft_array_ndim(rhs);
     int64_t G = nb, Co = cft_array_dim(rhs, 0) / G, n = cft_array_dim(rhs, 1);
     int64_t ws[CFT_MAX_NDIM] = {G};

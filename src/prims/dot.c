@@ -633,12 +633,6 @@ static bool per_example_outer(const cft_eqn *q, int axis, int64_t nb) {
     return true;
 }
 
-/* an operand's value, half widened to f32 */
-static cft_array *widened(const cft_rewrite_ctx *c, int var) {
-    cft_array *x = c->value(c, var);
-    return cft_dtype_is_half(cft_array_dtype(x)) ? cft_astype(x, CFT_F32) : x;
-}
-
 /* the sum of squares of x over every axis but the batch axis 0: [B] */
 static cft_array *sq_per_example(cft_array *x) {
     int nd = cft_array_ndim(x), axes[CFT_MAX_NDIM];
@@ -652,8 +646,8 @@ static bool dot_batch_sqnorm(const cft_eqn *q, const cft_rewrite_ctx *c, int axi
     if (!per_example_outer(q, axis, nb))
         return false;
     if (c->value)
-        *out = cft_mul(sq_per_example(widened(c, q->in[0]->id)),
-                       sq_per_example(widened(c, q->in[1]->id)));
+        *out = cft_mul(sq_per_example(cft__rewrite_value_f32(c, q->in[0]->id)),
+                       sq_per_example(cft__rewrite_value_f32(c, q->in[1]->id)));
     return true;
 }
 
@@ -663,7 +657,8 @@ static bool dot_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int axis,
         return false;
     if (!c->value)
         return true;
-    cft_array *a = widened(c, q->in[0]->id), *b = widened(c, q->in[1]->id);
+    cft_array *a = cft__rewrite_value_f32(c, q->in[0]->id),
+              *b = cft__rewrite_value_f32(c, q->in[1]->id);
     int nd = cft_array_ndim(a), nc = q->params.n[LC] + 1, lc[CFT_PARAM_LEN + 1],
         rc[CFT_PARAM_LEN + 1];
     int64_t ws[CFT_MAX_NDIM];

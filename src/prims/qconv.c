@@ -18,8 +18,9 @@
  *       as 0; each output position's missing zp * (sum of its weights over
  *       the taps inside) is subtracted, so the integers, and the bits of
  *       y, are the gather's. Where it would saturate, up to 514 taps run as
- *       conv_general_dilated's f32 convolution of the integers, exact. Its result is the
- *       fake-quantized f32 program's up to that program's rounding. A NaN
+ *       conv_general_dilated's f32 convolution of the integers, exact.
+ *       Its result is the fake-quantized f32 program's up to that
+ *       program's rounding. A NaN
  *       in a sample makes the sample's whole output NaN. Its jvp is the
  *       straight-through estimator, as dot_qstatic's.
  *   conv_qint(xq, ...)[same]: the same convolution with x already on the
@@ -248,7 +249,6 @@ static bool sums_dnnl(int64_t *key, int64_t nc, const uint8_t *xq, const int8_t 
 /* samples per chunk: its rows at most CHUNK_BYTES */
 #define CHUNK_BYTES ((int64_t)16 << 20)
 
-/* conv_qstatic, and conv_qint where x is on the grid */
 static cft_array *conv_with(cft_array *x, cft_array *w, const cft_params *p);
 
 /* Every partial sum of K products of integers |x - zp| <= 255, |w| <= 128

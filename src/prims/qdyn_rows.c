@@ -6,8 +6,9 @@
  * loops (f32 read, f64 arithmetic, u8 stored) scalar. The row's largest
  * magnitude is found on the values' bits (the order of non-negative
  * floats is their bits' order), which vectorizes where a float max with
- * NaN operands does not; neither changes a value (test_quant and
- * test_prims compare the products with their references). */
+ * NaN operands does not; neither changes a value (test_qdyn_rows checks
+ * the rows exactly against the scalar rule, test_quant and test_prims
+ * the products against their references). */
 #include <stdint.h>
 #include <string.h>
 

@@ -35,8 +35,8 @@ bool cft__dot_dev_kernel(cft_array *const *in, int nin, const cft_params *p, cft
                          cft_dev_kernel *k);
 const char *cft__dot_kernel_source(void);
 /* the 2:4 primitives' device kernels (sparse24_device.c: dot_sparse24,
- * sparse24_gather, sparse24_densify and sparse24_meta in f32 / f64), and their CUDA C for
- * test_cuda_plugin's NVRTC check */
+ * sparse24_gather, sparse24_densify and sparse24_meta in f32 / f64), and
+ * their CUDA C for test_cuda_plugin's NVRTC check */
 bool cft__s24dot_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
                             cft_array *const *out, cft_dev_kernel *k);
 bool cft__s24gather_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
@@ -46,6 +46,8 @@ bool cft__s24densify_dev_kernel(cft_array *const *in, int nin, const cft_params 
 bool cft__s24meta_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
                              cft_array *const *out, cft_dev_kernel *k);
 const char *cft__sparse24_kernel_source(void);
+/* i32 words of 2:4 metadata for a row of k values (8 groups of 4 a word) */
+int64_t cft__s24_meta_words(int64_t k);
 /* dot_general of concrete a and b on oneDNN's matmul (matmul_dnnl.c) in
  * dtype code (0 f32, 1 bf16, 2 f16; a's and b's dtype): the operands copied
  * to [batch, M, K] and [batch, K, N] where they are not already so. NULL

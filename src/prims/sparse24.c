@@ -33,7 +33,7 @@
 extern const cft_prim cft_p_sparse24_meta, cft_p_sparse24_gather, cft_p_sparse24_densify,
     cft_p_dot_sparse24;
 
-static int64_t meta_words(int64_t k) {
+int64_t cft__s24_meta_words(int64_t k) {
     return (k / 4 + 7) / 8;
 }
 
@@ -65,14 +65,15 @@ static cft_array *check_float(const char *op, const cft_aval *a) {
 static cft_array *check_meta(const char *op, const cft_aval *a, const cft_aval *m, int64_t k) {
     if (m->dtype != CFT_I32)
         return cft__fail(CFT_E_DTYPE, "%s: the metadata %s must be i32", op, cft__av(m));
-    bool ok = m->ndim == a->ndim && m->ndim >= 1 && m->shape[m->ndim - 1] == meta_words(k);
+    bool ok = m->ndim == a->ndim && m->ndim >= 1 && m->shape[m->ndim - 1] == cft__s24_meta_words(k);
     for (int d = 0; ok && d < a->ndim - 1; d++)
         ok = m->shape[d] == a->shape[d];
     if (!ok)
         return cft__fail(CFT_E_SHAPE,
                          "%s: metadata %s does not fit %s (want its leading dims and %lld words "
                          "for K = %lld)",
-                         op, cft__av(m), cft__av(a), (long long)meta_words(k), (long long)k);
+                         op, cft__av(m), cft__av(a), (long long)cft__s24_meta_words(k),
+                         (long long)k);
     return NULL;
 }
 
@@ -94,7 +95,7 @@ static cft_array *meta_shape(const cft_aval *in, int nin, const cft_params *p, c
         return e;
     *out = in[0];
     out->dtype = CFT_I32;
-    out->shape[out->ndim - 1] = meta_words(k);
+    out->shape[out->ndim - 1] = cft__s24_meta_words(k);
     return NULL;
 }
 
@@ -185,7 +186,7 @@ static cft_array *meta_impl(cft_array *const *in, int nin, const cft_params *p, 
     if (cft_failed(m))
         return m;
     int64_t r = cft__numel(w->aval.shape, w->aval.ndim - 1), k = w->aval.shape[w->aval.ndim - 1],
-            nw = meta_words(k);
+            nw = cft__s24_meta_words(k);
     int32_t *mp = cft__ptr(m);
     memset(mp, 0, sizeof(int32_t) * (size_t)(r * nw));
     const double *mag = magnitudes(cft__ptr(w), w->aval.dtype, r * k);
@@ -230,7 +231,7 @@ static cft_array *gather_impl(cft_array *const *in, int nin, const cft_params *p
     if (cft_failed(v))
         return v;
     int64_t r = cft__numel(w->aval.shape, w->aval.ndim - 1), k = w->aval.shape[w->aval.ndim - 1],
-            nw = meta_words(k);
+            nw = cft__s24_meta_words(k);
     const int32_t *mp = cft__ptr(m);
     const void *wp = cft__ptr(w);
     void *vp = cft__ptr(v);
@@ -261,7 +262,8 @@ static cft_array *densify_impl(cft_array *const *in, int nin, const cft_params *
     cft_array *w = cft__alloc(oa.dtype, oa.shape, oa.ndim);
     if (cft_failed(w))
         return w;
-    int64_t r = cft__numel(oa.shape, oa.ndim - 1), k = oa.shape[oa.ndim - 1], nw = meta_words(k);
+    int64_t r = cft__numel(oa.shape, oa.ndim - 1), k = oa.shape[oa.ndim - 1],
+            nw = cft__s24_meta_words(k);
     memset(cft__ptr(w), 0, cft_dtype_size(oa.dtype) * (size_t)(r * k));
     const int32_t *mp = cft__ptr(m);
     const void *vp = cft__ptr(v);
@@ -357,7 +359,7 @@ static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, c
     if (!idx)
         return cft__oom();
     const int32_t *mp = cft__ptr(m);
-    int64_t nw = meta_words(K);
+    int64_t nw = cft__s24_meta_words(K);
     for (int64_t j = 0; j < N; j++)
         for (int64_t g = 0; g < K / 4; g++)
             for (int s = 0; s < 2; s++)

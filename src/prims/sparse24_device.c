@@ -116,10 +116,6 @@ static const char *entry_of(int kind, cft_dtype dt) {
     return entries[kind][dt == CFT_F64];
 }
 
-static long long meta_words(long long K) {
-    return (K / 4 + 7) / 8;
-}
-
 bool cft__s24dot_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
                             cft_array *const *out, cft_dev_kernel *k) {
     (void)p;
@@ -140,7 +136,7 @@ bool cft__s24dot_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
                     x->shape[0],
                     v->shape[0],
                     K,
-                    meta_words(K)};
+                    cft__s24_meta_words(K)};
     ptrs[0] = (void *)a->x, ptrs[1] = (void *)a->v, ptrs[2] = (void *)a->m, ptrs[3] = a->y;
     *k = (cft_dev_kernel){s24_src, entry, a, sizeof *a, (int64_t)(a->M * a->N), 4, ptrs};
     return true;
@@ -159,7 +155,8 @@ static bool move_kernel(int kind, cft_array *const *in, int nin, cft_array *cons
     if (!a || !ptrs)
         return false;
     long long R = (long long)cft__numel(out[0]->aval.shape, out[0]->aval.ndim - 1);
-    *a = (move_args){cft__ptr(in[0]), cft__ptr(in[1]), cft__ptr(out[0]), R, K, meta_words(K)};
+    *a = (move_args){cft__ptr(in[0]),       cft__ptr(in[1]), cft__ptr(out[0]), R, K,
+                     cft__s24_meta_words(K)};
     ptrs[0] = (void *)a->src, ptrs[1] = (void *)a->m, ptrs[2] = a->dst;
     *k = (cft_dev_kernel){s24_src, entry, a, sizeof *a, (int64_t)(R * nslot), 3, ptrs};
     return true;
@@ -200,7 +197,7 @@ bool cft__s24meta_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
         return false;
     long long K = w->shape[w->ndim - 1];
     *a = (meta_args){cft__ptr(in[0]), cft__ptr(out[0]),
-                     (long long)cft__numel(w->shape, w->ndim - 1), K, meta_words(K)};
+                     (long long)cft__numel(w->shape, w->ndim - 1), K, cft__s24_meta_words(K)};
     ptrs[0] = (void *)a->w, ptrs[1] = a->m;
     *k = (cft_dev_kernel){s24_src, entry_of(META, dt), a, sizeof *a, (int64_t)(a->R * a->nw), 2,
                           ptrs};

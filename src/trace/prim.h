@@ -169,6 +169,10 @@ typedef struct cft_prim {
 bool cft__batch_sqnorm_of(const cft_rewrite_ctx *c, int var, int axis, int64_t nb, cft_array **out);
 bool cft__batch_wsum_of(const cft_rewrite_ctx *c, int var, int axis, int64_t nb, cft_array *w,
                         cft_array **out);
+/* var's value, half (bf16, f16) widened to f32: the rules that answer
+ * for autocast's half products through their conversion to f32 (dot.c,
+ * conv_dp.c) work in f32. */
+cft_array *cft__rewrite_value_f32(const cft_rewrite_ctx *c, int var);
 
 /* The number of outputs of p with these params and inputs. */
 static inline int cft__nout(const cft_prim *p, const cft_params *par, int nin) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cft/ops.h"
 #include "core/error.h"
 #include "core/mem.h"
 #include "trace/ir.h"
@@ -50,6 +51,11 @@ bool cft__batch_wsum_of(const cft_rewrite_ctx *c, int var, int axis, int64_t nb,
                         cft_array **out) {
     const cft_eqn *q = batch_producer(c, var, axis, nb);
     return q && q->prim->batch_wsum && q->prim->batch_wsum(q, c, axis, nb, w, out);
+}
+
+cft_array *cft__rewrite_value_f32(const cft_rewrite_ctx *c, int var) {
+    cft_array *x = c->value(c, var);
+    return cft_dtype_is_half(cft_array_dtype(x)) ? cft_astype(x, CFT_F32) : x;
 }
 
 static bool enabled(void) {
