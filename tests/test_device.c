@@ -631,12 +631,19 @@ int main(int argc, char **argv) {
                           cft_max_abs_diff(got[k], want[k]));
         }
     }
-    TEST("2:4 sparsity on the device: the product, the densified weight and compression (meta, "
-         "gather) run as one kernel each (no operation through the host, nothing copied back); "
+    TEST("2:4 sparsity on the device (f32, f64, bf16, f16): the product, the densified weight and "
+         "compression (meta, gather) run as one kernel each (no operation through the host, "
+         "nothing copied back); "
          "those and the gradients are the host's results") {
         const cft_dev *d0 = cft_device("test:0");
-        for (int f = 0; f < 2; f++) {
-            cft_dtype dt = f ? CFT_F64 : CFT_F32;
+        const cft_dtype dts[4] = {CFT_F32, CFT_F64, CFT_BF16, CFT_F16};
+        /* the product's sums: f32 and f64 in their rounding; a half
+         * product is summed in f32 (host) or double (device) and rounded
+         * once, one half ulp apart at most, and its gradients are chains of
+         * such products and roundings (four ulps: 2^-5 for bf16, 2^-8 f16) */
+        const double tols[4] = {1e-5, 1e-12, 1.0 / 32, 1.0 / 256};
+        for (int f = 0; f < 4; f++) {
+            cft_dtype dt = dts[f];
             cft_array *w = cft_astype(rnd(31, (int64_t[]){6, 40}, 2), dt),
                       *x = cft_astype(rnd(32, (int64_t[]){5, 40}, 2), dt),
                       *ct = cft_astype(rnd(33, (int64_t[]){5, 6}, 2), dt);
@@ -660,7 +667,7 @@ int main(int argc, char **argv) {
             /* the gradients of <ct, x W^T> in x and in the kept values */
             s24_grads(x, s, ct, want + 2);
             s24_grads(xd, sd, ctd, got + 2);
-            double tol = f ? 1e-12 : 1e-5;
+            double tol = tols[f];
             for (int k = 0; k < 4; k++) {
                 double big = cft_item(cft_max(cft_abs(want[k]), NULL, 0, false));
                 CHECK_MSG(on(got[k], "test:0") &&

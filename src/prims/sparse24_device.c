@@ -15,9 +15,13 @@
  * (magnitudes in double, ties to the lower index, NaNs where the host's
  * comparisons put them). cuSPARSELt's sparse tensor cores would be faster
  * for large products; it is not a dependency (not in Debian), and these
- * kernels are what runs without it. f32 and f64; other dtypes keep the
- * backend's way (the host). Every kernel is a grid-stride loop over its
- * outputs, so any grid computes the same result. */
+ * kernels are what runs without it. f32, f64, bf16 and f16 (autocast's
+ * 2:4 products): a half is read into a float with the library's own
+ * conversions (array/half_fns.h, in the source), the product summed in
+ * double and rounded once (the host sums the widened values in f32: one
+ * half ulp apart at most), gather's values moved as bits, densify's and
+ * meta's the host's. Every kernel is a grid-stride loop over its outputs,
+ * so any grid computes the same result. */
 #include "array/array.h"
 #include "core/mem.h"
 #include "prims/rules.h"
@@ -32,7 +36,10 @@
     "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " N ";\n"        \
     "         i += (long long)gridDim.x * blockDim.x) {\n"
 
-#define S24_KERNELS(T, t)                                                                          \
+/* the kernels of one dtype: T its storage, C the type it computes in, LD
+ * and ST the conversions between them (halves: the library's own,
+ * array/half_fns.h, in the source's prelude) */
+#define S24_KERNELS(T, C, LD, ST, t)                                                               \
     "struct cft_s24dot_" #t " { const " #T " *x; const " #T " *v; const int *m; " #T " *y;\n"      \
     "    long long M, N, K, nw; };\n"                                                              \
     "extern \"C\" __global__ void cft_s24dot_" #t "(const struct cft_s24dot_" #t " a) {\n"         \
@@ -42,10 +49,10 @@
     "        const int *mr = a.m + c * a.nw;\n"                                                    \
     "        double acc = 0;\n"                                                                    \
     "        for (long long g = 0; g < a.K / 4; g++) {\n"                                          \
-    "            acc += (double)vr[2 * g] * (double)xr[4 * g + CFT_S24_POS(mr, g, 0)];\n"          \
-    "            acc += (double)vr[2 * g + 1] * (double)xr[4 * g + CFT_S24_POS(mr, g, 1)];\n"      \
+    "            acc += (double)" #LD "(vr[2 * g]) * (double)" #LD "(xr[4 * g + CFT_S24_POS(mr, g, 0)]);\n" \
+    "            acc += (double)" #LD "(vr[2 * g + 1]) * (double)" #LD "(xr[4 * g + CFT_S24_POS(mr, g, 1)]);\n" \
     "        }\n"                                                                                  \
-    "        a.y[i] = (" #T ")acc;\n"                                                              \
+    "        a.y[i] = " #ST "((" #C ")acc);\n"                                                     \
     "    }\n}\n"                                                                                   \
     "struct cft_s24gather_" #t " { const " #T " *w; const int *m; " #T " *v;\n"                    \
     "    long long R, K, nw; };\n"                                                                 \
@@ -60,10 +67,10 @@
     S24_LOOP("a.R * (a.K / 4)")                                                                    \
     "        const long long G = a.K / 4, r = i / G, g = i % G;\n"                                 \
     "        const int *mr = a.m + r * a.nw;\n"                                                    \
-    "        " #T " o[4] = {0, 0, 0, 0};\n"                                                        \
-    "        o[CFT_S24_POS(mr, g, 0)] += a.v[r * (a.K / 2) + 2 * g];\n"                            \
-    "        o[CFT_S24_POS(mr, g, 1)] += a.v[r * (a.K / 2) + 2 * g + 1];\n"                        \
-    "        for (int j = 0; j < 4; j++) a.w[r * a.K + 4 * g + j] = o[j];\n"                       \
+    "        " #C " o[4] = {0, 0, 0, 0};\n"                                                        \
+    "        o[CFT_S24_POS(mr, g, 0)] += " #LD "(a.v[r * (a.K / 2) + 2 * g]);\n"                   \
+    "        o[CFT_S24_POS(mr, g, 1)] += " #LD "(a.v[r * (a.K / 2) + 2 * g + 1]);\n"               \
+    "        for (int j = 0; j < 4; j++) a.w[r * a.K + 4 * g + j] = " #ST "(o[j]);\n"              \
     "    }\n}\n" \
     "struct cft_s24meta_" #t " { const " #T " *w; int *m; long long R, K, nw; };\n"             \
     "extern \"C\" __global__ void cft_s24meta_" #t "(const struct cft_s24meta_" #t " a) {\n"      \
@@ -73,7 +80,7 @@
     "        for (long long g = 8 * wd; g < 8 * wd + 8 && g < G; g++) {\n"                         \
     "            double q[4];\n"                                                                   \
     "            for (int c = 0; c < 4; c++) {\n"                                                  \
-    "                const double v = (double)a.w[r * a.K + 4 * g + c];\n"                         \
+    "                const double v = (double)" #LD "(a.w[r * a.K + 4 * g + c]);\n"                \
     "                q[c] = v < 0 ? -v : v;\n"                                                     \
     "            }\n"                                                                              \
     "            int x = 0, y = 1;\n"                                                              \
@@ -88,8 +95,28 @@
     "        a.m[i] = (int)word;\n"                                                                \
     "    }\n}\n"
 
-static const char *s24_src = "/* generated by cft: 2:4 sparsity, CUDA C */\n" S24_POS
-    S24_KERNELS(float, f32) S24_KERNELS(double, f64);
+/* the halves' conversions: the bits of a float on either compiler, then
+ * the library's functions (a shim of the test backend's host compiler
+ * defines __device__; NVRTC compiles with -default-device) */
+#define S24_HALF_PRELUDE                                                                           \
+    "#if defined(__CUDACC_RTC__) || defined(__CUDACC__)\n"                                         \
+    "typedef unsigned short uint16_t; typedef unsigned int uint32_t; typedef int int32_t;\n"       \
+    "static inline float cft_u2f(uint32_t u) { return __uint_as_float(u); }\n"                     \
+    "static inline uint32_t cft_f2u(float f) { return __float_as_uint(f); }\n"                     \
+    "#else\n#include <stdint.h>\n"                                                                 \
+    "static inline float cft_u2f(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n"\
+    "static inline uint32_t cft_f2u(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }\n"\
+    "#endif\n"                                                                                     \
+    "#define CFT_S24_ID(x) (x)\n"
+
+static const char *s24_src = "/* generated by cft: 2:4 sparsity, CUDA C */\n" S24_HALF_PRELUDE
+#define CFT_HALF_EMIT(...) #__VA_ARGS__
+#include "array/half_fns.h"
+    "\n" S24_POS
+    S24_KERNELS(float, float, CFT_S24_ID, CFT_S24_ID, f32)
+    S24_KERNELS(double, double, CFT_S24_ID, CFT_S24_ID, f64)
+    S24_KERNELS(uint16_t, float, cft_bf2f, cft_f2bf, bf16)
+    S24_KERNELS(uint16_t, float, cft_h2f, cft_f2h, f16);
 /* clang-format on */
 
 /* the kernels' arguments, as their structs */
@@ -108,12 +135,17 @@ typedef struct {
 
 /* the entry points' names (static: a backend may keep them) */
 enum { DOT, GATHER, DENSIFY, META };
-static const char *const entries[4][2] = {{"cft_s24dot_f32", "cft_s24dot_f64"},
-                                          {"cft_s24gather_f32", "cft_s24gather_f64"},
-                                          {"cft_s24densify_f32", "cft_s24densify_f64"},
-                                          {"cft_s24meta_f32", "cft_s24meta_f64"}};
+static const char *const entries[4][4] = {
+    {"cft_s24dot_f32", "cft_s24dot_f64", "cft_s24dot_bf16", "cft_s24dot_f16"},
+    {"cft_s24gather_f32", "cft_s24gather_f64", "cft_s24gather_bf16", "cft_s24gather_f16"},
+    {"cft_s24densify_f32", "cft_s24densify_f64", "cft_s24densify_bf16", "cft_s24densify_f16"},
+    {"cft_s24meta_f32", "cft_s24meta_f64", "cft_s24meta_bf16", "cft_s24meta_f16"}};
+/* the dtypes with kernels */
+static bool s24_dtype(cft_dtype dt) {
+    return dt == CFT_F32 || dt == CFT_F64 || dt == CFT_BF16 || dt == CFT_F16;
+}
 static const char *entry_of(int kind, cft_dtype dt) {
-    return entries[kind][dt == CFT_F64];
+    return entries[kind][dt == CFT_F64 ? 1 : dt == CFT_BF16 ? 2 : dt == CFT_F16 ? 3 : 0];
 }
 
 bool cft__s24dot_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
@@ -121,7 +153,7 @@ bool cft__s24dot_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
     (void)p;
     const cft_aval *x = &in[0]->aval, *v = &in[1]->aval;
     cft_dtype dt = x->dtype;
-    if (nin != 3 || x->ndim != 2 || v->dtype != dt || (dt != CFT_F32 && dt != CFT_F64))
+    if (nin != 3 || x->ndim != 2 || v->dtype != dt || !s24_dtype(dt))
         return false;
     dot_args *a = CFT_NEW(dot_args);
     void **ptrs = CFT_NEWN(void *, 4);
@@ -147,7 +179,7 @@ bool cft__s24dot_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
 static bool move_kernel(int kind, cft_array *const *in, int nin, cft_array *const *out, long long K,
                         long long nslot, cft_dev_kernel *k) {
     cft_dtype dt = out[0]->aval.dtype;
-    if (nin != 2 || in[0]->aval.dtype != dt || (dt != CFT_F32 && dt != CFT_F64))
+    if (nin != 2 || in[0]->aval.dtype != dt || !s24_dtype(dt))
         return false;
     move_args *a = CFT_NEW(move_args);
     void **ptrs = CFT_NEWN(void *, 3);
@@ -189,7 +221,7 @@ bool cft__s24meta_dev_kernel(cft_array *const *in, int nin, const cft_params *p,
     (void)p;
     const cft_aval *w = &in[0]->aval;
     cft_dtype dt = w->dtype;
-    if (nin != 1 || (dt != CFT_F32 && dt != CFT_F64))
+    if (nin != 1 || !s24_dtype(dt))
         return false;
     meta_args *a = CFT_NEW(meta_args);
     void **ptrs = CFT_NEWN(void *, 2);
