@@ -76,6 +76,17 @@ static cft_status extremes(void *env, int nin, cft_array *const *in, int nout, c
     return CFT_OK;
 }
 
+/* sums and maxima of each row of 2 x, over all of it, and of x's rows */
+static cft_status row_folds(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *y = cft_mul_s(in[0], 2);
+    out[0] = cft_sum(y, (int[]){1}, 1, false);
+    out[1] = cft_max(y, (int[]){1}, 1, false);
+    out[2] = cft_sum(y, NULL, 0, false);
+    out[3] = cft_max(in[0], (int[]){1}, 1, false);
+    return CFT_OK;
+}
+
 /* views of intermediates (reshape, broadcast, transpose, expand_dims)
  * between kernels: an arena keeps such views from call to call */
 static cft_status viewed(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
@@ -326,6 +337,24 @@ int main(int argc, char **argv) {
         }
         CHECK(isnan(cft_item_at(out[2], 3)) && isnan(cft_item_at(out[3], 20)));
         CHECK(!isnan(cft_item_at(out[2], 5)) && cft_item_at(out[2], 5) > cft_item_at(out[3], 5));
+    }
+    TEST("reductions of empty rows in kernels: the identity on every call (f32, bf16, f16)") {
+        const cft_dtype dts[3] = {CFT_F32, CFT_BF16, CFT_F16};
+        for (int d = 0; d < 3; d++) {
+            cft_array *x = cft_astype(cft_zeros(CFT_F32, (int64_t[]){5, 0}, 2), dts[d]);
+            cft_fn *j = cft_jit(cft_fn_new(row_folds, NULL, 1, 4));
+            for (int call = 0; call < 3; call++) {
+                cft_array *out[4];
+                CHECK_EQ(cft_fn_call(j, &x, out), CFT_OK);
+                for (int r = 0; r < 5; r++)
+                    CHECK_MSG(cft_item_at(out[0], r) == 0 && cft_item_at(out[1], r) == -INFINITY &&
+                                  cft_item_at(out[3], r) == -INFINITY,
+                              "%s, call %d, row %d: %g %g %g", cft_dtype_name(dts[d]), call, r,
+                              cft_item_at(out[0], r), cft_item_at(out[1], r),
+                              cft_item_at(out[3], r));
+                CHECK(cft_item(out[2]) == 0);
+            }
+        }
     }
     TEST("errors pass through a jitted function") {
         cft_fn *j = cft_jit(cft_fn_new(mlp, NULL, 5, 1));

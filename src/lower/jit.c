@@ -403,6 +403,9 @@ static cft_array *out_array(plan *P, int v, arena *A, out_dest *od) {
 static bool own_rows(const plan *P, const cft_loop *lp, int k) {
     if (P->S->cuda_kernels || lp->nd < 2 || lp->st[k][lp->nd - 1] != 0)
         return false;
+    for (int d = 0; d < lp->nd; d++) /* no rows at all: no kernel runs, the identity stays */
+        if (lp->dims[d] == 0)
+            return false;
     for (int d = 0; d < lp->nd - 1; d++)
         if (lp->st[k][d] == 0)
             return false;
