@@ -2,8 +2,9 @@
  * emit.c, emit_cuda.c). Elementwise chains that read or write bf16 fuse
  * into one kernel, which reads bf16 into floats, computes in f32, rounds
  * each bf16 value to nearest-even as an eager op rounds its output, and
- * stores bf16; reductions of bf16 run eagerly (f16: test_jit_f16). Checked against the
- * interpreter, called twice: conversions, products and sums are single
+ * stores bf16; reductions of halves join them, accumulate in f32 and round
+ * once (f16 and bf16 both here; the rest of f16: test_jit_f16). Checked
+ * against the interpreter, called twice: conversions, products and sums are single
  * f32 operations rounded once, the same on both sides, so they compare
  * bitwise (ties to even, NaN, infinities, overflow, subnormals included);
  * exp and tanh may differ by an f32 ulp between libm and the kernels'
@@ -19,14 +20,33 @@
 #include "check.h"
 #include "support/half_chains.h"
 
-/* a bf16 chain feeding sums: of the bf16 values (eager) and of their f32
- * conversion (an f32 reduction, which may not join the bf16 group) */
-static cft_status sums(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
-    (void)env, (void)nin, (void)nout;
-    cft_array *h = cft_mul(cft_astype(in[0], CFT_BF16), in[1]);
-    out[0] = cft_sum(h, (int[]){1}, 1, false);
-    out[1] = cft_sum(cft_astype(h, CFT_F32), (int[]){1}, 1, false);
-    return cft_failed(out[1]) ? cft_error_code(out[1]) : CFT_OK;
+/* half reductions of a half chain h = half(x) * w (env: the half dtype):
+ * over rows into one row (h stored too), within each row (a sum and a
+ * max), of h's f32 conversion, and of every element */
+static cft_status half_reds(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)nin, (void)nout;
+    cft_array *h = cft_mul(cft_astype(in[0], *(const cft_dtype *)env), in[1]);
+    out[0] = cft_sum(h, (int[]){0}, 1, false);
+    out[1] = h;
+    out[2] = cft_sum(h, (int[]){1}, 1, false);
+    out[3] = cft_max(h, (int[]){1}, 1, true);
+    out[4] = cft_sum(cft_astype(h, CFT_F32), (int[]){1}, 1, false);
+    out[5] = cft_sum(h, (int[]){0, 1}, 2, false);
+    return cft_failed(out[5]) ? cft_error_code(out[5]) : CFT_OK;
+}
+
+/* a softmax of h = half(x) * w over each row, in the half dtype (env),
+ * sharpened by the sum of its squares: four kernels, each ending in a
+ * half reduction (batched, a row-parallel segment of the plan) */
+static cft_status half_softmax(void *env, int nin, cft_array *const *in, int nout,
+                               cft_array **out) {
+    (void)nin, (void)nout;
+    cft_array *h = cft_mul(cft_astype(in[0], *(const cft_dtype *)env), in[1]);
+    cft_array *e = cft_exp(cft_sub(h, cft_max(h, (int[]){-1}, 1, true)));
+    cft_array *p = cft_div(e, cft_sum(e, (int[]){-1}, 1, true));
+    cft_array *q = cft_div(p, cft_sum(cft_mul(p, p), (int[]){-1}, 1, true));
+    out[0] = cft_astype(cft_mul(q, cft_sum(q, (int[]){-1}, 1, true)), CFT_F32);
+    return cft_failed(out[0]) ? cft_error_code(out[0]) : CFT_OK;
 }
 
 static cft_status to_bf16(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
@@ -105,16 +125,68 @@ int main(int argc, char **argv) {
         }
     }
 
-    TEST("sums of a bf16 chain (eager bf16 sum, f32 sum in its own kernel)") {
-        cft_fn *f = cft_fn_new(sums, NULL, 2, 2), *j = cft_jit(f);
-        cft_array *e[2], *g[2];
-        CHECK(cft_fn_call(f, (cft_array *[]){x, w}, e) == CFT_OK);
-        for (int r = 0; r < 2; r++) {
-            CHECK(cft_fn_call(j, (cft_array *[]){x, w}, g) == CFT_OK);
-            CHECK(cft_array_dtype(g[0]) == CFT_BF16);
-            CHECK_ARRAY_CLOSE(g[0], e[0], 0, 0);
-            /* the f32 sums: the kernel's order against the library's */
-            CHECK_ARRAY_CLOSE(g[1], e[1], 1e-5, 1e-5);
+    TEST("bf16 and f16 reductions in kernels (f32 sums, rounded once): within one half ulp "
+         "of the interpreter, twice, vmapped too; no equation eager") {
+        const cft_dtype dts[2] = {CFT_BF16, CFT_F16};
+        for (int d = 0; d < 2; d++) {
+            cft_array *wd = cft_astype(w, dts[d]);
+            cft_fn *f = cft_fn_new(half_reds, (void *)&dts[d], 2, 6), *j = cft_jit(f);
+            cft_array *e[6], *g[6];
+            CHECK(cft_fn_call(f, (cft_array *[]){x, wd}, e) == CFT_OK);
+            /* the interpreter sums the f32 values in f32 and rounds once; a
+             * kernel sums them in its own order (f32 or double) and rounds
+             * once: the rounding may differ by one half ulp (2^-7 of the
+             * value for bf16, 2^-10 for f16), the f32 sums by f32 rounding
+             * (|h| < 8 here, 200 terms a row, 19200 in all) */
+            const double rtol = d ? 1.0 / 1024 : 1.0 / 128;
+            for (int r = 0; r < 2; r++) {
+                CHECK(cft_fn_call(j, (cft_array *[]){x, wd}, g) == CFT_OK);
+                for (int o = 0; o < 6; o++)
+                    CHECK_MSG(o == 4 || cft_array_dtype(g[o]) == dts[d], "output %d", o);
+                CHECK_ARRAY_CLOSE(g[1], e[1], 0, 0); /* stored beside a reduction: bits */
+                CHECK_ARRAY_CLOSE(g[3], e[3], 0, 0); /* a max is exact */
+                CHECK_ARRAY_CLOSE(g[0], e[0], rtol, 1e-4);
+                CHECK_ARRAY_CLOSE(g[2], e[2], rtol, 1e-4);
+                CHECK_ARRAY_CLOSE(g[4], e[4], 1e-5, 1e-4);
+                CHECK_ARRAY_CLOSE(g[5], e[5], rtol, 1e-2);
+            }
+            /* every equation in a kernel: the first reduction in h's own */
+            int in0 = 0, other = 0;
+            half_plan_groups(j, &in0, &other);
+            CHECK_MSG(in0 == 3 && in0 + other == 8, "%d equations in group 0, %d in others", in0,
+                      other);
+            /* vmapped over 6 tasks (rows of tasks share the threads) */
+            cft_array *xs =
+                cft_random_normal(cft_random_key(9), CFT_F32, (int64_t[]){6, 96, 200}, 3);
+            cft_fn *v = cft_vmap(f, (int[]){0, CFT_NOT_BATCHED}, NULL), *jv = cft_jit(v);
+            CHECK(cft_fn_call(v, (cft_array *[]){xs, wd}, e) == CFT_OK);
+            for (int r = 0; r < 2; r++) {
+                CHECK(cft_fn_call(jv, (cft_array *[]){xs, wd}, g) == CFT_OK);
+                CHECK_ARRAY_CLOSE(g[1], e[1], 0, 0);
+                CHECK_ARRAY_CLOSE(g[3], e[3], 0, 0);
+                CHECK_ARRAY_CLOSE(g[0], e[0], rtol, 1e-4);
+                CHECK_ARRAY_CLOSE(g[2], e[2], rtol, 1e-4);
+                CHECK_ARRAY_CLOSE(g[4], e[4], 1e-5, 1e-4);
+                CHECK_ARRAY_CLOSE(g[5], e[5], rtol, 1e-2);
+            }
+        }
+    }
+
+    TEST("a bf16 / f16 softmax vmapped over 16 tasks: its half reductions in a row-parallel "
+         "segment, within four half ulps of the interpreter, twice") {
+        const cft_dtype dts[2] = {CFT_BF16, CFT_F16};
+        cft_array *xs = cft_random_normal(cft_random_key(11), CFT_F32, (int64_t[]){16, 96, 200}, 3);
+        for (int d = 0; d < 2; d++) {
+            cft_array *wd = cft_astype(w, dts[d]);
+            cft_fn *f = cft_fn_new(half_softmax, (void *)&dts[d], 2, 1);
+            cft_fn *v = cft_vmap(f, (int[]){0, CFT_NOT_BATCHED}, NULL), *jv = cft_jit(v);
+            cft_array *e = cft_fn_call1(v, (cft_array *[]){xs, wd});
+            /* four half values in a chain (exp, a sum, two quotients) may
+             * each round one ulp apart (exp: libm against the kernels'
+             * vector library; sums: another order) */
+            for (int r = 0; r < 2; r++)
+                CHECK_ARRAY_CLOSE(cft_fn_call1(jv, (cft_array *[]){xs, wd}), e,
+                                  d ? 4.0 / 1024 : 4.0 / 128, 1e-6);
         }
     }
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array/half_fns.h" /* cft_hr, cft_hp: what kernels round and store with */
 #include "check.h"
 #include "support/half_chains.h"
 
@@ -190,6 +191,26 @@ int main(int argc, char **argv) {
         }
         CHECK_MSG(bad == 0, "%d f64 values convert otherwise", bad);
         free(h), free(f), free(v), free(got), free(d);
+    }
+
+    TEST("the kernels' f16 rounding (cft_hr) and packing (cft_hp) are the compiler's binary16 "
+         "on 2^32 / 251 f32 bit patterns (CFT_TEST_EXHAUSTIVE=1: all 2^32)") {
+        const char *ex = getenv("CFT_TEST_EXHAUSTIVE");
+        const uint64_t step = ex && *ex && strcmp(ex, "0") ? 1 : 251;
+        uint64_t bad_r = 0, bad_p = 0;
+        for (uint64_t i = 0; i < (1ull << 32); i += step) {
+            uint32_t u = (uint32_t)i;
+            float x;
+            memcpy(&x, &u, 4);
+            ref16 r = (ref16)x;
+            uint16_t want;
+            memcpy(&want, &r, 2);
+            float rounded = cft_hr(x), back = (float)r;
+            bad_r += f2u(rounded) != f2u(back);
+            bad_p += cft_hp(rounded) != want;
+        }
+        CHECK_MSG(bad_r == 0 && bad_p == 0, "%llu roundings and %llu packings differ",
+                  (unsigned long long)bad_r, (unsigned long long)bad_p);
     }
 
     TEST("f32 to f16 in a kernel: ties to even (normal and subnormal), overflow, NaNs, random "

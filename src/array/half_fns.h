@@ -10,7 +10,13 @@
  * every generated file, so that kernels and interpreter convert with the
  * very same code. The includer provides cft_u2f / cft_f2u (the bits of a
  * float): here, for the library; the preludes, for the kernels. No
- * preprocessor directives inside the body. The library used the
+ * preprocessor directives inside the body. cft_bfr / cft_hr round a
+ * float to the half's values (cft_hr in the f32 format directly: the
+ * 13 low bits of a normal value rounded off, a subnormal one rounded to
+ * a multiple of 2^-24 in float arithmetic; the same bits as
+ * cft_h2f(cft_f2h(f)) for all 2^32 inputs, and half its operations);
+ * cft_bfp / cft_hp pack a float rounded so already (a kernel's results)
+ * without rounding again. The library used the
  * compiler's _Float16 before: without F16C (the library is built for any
  * x86-64) every conversion was a libgcc call that also raised the
  * floating-point flags, and f16 autocast spent a quarter of its step in
@@ -44,6 +50,7 @@ static inline uint16_t cft_f2bf(float f) {
                                                        : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 static inline float cft_bfr(float f) { return cft_bf2f(cft_f2bf(f)); }
+static inline uint16_t cft_bfp(float f) { return (uint16_t)(cft_f2u(f) >> 16); }
 static inline float cft_h2f(uint16_t h) {
     uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     uint32_t naninf = s | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u);
@@ -61,7 +68,27 @@ static inline uint16_t cft_f2h(float f) {
     return (uint16_t)(a > 0x7f800000u ? nan : a >= 0x477ff000u ? s | 0x7c00u
                       : a >= 0x38800000u ? norm : sub);
 }
-static inline float cft_hr(float f) { return cft_h2f(cft_f2h(f)); }
+static inline float cft_hr(float f) {
+    uint32_t u = cft_f2u(f), s = u & 0x80000000u, a = u & 0x7fffffffu;
+    uint32_t nan = (u & 0xffffe000u) | 0x400000u;
+    uint32_t norm = s | ((a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u);
+    float m = cft_u2f(a < 0x38800000u ? a : 0u) * 16777216.0f;
+    m = (m + 12582912.0f) - 12582912.0f;
+    uint32_t sub = s | cft_f2u(m * 5.9604644775390625e-8f);
+    return cft_u2f(a > 0x7f800000u   ? nan
+                   : a >= 0x477ff000u ? s | 0x7f800000u
+                   : a >= 0x38800000u ? norm
+                                      : sub);
+}
+static inline uint16_t cft_hp(float f) {
+    uint32_t u = cft_f2u(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    uint32_t nan = s | 0x7e00u | ((a >> 13) & 0x3ffu), norm = s | ((a - 0x38000000u) >> 13);
+    uint32_t sub = s | (uint32_t)(cft_u2f(a < 0x38800000u ? a : 0u) * 16777216.0f);
+    return (uint16_t)(a > 0x7f800000u    ? nan
+                      : a >= 0x7f800000u ? s | 0x7c00u
+                      : a >= 0x38800000u ? norm
+                                         : sub);
+}
 )
 /* clang-format on */
 

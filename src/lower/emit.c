@@ -50,7 +50,9 @@ const char *cft__emit_ld(cft_dtype dt, const char *ref) {
 const char *cft__emit_st(cft_dtype dt, bool open) {
     if (!cft_dtype_is_half(dt))
         return "";
-    return !open ? ")" : dt == CFT_F16 ? "cft_f2h(" : "cft_f2bf(";
+    /* each half value of a chain is rounded already (cft__emit_eqn): it
+     * is packed (a bf16 one is the top half of its float) */
+    return !open ? ")" : dt == CFT_F16 ? "cft_hp(" : "cft_bfp(";
 }
 
 void cft__emit_put(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
@@ -254,10 +256,13 @@ static void emit_two_rows(const cft_ir *ir, const cft_group *g, const char *cls,
                   "        if (chunks == 1 && st[%d] == 0 && rc + 1 < rhi) { /* two rows */\n",
                   red_out * 2);
     for (int k = 0; k < g->nin; k++)
-        if (cls[k] == '0')
-            cft__emit_put(b, l, c,
-                          "            const __typeof__(*o%d) a%d_1 = o%d[f%d + st[%d]];\n", k, k,
-                          k, k, 2 * k);
+        if (cls[k] == '0') {
+            cft_dtype dt = cft__emit_var_dtype(ir, g->in[k]);
+            char ref[48];
+            snprintf(ref, sizeof ref, "o%d[f%d + st[%d]]", k, k, 2 * k);
+            cft__emit_put(b, l, c, "            const %s a%d_1 = %s;\n", cft__emit_ctype(dt), k,
+                          cft__emit_ld(dt, ref));
+        }
     cft__emit_put(b, l, c,
                   "            #pragma omp simd\n"
                   "            for (int64_t j = jlo; j < jhi; j++) {\n"
@@ -274,19 +279,22 @@ static void emit_two_rows(const cft_ir *ir, const cft_group *g, const char *cls,
                 snprintf(tmp, sizeof tmp, "o%d[f%d%s + j]", k, k, step);
             else
                 snprintf(tmp, sizeof tmp, "o%d[f%d%s + j * s%d]", k, k, step, k);
-            name[g->in[k]] = cft__strdup(tmp);
+            name[g->in[k]] =
+                (char *)(cls[k] == '0' ? cft__strdup(tmp)
+                                       : cft__emit_ld(cft__emit_var_dtype(ir, g->in[k]), tmp));
         }
         cft__emit_put(b, l, c, "                {\n");
         cft__emit_chain(b, l, c, ir, g, name);
         for (int k = g->nin; k < nops; k++) {
             if (k == red_out)
                 continue;
+            cft_dtype dt = cft__emit_var_dtype(ir, g->out[k - g->nin]);
+            char step[24] = "";
             if (row)
-                cft__emit_put(b, l, c, "            o%d[f%d + st[%d] + j] = %s;\n", k, k, 2 * k,
-                              name[g->out[k - g->nin]]);
-            else
-                cft__emit_put(b, l, c, "            o%d[f%d + j] = %s;\n", k, k,
-                              name[g->out[k - g->nin]]);
+                snprintf(step, sizeof step, " + st[%d]", 2 * k);
+            cft__emit_put(b, l, c, "            o%d[f%d%s + j] = %s%s%s;\n", k, k, step,
+                          cft__emit_st(dt, true), name[g->out[k - g->nin]],
+                          cft__emit_st(dt, false));
         }
         cft__emit_put(b, l, c, "            xr%d_ = %s;\n                }\n", row,
                       name[red->in[0]->id]);
@@ -341,7 +349,9 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     b = &pre, l = &lpre, c = &cpre;
     for (int k = 0; k < nops; k++) {
         int v = k < g->nin ? g->in[k] : g->out[k - g->nin];
-        cft_dtype dt = cft__emit_var_dtype(ir, v);
+        /* a half reduction's output: the f32 array the executor hands in
+         * its place (cft__half_acc), rounded once when the kernel is done */
+        cft_dtype dt = k == red_out && g->half_acc ? CFT_F32 : cft__emit_var_dtype(ir, v);
         cft__emit_put(b, l, c, "    %s%s *restrict o%d = (%s%s *)ptrs[%d];\n",
                       k < g->nin ? "const " : "", cft__emit_stype(dt), k,
                       k < g->nin ? "const " : "", cft__emit_stype(dt), k);

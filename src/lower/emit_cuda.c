@@ -94,9 +94,14 @@ static void decompose(char **b, size_t *l, size_t *c, int nd, int nops, int red_
 
 /* acc (a slot's reduction) folded into output red_out's pre-filled value */
 static void fold_out(const cft_eqn *red, int red_out, char **b, size_t *l, size_t *c) {
+    /* a half output is read into a float and its sum rounded once */
+    cft_dtype dt = red->out[0]->aval.dtype;
+    char ref[32];
+    snprintf(ref, sizeof ref, "o%d[f%d]", red_out, red_out);
+    const char *rnd = dt == CFT_BF16 ? "cft_f2bf" : dt == CFT_F16 ? "cft_f2h" : "";
     put(b, l, c,
-        "        { const double x = acc; { const double acc = o%d[f%d]; o%d[f%d] = (%s); } }\n",
-        red_out, red_out, red_out, red_out, red->prim->c_expr);
+        "        { const double x = acc; { const double acc = %s; o%d[f%d] = %s((%s)); } }\n",
+        cft__emit_ld(dt, ref), red_out, red_out, rnd, red->prim->c_expr);
 }
 
 /* the loop over a slot's reduced elements (header `loop`): each element's

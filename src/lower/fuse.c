@@ -18,11 +18,11 @@
 
 /* Complex values run eagerly (their kernels, complex rows and cgemm, are
  * the library's). Halves (f16, bf16) join elementwise groups: the kernels
- * read them into floats and round what they store (emit.c); a group
- * holding halves takes no reduction (the reduction paths read their
- * operands as stored), and a reduction of halves runs eagerly. A
- * conversion from f64 to f16 runs eagerly too: the library converts in
- * one rounding, a kernel (in f32) would round twice. */
+ * read them into floats and round what they store (emit.c), and so do
+ * their reductions: a reduction of halves, or of a group holding halves,
+ * joins it and accumulates in f32, its half output rounded once at the
+ * end (half_acc: lower.h). A conversion from f64 to f16 runs eagerly: the
+ * library converts in one rounding, a kernel (in f32) would round twice. */
 static bool eager_dtype(cft_dtype dt, bool half_ok) {
     return (cft_dtype_is_half(dt) && !half_ok) || cft_dtype_is_complex(dt);
 }
@@ -40,9 +40,6 @@ static bool no_eager(const cft_eqn *q, bool half_ok) {
     }
     return !(f16_out && f64_in);
 }
-static bool has_half(const cft_eqn *q) {
-    return !no_eager(q, false) && no_eager(q, true);
-}
 static bool fusable_ew(const cft_eqn *q) {
     const cft_prim *p = q->prim;
     return (p->flags & CFT_PRIM_ELEMENTWISE) && p->c_expr && q->nout == 1 && no_eager(q, true);
@@ -50,7 +47,7 @@ static bool fusable_ew(const cft_eqn *q) {
 static bool fusable_red(const cft_eqn *q) {
     const cft_prim *p = q->prim;
     return (p->flags & CFT_PRIM_REDUCTION) && p->c_init &&
-           cft_dtype_is_float(q->in[0]->aval.dtype) && no_eager(q, false);
+           cft_dtype_is_float(q->in[0]->aval.dtype) && no_eager(q, true);
 }
 
 /* one element, by shape alone (a symbolic dim is not known to be 1) */
@@ -141,18 +138,18 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
                 cft_group *g = &groups[open];
                 add_inputs(q, owner, open, ext, &next);
                 g->eqns[g->neqn++] = k;
-                g->half |= has_half(q);
                 owner[q->out[0]->id] = open;
                 continue;
             }
         }
-        if (open >= 0 && red && reads_open && room && !groups[open].half) {
+        if (open >= 0 && red && reads_open && room) {
             cft_aval it = q->in[0]->aval;
             cft_group *g = &groups[open];
             if (it.ndim == g->iter.ndim &&
                 !memcmp(it.shape, g->iter.shape, sizeof(int64_t) * (size_t)it.ndim)) {
                 g->eqns[g->neqn++] = k;
                 g->reduce = true;
+                g->half_acc = cft_dtype_is_half(q->out[0]->aval.dtype);
                 owner[q->out[0]->id] = open;
                 open = -1;
                 continue;
@@ -170,7 +167,7 @@ int cft__fuse(const cft_ir *ir, cft_step **stepsp, cft_group **groupsp, int *ngr
             g->eqns[g->neqn++] = k;
             g->iter = red ? q->in[0]->aval : q->out[0]->aval;
             g->reduce = red;
-            g->half = has_half(q);
+            g->half_acc = red && cft_dtype_is_half(q->out[0]->aval.dtype);
             g->kernel_id = -1;
             owner[q->out[0]->id] = ng;
             steps[ns++] = (cft_step){-1, ng};

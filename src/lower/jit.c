@@ -460,21 +460,34 @@ static cft_array *run_group(plan *P, int gi, cft_array **env, arena *A, out_dest
             for (int k = g->nin; k < nops; k++)
                 if (cft_failed(ops[k]))
                     return ops[k];
+            cft_array *acc = NULL; /* a half reduction's f32 accumulator (C kernels) */
+            int acc_k = -1;
             if (g->reduce) {
                 const cft_eqn *red = &ir->eqns[g->eqns[g->neqn - 1]];
-                for (int k = g->nin; k < nops; k++)
-                    if (g->out[k - g->nin] == red->out[0]->id && !own_rows(P, lq, k))
-                        cft__fill_init(ops[k], red->prim->c_init);
+                for (int k = g->nin; k < nops; k++) {
+                    if (g->out[k - g->nin] != red->out[0]->id)
+                        continue;
+                    const char *init = own_rows(P, lq, k) ? NULL : red->prim->c_init;
+                    if (g->half_acc && !P->S->cuda_kernels) {
+                        if (cft_failed(acc = cft__half_acc(ops[k], init)))
+                            return acc;
+                        acc_k = k;
+                    } else if (init) {
+                        cft__fill_init(ops[k], init);
+                    }
+                }
             }
             char *ptrs[CFT_KMAX_OPS];
             int64_t flat[CFT_KMAX_OPS * CFT_MAX_NDIM];
             for (int k = 0; k < nops; k++) {
-                ptrs[k] = cft__ptr(ops[k]);
+                ptrs[k] = cft__ptr(k == acc_k ? acc : ops[k]);
                 for (int d = 0; d < lq->nd; d++)
                     flat[k * lq->nd + d] = lq->st[k][d];
             }
             if (cft__numel(g->iter.shape, g->iter.ndim) > 0)
                 kern(ptrs, lq->dims, flat, cft__num_threads());
+            if (acc)
+                cft__half_acc_store(acc, ops[acc_k]);
             for (int k = g->nin; k < nops; k++)
                 env[g->out[k - g->nin]] = ops[k];
             for (int k = 0; k < nops; k++)
@@ -825,6 +838,7 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
                                 .steps = P->steps,
                                 .groups = P->groups,
                                 .kernels = P->kernels,
+                                .cuda_kernels = P->S->cuda_kernels,
                                 .segs = P->segs,
                                 .seg_of = P->seg_of,
                                 .sum = P->seg_sum,

@@ -476,14 +476,26 @@ static bool group_on_rows(const rows_job *J, const cft_group *g, int gi, cft_arr
         for (int d = 0; d < lp.nd; d++)
             flat[k * lp.nd + d] = lp.st[k][d];
     }
+    cft_array *acc = NULL; /* a half reduction's f32 accumulator */
+    int acc_k = -1;
     if (g->reduce) {
         const cft_eqn *red = &rp->ir->eqns[g->eqns[g->neqn - 1]];
-        for (int k = g->nin; k < nops; k++)
-            if (g->out[k - g->nin] == red->out[0]->id)
+        for (int k = g->nin; k < nops; k++) {
+            if (g->out[k - g->nin] != red->out[0]->id)
+                continue;
+            if (!g->half_acc || rp->cuda_kernels) {
                 cft__fill_init(ops[k], red->prim->c_init);
+            } else {
+                if (cft_failed(acc = cft__half_acc(ops[k], red->prim->c_init)))
+                    return false;
+                acc_k = k, ptrs[k] = cft__ptr(acc);
+            }
+        }
     }
     if (cft__numel(iter.shape, iter.ndim) > 0)
         rp->kernels[gi](ptrs, lp.dims, flat, 1);
+    if (acc)
+        cft__half_acc_store(acc, ops[acc_k]);
     return true;
 }
 

@@ -22,7 +22,8 @@ typedef struct cft_group {
     int nin, nout; /* external inputs, stored outputs (var ids) */
     int *in, *out;
     bool reduce;   /* the last equation is a reduction */
-    bool half;     /* holds f16 or bf16 values (then no reduction: fuse.c) */
+    bool half_acc; /* its reduction writes f16 / bf16: a C kernel accumulates it in an f32
+                      array the executor hands it and then rounds (cft__half_acc) */
     cft_aval iter; /* iteration shape (the reduction's input shape) */
     /* the kernel, specialised to a stride signature (see emit.c) */
     char sig[64];
@@ -77,8 +78,9 @@ const char *cft__emit_prelude(void);
 const char *cft__emit_ctype(cft_dtype dt);
 /* halves in kernels: stored as uint16_t (cft__emit_stype), read into a
  * float (cft__emit_ld: ref wrapped in the prelude's cft_bf2f or cft_h2f)
- * and stored rounded to nearest-even (cft__emit_st: "cft_f2bf(" or
- * "cft_f2h(" before the value, ")" after), as cft__cast converts: the
+ * and stored (cft__emit_st: "cft_bfp(" or "cft_hp(" before the value,
+ * ")" after; a value of the chain is rounded to nearest-even as
+ * cft__cast converts already, so it is packed), the
  * prelude holds array/half_fns.h, the library's own conversions; every
  * other dtype is stored as computed */
 const char *cft__emit_stype(cft_dtype dt);
@@ -105,8 +107,16 @@ bool cft__eqn_has_half(const struct cft_eqn *q);
 /* whether q's impl_into may run it: no halves, or a primitive whose
  * impl_into takes them (CFT_PRIM_INTO_HALF) */
 bool cft__into_ok(const struct cft_eqn *q);
-/* every element of a (f32 or f64) set to the reduction identity `init` */
+/* every element of a (f32, f64, f16 or bf16) set to the reduction identity `init` */
 void cft__fill_init(cft_array *a, const char *init);
+/* A reduction with an f16 / bf16 output (cft_group.half_acc) accumulates
+ * in f32, each element rounded once: the executor hands the C kernel, in
+ * place of the output, an f32 array of its shape (filled with the
+ * identity `init`, unless NULL: a kernel whose rows start from it
+ * themselves), and then stores it rounded into the output (both
+ * contiguous, as cft__group_strides lays out outputs). */
+cft_array *cft__half_acc(const cft_array *out, const char *init);
+void cft__half_acc_store(const cft_array *acc, cft_array *out);
 
 /* A lowered plan run on device d (jit_device.c): its equations through
  * the dispatch, its groups as d's kernels from cuda_src (NULL: as their
@@ -207,6 +217,7 @@ typedef struct {
     const cft_step *steps;
     const cft_group *groups;
     const cft_kernel_fn *kernels;
+    bool cuda_kernels; /* the kernels are CUDA C run on the host (no half_acc arrays) */
     const cft_rowseg *segs;
     const int *seg_of;
     const bool *sum, *later;

@@ -1,7 +1,8 @@
 /* plan_ops.c: what running a lowered plan's steps needs, on the host
  * (jit.c) or on a device (jit_device.c): an equation on the values of an
- * environment, a group's operand strides over its iteration shape, and a
- * reduction's output pre-filled with its identity. */
+ * environment, a group's operand strides over its iteration shape, a
+ * reduction's output pre-filled with its identity, and the f32 array a C
+ * kernel accumulates a half reduction in. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,7 +69,17 @@ void cft__fill_init(cft_array *a, const char *init) {
         kept[next] = init, kept_v[next] = v, next = (next + 1) % NKEEP;
     }
     int64_t n = cft__numel(a->aval.shape, a->aval.ndim);
-    if (a->aval.dtype == CFT_F32) {
+    if (cft_dtype_is_half(a->aval.dtype)) { /* an identity (0, 1, +-inf) is exact in 16 bits */
+        float f = (float)v;
+        uint16_t h;
+        if (a->aval.dtype == CFT_BF16)
+            cft__f32_to_bf16(&f, &h, 1);
+        else
+            cft__f32_to_f16(&f, &h, 1);
+        uint16_t *p = cft__ptr(a);
+        for (int64_t i = 0; i < n; i++)
+            p[i] = h;
+    } else if (a->aval.dtype == CFT_F32) {
         float *p = cft__ptr(a);
         for (int64_t i = 0; i < n; i++)
             p[i] = (float)v;
@@ -77,6 +88,21 @@ void cft__fill_init(cft_array *a, const char *init) {
         for (int64_t i = 0; i < n; i++)
             p[i] = v;
     }
+}
+
+cft_array *cft__half_acc(const cft_array *out, const char *init) {
+    cft_array *acc = cft__alloc(CFT_F32, out->aval.shape, out->aval.ndim);
+    if (!cft_failed(acc) && init)
+        cft__fill_init(acc, init);
+    return acc;
+}
+
+void cft__half_acc_store(const cft_array *acc, cft_array *out) {
+    int64_t n = cft__numel(out->aval.shape, out->aval.ndim);
+    if (out->aval.dtype == CFT_BF16)
+        cft__f32_to_bf16(cft__ptr(acc), cft__ptr(out), n);
+    else
+        cft__f32_to_f16(cft__ptr(acc), cft__ptr(out), n);
 }
 
 bool cft__eqn_has_half(const cft_eqn *q) {
