@@ -54,7 +54,7 @@ static inline uint16_t cft_bfp(float f) { return (uint16_t)(cft_f2u(f) >> 16); }
 static inline float cft_h2f(uint16_t h) {
     uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     uint32_t naninf = s | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u);
-    uint32_t sub = s | cft_f2u((float)m * 5.9604644775390625e-8f);
+    uint32_t sub = s | cft_f2u((float)(int32_t)m * 5.9604644775390625e-8f);
     uint32_t norm = s | ((e + 112u) << 23) | (m << 13);
     return cft_u2f(e == 0x1fu ? naninf : e == 0u ? sub : norm);
 }
@@ -64,7 +64,7 @@ static inline uint16_t cft_f2h(float f) {
     uint32_t norm = s | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13);
     float m = cft_u2f(a < 0x38800000u ? a : 0u) * 16777216.0f;
     m = (m + 12582912.0f) - 12582912.0f;
-    uint32_t sub = s | (uint32_t)m;
+    uint32_t sub = s | (uint32_t)(int32_t)m;
     return (uint16_t)(a > 0x7f800000u ? nan : a >= 0x477ff000u ? s | 0x7c00u
                       : a >= 0x38800000u ? norm : sub);
 }
@@ -83,7 +83,7 @@ static inline float cft_hr(float f) {
 static inline uint16_t cft_hp(float f) {
     uint32_t u = cft_f2u(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
     uint32_t nan = s | 0x7e00u | ((a >> 13) & 0x3ffu), norm = s | ((a - 0x38000000u) >> 13);
-    uint32_t sub = s | (uint32_t)(cft_u2f(a < 0x38800000u ? a : 0u) * 16777216.0f);
+    uint32_t sub = s | (uint32_t)(int32_t)(cft_u2f(a < 0x38800000u ? a : 0u) * 16777216.0f);
     return (uint16_t)(a > 0x7f800000u    ? nan
                       : a >= 0x7f800000u ? s | 0x7c00u
                       : a >= 0x38800000u ? norm
