@@ -2,7 +2,8 @@
  * over 1e7 f32, single-threaded: cft_jit against hand-written C compiled
  * into this benchmark (the same expression, one loop, output buffer
  * reused) and against the interpreter (one pass per op), in the same run.
- * Then a softmax over the rows of [4096, 256] in bf16 and f16 against f32,
+ * Then a softmax over the rows of [4096, 256] and of [65536, 10] in bf16
+ * and f16 against f32,
  * each jitted (its max and sum fused with the elementwise work; halves
  * read into floats, reduced in f32, rounded once), timed in alternation.
  * This file is built with -O3 -march=native -fopenmp-simd and libmvec (see
@@ -67,23 +68,28 @@ static void run_call1(void *p) {
     cft_fn_call1(c->f, &c->x);
 }
 
-/* softmax in bf16 / f16 against f32, one line each */
+/* softmax in bf16 / f16 against f32, one line each, over long rows
+ * ([4096, 256]: the row loop) and short ones ([65536, 10]: a classifier's
+ * logits, the short-row path) */
 static void half_softmax_lines(void) {
     cft_set_num_threads(1);
-    const int64_t shape[2] = {4096, 256};
-    cft_array *x = cft_random_normal(cft_random_key(3), CFT_F32, shape, 2);
-    cft_fn *f = cft_fn_new(softmax_rows, NULL, 1, 1);
-    call1 base = {cft_jit(f), x};
-    const cft_dtype dts[2] = {CFT_BF16, CFT_F16};
-    for (int d = 0; d < 2; d++) {
-        call1 half = {cft_jit(f), cft_astype(x, dts[d])};
-        double mh, mb;
-        bench_alternate(run_call1, &half, run_call1, &base, 30, &mh, &mb);
-        printf("{\"bench\": \"elementwise\", \"config\": {\"expr\": \"softmax(x, axis=1)\", "
-               "\"shape\": [4096, 256], \"dtype\": \"%s\"}, \"method\": \"cft_jit\", "
-               "\"median_ms\": %.3f, \"threads\": 1, \"baseline\": \"cft_jit_f32\", "
-               "\"baseline_ms\": %.3f, \"ratio_to_baseline\": %.3f}\n",
-               d ? "f16" : "bf16", mh, mb, mh / mb);
+    const int64_t shapes[2][2] = {{4096, 256}, {65536, 10}};
+    for (int s = 0; s < 2; s++) {
+        cft_array *x = cft_random_normal(cft_random_key(3), CFT_F32, shapes[s], 2);
+        cft_fn *f = cft_fn_new(softmax_rows, NULL, 1, 1);
+        call1 base = {cft_jit(f), x};
+        const cft_dtype dts[2] = {CFT_BF16, CFT_F16};
+        for (int d = 0; d < 2; d++) {
+            call1 half = {cft_jit(f), cft_astype(x, dts[d])};
+            double mh, mb;
+            bench_alternate(run_call1, &half, run_call1, &base, 30, &mh, &mb);
+            printf("{\"bench\": \"elementwise\", \"config\": {\"expr\": \"softmax(x, axis=1)\", "
+                   "\"shape\": [%lld, %lld], \"dtype\": \"%s\"}, \"method\": \"cft_jit\", "
+                   "\"median_ms\": %.3f, \"threads\": 1, \"baseline\": \"cft_jit_f32\", "
+                   "\"baseline_ms\": %.3f, \"ratio_to_baseline\": %.3f}\n",
+                   (long long)shapes[s][0], (long long)shapes[s][1], d ? "f16" : "bf16", mh, mb,
+                   mh / mb);
+        }
     }
 }
 

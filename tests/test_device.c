@@ -456,15 +456,22 @@ int main(int argc, char **argv) {
             }
         }
     }
-    TEST("reductions as tiles of outputs by shares, jitted, against the host") {
+    TEST("reductions as tiles of outputs by shares, jitted, against the host (f32, f64, bf16, "
+         "f16)") {
         /* 1 to 1030 elements per output: one thread per output up to 32,
          * then 2 to 64 shares; 111 outputs fill no tile exactly */
         const int64_t rows[] = {1, 2, 31, 33, 64, 100, 1030};
+        const cft_dtype dts[4] = {CFT_F32, CFT_F64, CFT_BF16, CFT_F16};
+        /* sums of up to 1030 * 37 terms in other orders: f32 and f64 by
+         * their rounding; halves (reduced in f32 on the host, in double
+         * here, rounded once) one half ulp apart, four allowed (2^-5, 2^-8)
+         * for a sine that libm and the kernel may round apart */
+        const double tols[4] = {1e-5, 1e-12, 1.0 / 32, 1.0 / 256};
         for (int r = 0; r < 7; r++)
-            for (int dt = 0; dt < 2; dt++) {
+            for (int dt = 0; dt < 4; dt++) {
                 cft_array *x = rnd(40 + (uint64_t)r, (int64_t[]){rows[r], 3, 37}, 3);
                 if (dt)
-                    x = cft_astype(x, CFT_F64);
+                    x = cft_astype(x, dts[dt]);
                 cft_fn *j = cft_jit(cft_fn_new(tiled_red, NULL, 1, 5));
                 cft_array *want[5], *got[5], *xd = cft_device_put(x, d0);
                 CHECK_EQ(cft_fn_call(cft_fn_new(tiled_red, NULL, 1, 5), &x, want), CFT_OK);
@@ -472,11 +479,9 @@ int main(int argc, char **argv) {
                     CHECK_EQ(cft_fn_call(j, &xd, got), CFT_OK);
                     for (int k = 0; k < 5; k++) {
                         CHECK(on(got[k], "test:0"));
-                        /* sums of up to 1030 * 37 terms in other orders */
-                        double tol = dt ? 1e-12 : 1e-5;
-                        CHECK_MSG(cft_allclose(got[k], want[k], tol, tol, true),
+                        CHECK_MSG(cft_allclose(got[k], want[k], tols[dt], tols[dt], true),
                                   "output %d, %lld rows, %s", k, (long long)rows[r],
-                                  dt ? "f64" : "f32");
+                                  cft_dtype_name(dts[dt]));
                     }
                 }
             }

@@ -4,12 +4,13 @@
  * vector widths and the tile (1 .. 33 elements; row counts that do not
  * fill a tile), for operands read flat and through offset tables
  * (transposed, broadcast along rows or along columns), for sum, max, min
- * and prod, NaN in max / min rows, f32, f64 and int32, on one and two
+ * and prod, NaN in max / min rows, f32, f64, bf16, f16 and int32, on one and two
  * threads; and the generated source must hold the path. Longer rows summed
  * into one row run two rows at a time in the row loop (emit.c): rows of
  * 33..130 elements, odd and even row counts, NaN, 2 threads. Tolerances: f32
  * 1e-5 relative (sums of up to 33 terms accumulated in double, exp within
- * a few ulps of libm's scalar one), f64 1e-12, int32 and max / min exact. */
+ * a few ulps of libm's scalar one), f64 1e-12, bf16 and f16 a few of
+ * their ulps (stated where used), int32 and max / min exact. */
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@
 static char cache_dir[200];
 
 static cft_array *randn(uint64_t seed, cft_dtype dt, const int64_t *shape, int nd) {
+    if (cft_dtype_is_half(dt)) /* drawn in f32, rounded */
+        return cft_astype(cft_random_normal(cft_random_key(seed), CFT_F32, shape, nd), dt);
     return cft_random_normal(cft_random_key(seed), dt, shape, nd);
 }
 
@@ -136,12 +139,18 @@ int main(int argc, char **argv) {
     static const int64_t ns[] = {1, 3, 7, 10, 16, 17, 31, 32, 33};
     static const int64_t bs[] = {1, 5, 50, 200};
 
-    for (int t = 0; t < 2; t++) {
-        cft_dtype dt = t ? CFT_F64 : CFT_F32;
-        double tol = t ? 1e-12 : 1e-5;
+    const cft_dtype dts[4] = {CFT_F32, CFT_F64, CFT_BF16, CFT_F16};
+    /* halves: each value rounded on both sides; exp, tanh and log may
+     * differ by an f32 ulp and a sum or product by its order, each moving a
+     * half result by one of its ulps, and the log-sum-exp and softmax chain
+     * up to four of them (2^-5 bf16, 2^-8 f16) */
+    const double tols[4] = {1e-5, 1e-12, 1.0 / 32, 1.0 / 256};
+    for (int t = 0; t < 4; t++) {
+        cft_dtype dt = dts[t];
+        double tol = tols[t];
         TEST("%s rows of 1..33 elements, B = 1..200, reduced and elementwise: jit equals the "
              "interpreter",
-             t ? "f64" : "f32") {
+             cft_dtype_name(dt)) {
             for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
                 for (size_t k = 0; k < sizeof bs / sizeof *bs; k++) {
                     int64_t B = bs[k], n = ns[i];
@@ -158,16 +167,19 @@ int main(int argc, char **argv) {
         }
     }
     TEST("rows of 1..33 elements summed into one row, B = 1..2000: jit equals the "
-         "interpreter") {
+         "interpreter (f32, and bf16 / f16 within two of their ulps)") {
         static const int64_t cb[] = {1, 5, 50, 300, 2000};
-        for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
-            for (size_t k = 0; k < sizeof cb / sizeof *cb; k++) {
-                int64_t B = cb[k], n = ns[i];
-                cft_array *in[3] = {randn(8 + (uint64_t)(n * 3 + B), CFT_F32, (int64_t[]){B, n}, 2),
-                                    randn(9, CFT_F32, &n, 1),
-                                    randn(10, CFT_F32, (int64_t[]){B, 1}, 2)};
-                same_results(cft_fn_new(cols, NULL, 3, 4), in, 4, 1e-5);
-            }
+        const cft_dtype cdt[3] = {CFT_F32, CFT_BF16, CFT_F16};
+        const double ctol[3] = {1e-5, 1.0 / 64, 1.0 / 512};
+        for (int t = 0; t < 3; t++)
+            for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+                for (size_t k = 0; k < sizeof cb / sizeof *cb; k++) {
+                    int64_t B = cb[k], n = ns[i];
+                    cft_array *in[3] = {
+                        randn(8 + (uint64_t)(n * 3 + B), cdt[t], (int64_t[]){B, n}, 2),
+                        randn(9, cdt[t], &n, 1), randn(10, cdt[t], (int64_t[]){B, 1}, 2)};
+                    same_results(cft_fn_new(cols, NULL, 3, 4), in, 4, ctol[t]);
+                }
         /* NaN in a column's max and min */
         float v[40 * 10];
         for (int e = 0; e < 40 * 10; e++)

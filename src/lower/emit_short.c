@@ -11,7 +11,9 @@
  * adds the rows in order into one row, or (elementwise) stops there. It
  * is emitted for two-dim loops with rows of at most SHORT_MAX elements
  * whose stored outputs lay out their rows contiguously when the kernel is
- * made, and taken at run time when the rows and strides still allow it. */
+ * made, and taken at run time when the rows and strides still allow it.
+ * Half operands are read into floats where they are read (laid out in the
+ * tables as floats) and stored packed, as in the row loop. */
 #include <stdio.h>
 #include <string.h>
 
@@ -58,9 +60,14 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
     /* the lanes a row's vectors take: 16, or 32 for rows planned longer
      * than 16 (one width in the source; other rows take the row loop) */
     const int w = lp->dims[1] <= 16 ? 16 : SHORT_MAX;
-    for (int k = 0; k < nops; k++) /* half operands take the row loop, which converts them */
-        if (cft_dtype_is_half(cft__emit_var_dtype(ir, k < g->nin ? g->in[k] : g->out[k - g->nin])))
-            return false;
+    /* each operand's stored dtype: halves are read into floats and stored
+     * packed (emit.c), a half reduction's output is the f32 array the
+     * executor hands in (cft__half_acc) */
+    cft_dtype sdt[CFT_KMAX_OPS];
+    for (int k = 0; k < nops; k++)
+        sdt[k] = k == red_out && g->half_acc
+                     ? CFT_F32
+                     : cft__emit_var_dtype(ir, k < g->nin ? g->in[k] : g->out[k - g->nin]);
     const char *cls = strchr(lp->sig, ':') + 1;
     kind kd[CFT_KMAX_OPS];
     for (int k = 0; k < nops; k++) {
@@ -121,8 +128,11 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
             if (kd[k] == K_TABLE)
                 cft__emit_put(b, l, c, " t%d[e] = (int32_t)(rr * st[%d] + j * st[%d]);", k, 2 * k,
                               2 * k + 1);
-            else if (kd[k] == K_COL)
-                cft__emit_put(b, l, c, " t%d[e] = o%d[j];", k, k);
+            else if (kd[k] == K_COL) {
+                char ref[32];
+                snprintf(ref, sizeof ref, "o%d[j]", k);
+                cft__emit_put(b, l, c, " t%d[e] = %s;", k, cft__emit_ld(sdt[k], ref));
+            }
         cft__emit_put(b, l, c, " }\n");
     }
     /* tiles of rows evenly cut (each of 16 elements or more), and in a
@@ -136,20 +146,19 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
         "            const int64_t r0 = %s + (%s - %s) * tk / nt,\n"
         "                          n = %s + (%s - %s) * (tk + 1) / nt - r0, te = n * inner;\n",
         hi, lo, lo, hi, lo, lo, hi, lo);
-    for (int k = 0; k < nops; k++) {
-        cft_dtype dt = cft__emit_var_dtype(ir, k < g->nin ? g->in[k] : g->out[k - g->nin]);
+    for (int k = 0; k < nops; k++)
         cft__emit_put(b, l, c, "            %s%s *restrict b%d = o%d + r0 * st[%d];\n",
-                      k < g->nin ? "const " : "", cft__emit_ctype(dt), k, k, 2 * k);
-    }
+                      k < g->nin ? "const " : "", cft__emit_stype(sdt[k]), k, k, 2 * k);
     for (int k = 0; k < g->nin; k++)
-        if (kd[k] == K_ROW) /* each row's value stored over w slots from its row's start (one
-                              vector store), the next row overwriting the spill */
-            cft__emit_put(
-                b, l, c,
-                "            for (int64_t rr = 0; rr < n; rr++) { const __typeof__(*b%d) "
-                "v = b%d[rr * st[%d]]; for (int j = 0; j < %d; j++) t%d[rr * inner + j] = "
-                "v; }\n",
-                k, k, 2 * k, w, k);
+        if (kd[k] == K_ROW) { /* each row's value stored over w slots from its row's start (one
+                                 vector store), the next row overwriting the spill */
+            char ref[48];
+            snprintf(ref, sizeof ref, "b%d[rr * st[%d]]", k, 2 * k);
+            cft__emit_put(b, l, c,
+                          "            for (int64_t rr = 0; rr < n; rr++) { const %s v = %s; for "
+                          "(int j = 0; j < %d; j++) t%d[rr * inner + j] = v; }\n",
+                          cft__emit_ctype(sdt[k]), cft__emit_ld(sdt[k], ref), w, k);
+        }
     bool nan_apart =
         m == WITHIN && red->prim->c_iexpr && cft_dtype_is_float(red->in[0]->aval.dtype);
     if (nan_apart)
@@ -172,12 +181,15 @@ static bool emit_short(const cft_ir *ir, const cft_group *g, const cft_loop *lp,
             snprintf(tmp, sizeof tmp, "t%d[e]", k);
         else
             snprintf(tmp, sizeof tmp, "b%d[t%d[e]]", k, k);
-        name[g->in[k]] = cft__strdup(tmp);
+        /* (the tables hold floats already) */
+        name[g->in[k]] = (char *)(kd[k] == K_COL || kd[k] == K_ROW ? cft__strdup(tmp)
+                                                                   : cft__emit_ld(sdt[k], tmp));
     }
     cft__emit_chain(b, l, c, ir, g, name);
     for (int k = g->nin; k < nops; k++)
         if (k != red_out)
-            cft__emit_put(b, l, c, "            b%d[e] = %s;\n", k, name[g->out[k - g->nin]]);
+            cft__emit_put(b, l, c, "            b%d[e] = %s%s%s;\n", k, cft__emit_st(sdt[k], true),
+                          name[g->out[k - g->nin]], cft__emit_st(sdt[k], false));
     if (m != EACH)
         cft__emit_put(b, l, c, "            tx[e] = (%s)(%s);\n", acc_t, name[red->in[0]->id]);
     if (nan_apart)
