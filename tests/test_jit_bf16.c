@@ -49,6 +49,44 @@ static cft_status half_softmax(void *env, int nin, cft_array *const *in, int nou
     return cft_failed(out[0]) ? cft_error_code(out[0]) : CFT_OK;
 }
 
+/* products in the half dtype (env) converted back to f32, as autocast
+ * writes them: per-example outer products of a [B, m] and b [B, n] (a
+ * per-sample weight gradient), a matrix product a c ([m, k]), and the same
+ * product of b (with a 2 x 1 shape) also returned as the half value (read
+ * twice: not folded) */
+static cft_status wide_products(void *env, int nin, cft_array *const *in, int nout,
+                                cft_array **out) {
+    (void)nin, (void)nout;
+    cft_dtype h = *(const cft_dtype *)env;
+    cft_array *a = cft_astype(in[0], h), *b = cft_astype(in[1], h), *c = cft_astype(in[2], h);
+    out[0] = cft_astype(cft_dot_general(a, b, NULL, NULL, 0, (int[]){0}, (int[]){0}, 1), CFT_F32);
+    out[1] = cft_astype(cft_matmul(a, c), CFT_F32);
+    out[2] = cft_matmul(cft_mul_s(b, 2), cft_transpose(b, NULL));
+    out[3] = cft_astype(out[2], CFT_F32);
+    return cft_failed(out[3]) ? cft_error_code(out[3]) : CFT_OK;
+}
+
+/* the calls of the kernel `name` in the profile of one call of j */
+static int kernel_calls(cft_fn *j, cft_array *const *in, const char *name) {
+    cft_array *o[8];
+    char *buf = NULL;
+    size_t n = 0;
+    int calls = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f)
+        return -1;
+    cft_profile_start();
+    cft_fn_call(j, in, o);
+    cft_profile_stop(NULL);
+    cft_profile_table(f, 50);
+    fclose(f);
+    const char *p = buf ? strstr(buf, name) : NULL;
+    if (p) /* the table's row: the name, then its calls */
+        sscanf(p + strlen(name), "%d", &calls);
+    free(buf);
+    return calls;
+}
+
 static cft_status to_bf16(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
     (void)env, (void)nin, (void)nout;
     out[0] = cft_astype(cft_mul_s(in[0], 1), CFT_BF16);
@@ -187,6 +225,34 @@ int main(int argc, char **argv) {
             for (int r = 0; r < 2; r++)
                 CHECK_ARRAY_CLOSE(cft_fn_call1(jv, (cft_array *[]){xs, wd}), e,
                                   d ? 4.0 / 1024 : 4.0 / 128, 1e-6);
+        }
+    }
+
+    TEST("a half product read only by its conversion to f32 writes the f32 result itself "
+         "(outer products, a GEMM): the interpreter's bits, three calls, no convert kernel") {
+        const cft_dtype dts[2] = {CFT_BF16, CFT_F16};
+        cft_array *in[3] = {cft_random_normal(cft_random_key(51), CFT_F32, (int64_t[]){64, 48}, 2),
+                            cft_random_normal(cft_random_key(52), CFT_F32, (int64_t[]){64, 40}, 2),
+                            cft_random_normal(cft_random_key(53), CFT_F32, (int64_t[]){48, 24}, 2)};
+        for (int d = 0; d < 2; d++) {
+            cft_fn *f = cft_fn_new(wide_products, (void *)&dts[d], 3, 4), *j = cft_jit(f);
+            cft_array *e[4], *g[4];
+            CHECK(cft_fn_call(f, in, e) == CFT_OK);
+            for (int r = 0; r < 3; r++) {
+                CHECK(cft_fn_call(j, in, g) == CFT_OK);
+                for (int k = 0; k < 4; k++)
+                    CHECK_MSG(cft_max_abs_diff(g[k], e[k]) == 0, "%s output %d, call %d: %g",
+                              cft_dtype_name(dts[d]), k, r, cft_max_abs_diff(g[k], e[k]));
+            }
+            /* conversions as kernels: the three inputs' to the half dtype
+             * and the product's that is returned as a half too (without the
+             * fold: six); CFT_JIT_REPEAT=1 runs each plan three times */
+            const char *rep = getenv("CFT_JIT_REPEAT");
+            int runs = rep && atoi(rep) > 0 ? 3 : 1,
+                calls = kernel_calls(j, in, "kernel[convert_element_type]");
+            CHECK_MSG(calls == 4 * runs,
+                      "%s: %d conversions ran as kernels in %d runs, %d expected",
+                      cft_dtype_name(dts[d]), calls, runs, 4 * runs);
         }
     }
 

@@ -96,6 +96,12 @@ void cft__bf16_to_f32(const uint16_t *s, float *d, int64_t n);
  * product of two halves, exact in f32, rounded once (half_cast.c) */
 void cft__outer_half(int code, const uint16_t *x, const uint16_t *y, uint16_t *z, int64_t M,
                      int64_t N);
+/* the same products, each rounded to the half dtype and stored as an f32
+ * (the bits cft__outer_half's results widen to) */
+void cft__outer_half_wide(int code, const uint16_t *x, const uint16_t *y, float *z, int64_t M,
+                          int64_t N);
+/* each of n f32 values rounded to the values of the half dtype, in place */
+void cft__round_half(float *x, cft_dtype half, int64_t n);
 /* convert n elements between dtypes (contiguous buffers) */
 void cft__cast(const void *src, cft_dtype sdt, void *dst, cft_dtype ddt, int64_t n);
 /* read element i (contiguous buffer) as double / write from double */

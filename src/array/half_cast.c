@@ -127,6 +127,43 @@ CFT_CLONES void cft__bf16_to_f32(const uint16_t *s, float *d, int64_t n) {
 OUTER(outer_bf16, cft_f2bf, cft_bf2f)
 OUTER(outer_f16, cft_f2h, cft_h2f)
 
+/* the same products, each rounded to the half dtype (RND) and stored as
+ * an f32 (the jit's fold of a product and its convert back to f32) */
+#define OUTER_WIDE(NAME, RND, FROM)                                                                \
+    CFT_CLONES static void NAME(const uint16_t *restrict x, const uint16_t *restrict y,            \
+                                float *restrict z, int64_t M, int64_t N) {                         \
+        for (int64_t i = 0; i < M; i++) {                                                          \
+            float a = FROM(x[i]);                                                                  \
+            for (int64_t j = 0; j < N; j++)                                                        \
+                z[i * N + j] = RND(a * FROM(y[j]));                                                \
+        }                                                                                          \
+    }
+OUTER_WIDE(outer_bf16_wide, cft_bfr, cft_bf2f)
+OUTER_WIDE(outer_f16_wide, cft_hr, cft_h2f)
+
+void cft__outer_half_wide(int code, const uint16_t *x, const uint16_t *y, float *z, int64_t M,
+                          int64_t N) {
+    if (code == 1)
+        outer_bf16_wide(x, y, z, M, N);
+    else
+        outer_f16_wide(x, y, z, M, N);
+}
+
+CFT_CLONES static void round_bf16(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] = cft_bfr(x[i]);
+}
+CFT_CLONES static void round_f16(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] = cft_hr(x[i]);
+}
+void cft__round_half(float *x, cft_dtype half, int64_t n) {
+    if (half == CFT_BF16)
+        round_bf16(x, n);
+    else
+        round_f16(x, n);
+}
+
 void cft__outer_half(int code, const uint16_t *x, const uint16_t *y, uint16_t *z, int64_t M,
                      int64_t N) {
     if (code == 1)

@@ -142,6 +142,11 @@ typedef struct splan {
     cft_jit_stats *stats; /* the jitted function's counters */
     cft_loop *loops;      /* the loops recorded at compile time, per group */
     char *cuda_src;       /* its groups as CUDA C, once a device asks (jit_device.c) */
+    /* per step, folds of a half product and its convert back to f32
+     * (find_folds): the product's step writes the convert's output
+     * widened (fold_w: that var, at both steps) and the convert's step
+     * (fold_from: the product's step) is skipped; -1 elsewhere */
+    int *fold_w, *fold_from;
     struct splan *next;
 } splan;
 
@@ -613,6 +618,9 @@ static void plan_memory(plan *P) {
             }
         }
     }
+    for (int s = 0; s < P->nsteps; s++) /* a folded convert's output: made at the product */
+        if (P->S->fold_w[s] >= 0 && P->S->fold_from[s] >= 0)
+            def[P->S->fold_w[s]] = P->S->fold_from[s];
     plan_rows(P, def, end, cand, out_root);
     for (int v = 0; v < nv; v++) /* a view keeps its base alive */
         if (P->root[v] != v && end[v] > end[P->root[v]])
@@ -794,6 +802,23 @@ static void profile_rows(const plan *P, int si, double t0) {
     cft__prof_event(name, "kernel", t0, args);
 }
 
+/* the var a product at step s writes widened (find_folds), or -1: none,
+ * or its convert's step lies in a row-parallel segment, which would read
+ * the product */
+static int fold_here(const plan *P, int s) {
+    int w = P->S->fold_w[s];
+    if (w < 0 || P->S->fold_from[s] >= 0)
+        return -1;
+    for (int t = s + 1; t < P->nsteps; t++)
+        if (P->S->fold_from[t] == s) {
+            for (int i = 0; i < P->nsegs; i++)
+                if (P->segs[i].first <= t && t <= P->segs[i].last)
+                    return -1;
+            return w;
+        }
+    return -1;
+}
+
 static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
     const cft_ir *ir = P->ir;
     splan *S = P->S;
@@ -824,6 +849,8 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
     for (int s = 0; s < P->nsteps && !err; s++) {
         const cft_step *st = &P->steps[s];
         if (s <= done_to && !P->seg_later[s])
+            continue;
+        if (S->fold_from[s] >= 0 && env[S->fold_w[s]]) /* written by the product's step */
             continue;
         double t0 = timing ? now_ms() : 0, p0 = prof ? cft__prof_now() : 0;
         if (cur_donation) {
@@ -863,11 +890,19 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
             int o = q->out[0]->id;
             /* halves: through the eager impls (computed in f32) */
             if (q->prim->impl_into && q->nout == 1 && !first && cft__into_ok(q)) {
-                cft_array *dst = out_array(P, o, A, od), *args[q->nin > 0 ? q->nin : 1];
+                int w = fold_here(P, s);
+                cft_array *dst = out_array(P, w >= 0 ? w : o, A, od),
+                          *args[q->nin > 0 ? q->nin : 1];
                 for (int i = 0; i < q->nin; i++)
                     args[i] = cft__unconj(q->prim, env[q->in[i]->id]);
-                err = cft_failed(dst) ? dst : q->prim->impl_into(args, q->nin, &q->params, dst);
-                env[o] = dst;
+                if (cft_failed(dst))
+                    err = dst;
+                else if (w >= 0) /* the convert's output, widened; the product is not kept */
+                    err = q->prim->impl_into_wide(args, q->nin, &q->params, q->out[0]->aval.dtype,
+                                                  dst);
+                else
+                    err = q->prim->impl_into(args, q->nin, &q->params, dst);
+                env[w >= 0 ? w : o] = dst;
             } else if (A && A->vout[s] && rebase_fits(&A->vkey[s], env[q->in[0]->id])) {
                 cft_array *x = env[q->in[0]->id], *v = A->vout[s];
                 v->data = x->data; /* the same view of an array laid out alike */
@@ -962,6 +997,48 @@ static cft_status execute(plan *P, cft_array *const *in, cft_array **out) {
 
 /* ---- tracing and lowering once per splan ---- */
 
+/* A product whose half output only a standalone convert back to f32
+ * reads (autocast keeps f32 avals, so each of its products is followed by
+ * one: a per-example weight gradient written in bf16, read and written
+ * again in f32 at memory bandwidth) writes the convert's output itself,
+ * widened (its primitive's impl_into_wide: the same bits), and the
+ * convert's step is skipped. */
+static void find_folds(splan *S) {
+    const cft_ir *ir = S->ir;
+    S->fold_w = CFT_NEWN(int, S->nsteps + 1);
+    S->fold_from = CFT_NEWN(int, S->nsteps + 1);
+    int *reads = CFT_NEWN(int, ir->nvars + 1), *made_at = CFT_NEWN(int, ir->nvars + 1);
+    for (int s = 0; s < S->nsteps; s++)
+        S->fold_w[s] = S->fold_from[s] = -1;
+    for (int v = 0; v < ir->nvars; v++)
+        made_at[v] = -1;
+    for (int k = 0; k < ir->neqn; k++)
+        for (int i = 0; i < ir->eqns[k].nin; i++)
+            reads[ir->eqns[k].in[i]->id]++;
+    for (int i = 0; i < ir->nout; i++)
+        reads[ir->outvars[i]->id]++;
+    for (int s = 0; s < S->nsteps; s++) {
+        const cft_step *st = &S->steps[s];
+        if (st->group < 0) {
+            const cft_eqn *q = &ir->eqns[st->eqn];
+            if (q->nout == 1 && q->prim->impl_into_wide && (q->prim->flags & CFT_PRIM_INTO_HALF) &&
+                cft_dtype_is_half(q->out[0]->aval.dtype))
+                made_at[q->out[0]->id] = s;
+            continue;
+        }
+        const cft_group *g = &S->groups[st->group];
+        if (g->neqn != 1 || g->reduce || g->nin != 1 || g->nout != 1)
+            continue;
+        const cft_eqn *c = &ir->eqns[g->eqns[0]];
+        int v = c->in[0]->id;
+        if (!(c->prim->flags & CFT_PRIM_CONVERT) || c->out[0]->aval.dtype != CFT_F32 ||
+            made_at[v] < 0 || reads[v] != 1)
+            continue;
+        S->fold_w[made_at[v]] = S->fold_w[s] = c->out[0]->id;
+        S->fold_from[s] = made_at[v];
+    }
+}
+
 static splan *build_splan(cft_ir *ir, const cft_aval *avals, int nin, cft_jit_stats *stats) {
     ir = cft_ir_cse(cft_ir_dce(ir));
     ir = cft__ir_rewrite(ir); /* e.g. DP-SGD's clipping without per-sample gradients */
@@ -1005,6 +1082,7 @@ static splan *build_splan(cft_ir *ir, const cft_aval *avals, int nin, cft_jit_st
     }
     for (int i = 0; i < ir->nout; i++)
         S->last_step[ir->outvars[i]->id] = S->nsteps;
+    find_folds(S);
     return S;
 }
 

@@ -742,6 +742,24 @@ static void outer_rows(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
+/* the same rows stored widened (dot_into_wide) */
+typedef struct {
+    int code;
+    const uint16_t *a, *b;
+    float *c;
+    int64_t m, n;
+} outer_wide_job;
+
+static void outer_wide_rows(void *ctx, int64_t lo, int64_t hi) {
+    const outer_wide_job *j = ctx;
+    for (int64_t r = lo; r < hi;) {
+        int64_t t = r / j->m, i = r % j->m, k = j->m - i < hi - r ? j->m - i : hi - r;
+        cft__outer_half_wide(j->code, j->a + t * j->m + i, j->b + t * j->n, j->c + r * j->n, k,
+                             j->n);
+        r += k;
+    }
+}
+
 static bool outer_fits(cft_array *const *in, const cft_params *p) {
     const cft_aval *a = &in[0]->aval, *b = &in[1]->aval;
     int nb = p->n[LB];
@@ -827,6 +845,42 @@ static cft_array *dot_into_half(cft_array *const *in, int nin, const cft_params 
     return cft__into_widened(&cft_p_dot_general, in, nin, p, c);
 }
 
+/* dot_into_half's product left widened: the outer products stored as
+ * f32 values rounded to the half dtype, oneDNN's half product widened,
+ * the rest on the f32 path rounded in place (cft__into_widened_wide) */
+static cft_array *dot_into_wide(cft_array *const *in, int nin, const cft_params *p, cft_dtype half,
+                                cft_array *c) {
+    int code = half == CFT_BF16 ? 1 : 2;
+    if (!cft__is_contig(c) || c->aval.dtype != CFT_F32 || !cft_dtype_is_half(half))
+        return cft__fail(CFT_E_ARG, "dot_general: a widened half output %s", cft__av(&c->aval));
+    bool same = in[0]->aval.dtype == half && in[1]->aval.dtype == half;
+    if (same && outer_fits(in, p)) {
+        const cft_aval *a = &in[0]->aval, *b = &in[1]->aval;
+        int64_t bt = cft__numel(a->shape, p->n[LB]);
+        cft_array *ac = cft__contig(in[0]), *bc = cft__contig(in[1]);
+        if (cft_failed(ac) || cft_failed(bc))
+            return cft_failed(ac) ? ac : bc;
+        outer_wide_job j = {code,
+                            cft__ptr(ac),
+                            cft__ptr(bc),
+                            cft__ptr(c),
+                            cft__numel(a->shape, a->ndim) / bt,
+                            cft__numel(b->shape, b->ndim) / bt};
+        cft__par_for(cft__numel(a->shape, a->ndim), (double)j.n, outer_wide_rows, &j);
+        cft__keep(ac);
+        cft__keep(bc);
+        return NULL;
+    }
+    if (same && cft__dnnl_low_ok(code)) {
+        cft_array *r = cft__dot_dnnl(in[0], in[1], p, code, DNNL_MIN_WORK);
+        if (r) {
+            cft__cast(cft__ptr(r), half, cft__ptr(c), CFT_F32, cft_array_size(c));
+            return NULL;
+        }
+    }
+    return cft__into_widened_wide(&cft_p_dot_general, in, nin, p, half, c);
+}
+
 /* rows of the output's axis 0: a batch dim that is axis 0 of both
  * operands (both cut), or, with no batch dims, lhs's axis 0 as its first
  * free dim (lhs cut, rhs whole and not split); or a sum over the rows:
@@ -867,6 +921,7 @@ const cft_prim cft_p_dot_general = {
     .transpose = dot_transpose,
     .vmap = dot_vmap,
     .impl_into = dot_into,
+    .impl_into_wide = dot_into_wide,
     .impl_low = dot_low,
     .fold_transpose = dot_fold_transpose,
     .batch_sqnorm = dot_batch_sqnorm,

@@ -59,3 +59,38 @@ cft_array *cft__into_widened(const cft_prim *p, cft_array *const *in, int nin,
         cft__cast(buf + off - n[nin], CFT_F32, cft__ptr(out), out->aval.dtype, n[nin]);
     return e;
 }
+
+cft_array *cft__into_widened_wide(const cft_prim *p, cft_array *const *in, int nin,
+                                  const cft_params *par, cft_dtype half, cft_array *out) {
+    if (!cft__is_contig(out) || out->aval.dtype != CFT_F32)
+        return cft__fail(CFT_E_ARG, "%s: a widened half output %s", p->name, cft__av(&out->aval));
+    int64_t n[nin > 0 ? nin : 1], total = 1;
+    for (int i = 0; i < nin; i++) {
+        n[i] = cft_dtype_is_half(in[i]->aval.dtype)
+                   ? cft__numel(in[i]->aval.shape, in[i]->aval.ndim)
+                   : 0;
+        total += n[i];
+    }
+    float *buf = cft__scratch(CFT_SCRATCH_HALF, sizeof(float) * (size_t)total, (size_t)1 << 30);
+    if (!buf)
+        return cft__oom();
+    cft_array *w[nin > 0 ? nin : 1];
+    int64_t off = 0;
+    for (int i = 0; i < nin; i++) {
+        w[i] = in[i];
+        if (!n[i])
+            continue;
+        if (!(w[i] = f32_over(&in[i]->aval, buf + off)))
+            return cft__oom();
+        cft_array *xc = cft__contig(in[i]);
+        if (cft_failed(xc))
+            return xc;
+        cft__cast(cft__ptr(xc), xc->aval.dtype, buf + off, CFT_F32, n[i]);
+        cft__keep(xc);
+        off += n[i];
+    }
+    cft_array *e = p->impl_into(w, nin, par, out);
+    if (!e)
+        cft__round_half(cft__ptr(out), half, cft__numel(out->aval.shape, out->aval.ndim));
+    return e;
+}

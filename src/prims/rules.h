@@ -101,6 +101,11 @@ cft_array *cft__impl_by_into(const cft_prim *p, cft_array *const *in, int nin,
  * arithmetic without its allocations */
 cft_array *cft__into_widened(const cft_prim *p, cft_array *const *in, int nin,
                              const cft_params *par, cft_array *out);
+/* the same with its result left widened: out is an f32 array (contiguous)
+ * that receives the f32 result, each value rounded to the half dtype's
+ * values (the jit's fold of a half output's convert back to f32) */
+cft_array *cft__into_widened_wide(const cft_prim *p, cft_array *const *in, int nin,
+                                  const cft_params *par, cft_dtype half, cft_array *out);
 
 /* internal binders (strict: no broadcasting or promotion) */
 cft_array *cft__reduce_sum(cft_array *x, const int *axes, int naxes);

@@ -47,6 +47,10 @@ enum {
     CFT_PRIM_INTO_HALF = 16384u,  /* impl_into takes bf16 / f16 operands and a half output
                                      itself (the jit's plans and row segments call it then
                                      too, instead of the widening eager path) */
+    CFT_PRIM_CONVERT = 32768u,    /* its output is its input's values in another dtype and
+                                     nothing else (convert_element_type): the jit folds a half
+                                     product's conversion to f32 into the product
+                                     (impl_into_wide) */
 };
 
 struct cft_eqn;
@@ -102,6 +106,12 @@ typedef struct cft_prim {
     /* optional: write the output into `out`, a preallocated contiguous array
      * of the output aval (lets the lowering place results in its arena) */
     cft_array *(*impl_into)(cft_array *const *in, int nin, const cft_params *p, cft_array *out);
+    /* optional, with CFT_PRIM_INTO_HALF: impl_into for an output of the
+     * half dtype `half` written widened, into the f32 array `out` (each
+     * value rounded to the half dtype, the bits its conversion to f32
+     * gives): the jit folds a product and its convert back to f32 into it */
+    cft_array *(*impl_into_wide)(cft_array *const *in, int nin, const cft_params *p, cft_dtype half,
+                                 cft_array *out);
     /* optional simplification: rewrite equation q (looking at the equations
      * that produce its inputs) into *out, which computes the same outputs;
      * return false to keep q */
