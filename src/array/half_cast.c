@@ -113,33 +113,24 @@ CFT_CLONES void cft__bf16_to_f32(const uint16_t *s, float *d, int64_t n) {
         d[i] = cft_bf2f(s[i]);
 }
 
-/* z [M, N] = x (x) y, each product rounded to the half dtype (TO / FROM:
- * its conversions) */
-#define OUTER(NAME, TO, FROM)                                                                      \
+/* z [M, N] = x (x) y, each product rounded to the half dtype and stored
+ * as ZT (TO: the rounding, to the half's bits or to a float; FROM: the
+ * half's conversion to f32) */
+#define OUTER(NAME, ZT, TO, FROM)                                                                  \
     CFT_CLONES static void NAME(const uint16_t *restrict x, const uint16_t *restrict y,            \
-                                uint16_t *restrict z, int64_t M, int64_t N) {                      \
+                                ZT *restrict z, int64_t M, int64_t N) {                            \
         for (int64_t i = 0; i < M; i++) {                                                          \
             float a = FROM(x[i]);                                                                  \
             for (int64_t j = 0; j < N; j++)                                                        \
                 z[i * N + j] = TO(a * FROM(y[j]));                                                 \
         }                                                                                          \
     }
-OUTER(outer_bf16, cft_f2bf, cft_bf2f)
-OUTER(outer_f16, cft_f2h, cft_h2f)
-
-/* the same products, each rounded to the half dtype (RND) and stored as
- * an f32 (the jit's fold of a product and its convert back to f32) */
-#define OUTER_WIDE(NAME, RND, FROM)                                                                \
-    CFT_CLONES static void NAME(const uint16_t *restrict x, const uint16_t *restrict y,            \
-                                float *restrict z, int64_t M, int64_t N) {                         \
-        for (int64_t i = 0; i < M; i++) {                                                          \
-            float a = FROM(x[i]);                                                                  \
-            for (int64_t j = 0; j < N; j++)                                                        \
-                z[i * N + j] = RND(a * FROM(y[j]));                                                \
-        }                                                                                          \
-    }
-OUTER_WIDE(outer_bf16_wide, cft_bfr, cft_bf2f)
-OUTER_WIDE(outer_f16_wide, cft_hr, cft_h2f)
+OUTER(outer_bf16, uint16_t, cft_f2bf, cft_bf2f)
+OUTER(outer_f16, uint16_t, cft_f2h, cft_h2f)
+/* stored as f32 values (the jit's fold of a product and its convert back
+ * to f32) */
+OUTER(outer_bf16_wide, float, cft_bfr, cft_bf2f)
+OUTER(outer_f16_wide, float, cft_hr, cft_h2f)
 
 void cft__outer_half_wide(int code, const uint16_t *x, const uint16_t *y, float *z, int64_t M,
                           int64_t N) {

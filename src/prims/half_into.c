@@ -4,7 +4,10 @@
  * operands widened, the f32 result rounded once into the output. The
  * arithmetic of cft__run_impl's widening path, without its fresh arrays
  * (the widened operands, an f32 result, a half result), which cost tiny
- * products more in allocation and collection than in arithmetic. */
+ * products more in allocation and collection than in arithmetic. Also
+ * the same with the result left in f32, each value rounded to the half
+ * dtype (cft__into_widened_wide: the jit's fold of a product and its
+ * conversion back to f32). */
 #include <string.h>
 
 #include "core/mem.h"
@@ -23,10 +26,11 @@ static cft_array *f32_over(const cft_aval *av, float *data) {
     return h;
 }
 
-cft_array *cft__into_widened(const cft_prim *p, cft_array *const *in, int nin,
-                             const cft_params *par, cft_array *out) {
-    if (!cft__is_contig(out))
-        return cft__fail(CFT_E_ARG, "%s: a strided half output %s", p->name, cft__av(&out->aval));
+/* p's impl_into on the half operands widened into scratch, into out, or
+ * (out a half array) into scratch rounded once into out; then, when
+ * `round` is a half dtype, out's f32 values rounded to it in place */
+static cft_array *run_widened(const cft_prim *p, cft_array *const *in, int nin,
+                              const cft_params *par, cft_array *out, cft_dtype round) {
     int64_t n[nin + 1], total = 1;
     for (int i = 0; i <= nin; i++) {
         const cft_array *x = i < nin ? in[i] : out;
@@ -57,40 +61,21 @@ cft_array *cft__into_widened(const cft_prim *p, cft_array *const *in, int nin,
     cft_array *e = p->impl_into(w, nin, par, w[nin]);
     if (!e && n[nin])
         cft__cast(buf + off - n[nin], CFT_F32, cft__ptr(out), out->aval.dtype, n[nin]);
+    if (!e && cft_dtype_is_half(round))
+        cft__round_half(cft__ptr(out), round, cft__numel(out->aval.shape, out->aval.ndim));
     return e;
+}
+
+cft_array *cft__into_widened(const cft_prim *p, cft_array *const *in, int nin,
+                             const cft_params *par, cft_array *out) {
+    if (!cft__is_contig(out))
+        return cft__fail(CFT_E_ARG, "%s: a strided half output %s", p->name, cft__av(&out->aval));
+    return run_widened(p, in, nin, par, out, CFT_F32);
 }
 
 cft_array *cft__into_widened_wide(const cft_prim *p, cft_array *const *in, int nin,
                                   const cft_params *par, cft_dtype half, cft_array *out) {
-    if (!cft__is_contig(out) || out->aval.dtype != CFT_F32)
+    if (!cft__is_contig(out) || out->aval.dtype != CFT_F32 || !cft_dtype_is_half(half))
         return cft__fail(CFT_E_ARG, "%s: a widened half output %s", p->name, cft__av(&out->aval));
-    int64_t n[nin > 0 ? nin : 1], total = 1;
-    for (int i = 0; i < nin; i++) {
-        n[i] = cft_dtype_is_half(in[i]->aval.dtype)
-                   ? cft__numel(in[i]->aval.shape, in[i]->aval.ndim)
-                   : 0;
-        total += n[i];
-    }
-    float *buf = cft__scratch(CFT_SCRATCH_HALF, sizeof(float) * (size_t)total, (size_t)1 << 30);
-    if (!buf)
-        return cft__oom();
-    cft_array *w[nin > 0 ? nin : 1];
-    int64_t off = 0;
-    for (int i = 0; i < nin; i++) {
-        w[i] = in[i];
-        if (!n[i])
-            continue;
-        if (!(w[i] = f32_over(&in[i]->aval, buf + off)))
-            return cft__oom();
-        cft_array *xc = cft__contig(in[i]);
-        if (cft_failed(xc))
-            return xc;
-        cft__cast(cft__ptr(xc), xc->aval.dtype, buf + off, CFT_F32, n[i]);
-        cft__keep(xc);
-        off += n[i];
-    }
-    cft_array *e = p->impl_into(w, nin, par, out);
-    if (!e)
-        cft__round_half(cft__ptr(out), half, cft__numel(out->aval.shape, out->aval.ndim));
-    return e;
+    return run_widened(p, in, nin, par, out, half);
 }
