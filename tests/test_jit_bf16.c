@@ -12,7 +12,10 @@
  * (rtol 2^-7). Fusion is checked on the plan's DOT (each equation's
  * group). Half products run in the jit's own path (dot_general's
  * impl_into over per-thread scratch, in plans and row segments): the
- * interpreter's bits unbatched, within one half ulp vmapped. */
+ * interpreter's bits unbatched, within one half ulp vmapped. A half
+ * product read only by its conversion back to f32 writes the f32 values
+ * itself (jit.c's fold): the interpreter's bits, and the conversion
+ * kernels that still run are counted in the profile. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
