@@ -230,9 +230,17 @@ static bool run(const entry *e, void *x, void *w, void *y) {
 bool cft__conv_dnnl(const int64_t *geometry, int dtype, void *x, void *w, void *y) {
     if (!init() || dtype < 0 || dtype > 3)
         return false;
-    /* oneDNN's team is cft's thread count, which its primitives are built
-     * for (their work split is fixed then): part of the key */
-    int nth, before = cft__dnnl_threads_begin(&nth);
+    /* oneDNN's team is cft's thread count (fewer for a small convolution),
+     * which its primitives are built for (their work split is fixed
+     * then): part of the key */
+    const int64_t *g = geometry;
+    double work = (double)g[1] * (double)g[3] * (double)g[4]; /* N O I: times out and k */
+    for (int i = 0; i < g[0]; i++) {
+        int64_t kd = (g[9 + i] - 1) * g[21 + i] + 1, s = g[12 + i] > 0 ? g[12 + i] : 1;
+        work *= (double)(g[6 + i] + g[15 + i] + g[18 + i] - kd) / (double)s + 1;
+        work *= (double)g[9 + i];
+    }
+    int nth, before = cft__dnnl_threads_begin(&nth, work);
     int64_t key[CFT_DNNL_NKEY] = {0};
     memcpy(key, geometry, sizeof(int64_t) * 25);
     key[25] = dtype;

@@ -86,8 +86,11 @@ cft__dnnl_entry *cft__dnnl_lookup(cft__dnnl_cache *c, const int64_t *key, bool *
     return e;
 }
 
-int cft__dnnl_threads_begin(int *nth) {
+int cft__dnnl_threads_begin(int *nth, double work) {
     *nth = cft__num_threads();
+    double per = work / CFT_DNNL_GRAIN;
+    if (per < *nth)
+        *nth = per < 1 ? 1 : (int)per;
     int before = omp_get_max_threads();
     omp_set_num_threads(*nth);
     return before;

@@ -28,10 +28,14 @@ void *cft__dnnl_buffer(int slot, size_t n);
 /* A memory object of md over buf (NULL on failure). */
 dnnl_memory_t cft__dnnl_mem(const dnnl_memory_desc_t *md, void *buf);
 
-/* Sets oneDNN's OpenMP team to cft's thread count (primitives are built
- * for a team size: callers key their caches by it) and returns what to
- * pass to cft__dnnl_threads_end, which restores the team's size. */
-int cft__dnnl_threads_begin(int *nth);
+/* Sets oneDNN's OpenMP team to cft's thread count, or fewer for a call of
+ * `work` multiply-adds: one thread a CFT_DNNL_GRAIN of them, since waking
+ * a team costs more than a small product (a 250x40x40 one took 38 us on
+ * two threads, 9 us on one). Primitives are built for a team size:
+ * callers key their caches by it. Returns what to pass to
+ * cft__dnnl_threads_end, which restores the team's size. */
+#define CFT_DNNL_GRAIN 1048576.0
+int cft__dnnl_threads_begin(int *nth, double work);
 void cft__dnnl_threads_end(int before);
 
 /* A bounded cache of built primitives, keyed by up to CFT_DNNL_NKEY

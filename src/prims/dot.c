@@ -689,8 +689,12 @@ static cft_array *ordered(cft_array *x, const int64_t *const g[3], const int n[3
     return cft__contig(cft__view(x, shape, k, st, x->offset));
 }
 
-cft_array *cft__dot_dnnl(cft_array *a, cft_array *b, const cft_params *p, int code,
-                         double min_work) {
+/* the product into dst (contiguous, the output's shape, a's dtype):
+ * false where oneDNN declines or the product is under min_work
+ * multiply-adds; nothing allocated but the operands' copies where they are
+ * not already [batch, M, K] and [batch, K, N] */
+static bool dnnl_to(cft_array *a, cft_array *b, const cft_params *p, int code, double min_work,
+                    void *dst) {
     int fa[CFT_MAX_NDIM], fb[CFT_MAX_NDIM], na, nb, nbt = p->n[LB], nc = p->n[LC];
     free_dims(a->aval.ndim, p, LC, LB, fa, &na);
     free_dims(b->aval.ndim, p, RC, RB, fb, &nb);
@@ -703,21 +707,28 @@ cft_array *cft__dot_dnnl(cft_array *a, cft_array *b, const cft_params *p, int co
         N *= b->aval.shape[fb[i]], fb64[i] = fb[i];
     for (int i = 0; i < nc; i++)
         K *= a->aval.shape[p->v[LC][i]];
-    if (a->conj || b->conj || (double)Bt * (double)M * (double)N * (double)K < min_work)
-        return NULL;
-    cft_aval o;
-    if (dot_shape((const cft_aval[]){a->aval, b->aval}, 2, p, &o))
-        return NULL;
+    if (a->conj || b->conj || (double)M * (double)N * (double)K < min_work)
+        return false;
     cft_array *ac = ordered(a, (const int64_t *const[3]){p->v[LB], fa64, p->v[LC]},
                             (const int[3]){nbt, na, nc});
     cft_array *bc = ordered(b, (const int64_t *const[3]){p->v[RB], p->v[RC], fb64},
                             (const int[3]){nbt, nc, nb});
-    cft_array *c = cft__alloc(o.dtype, o.shape, o.ndim);
-    if (cft_failed(ac) || cft_failed(bc) || cft_failed(c) ||
-        !cft__matmul_dnnl(code, Bt, M, N, K, cft__ptr(ac), cft__ptr(bc), cft__ptr(c)))
-        return NULL;
+    if (cft_failed(ac) || cft_failed(bc) ||
+        !cft__matmul_dnnl(code, Bt, M, N, K, cft__ptr(ac), cft__ptr(bc), dst))
+        return false;
     cft__keep(ac);
     cft__keep(bc);
+    return true;
+}
+
+cft_array *cft__dot_dnnl(cft_array *a, cft_array *b, const cft_params *p, int code,
+                         double min_work) {
+    cft_aval o;
+    if (dot_shape((const cft_aval[]){a->aval, b->aval}, 2, p, &o))
+        return NULL;
+    cft_array *c = cft__alloc(o.dtype, o.shape, o.ndim);
+    if (cft_failed(c) || !dnnl_to(a, b, p, code, min_work, cft__ptr(c)))
+        return NULL;
     return c;
 }
 
@@ -800,9 +811,13 @@ static bool outer_low(cft_array *const *in, const cft_params *p, const cft_aval 
 
 /* bf16 / f16 operands (autocast): outer products per example by the loop
  * above, the rest on oneDNN's matmul, which accumulates in
- * f32 (AMX or AVX512-BF16 where the CPU has them). Products under
- * DNNL_MIN_WORK multiply-adds, and CPUs without such kernels, decline
- * (false), and cft__run_impl widens the operands to f32. */
+ * f32 (AMX or AVX512-BF16 where the CPU has them). Products whose
+ * matrices have under DNNL_MIN_WORK multiply-adds each, and CPUs without
+ * such kernels, decline (false), and cft__run_impl widens the operands to
+ * f32: oneDNN's kernels for small matrices cost more than OpenBLAS's f32
+ * ones and the conversions (a batch of 25 10x40x40 products, MAML's:
+ * 8 us against 6.7 us, and the MAML step 1.6x f32's time where it was
+ * 2.5-3x on oneDNN, on an AVX512-BF16 Zen 4), whatever the batch. */
 #define DNNL_MIN_WORK 32768.0
 static bool dot_low(cft_array *const *in, int nin, const cft_params *p, const cft_aval *oav,
                     cft_array **out) {
@@ -835,13 +850,9 @@ static cft_array *dot_into_half(cft_array *const *in, int nin, const cft_params 
     bool same = in[0]->aval.dtype == dt && in[1]->aval.dtype == dt && cft_dtype_is_half(dt);
     if (same && outer_fits(in, p) && outer_into(in, p, code, c))
         return NULL;
-    if (same && cft__dnnl_low_ok(code)) {
-        cft_array *r = cft__dot_dnnl(in[0], in[1], p, code, DNNL_MIN_WORK);
-        if (r) {
-            memcpy(cft__ptr(c), cft__ptr(r), (size_t)cft_array_size(c) * cft_dtype_size(dt));
-            return NULL;
-        }
-    }
+    if (same && cft__dnnl_low_ok(code) &&
+        dnnl_to(in[0], in[1], p, code, DNNL_MIN_WORK, cft__ptr(c)))
+        return NULL;
     return cft__into_widened(&cft_p_dot_general, in, nin, p, c);
 }
 
@@ -871,12 +882,14 @@ static cft_array *dot_into_wide(cft_array *const *in, int nin, const cft_params 
         cft__keep(bc);
         return NULL;
     }
-    if (same && cft__dnnl_low_ok(code)) {
-        cft_array *r = cft__dot_dnnl(in[0], in[1], p, code, DNNL_MIN_WORK);
-        if (r) {
-            cft__cast(cft__ptr(r), half, cft__ptr(c), CFT_F32, cft_array_size(c));
-            return NULL;
-        }
+    int64_t n = cft_array_size(c);
+    uint16_t *h =
+        same && cft__dnnl_low_ok(code)
+            ? cft__scratch(CFT_SCRATCH_HALF, sizeof(uint16_t) * (size_t)n, (size_t)1 << 30)
+            : NULL;
+    if (h && dnnl_to(in[0], in[1], p, code, DNNL_MIN_WORK, h)) {
+        cft__cast(h, half, cft__ptr(c), CFT_F32, n);
+        return NULL;
     }
     return cft__into_widened_wide(&cft_p_dot_general, in, nin, p, half, c);
 }

@@ -111,7 +111,8 @@ bool cft__matmul_dnnl(int dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
     if (dtype < 0 || dtype > 2 || batch < 1 || M < 1 || N < 1 || K < 1 || off() ||
         (dtype && !cft__dnnl_low_ok(dtype)))
         return false;
-    int nth, before = cft__dnnl_threads_begin(&nth);
+    int nth,
+        before = cft__dnnl_threads_begin(&nth, (double)batch * (double)M * (double)N * (double)K);
     int64_t key[CFT_DNNL_NKEY] = {dtype, batch, M, N, K, nth};
     bool owned, good = false;
     entry *e = (entry *)cft__dnnl_lookup(&cache, key, &owned);

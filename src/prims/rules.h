@@ -51,8 +51,8 @@ int64_t cft__s24_meta_words(int64_t k);
 /* dot_general of concrete a and b on oneDNN's matmul (matmul_dnnl.c) in
  * dtype code (0 f32, 1 bf16, 2 f16; a's and b's dtype): the operands copied
  * to [batch, M, K] and [batch, K, N] where they are not already so. NULL
- * (not an error) where oneDNN declines, or the product has fewer than
- * min_work multiply-adds. dot_general's rule for bf16 / f16 operands; the
+ * (not an error) where oneDNN declines, or each matrix product (M N K)
+ * has fewer than min_work multiply-adds. dot_general's rule for bf16 / f16 operands; the
  * tests call it with f32. */
 cft_array *cft__dot_dnnl(cft_array *a, cft_array *b, const cft_params *p, int code,
                          double min_work);
