@@ -428,6 +428,16 @@ static void conv_speed(cft_fn *closed, cft_array *x, const char *what, int round
         call_t i8 = {cft_jit(cft_quant_convert(qc)), &x, 1};
         double mf, mq;
         bench_alternate(call, &f32, call, &i8, rounds, &mf, &mq);
+        if (getenv("CFT_BENCH_PROFILE")) /* where the int8 time goes: 50 calls */
+            for (int side = 0; side < 2; side++) {
+                cft_profile_start();
+                for (int i = 0; i < 50; i++)
+                    call(side ? &i8 : &f32);
+                cft_profile_stop(NULL);
+                fprintf(stderr, "-- %s, %d-bit activations, 50 calls:\n", side ? "int8" : "f32",
+                        bits);
+                cft_profile_table(stderr, 25);
+            }
         char cfg[256];
         snprintf(cfg, sizeof cfg, "%s, \"step\": \"fwd\", \"activation_bits\": %d", what, bits);
         line(cfg, "int8_static", "f32", mq, mf, rounds);

@@ -12,12 +12,15 @@
  *       (padding holds the zero point, which stands for 0), and
  *       (rows - zp) W^T runs on cft__qgemm, the integer GEMM, or where that
  *       would saturate (8-bit x on a CPU without VNNI) on an f32 GEMM of
- *       the integers; y = xscale wscale[o] acc. Where it cannot saturate,
- *       oneDNN's own int8 convolution (conv_dnnl.c: VNNI or AMX where the
- *       CPU has them, no rows formed) computes the sums with padding read
- *       as 0; each output position's missing zp * (sum of its weights over
- *       the taps inside) is subtracted, so the integers, and the bits of
- *       y, are the gather's. Where it would saturate, up to 514 taps run as
+ *       the integers; y = xscale wscale[o] acc. Where it cannot saturate
+ *       and x has 4 channels or more, oneDNN's own int8 convolution
+ *       (conv_dnnl.c: VNNI or AMX where the CPU has them, no rows formed)
+ *       computes the sums with padding read as 0; each output position's
+ *       missing zp * (sum of its weights over the taps inside) is
+ *       subtracted, so the integers, and the bits of y, are the gather's.
+ *       Where it would saturate, or under 4 channels (oneDNN's kernels sum
+ *       4 channels an instruction: the digits CNN's 1 -> 8 channels took
+ *       222 us there, 63 us as below, 36 us in f32), up to 514 taps run as
  *       conv_general_dilated's f32 convolution of the integers, exact.
  *       Its result is the fake-quantized f32 program's up to that
  *       program's rounding. A NaN
@@ -193,25 +196,36 @@ typedef struct {
 } scatter;
 
 /* y[n0 + n, o, pos] = xs sc[o] (acc[n P + pos, o] - comp[pos, o]), samples
- * [lo, hi) */
+ * [lo, hi): a transposition, by tiles of TP positions and TO channels
+ * turned in a local buffer, then scaled along the positions, where loads
+ * and stores are contiguous */
+enum { TP = 16, TO = 64 };
 static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
     const scatter *c = ctx;
     const int64_t P = c->P, O = c->O;
+    int32_t t[TO][TP];
     for (int64_t n = lo; n < hi; n++) {
         double f = c->nan[c->n0 + n] ? NAN : c->xs;
-        for (int64_t o = 0; o < O; o++) {
-            double g = f * c->sc[o];
-            const int32_t *a = c->acc + n * P * O + o, *cp = c->comp ? c->comp + o : NULL;
-            int64_t base = ((c->n0 + n) * O + o) * P;
-            if (c->dbl)
-                for (int64_t pos = 0; pos < P; pos++)
-                    ((double *)c->y)[base + pos] =
-                        g * (double)(a[pos * O] - (cp ? cp[pos * O] : 0));
-            else
-                for (int64_t pos = 0; pos < P; pos++)
-                    ((float *)c->y)[base + pos] =
-                        (float)(g * (double)(a[pos * O] - (cp ? cp[pos * O] : 0)));
-        }
+        for (int64_t p0 = 0; p0 < P; p0 += TP)
+            for (int64_t o0 = 0; o0 < O; o0 += TO) {
+                int64_t np = P - p0 < TP ? P - p0 : TP, no = O - o0 < TO ? O - o0 : TO;
+                for (int64_t pos = 0; pos < np; pos++) {
+                    const int32_t *a = c->acc + (n * P + p0 + pos) * O + o0;
+                    const int32_t *cp = c->comp ? c->comp + (p0 + pos) * O + o0 : NULL;
+                    for (int64_t o = 0; o < no; o++)
+                        t[o][pos] = a[o] - (cp ? cp[o] : 0);
+                }
+                for (int64_t o = 0; o < no; o++) {
+                    double g = f * c->sc[o0 + o];
+                    int64_t base = ((c->n0 + n) * O + o0 + o) * P + p0;
+                    if (c->dbl)
+                        for (int64_t pos = 0; pos < np; pos++)
+                            ((double *)c->y)[base + pos] = g * (double)t[o][pos];
+                    else
+                        for (int64_t pos = 0; pos < np; pos++)
+                            ((float *)c->y)[base + pos] = (float)(g * (double)t[o][pos]);
+                }
+            }
     }
 }
 
@@ -220,23 +234,27 @@ _Atomic long cft__qconv_dnnl_runs, cft__qconv_f32_runs;
 
 /* comp [P, O] = zp * the sum of W[o]'s weights over the taps of position
  * pos inside the input (tab [P, T]: the window table of one channel); ws
- * [O, T] is scratch */
+ * [T, O] is scratch */
 static void zp_comp(const int8_t *wq, int64_t ldw, int64_t O, int64_t C, int64_t T, int64_t P,
                     const int32_t *tab, int32_t zp, int32_t *ws, int32_t *comp) {
-    for (int64_t o = 0; o < O; o++)
-        for (int64_t t = 0; t < T; t++) {
+    for (int64_t t = 0; t < T; t++) /* ws [T, O]: rows along the channels */
+        for (int64_t o = 0; o < O; o++) {
             int32_t v = 0;
             for (int64_t ch = 0; ch < C; ch++)
                 v += wq[o * ldw + ch * T + t];
-            ws[o * T + t] = v;
+            ws[t * O + o] = v;
         }
-    for (int64_t pos = 0; pos < P; pos++)
-        for (int64_t o = 0; o < O; o++) {
-            int32_t v = 0;
-            for (int64_t t = 0; t < T; t++)
-                v += tab[pos * T + t] >= 0 ? ws[o * T + t] : 0;
-            comp[pos * O + o] = zp * v;
-        }
+    for (int64_t pos = 0; pos < P; pos++) {
+        int32_t *cp = comp + pos * O;
+        for (int64_t o = 0; o < O; o++)
+            cp[o] = 0;
+        for (int64_t t = 0; t < T; t++)
+            if (tab[pos * T + t] >= 0)
+                for (int64_t o = 0; o < O; o++)
+                    cp[o] += ws[t * O + o];
+        for (int64_t o = 0; o < O; o++)
+            cp[o] *= zp;
+    }
 }
 
 /* The sums of samples [n0, n0 + nc) on oneDNN's int8 convolution into acc
@@ -364,7 +382,7 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
                          cft__av(&x->aval));
     /* oneDNN's convolution where its sums cannot saturate; else (or where
      * it declines) the gather into rows of the integer GEMM */
-    bool dn = try_dnnl && cft__qconv_dnnl_on && (hi <= 127 || cft__qgemm_exact_u8()),
+    bool dn = try_dnnl && cft__qconv_dnnl_on && C >= 4 && (hi <= 127 || cft__qgemm_exact_u8()),
          f32 = !dn && try_dnnl && cft__qconv_dnnl_on && K <= F32_EXACT_K;
     /* scratch (QIN): xq [N * per] | nan [N] | table [P, K or T] | then
      * for the gather rows [chunk * P, K] | acc [chunk * P, O]; for
