@@ -493,5 +493,40 @@ int main(int argc, char **argv) {
         CHECK(isinf(cft_max_abs_diff(e, a)));
     }
 
+    TEST("contiguous copies of transposed views (by tiles): every dtype size, batches with "
+         "their own strides, sizes off the tile, negative and zero strides") {
+        /* base: values 0..n-1 (bf16's exact up to 256 only, compared as
+         * stored); views [B, R, Cn] with strides (sb, 1, cs):
+         * element (b, r, c) is base[off + b sb + r + c cs] */
+        const cft_dtype dts[] = {CFT_BOOL, CFT_BF16, CFT_F32, CFT_F64, CFT_C128};
+        const int64_t geo[][6] = {/* B, R, Cn, sb, cs, off */
+                                  {1, 70, 45, 0, 71, 0},       {3, 33, 40, 33 * 41, 33, 0},
+                                  {2, 64, 64, 64 * 64, 64, 0}, {2, 5, 31, 200, 7, 3},
+                                  {1, 40, 3, 0, -40, 80},      {2, 17, 9, 0, 0, 1}};
+        for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++)
+            for (size_t g = 0; g < sizeof geo / sizeof geo[0]; g++) {
+                const int64_t *q = geo[g];
+                int64_t n = 8192;
+                cft_array *base = cft_astype(cft_arange(0, (double)n, 1, CFT_F64), dts[t]);
+                if (dts[t] == CFT_BOOL) /* bytes: a pattern of period 3 */
+                    base = cft_eq(
+                        cft_rem(cft_arange(0, (double)n, 1, CFT_F64), cft_scalar(3, CFT_F64)),
+                        cft_scalar(0, CFT_F64));
+                int64_t shape[3] = {q[0], q[1], q[2]}, st[3] = {q[3], 1, q[4]};
+                cft_array *v = cft__view(base, shape, 3, st, q[5]);
+                cft_array *c = cft__contig(v);
+                CHECK(cft__is_contig(c));
+                int bad = 0;
+                for (int64_t b = 0; b < q[0]; b++)
+                    for (int64_t r = 0; r < q[1]; r++)
+                        for (int64_t k = 0; k < q[2]; k++) {
+                            int64_t i = q[5] + b * q[3] + r + k * q[4];
+                            double want = cft_item_at(base, i);
+                            bad += cft_item_at(c, (b * q[1] + r) * q[2] + k) != want;
+                        }
+                CHECK_MSG(bad == 0, "%s, geometry %zu: %d wrong", cft_dtype_name(dts[t]), g, bad);
+            }
+    }
+
     return check_summary();
 }

@@ -174,30 +174,13 @@ static void conj_inplace(void *p, cft_dtype dt, int64_t n) {
             ((double *)p)[2 * i + 1] = -((double *)p)[2 * i + 1];
 }
 
-/* Copy a strided array into a contiguous one, innermost dim as a loop. */
-cft_array *cft__contig(cft_array *x) {
-    if (cft__on_device(x)) /* host code reading a device array: a copy on the host */
-        x = cft__dev_to_host(x, "reading a device array");
-    if (x->kind != CFT_K_CONCRETE || cft__is_contig(x))
-        return x;
+/* x's n elements row-major into dst, one row of its last dim at a time */
+static void strided_copy(const cft_array *x, char *dst, int64_t n) {
     const cft_aval *a = &x->aval;
-    cft_array *y = cft__alloc(a->dtype, a->shape, a->ndim);
-    if (cft_failed(y))
-        return y;
     size_t es = cft_dtype_size(a->dtype);
     int nd = a->ndim;
-    int64_t n = cft__numel(a->shape, nd);
-    if (n == 0)
-        return y;
-    if (nd == 0) { /* a conjugated scalar */
-        memcpy(y->data, cft__ptr(x), es);
-        conj_inplace(y->data, a->dtype, 1);
-        cft__keep(x);
-        return y;
-    }
     int64_t inner = a->shape[nd - 1], istr = x->strides[nd - 1];
     int64_t idx[CFT_MAX_NDIM] = {0};
-    char *dst = y->data;
     for (int64_t done = 0; done < n; done += inner) {
         int64_t off = x->offset;
         for (int d = 0; d < nd - 1; d++)
@@ -231,6 +214,31 @@ cft_array *cft__contig(cft_array *x) {
             idx[d] = 0;
         }
     }
+}
+
+/* Copy a strided array into a contiguous one. */
+cft_array *cft__contig(cft_array *x) {
+    if (cft__on_device(x)) /* host code reading a device array: a copy on the host */
+        x = cft__dev_to_host(x, "reading a device array");
+    if (x->kind != CFT_K_CONCRETE || cft__is_contig(x))
+        return x;
+    const cft_aval *a = &x->aval;
+    cft_array *y = cft__alloc(a->dtype, a->shape, a->ndim);
+    if (cft_failed(y))
+        return y;
+    size_t es = cft_dtype_size(a->dtype);
+    int nd = a->ndim;
+    int64_t n = cft__numel(a->shape, nd);
+    if (n == 0)
+        return y;
+    if (nd == 0) { /* a conjugated scalar */
+        memcpy(y->data, cft__ptr(x), es);
+        conj_inplace(y->data, a->dtype, 1);
+        cft__keep(x);
+        return y;
+    }
+    if (!cft__contig_turned(x, y->data)) /* a transposed matrix: by tiles */
+        strided_copy(x, y->data, n);
     if (x->conj)
         conj_inplace(y->data, a->dtype, n);
     cft__keep(x);

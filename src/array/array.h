@@ -81,6 +81,11 @@ cft_array *cft__view(const cft_array *x, const int64_t *shape, int ndim, const i
 bool cft__is_contig(const cft_array *x);
 /* x if contiguous, else a contiguous copy (conjugated when x->conj) */
 cft_array *cft__contig(cft_array *x);
+/* x's elements row-major into dst, by tiles (contig_turned.c), where x's
+ * next-to-last dim has stride 1 and its last another (a transposed
+ * matrix, or a batch of them); false (nothing written) otherwise. No
+ * conjugation. */
+bool cft__contig_turned(const cft_array *x, void *dst);
 /* pointer to element 0 */
 static inline void *cft__ptr(const cft_array *x) {
     return x->data + (size_t)x->offset * cft_dtype_size(x->aval.dtype);
