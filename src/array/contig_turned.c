@@ -2,10 +2,14 @@
  * is contiguous and whose last dim is strided: a transposed matrix, or a
  * batch of them, as the operands a product gets from the backward pass
  * (x^T, W^T) are. The element-by-element copy reads one element a cache
- * line there; this one goes by square tiles, read along the contiguous
- * dim and written along the rows within each, on cft's threads. */
+ * line there; this one goes by square tiles on cft's threads, each by 8 x 8
+ * blocks turned in registers (a 1024 x 1024 bf16 matrix: 189 us, where
+ * 32 x 32 tiles element by element took 550: rows of a power-of-two
+ * length fall in the same cache sets, and only a block's 8 lines a side
+ * stay). */
 #include "array/array.h"
 #include "core/par.h"
+#include "core/vec.h"
 
 enum { TILE = 32 };
 
@@ -19,15 +23,30 @@ typedef struct {
     size_t es;
 } turn;
 
+/* a TILE x TILE tile, by 8 x 8 blocks through a local block (the loads
+ * along the contiguous dim, the stores along the rows), then the edges */
 #define TURN_TILE(T)                                                                               \
     for (int64_t c0 = 0; c0 < j->Cn; c0 += TILE) {                                                 \
         int64_t c1 = c0 + TILE < j->Cn ? c0 + TILE : j->Cn;                                        \
-        for (int64_t c = c0; c < c1; c++)                                                          \
-            for (int64_t r = r0; r < r1; r++)                                                      \
-                ((T *)dst)[r * j->Cn + c] = ((const T *)src)[r + c * j->istr];                     \
+        const T *s = (const T *)src;                                                               \
+        T *d = (T *)dst;                                                                           \
+        int64_t rb = r0 + (r1 - r0) / 8 * 8, cb = c0 + (c1 - c0) / 8 * 8;                          \
+        for (int64_t r = r0; r < rb; r += 8)                                                       \
+            for (int64_t c = c0; c < cb; c += 8) {                                                 \
+                T v[8][8];                                                                         \
+                for (int k = 0; k < 8; k++)                                                        \
+                    for (int i = 0; i < 8; i++)                                                    \
+                        v[k][i] = s[r + i + (c + k) * j->istr];                                    \
+                for (int i = 0; i < 8; i++)                                                        \
+                    for (int k = 0; k < 8; k++)                                                    \
+                        d[(r + i) * j->Cn + c + k] = v[k][i];                                      \
+            }                                                                                      \
+        for (int64_t r = r0; r < r1; r++)                                                          \
+            for (int64_t c = r < rb ? cb : c0; c < c1; c++)                                        \
+                d[r * j->Cn + c] = s[r + c * j->istr];                                             \
     }
 
-static void turn_body(void *ctx, int64_t lo, int64_t hi) {
+static CFT_VEC void turn_body(void *ctx, int64_t lo, int64_t hi) {
     const turn *j = ctx;
     for (int64_t it = lo; it < hi; it++) {
         int64_t b = it / j->nrt, r0 = it % j->nrt * TILE, r1 = r0 + TILE < j->R ? r0 + TILE : j->R;
