@@ -114,7 +114,9 @@ void cft__fill_init(cft_array *a, const char *init);
  * place of the output, an f32 array of its shape (filled with the
  * identity `init`, unless NULL: a kernel whose rows start from it
  * themselves), and then stores it rounded into the output (both
- * contiguous, as cft__group_strides lays out outputs). */
+ * contiguous, as cft__group_strides lays out outputs). The array lies in
+ * the calling thread's scratch (CFT_SCRATCH_HACC): valid until its next
+ * cft__half_acc. */
 cft_array *cft__half_acc(const cft_array *out, const char *init);
 void cft__half_acc_store(const cft_array *acc, cft_array *out);
 

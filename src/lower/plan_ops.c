@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "array/array.h"
+#include "core/error.h"
+#include "core/mem.h"
 #include "lower/lower.h"
 #include "trace/trace.h"
 
@@ -70,12 +72,8 @@ void cft__fill_init(cft_array *a, const char *init) {
     }
     int64_t n = cft__numel(a->aval.shape, a->aval.ndim);
     if (cft_dtype_is_half(a->aval.dtype)) { /* an identity (0, 1, +-inf) is exact in 16 bits */
-        float f = (float)v;
         uint16_t h;
-        if (a->aval.dtype == CFT_BF16)
-            cft__f32_to_bf16(&f, &h, 1);
-        else
-            cft__f32_to_f16(&f, &h, 1);
+        cft__cast(&v, CFT_F64, &h, a->aval.dtype, 1);
         uint16_t *p = cft__ptr(a);
         for (int64_t i = 0; i < n; i++)
             p[i] = h;
@@ -91,18 +89,25 @@ void cft__fill_init(cft_array *a, const char *init) {
 }
 
 cft_array *cft__half_acc(const cft_array *out, const char *init) {
-    cft_array *acc = cft__alloc(CFT_F32, out->aval.shape, out->aval.ndim);
-    if (!cft_failed(acc) && init)
+    int64_t n = cft__numel(out->aval.shape, out->aval.ndim);
+    float *buf =
+        cft__scratch(CFT_SCRATCH_HACC, sizeof(float) * (size_t)(n > 0 ? n : 1), (size_t)1 << 28);
+    if (!buf)
+        return cft__oom();
+    cft_array *acc = CFT_NEW(cft_array);
+    acc->kind = CFT_K_CONCRETE;
+    acc->aval = out->aval;
+    acc->aval.dtype = CFT_F32;
+    cft__row_major(acc->aval.shape, acc->aval.ndim, acc->strides);
+    acc->data = (char *)buf;
+    if (init)
         cft__fill_init(acc, init);
     return acc;
 }
 
 void cft__half_acc_store(const cft_array *acc, cft_array *out) {
-    int64_t n = cft__numel(out->aval.shape, out->aval.ndim);
-    if (out->aval.dtype == CFT_BF16)
-        cft__f32_to_bf16(cft__ptr(acc), cft__ptr(out), n);
-    else
-        cft__f32_to_f16(cft__ptr(acc), cft__ptr(out), n);
+    cft__cast(cft__ptr(acc), CFT_F32, cft__ptr(out), out->aval.dtype,
+              cft__numel(out->aval.shape, out->aval.ndim));
 }
 
 bool cft__eqn_has_half(const cft_eqn *q) {
