@@ -28,8 +28,8 @@
  * --speed prints the int8 forward lines alone (the CNN untrained).
  *
  * bf16 products pay only where the CPU has bf16 arithmetic (AVX512-BF16,
- * AMX) and the kernel uses it; here every bf16 product is computed in f32
- * from rounded operands, so the line shows what the casts cost. */
+ * AMX: oneDNN's kernels); elsewhere every bf16 product is computed in f32
+ * from rounded operands, and the line shows what the casts cost. */
 #include <math.h>
 #include <string.h>
 

@@ -70,6 +70,35 @@ __attribute__((target("avx2,f16c"))) static void outer_f16_f16c(const uint16_t *
             z[i * N + j] = cft_f2h(a * cft_h2f(y[j]));
     }
 }
+/* the same products stored as f32 values rounded to f16 (the jit's fold
+ * of a product and its conversion back), and f32 values rounded to f16 in
+ * place: through vcvtps2ph and back, which is cft_hr's value */
+__attribute__((target("avx2,f16c"))) static void outer_f16_wide_f16c(const uint16_t *restrict x,
+                                                                     const uint16_t *restrict y,
+                                                                     float *restrict z, int64_t M,
+                                                                     int64_t N) {
+    for (int64_t i = 0; i < M; i++) {
+        float a = cft_h2f(x[i]);
+        __m256 va = _mm256_set1_ps(a);
+        int64_t j = 0;
+        for (; j + 8 <= N; j += 8) {
+            __m256 p =
+                _mm256_mul_ps(va, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + j))));
+            _mm256_storeu_ps(z + i * N + j,
+                             _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
+        }
+        for (; j < N; j++)
+            z[i * N + j] = cft_hr(a * cft_h2f(y[j]));
+    }
+}
+__attribute__((target("avx2,f16c"))) static void round_f16_f16c(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                                                _MM_FROUND_TO_NEAREST_INT)));
+    for (; i < n; i++)
+        x[i] = cft_hr(x[i]);
+}
 static bool has_f16c(void) {
     static _Atomic int v = -1; /* two threads asking first store the same answer */
     int r = atomic_load_explicit(&v, memory_order_relaxed);
@@ -87,6 +116,8 @@ static bool has_f16c(void) {
 #define f32_to_f16_f16c f32_to_f16
 #define f16_to_f32_f16c f16_to_f32
 #define outer_f16_f16c outer_f16
+#define outer_f16_wide_f16c outer_f16_wide
+#define round_f16_f16c round_f16
 #endif
 
 void cft__f32_to_f16(const float *s, uint16_t *d, int64_t n) {
@@ -136,6 +167,8 @@ void cft__outer_half_wide(int code, const uint16_t *x, const uint16_t *y, float 
                           int64_t N) {
     if (code == 1)
         outer_bf16_wide(x, y, z, M, N);
+    else if (has_f16c())
+        outer_f16_wide_f16c(x, y, z, M, N);
     else
         outer_f16_wide(x, y, z, M, N);
 }
@@ -151,6 +184,8 @@ CFT_CLONES static void round_f16(float *x, int64_t n) {
 void cft__round_half(float *x, cft_dtype half, int64_t n) {
     if (half == CFT_BF16)
         round_bf16(x, n);
+    else if (has_f16c())
+        round_f16_f16c(x, n);
     else
         round_f16(x, n);
 }

@@ -143,10 +143,12 @@ static void probe(int dtype) {
     }
     if (!have[dtype] && !off())
         fprintf(stderr,
-                "cft: oneDNN has no %s matrix-product kernels on this CPU (they need AVX-512; "
-                "AVX512-BF16 or AMX make them fast): %s products and convolutions run in f32, "
-                "rounded to %s on store\n",
-                names[dtype], names[dtype], names[dtype]);
+                "cft: oneDNN has no %s matrix-product kernels on this CPU (%s): %s products and "
+                "convolutions run in f32, rounded to %s on store\n",
+                names[dtype],
+                dtype == 1 ? "they need AVX-512; AVX512-BF16 or AMX make them fast"
+                           : "they need AVX512-FP16 or AMX-FP16",
+                names[dtype], names[dtype]);
 }
 static void probe_bf16(void) {
     probe(1);
