@@ -52,45 +52,33 @@ __attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(const uint16_t 
     for (; i < n; i++)
         d[i] = cft_h2f(s[i]);
 }
-__attribute__((target("avx2,f16c"))) static void outer_f16_f16c(const uint16_t *restrict x,
-                                                                const uint16_t *restrict y,
-                                                                uint16_t *restrict z, int64_t M,
-                                                                int64_t N) {
-    for (int64_t i = 0; i < M; i++) {
-        float a = cft_h2f(x[i]);
-        __m256 va = _mm256_set1_ps(a);
-        int64_t j = 0;
-        for (; j + 8 <= N; j += 8) {
-            __m256 p =
-                _mm256_mul_ps(va, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + j))));
-            _mm_storeu_si128((__m128i *)(z + i * N + j),
-                             _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT));
-        }
-        for (; j < N; j++)
-            z[i * N + j] = cft_f2h(a * cft_h2f(y[j]));
+/* the half outer products (below) by F16C: z stored as f16 (STORE_H), or
+ * as f32 values rounded to f16 (STORE_W: the jit's fold of a product and
+ * its conversion back; through vcvtps2ph and back, which is cft_hr's
+ * value) */
+#define STORE_H(d, p)                                                                              \
+    _mm_storeu_si128((__m128i *)(d), _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT))
+#define STORE_W(d, p)                                                                              \
+    _mm256_storeu_ps(d, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)))
+#define OUTER_F16C(NAME, ZT, STORE, TAIL)                                                          \
+    __attribute__((target("avx2,f16c"))) static void NAME(const uint16_t *restrict x,              \
+                                                          const uint16_t *restrict y,              \
+                                                          ZT *restrict z, int64_t M, int64_t N) {  \
+        for (int64_t i = 0; i < M; i++) {                                                          \
+            float a = cft_h2f(x[i]);                                                               \
+            __m256 va = _mm256_set1_ps(a);                                                         \
+            int64_t j = 0;                                                                         \
+            for (; j + 8 <= N; j += 8)                                                             \
+                STORE(z + i * N + j,                                                               \
+                      _mm256_mul_ps(va,                                                            \
+                                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + j)))));  \
+            for (; j < N; j++)                                                                     \
+                z[i * N + j] = TAIL(a * cft_h2f(y[j]));                                            \
+        }                                                                                          \
     }
-}
-/* the same products stored as f32 values rounded to f16 (the jit's fold
- * of a product and its conversion back), and f32 values rounded to f16 in
- * place: through vcvtps2ph and back, which is cft_hr's value */
-__attribute__((target("avx2,f16c"))) static void outer_f16_wide_f16c(const uint16_t *restrict x,
-                                                                     const uint16_t *restrict y,
-                                                                     float *restrict z, int64_t M,
-                                                                     int64_t N) {
-    for (int64_t i = 0; i < M; i++) {
-        float a = cft_h2f(x[i]);
-        __m256 va = _mm256_set1_ps(a);
-        int64_t j = 0;
-        for (; j + 8 <= N; j += 8) {
-            __m256 p =
-                _mm256_mul_ps(va, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + j))));
-            _mm256_storeu_ps(z + i * N + j,
-                             _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
-        }
-        for (; j < N; j++)
-            z[i * N + j] = cft_hr(a * cft_h2f(y[j]));
-    }
-}
+OUTER_F16C(outer_f16_f16c, uint16_t, STORE_H, cft_f2h)
+OUTER_F16C(outer_f16_wide_f16c, float, STORE_W, cft_hr)
+/* f32 values rounded to f16 in place */
 __attribute__((target("avx2,f16c"))) static void round_f16_f16c(float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
