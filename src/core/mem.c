@@ -12,6 +12,8 @@
 #include "core/mem.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +83,16 @@ static void on_collection(GC_EventType ev) {
     }
 }
 
+/* static data that holds no pointer to collected memory, left out of the
+ * roots (cft__gc_unscanned): kept until the collector starts */
+enum { MAX_UNSCANNED = 8 };
+static struct {
+    void *start;
+    size_t bytes;
+} unscanned[MAX_UNSCANNED];
+static _Atomic int nunscanned;
+static _Atomic bool gc_started;
+
 static void gc_start(void) {
     /* One marker thread unless the user asks for more (GC_MARKERS): payloads
      * are never scanned, so the marked heap is small, and parallel markers
@@ -98,6 +110,10 @@ static void gc_start(void) {
     if (!getenv("GC_INITIAL_HEAP_SIZE") && GC_get_heap_size() < ((size_t)32 << 20))
         GC_expand_hp(((size_t)32 << 20) - GC_get_heap_size());
     GC_allow_register_threads();
+    for (int i = 0; i < nunscanned; i++)
+        GC_exclude_static_roots(unscanned[i].start,
+                                (char *)unscanned[i].start + unscanned[i].bytes);
+    gc_started = true;
     pthread_key_create(&thread_key, unregister);
 }
 
@@ -206,6 +222,22 @@ void cft__on_collect(void *obj, void (*fn)(void *obj, void *arg), void *arg) {
     GC_register_finalizer_no_order(obj, fn, arg, NULL, NULL);
 #else
     (void)obj, (void)fn, (void)arg;
+#endif
+}
+
+void cft__gc_unscanned(void *start, size_t bytes) {
+#ifndef CFT_GC_OFF
+    if (gc_started) {
+        GC_exclude_static_roots(start, (char *)start + bytes);
+        return;
+    }
+    int i = nunscanned++;
+    if (i < MAX_UNSCANNED)
+        unscanned[i].start = start, unscanned[i].bytes = bytes;
+    else
+        nunscanned = MAX_UNSCANNED; /* more: scanned, as before */
+#else
+    (void)start, (void)bytes;
 #endif
 }
 

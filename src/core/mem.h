@@ -46,6 +46,12 @@ void cft__run_collected(void);
 /* A full collection now, then the callbacks (for memory the GC does not
  * see running out: a device's). */
 void cft__collect(void);
+/* [start, start + bytes) is static data that holds no pointer to
+ * collected memory: every collection leaves it out of the roots it scans
+ * (conservatively, a word at a time: a megabyte of names cost half a
+ * millisecond a collection). For a library's constructors, before the
+ * collector starts (applied when it does), or after. Up to 8 before. */
+void cft__gc_unscanned(void *start, size_t bytes);
 /* Grow the collected heap to at least `bytes` now (unless the user chose
  * GC_INITIAL_HEAP_SIZE): fewer, later collections, for processes where a
  * pause costs more than the memory (ranks of a distributed job, where one
