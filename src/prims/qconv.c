@@ -414,13 +414,15 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
     int64_t ldw = q->aval.shape[1] * 4, key[25];
     int32_t *comp = NULL;
     if (dn) {
-        window_table(nsp, 1, T, in_, out_, k_, s_, lo_, d_, P, tab);
-        int32_t *ws = (int32_t *)rows;
-        comp = ws + O * T;
-        int8_t *w = (int8_t *)(comp + P * O);
+        int32_t *ws = (int32_t *)rows, *cz = ws + O * T;
+        int8_t *w = (int8_t *)(cz + P * O);
         for (int64_t o = 0; o < O; o++) /* rows of K bytes, [O, C, k...] */
             memcpy(w + o * K, wq + o * ldw, (size_t)K);
-        zp_comp(w, K, O, C, T, P, tab, (int32_t)zp, ws, comp);
+        if (zp != 0) { /* a zero point of 0 (x after a ReLU): padding reads as it should */
+            window_table(nsp, 1, T, in_, out_, k_, s_, lo_, d_, P, tab);
+            zp_comp(w, K, O, C, T, P, tab, (int32_t)zp, ws, cz);
+            comp = cz;
+        }
         dnnl_key(&x->aval, O, p, key);
         for (int64_t n0 = 0; dn && n0 < N; n0 += chunk) {
             int64_t nc = N - n0 < chunk ? N - n0 : chunk;
