@@ -115,16 +115,8 @@ static void pair(const char *config, cft_fn *plain, cft_fn *autocast, cft_array 
     call_t a = {cft_jit(plain), in}, b = {cft_jit(autocast), in};
     double ma, mb;
     bench_alternate(call, &a, call, &b, rounds, &ma, &mb);
-    if (getenv("CFT_BENCH_PROFILE")) /* where autocast's time goes: 20 calls */ {
-        for (int side = 0; side < 2; side++) {
-            cft_profile_start();
-            for (int i = 0; i < 20; i++)
-                call(side ? &b : &a);
-            cft_profile_stop(NULL);
-            fprintf(stderr, "-- %s, 20 calls:\n", side ? low_name : "f32");
-            cft_profile_table(stderr, 25);
-        }
-    }
+    bench_profile_pair(call, &a, call, &b, "", "f32", low_name,
+                       20); /* where autocast's time goes */
     printf("{\"bench\": \"autocast\", \"config\": {%s, \"threads\": %d, \"rounds\": %d}, "
            "\"method\": \"%s_autocast\", \"median_ms\": %.4f, \"baseline\": \"f32\", "
            "\"baseline_ms\": %.4f, \"ratio_to_baseline\": %.3f}\n",

@@ -136,6 +136,23 @@ static inline void bench_alternate(work_fn a, void *pa, work_fn b, void *pb, int
     free(ta), free(tb);
 }
 
+/* Under CFT_BENCH_PROFILE, where each side's time goes: `calls` calls of
+ * a, then of b, each under cft's profiler, its table on stderr headed by
+ * what and the side's name */
+static inline void bench_profile_pair(work_fn a, void *pa, work_fn b, void *pb, const char *what,
+                                      const char *na, const char *nb, int calls) {
+    if (!getenv("CFT_BENCH_PROFILE"))
+        return;
+    for (int side = 0; side < 2; side++) {
+        cft_profile_start();
+        for (int i = 0; i < calls; i++)
+            (side ? b : a)(side ? pb : pa);
+        cft_profile_stop(NULL);
+        fprintf(stderr, "-- %s%s%s, %d calls:\n", what, *what ? ", " : "", side ? nb : na, calls);
+        cft_profile_table(stderr, 25);
+    }
+}
+
 /* The run's thread count against one thread, timed in alternation in this
  * process (the thread count switched between rounds): `rounds` rounds of
  * 5 calls at each count, each after 20 ms of untimed calls at its count

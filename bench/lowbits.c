@@ -414,20 +414,6 @@ static void conv_layer_speed(int rounds) {
                "\"layer\": \"conv3x3 32->64 on 16x16, padding 1\", \"batch\": 64", rounds);
 }
 
-/* under CFT_BENCH_PROFILE, where the time of each side goes: 50 calls each */
-static void profile_pair(call_t *f32, call_t *low, const char *what) {
-    if (!getenv("CFT_BENCH_PROFILE"))
-        return;
-    for (int side = 0; side < 2; side++) {
-        cft_profile_start();
-        for (int i = 0; i < 50; i++)
-            call(side ? low : f32);
-        cft_profile_stop(NULL);
-        fprintf(stderr, "-- %s, %s, 50 calls:\n", what, side ? "int8" : "f32");
-        cft_profile_table(stderr, 25);
-    }
-}
-
 /* the forward of `closed` (weights constant) on x: f32 against the
  * converted int8 program, with 8-bit activations (on a CPU without VNNI
  * an f32 convolution of the integers) and 7-bit ones (oneDNN's int8
@@ -442,7 +428,7 @@ static void conv_speed(cft_fn *closed, cft_array *x, const char *what, int round
         call_t i8 = {cft_jit(cft_quant_convert(qc)), &x, 1};
         double mf, mq;
         bench_alternate(call, &f32, call, &i8, rounds, &mf, &mq);
-        profile_pair(&f32, &i8, what);
+        bench_profile_pair(call, &f32, call, &i8, what, "f32", "int8", 50);
         char cfg[256];
         snprintf(cfg, sizeof cfg, "%s, \"step\": \"fwd\", \"activation_bits\": %d", what, bits);
         line(cfg, "int8_static", "f32", mq, mf, rounds);
@@ -547,7 +533,7 @@ int main(int argc, char **argv) {
     call_t cq = {cft_jit(cft_quant_dynamic(closed)), &in[6], 1};
     double mc, md8;
     bench_alternate(call, &cf, call, &cq, rounds, &mc, &md8);
-    profile_pair(&cf, &cq, "mlp 256-512-512-10 dynamic");
+    bench_profile_pair(call, &cf, call, &cq, "mlp 256-512-512-10 dynamic", "f32", "int8", 50);
     line("\"model\": \"mlp 256-512-512-10\", \"batch\": 256, \"step\": \"fwd\"", "int8_dynamic",
          "f32", md8, mc, rounds);
 

@@ -690,8 +690,8 @@ static cft_array *ordered(cft_array *x, const int64_t *const g[3], const int n[3
 }
 
 /* the product into dst (contiguous, the output's shape, a's dtype):
- * false where oneDNN declines or the product is under min_work
- * multiply-adds; nothing allocated but the operands' copies where they are
+ * false where oneDNN declines or each matrix product (M N K) is under
+ * min_work multiply-adds; nothing allocated but the operands' copies where they are
  * not already [batch, M, K] and [batch, K, N] */
 static bool dnnl_to(cft_array *a, cft_array *b, const cft_params *p, int code, double min_work,
                     void *dst) {

@@ -386,7 +386,7 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
          f32 = !dn && try_dnnl && cft__qconv_dnnl_on && K <= F32_EXACT_K;
     /* scratch (QIN): xq [N * per] | nan [N] | table [P, K or T] | then
      * for the gather rows [chunk * P, K] | acc [chunk * P, O]; for
-     * oneDNN ws [O, T] | comp [P, O] | w [O, K] | acc [chunk * P, O];
+     * oneDNN ws [T, O] | comp [P, O] | w [O, K] | acc [chunk * P, O];
      * the f32 convolution uses xq and nan alone */
     int64_t chunk = dn ? CHUNK_BYTES / (4 * P * O) : K * P > 0 ? CHUNK_BYTES / (K * P) : N;
     chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
