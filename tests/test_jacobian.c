@@ -161,8 +161,12 @@ int main(int argc, char **argv) {
         printf("  peak RSS growth: unchunked %.1f MB, 4 MB budget %.1f MB (the output itself "
                "%.1f MB)\n",
                pf, pb, out_mb);
-        /* beyond the output both must hold: the intermediates, all at once or a chunk's */
-        CHECK_MSG(pb >= 0 && pf - out_mb > 1 && pb - out_mb < 0.5 * (pf - out_mb),
+        /* beyond the output both must hold: the intermediates, all at once
+         * or a chunk's. The budgeted call's growth beyond the output was
+         * 0.0-0.65 of the unchunked one's over 22 runs on a Zen 4: whether
+         * the collector had freed the garbage of the calls above before the
+         * fork varies from run to run (0.5 failed one run in four there) */
+        CHECK_MSG(pb >= 0 && pf - out_mb > 1 && pb - out_mb < 0.8 * (pf - out_mb),
                   "budget %.1f MB vs %.1f MB", pb, pf);
     }
     TEST("bad options name the call") {

@@ -14,13 +14,16 @@
  * conv_general_dilated's f32 convolution of the integers instead (exact:
  * every partial sum below 2^24; oneDNN's int8 kernels, which sum 4
  * channels an instruction, took 222 us there against the f32 one's 63),
- * with the same bits. Each result is also checked against the f32
+ * with the same bits; at stride 1 the direct kernel of qconv_direct.c
+ * (1 to 3 dims, padding, dilation, output channels past its block of 8,
+ * rows across its segments, f64). Each result is also checked against the f32
  * convolution of the dequantized operands (f32 sums of exact products of
  * grid values in another order: 1e-5 relative, 2^-22 K max|y| absolute).
  * 7-bit activations take oneDNN on every CPU (no 16-bit pair sum can
  * saturate); 8-bit ones only where the CPU has VNNI or AMX, elsewhere the
- * f32 convolution of the integers, which the test checks by counting each
- * kernel's runs. Skipped (77) where oneDNN is not built in. */
+ * f32 convolution of the integers (or the direct kernel), which the test
+ * checks by counting each kernel's runs. Without oneDNN, the gather runs
+ * where oneDNN would, and the rest as here. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -41,6 +44,13 @@ static const geom cases[] = {
     {1, 2, 4, 6, {17}, {5}, {2}, {2, 1}, {1}},
     {3, 2, 2, 3, {5, 4, 6}, {3, 2, 2}, {1, 1, 2}, {1, 1, 0, 1, 1, 0}, {1, 1, 1}},
     {2, 4, 16, 32, {12, 12}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
+    /* stride 1 under 4 channels: the direct kernel, over 1 to 3 dims,
+     * asymmetric padding, dilation, output channels past a block of 8 */
+    {1, 3, 3, 11, {20}, {4}, {1}, {3, 0}, {2}},
+    {2, 2, 3, 17, {9, 10}, {3, 3}, {1, 1}, {2, 0, 1, 2}, {1, 2}},
+    {3, 2, 2, 5, {4, 5, 6}, {2, 3, 2}, {1, 1, 1}, {0, 1, 2, 0, 1, 1}, {1, 2, 1}},
+    /* rows of 31 across the kernel's segments of 512 sums */
+    {2, 2, 1, 9, {30, 30}, {3, 3}, {1, 1}, {1, 0, 1, 0}, {1, 1}},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 
@@ -95,17 +105,40 @@ static void near_reference(const geom *g, const operands *o, cft_array *y, int64
     CHECK_ARRAY_CLOSE(y, r, 1e-5, ldexp(K * big, -22));
 }
 
-static long runs32; /* the f32 convolution's runs in both's last call */
+static long runs32, runsd; /* the f32 convolution's and the direct kernel's runs in both's
+                             last call */
+static bool have_dnnl;     /* oneDNN has an int8 convolution here */
+
+/* the kernel g takes where oneDNN may run (dn: its sums cannot saturate):
+ * 0 oneDNN, 1 the direct kernel (under 4 channels, stride 1), 2 the f32
+ * convolution, 3 the gather (oneDNN declined: not built in) */
+static int kernel_of(const geom *g, bool dn) {
+    if (g->C >= 4)
+        return dn ? (have_dnnl ? 0 : 3) : 2;
+    for (int i = 0; i < g->nsp; i++)
+        if (g->s[i] != 1)
+            return 2;
+    return 1;
+}
+
+static void check_kernel(const geom *g, bool dn, long runs, int c) {
+    int k = kernel_of(g, dn);
+    CHECK_MSG(runs == (k == 0) && runsd == (k == 1) && runs32 == (k == 2),
+              "case %d: expected kernel %d, ran oneDNN %ld, direct %ld, f32 %ld", c, k, runs, runsd,
+              runs32);
+}
 
 static cft_array *both(const geom *g, const operands *o, cft_array *x, int64_t xhi, bool grid,
                        long *runs) {
     cft__qconv_dnnl_on = false;
     cft_array *gather = qconv(g, o, x, xhi, grid);
     cft__qconv_dnnl_on = true;
-    long before = cft__qconv_dnnl_runs, before32 = cft__qconv_f32_runs;
+    long before = cft__qconv_dnnl_runs, before32 = cft__qconv_f32_runs,
+         befored = cft__qconv_direct_runs;
     cft_array *y = qconv(g, o, x, xhi, grid);
     *runs = cft__qconv_dnnl_runs - before;
     runs32 = cft__qconv_f32_runs - before32;
+    runsd = cft__qconv_direct_runs - befored;
     CHECK_ARRAY_CLOSE(y, gather, 0, 0);
     return y;
 }
@@ -133,10 +166,8 @@ int main(int argc, char **argv) {
         operands o = make(&cases[5], 1, 60);
         long runs;
         both(&cases[5], &o, o.x, 127, false, &runs);
-        if (runs == 0) {
-            printf("SKIP: oneDNN is not built in, or has no int8 convolution here\n");
-            return 77;
-        }
+        have_dnnl = runs != 0;
+        printf("oneDNN's int8 convolution here: %s\n", have_dnnl ? "yes" : "no");
     }
     printf("8-bit activations exact on oneDNN here (VNNI / AMX): %s\n",
            cft__qgemm_exact_u8() ? "yes" : "no");
@@ -150,9 +181,7 @@ int main(int argc, char **argv) {
                 operands o = make(g, 10 + 2 * c, z ? 61 : 0);
                 long runs;
                 cft_array *y = both(g, &o, o.x, 127, false, &runs);
-                CHECK_MSG(runs == (g->C >= 4), "case %d, zp %d: oneDNN ran %ld times", c,
-                          z ? 61 : 0, runs);
-                CHECK_EQ(runs32, g->C >= 4 ? 0 : 1);
+                check_kernel(g, true, runs, c);
                 near_reference(g, &o, y, 127);
             }
     }
@@ -164,46 +193,62 @@ int main(int argc, char **argv) {
             operands o = make(g, 40 + 2 * c, 128);
             long runs;
             cft_array *y = both(g, &o, cft_mul_s(o.x, 2), 255, false, &runs);
-            bool dn = cft__qgemm_exact_u8() && g->C >= 4;
-            CHECK_EQ(runs, dn ? 1 : 0);
-            CHECK_EQ(runs32, dn ? 0 : 1);
+            check_kernel(g, cft__qgemm_exact_u8(), runs, c);
             o.x = cft_mul_s(o.x, 2);
             near_reference(g, &o, y, 255);
         }
     }
 
-    TEST("conv_qint (x on the grid) and a NaN in one sample: the gather's bits") {
+    TEST("conv_qint (x on the grid), a NaN in one sample, x in f64: the gather's bits") {
         const geom *g = &cases[1];
         operands o = make(g, 70, 61);
         cft_array *grid = clampv(cft_add(cft_rint(cft_div(o.x, o.xs)), o.zp), 0, 127);
         long runs;
         both(g, &o, grid, 127, true, &runs);
-        CHECK_EQ(runs, 1);
+        CHECK_EQ(runs, have_dnnl);
         static float one[2 * 4 * 11 * 9];
         one[1 * 4 * 11 * 9 + 2 * 9 + 3] = 1; /* sample 1, channel 0, (2, 3) */
         cft_array *at = cft_from_data(one, CFT_F32, cft_array_shape(o.x), 4);
         cft_array *xn =
             cft_where(cft_gt(at, cft_scalar(0.5, CFT_F32)), cft_scalar(NAN, CFT_F32), o.x);
         cft_array *y = both(g, &o, xn, 127, false, &runs);
-        CHECK_EQ(runs, 1);
+        CHECK_EQ(runs, have_dnnl);
         CHECK(isnan(cft_item(cft_sum(cft_index(y, 1), NULL, 0, false))));
         CHECK(!isnan(cft_item(cft_sum(cft_index(y, 0), NULL, 0, false))));
+        /* the same in the direct kernel (the digits CNN's geometry) */
+        g = &cases[2];
+        o = make(g, 72, 61);
+        static float d[5 * 64];
+        cft_copy_to(o.x, CFT_F32, d);
+        d[3 * 64 + 10] = NAN; /* sample 3 */
+        xn = cft_from_data(d, CFT_F32, cft_array_shape(o.x), 4);
+        y = both(g, &o, xn, 127, false, &runs);
+        CHECK_EQ(runsd, 1);
+        for (int n = 0; n < 5; n++)
+            CHECK_EQ(isnan(cft_item(cft_sum(cft_index(y, n), NULL, 0, false))), n == 3);
+        /* and x in f64 (y in f64), the gather's bits */
+        y = both(g, &o, cft_astype(o.x, CFT_F64), 127, false, &runs);
+        CHECK_EQ(runsd, 1);
+        CHECK_EQ(cft_array_dtype(y), CFT_F64);
     }
 
-    TEST("from 4 threads at once: each call the single-threaded bits") {
-        const geom *g = &cases[5];
-        operands o = make(g, 90, 33);
-        long runs;
-        cft_array *want = both(g, &o, o.x, 127, false, &runs);
-        job jobs[4];
-        pthread_t th[4];
-        for (int i = 0; i < 4; i++) {
-            jobs[i] = (job){g, &o, want, 0};
-            pthread_create(&th[i], NULL, worker, &jobs[i]);
-        }
-        for (int i = 0; i < 4; i++) {
-            pthread_join(th[i], NULL);
-            CHECK_EQ(jobs[i].bad, 0);
+    TEST("from 4 threads at once: each call the single-threaded bits (oneDNN's kernel, the "
+         "direct one)") {
+        for (int c = 5; c <= 7; c += 2) {
+            const geom *g = &cases[c];
+            operands o = make(g, 90, 33);
+            long runs;
+            cft_array *want = both(g, &o, o.x, 127, false, &runs);
+            job jobs[4];
+            pthread_t th[4];
+            for (int i = 0; i < 4; i++) {
+                jobs[i] = (job){g, &o, want, 0};
+                pthread_create(&th[i], NULL, worker, &jobs[i]);
+            }
+            for (int i = 0; i < 4; i++) {
+                pthread_join(th[i], NULL);
+                CHECK_EQ(jobs[i].bad, 0);
+            }
         }
     }
     return check_summary();

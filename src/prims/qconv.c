@@ -21,7 +21,9 @@
  *       Where it would saturate, or under 4 channels (oneDNN's kernels sum
  *       4 channels an instruction: the digits CNN's 1 -> 8 channels took
  *       222 us there, 63 us as below, 36 us in f32), up to 514 taps run as
- *       conv_general_dilated's f32 convolution of the integers, exact.
+ *       conv_general_dilated's f32 convolution of the integers, exact;
+ *       under 4 channels at stride 1, as qconv_direct.c's direct kernel
+ *       (the same sums, each sample in f32 in a buffer of its thread).
  *       Its result is the fake-quantized f32 program's up to that
  *       program's rounding. A NaN
  *       in a sample makes the sample's whole output NaN. Its jvp is the
@@ -40,6 +42,7 @@
 #include "core/par.h"
 #include "core/vec.h"
 #include "prims/conv_dnnl.h"
+#include "prims/qconv_direct.h"
 #include "prims/qlinear.h"
 #include "prims/rules.h"
 #include "trace/ir.h"
@@ -230,7 +233,7 @@ static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
 }
 
 _Atomic bool cft__qconv_dnnl_on = true;
-_Atomic long cft__qconv_dnnl_runs, cft__qconv_f32_runs;
+_Atomic long cft__qconv_dnnl_runs, cft__qconv_f32_runs, cft__qconv_direct_runs;
 
 /* comp [P, O] = zp * the sum of W[o]'s weights over the taps of position
  * pos inside the input (tab [P, T]: the window table of one channel); ws
@@ -443,6 +446,29 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
         return qconv_run(prim, grid, false, in, p, out);
     }
     if (f32) {
+        cft__qdirect dg = {nsp,
+                           N,
+                           C,
+                           O,
+                           in_,
+                           out_,
+                           k_,
+                           d_,
+                           s_,
+                           p->v[QP],
+                           xq,
+                           nan,
+                           zp,
+                           wq,
+                           ldw,
+                           sc,
+                           xs,
+                           cft__ptr(y),
+                           oa.dtype == CFT_F64};
+        if (cft__qconv_direct(&dg)) {
+            cft__qconv_direct_runs++;
+            return out[0] = y, NULL;
+        }
         cft_aval wa = weight_aval(p, &q->aval);
         cft_array *r = qconv_f32(&x->aval, &wa, xq, nan, wq, ldw, sc, xs, zp, p, y);
         if (r)

@@ -56,9 +56,10 @@ bool cft__qgemm_exact(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_
  * integer GEMM, which gives the same integers; true unless a test turns
  * it off to compare the two */
 extern _Atomic bool cft__qconv_dnnl_on;
-/* How many of those convolutions oneDNN's int8 kernel, and the f32
- * convolution, have computed (for the tests) */
-extern _Atomic long cft__qconv_dnnl_runs, cft__qconv_f32_runs;
+/* How many of those convolutions oneDNN's int8 kernel, the f32
+ * convolution, and the direct kernel of few channels at stride 1
+ * (qconv_direct.c) have computed (for the tests) */
+extern _Atomic long cft__qconv_dnnl_runs, cft__qconv_f32_runs, cft__qconv_direct_runs;
 
 /* dynamic quantization's rows (qdyn_rows.c): each row m of x [M, K] (f64
  * when dbl, else f32) rounded to 7 bits, xq = round(x * 63 / max|x|) +
