@@ -8,7 +8,7 @@
 /* Run the convolution on oneDNN, row-major buffers x [N, C, in...],
  * w [O, I, k...], y [N, O, out...], all of one dtype: 0 f32, 1 bf16,
  * 2 f16 (those two accumulate in f32); or 3, int8: x u8, w s8 and y the
- * int32 sums, channels last [N, out..., O], with padding read as 0 (one
+ * int32 sums [N, O, out...], with padding read as 0 (one
  * group, no weight gradient). geometry: nsp, N, C, O, I, G, then
  * per spatial dim (3 slots each, the first nsp used): in, k, strides,
  * padding lo, padding hi, rhs dilation; then 0, or 1 for a weight gradient

@@ -18,6 +18,8 @@
  *       computes the sums with padding read as 0; each output position's
  *       missing zp * (sum of its weights over the taps inside) is
  *       subtracted, so the integers, and the bits of y, are the gather's.
+ *       The sums arrive as [N, O, P] (in an f32 y's own memory, then
+ *       scaled in place along the positions).
  *       Where it would saturate, or under 4 channels (oneDNN's kernels sum
  *       4 channels an instruction: the digits CNN's 1 -> 8 channels took
  *       222 us there, 63 us as below, 36 us in f32), up to 514 taps run as
@@ -188,8 +190,7 @@ static void im2row_body(void *ctx, int64_t lo, int64_t hi) {
 }
 
 typedef struct {
-    const int32_t *acc;  /* [n * P, O] */
-    const int32_t *comp; /* [P, O] subtracted from each sample's sums, or NULL */
+    const int32_t *acc; /* [n * P, O] */
     const double *sc;
     const uint8_t *nan; /* [N] */
     void *y;            /* [N, O, P] */
@@ -198,7 +199,8 @@ typedef struct {
     bool dbl;
 } scatter;
 
-/* y[n0 + n, o, pos] = xs sc[o] (acc[n P + pos, o] - comp[pos, o]), samples
+/* y[n0 + n, o, pos] = xs sc[o] acc[n P + pos, o] (the gather's sums,
+ * channels last), samples
  * [lo, hi): a transposition, by tiles of TP positions and TO channels
  * turned in a local buffer, then scaled along the positions, where loads
  * and stores are contiguous */
@@ -214,9 +216,8 @@ static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
                 int64_t np = P - p0 < TP ? P - p0 : TP, no = O - o0 < TO ? O - o0 : TO;
                 for (int64_t pos = 0; pos < np; pos++) {
                     const int32_t *a = c->acc + (n * P + p0 + pos) * O + o0;
-                    const int32_t *cp = c->comp ? c->comp + (p0 + pos) * O + o0 : NULL;
                     for (int64_t o = 0; o < no; o++)
-                        t[o][pos] = a[o] - (cp ? cp[o] : 0);
+                        t[o][pos] = a[o];
                 }
                 for (int64_t o = 0; o < no; o++) {
                     double g = f * c->sc[o0 + o];
@@ -232,36 +233,71 @@ static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-_Atomic bool cft__qconv_dnnl_on = true;
-_Atomic long cft__qconv_dnnl_runs, cft__qconv_f32_runs, cft__qconv_direct_runs;
+typedef struct {
+    const int32_t *acc;  /* [n, O, P] (may be y's own memory) */
+    const int32_t *comp; /* [O, P] subtracted from each sample's sums, or NULL */
+    const double *sc;
+    const uint8_t *nan; /* [N] */
+    void *y;            /* [N, O, P] */
+    int64_t n0, P, O;
+    double xs;
+    bool dbl;
+} scale_rows;
 
-/* comp [P, O] = zp * the sum of W[o]'s weights over the taps of position
- * pos inside the input (tab [P, T]: the window table of one channel); ws
- * [T, O] is scratch */
-static void zp_comp(const int8_t *wq, int64_t ldw, int64_t O, int64_t C, int64_t T, int64_t P,
-                    const int32_t *tab, int32_t zp, int32_t *ws, int32_t *comp) {
-    for (int64_t t = 0; t < T; t++) /* ws [T, O]: rows along the channels */
-        for (int64_t o = 0; o < O; o++) {
-            int32_t v = 0;
-            for (int64_t ch = 0; ch < C; ch++)
-                v += wq[o * ldw + ch * T + t];
-            ws[t * O + o] = v;
+/* y[n0 + n, o, pos] = xs sc[o] (acc[n, o, pos] - comp[o, pos]) over rows
+ * (n, o) in [lo, hi); in place where acc is y's f32 memory (the same
+ * element read, then written) */
+static CFT_VEC void scale_rows_body(void *ctx, int64_t lo, int64_t hi) {
+    const scale_rows *c = ctx;
+    const int64_t P = c->P, O = c->O;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t n = r / O, o = r % O;
+        double g = (c->nan[c->n0 + n] ? NAN : c->xs) * c->sc[o];
+        const int32_t *a = c->acc + r * P;
+        const int32_t *cp = c->comp ? c->comp + o * P : NULL;
+        int64_t at = (c->n0 * O + r) * P;
+        if (c->dbl) {
+            double *y = (double *)c->y + at;
+            for (int64_t pos = 0; pos < P; pos++)
+                y[pos] = g * (double)(a[pos] - (cp ? cp[pos] : 0));
+        } else if (cp) {
+            float *y = (float *)c->y + at;
+            for (int64_t pos = 0; pos < P; pos++)
+                y[pos] = (float)(g * (double)(a[pos] - cp[pos]));
+        } else {
+            float *y = (float *)c->y + at;
+            for (int64_t pos = 0; pos < P; pos++)
+                y[pos] = (float)(g * (double)a[pos]);
         }
-    for (int64_t pos = 0; pos < P; pos++) {
-        int32_t *cp = comp + pos * O;
-        for (int64_t o = 0; o < O; o++)
-            cp[o] = 0;
-        for (int64_t t = 0; t < T; t++)
-            if (tab[pos * T + t] >= 0)
-                for (int64_t o = 0; o < O; o++)
-                    cp[o] += ws[t * O + o];
-        for (int64_t o = 0; o < O; o++)
-            cp[o] *= zp;
     }
 }
 
+_Atomic bool cft__qconv_dnnl_on = true;
+_Atomic long cft__qconv_dnnl_runs, cft__qconv_f32_runs, cft__qconv_direct_runs;
+
+/* comp [O, P] = zp * the sum of W[o]'s weights over the taps of position
+ * pos inside the input (tab [P, T]: the window table of one channel); ws
+ * [O, T] is scratch */
+static void zp_comp(const int8_t *wq, int64_t ldw, int64_t O, int64_t C, int64_t T, int64_t P,
+                    const int32_t *tab, int32_t zp, int32_t *ws, int32_t *comp) {
+    for (int64_t o = 0; o < O; o++) /* ws [O, T]: W[o]'s taps summed along the channels */
+        for (int64_t t = 0; t < T; t++) {
+            int32_t v = 0;
+            for (int64_t ch = 0; ch < C; ch++)
+                v += wq[o * ldw + ch * T + t];
+            ws[o * T + t] = v;
+        }
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t pos = 0; pos < P; pos++) {
+            int32_t v = 0;
+            for (int64_t t = 0; t < T; t++)
+                v += tab[pos * T + t] >= 0 ? ws[o * T + t] : 0;
+            comp[o * P + pos] = v * zp;
+        }
+}
+
 /* The sums of samples [n0, n0 + nc) on oneDNN's int8 convolution into acc
- * [nc * P, O] (key: the geometry with N = nc); false where it declines */
+ * [nc, O, P] (key: the geometry with N = nc); false where it declines */
 static bool sums_dnnl(int64_t *key, int64_t nc, const uint8_t *xq, const int8_t *w, int32_t *acc) {
     key[1] = nc;
     return cft__conv_dnnl(key, 3, (void *)xq, (void *)w, acc);
@@ -389,8 +425,10 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
          f32 = !dn && try_dnnl && cft__qconv_dnnl_on && K <= F32_EXACT_K;
     /* scratch (QIN): xq [N * per] | nan [N] | table [P, K or T] | then
      * for the gather rows [chunk * P, K] | acc [chunk * P, O]; for
-     * oneDNN ws [T, O] | comp [P, O] | w [O, K] | acc [chunk * P, O];
-     * the f32 convolution uses xq and nan alone */
+     * oneDNN ws [O, T] | comp [O, P] | w [O, K] | acc [chunk, O, P] (an
+     * f64 y alone: an f32 one holds the sums itself); the f32 convolution
+     * uses xq and nan alone */
+    bool dbl = oa.dtype == CFT_F64;
     int64_t chunk = dn ? CHUNK_BYTES / (4 * P * O) : K * P > 0 ? CHUNK_BYTES / (K * P) : N;
     chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
     size_t otab = ((size_t)(N * per + N) + 63) / 64 * 64,
@@ -400,7 +438,9 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
                    63) /
                   64 * 64;
     char *buf =
-        cft__qscratch(CFT_SCRATCH_QIN, f32 ? otab : oacc + (size_t)(chunk * P * O) * 4 + 64);
+        cft__qscratch(CFT_SCRATCH_QIN, f32          ? otab
+                                       : dn && !dbl ? oacc + 64
+                                                    : oacc + (size_t)(chunk * P * O) * 4 + 64);
     double *sc = cft__new_data(sizeof(double) * (size_t)(O > 0 ? O : 1));
     if (!buf || !sc)
         return cft__oom();
@@ -429,12 +469,14 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
         dnnl_key(&x->aval, O, p, key);
         for (int64_t n0 = 0; dn && n0 < N; n0 += chunk) {
             int64_t nc = N - n0 < chunk ? N - n0 : chunk;
-            if (!sums_dnnl(key, nc, xq + n0 * per, w, acc)) {
+            /* an f32 y takes the sums in its own memory, scaled in place */
+            int32_t *a = dbl ? acc : (int32_t *)cft__ptr(y) + n0 * O * P;
+            if (!sums_dnnl(key, nc, xq + n0 * per, w, a)) {
                 dn = false; /* declined, or out of memory in oneDNN: the gather below */
                 break;
             }
-            scatter sg = {acc, comp, sc, nan, cft__ptr(y), n0, P, O, xs, oa.dtype == CFT_F64};
-            cft__par_for(nc, 2.0 * (double)(P * O), scatter_body, &sg);
+            scale_rows sr = {a, comp, sc, nan, cft__ptr(y), n0, P, O, xs, dbl};
+            cft__par_for(nc * O, 2.0 * (double)P, scale_rows_body, &sr);
         }
         if (dn) {
             cft__qconv_dnnl_runs++;
@@ -484,7 +526,7 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
         cft__par_for(M, (double)K, im2row_body, &ir);
         if (!cft__qgemm_exact(M, O, K, rows, (int32_t)zp, wq, ldw, acc, hi))
             return cft__oom();
-        scatter sg = {acc, NULL, sc, nan, cft__ptr(y), n0, P, O, xs, oa.dtype == CFT_F64};
+        scatter sg = {acc, sc, nan, cft__ptr(y), n0, P, O, xs, dbl};
         cft__par_for(nc, 2.0 * (double)(P * O), scatter_body, &sg);
     }
     out[0] = y;
