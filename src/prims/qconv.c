@@ -189,15 +189,19 @@ static void im2row_body(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
+/* the int32 sums of samples [n0, n0 + n) scaled into y [N, O, P] */
 typedef struct {
-    const int32_t *acc; /* [n * P, O] */
+    const int32_t *acc;  /* [n, O, P] (may be y's own memory; scatter_body's:
+                          * [n * P, O]), or NULL: */
+    const float *accf;   /* the same sums in f32 (exact integers) */
+    const int32_t *comp; /* [O, P] subtracted from each sample's sums, or NULL */
     const double *sc;
     const uint8_t *nan; /* [N] */
     void *y;            /* [N, O, P] */
     int64_t n0, P, O;
     double xs;
     bool dbl;
-} scatter;
+} scale_rows;
 
 /* y[n0 + n, o, pos] = xs sc[o] acc[n P + pos, o] (the gather's sums,
  * channels last), samples
@@ -206,7 +210,7 @@ typedef struct {
  * and stores are contiguous */
 enum { TP = 16, TO = 64 };
 static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
-    const scatter *c = ctx;
+    const scale_rows *c = ctx;
     const int64_t P = c->P, O = c->O;
     int32_t t[TO][TP];
     for (int64_t n = lo; n < hi; n++) {
@@ -233,30 +237,27 @@ static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-typedef struct {
-    const int32_t *acc;  /* [n, O, P] (may be y's own memory) */
-    const int32_t *comp; /* [O, P] subtracted from each sample's sums, or NULL */
-    const double *sc;
-    const uint8_t *nan; /* [N] */
-    void *y;            /* [N, O, P] */
-    int64_t n0, P, O;
-    double xs;
-    bool dbl;
-} scale_rows;
-
 /* y[n0 + n, o, pos] = xs sc[o] (acc[n, o, pos] - comp[o, pos]) over rows
- * (n, o) in [lo, hi); in place where acc is y's f32 memory (the same
- * element read, then written) */
+ * (n, o) in [lo, hi) (the gather's arithmetic); in place where acc is y's
+ * f32 memory (the same element read, then written) */
 static CFT_VEC void scale_rows_body(void *ctx, int64_t lo, int64_t hi) {
     const scale_rows *c = ctx;
     const int64_t P = c->P, O = c->O;
     for (int64_t r = lo; r < hi; r++) {
         int64_t n = r / O, o = r % O;
         double g = (c->nan[c->n0 + n] ? NAN : c->xs) * c->sc[o];
-        const int32_t *a = c->acc + r * P;
+        const int32_t *a = c->acc ? c->acc + r * P : NULL;
         const int32_t *cp = c->comp ? c->comp + o * P : NULL;
         int64_t at = (c->n0 * O + r) * P;
-        if (c->dbl) {
+        if (c->accf) {
+            const float *af = c->accf + r * P;
+            if (c->dbl)
+                for (int64_t pos = 0; pos < P; pos++)
+                    ((double *)c->y)[at + pos] = g * (double)af[pos];
+            else
+                for (int64_t pos = 0; pos < P; pos++)
+                    ((float *)c->y)[at + pos] = (float)(g * (double)af[pos]);
+        } else if (c->dbl) {
             double *y = (double *)c->y + at;
             for (int64_t pos = 0; pos < P; pos++)
                 y[pos] = g * (double)(a[pos] - (cp ? cp[pos] : 0));
@@ -324,36 +325,6 @@ static CFT_VEC void to_f32_body(void *ctx, int64_t lo, int64_t hi) {
         c->xf[i] = (float)c->xq[i] - c->zp;
 }
 
-typedef struct {
-    const float *acc; /* [N, O, P] */
-    const double *sc;
-    const uint8_t *nan;
-    void *y;
-    int64_t P, O;
-    double xs;
-    bool dbl;
-} scale_f32;
-
-/* y[n, o, pos] = xs sc[o] acc[n, o, pos] (the gather's arithmetic), samples
- * [lo, hi) */
-static CFT_VEC void scale_f32_body(void *ctx, int64_t lo, int64_t hi) {
-    const scale_f32 *c = ctx;
-    const int64_t P = c->P, O = c->O;
-    for (int64_t n = lo; n < hi; n++) {
-        double f = c->nan[n] ? NAN : c->xs;
-        for (int64_t o = 0; o < O; o++) {
-            double g = f * c->sc[o];
-            const float *a = c->acc + (n * O + o) * P;
-            if (c->dbl)
-                for (int64_t pos = 0; pos < P; pos++)
-                    ((double *)c->y)[(n * O + o) * P + pos] = g * (double)a[pos];
-            else
-                for (int64_t pos = 0; pos < P; pos++)
-                    ((float *)c->y)[(n * O + o) * P + pos] = (float)(g * (double)a[pos]);
-        }
-    }
-}
-
 /* The sums as conv_general_dilated's f32 convolution of the integers xq -
  * zp (padding 0 stands for the zero point) and the weights (rows ldw bytes
  * apart), exact below F32_EXACT_K taps, scaled into y; for 8-bit x where
@@ -377,8 +348,9 @@ static cft_array *qconv_f32(const cft_aval *xa, const cft_aval *wa, const uint8_
     if (cft_failed(acc))
         return acc;
     int64_t P = cft__numel(y->aval.shape + 2, y->aval.ndim - 2);
-    scale_f32 sf = {cft__ptr(acc), sc, nan, cft__ptr(y), P, O, xs, y->aval.dtype == CFT_F64};
-    cft__par_for(N, 2.0 * (double)(P * O), scale_f32_body, &sf);
+    scale_rows sr = {NULL, cft__ptr(acc),           NULL, sc, nan, cft__ptr(y), 0, P, O,
+                     xs,   y->aval.dtype == CFT_F64};
+    cft__par_for(N * O, 2.0 * (double)P, scale_rows_body, &sr);
     return NULL;
 }
 
@@ -475,7 +447,7 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
                 dn = false; /* declined, or out of memory in oneDNN: the gather below */
                 break;
             }
-            scale_rows sr = {a, comp, sc, nan, cft__ptr(y), n0, P, O, xs, dbl};
+            scale_rows sr = {a, NULL, comp, sc, nan, cft__ptr(y), n0, P, O, xs, dbl};
             cft__par_for(nc * O, 2.0 * (double)P, scale_rows_body, &sr);
         }
         if (dn) {
@@ -526,7 +498,7 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
         cft__par_for(M, (double)K, im2row_body, &ir);
         if (!cft__qgemm_exact(M, O, K, rows, (int32_t)zp, wq, ldw, acc, hi))
             return cft__oom();
-        scatter sg = {acc, sc, nan, cft__ptr(y), n0, P, O, xs, dbl};
+        scale_rows sg = {acc, NULL, NULL, sc, nan, cft__ptr(y), n0, P, O, xs, dbl};
         cft__par_for(nc, 2.0 * (double)(P * O), scatter_body, &sg);
     }
     out[0] = y;
