@@ -172,9 +172,9 @@ int main(int argc, char **argv) {
     printf("8-bit activations exact on oneDNN here (VNNI / AMX): %s\n",
            cft__qgemm_exact_u8() ? "yes" : "no");
 
-    TEST("7-bit activations: oneDNN's sums (the f32 convolution's under 4 input channels) are "
-         "the gather's, bitwise, over 1-3 spatial dims, strides, asymmetric padding, dilation; "
-         "near the dequantized f32 convolution") {
+    TEST("7-bit activations: oneDNN's sums (under 4 input channels the direct kernel's at "
+         "stride 1, else the f32 convolution's) are the gather's, bitwise, over 1-3 spatial "
+         "dims, strides, asymmetric padding, dilation; near the dequantized f32 convolution") {
         for (int c = 0; c < NCASES; c++)
             for (int z = 0; z < 2; z++) {
                 const geom *g = &cases[c];
@@ -187,7 +187,7 @@ int main(int argc, char **argv) {
     }
 
     TEST("8-bit activations: oneDNN only where it cannot saturate (VNNI, AMX), else the f32 "
-         "convolution of the integers; the same bits either way") {
+         "convolution of the integers or the direct kernel; the same bits either way") {
         for (int c = 0; c < NCASES; c++) {
             const geom *g = &cases[c];
             operands o = make(g, 40 + 2 * c, 128);

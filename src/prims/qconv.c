@@ -25,7 +25,8 @@
  *       222 us there, 63 us as below, 36 us in f32), up to 514 taps run as
  *       conv_general_dilated's f32 convolution of the integers, exact;
  *       under 4 channels at stride 1, as qconv_direct.c's direct kernel
- *       (the same sums, each sample in f32 in a buffer of its thread).
+ *       (the same sums, each sample in f32 in a buffer of its thread; the
+ *       digits CNN's in its jitted program: 83 -> 57 us).
  *       Its result is the fake-quantized f32 program's up to that
  *       program's rounding. A NaN
  *       in a sample makes the sample's whole output NaN. Its jvp is the
@@ -460,25 +461,25 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
         return qconv_run(prim, grid, false, in, p, out);
     }
     if (f32) {
-        cft__qdirect dg = {nsp,
-                           N,
-                           C,
-                           O,
-                           in_,
-                           out_,
-                           k_,
-                           d_,
-                           s_,
-                           p->v[QP],
-                           xq,
-                           nan,
-                           zp,
-                           wq,
-                           ldw,
-                           sc,
-                           xs,
-                           cft__ptr(y),
-                           oa.dtype == CFT_F64};
+        cft__qdirect dg = {.nsp = nsp,
+                           .N = N,
+                           .C = C,
+                           .O = O,
+                           .in = in_,
+                           .out = out_,
+                           .k = k_,
+                           .d = d_,
+                           .s = s_,
+                           .pad = p->v[QP],
+                           .xq = xq,
+                           .nan = nan,
+                           .zp = zp,
+                           .wq = wq,
+                           .ldw = ldw,
+                           .sc = sc,
+                           .xs = xs,
+                           .y = cft__ptr(y),
+                           .dbl = dbl};
         if (cft__qconv_direct(&dg)) {
             cft__qconv_direct_runs++;
             return out[0] = y, NULL;
