@@ -9,16 +9,17 @@
  * padded sample's strides), so the sums for a run of consecutive flat
  * indices are one multiply-add of a contiguous slice per tap: every output
  * row is computed across the padded width and the columns past the output
- * are dropped. Eight output channels are summed at once, each slice read
- * once for the eight, which gives the multiply-adds eight independent
- * chains. Every partial sum is an integer below 2^24 (qconv.c keeps
- * C * taps within F32_EXACT_K), so the sums are exact and the bits of y
- * are those of the window gather on the integer GEMM: y = (xs sc[o]) acc,
- * in double, rounded once. The digits CNN's 1 -> 8 channels at batch 256
- * (in the jit, 2 threads, Zen 4): 83 us through conv_general_dilated's
- * f32 convolution of the integers with its conversions, 57 us here, 42 us
- * for the f32 program's own convolution (perf: 38% of the kernel's time in
- * the sums, 15% in storing the f32 output; docs/implementation.md). */
+ * are dropped: the kept sums reach y VW at a time, picked from two blocks
+ * by one permute (GCC's __builtin_shuffle; one by one under clang). Eight
+ * output channels are summed at once, each slice read once for the eight,
+ * which gives the multiply-adds eight independent chains. Every partial
+ * sum is an integer below 2^24 (qconv.c keeps C * taps within
+ * F32_EXACT_K), so the sums are exact and the bits of y are those of the
+ * window gather on the integer GEMM: y = (xs sc[o]) acc, in double,
+ * rounded once. The digits CNN's 1 -> 8 channels at batch 256 (the
+ * convolution alone in the jit, 2 threads, Zen 4, fastest of 20 rounds):
+ * 58-62 us with the kept sums copied one by one, 51-52 us with the
+ * permute and the rows of x converted VW at a time (docs/implementation.md). */
 #include "prims/qconv_direct.h"
 
 #include <math.h>
@@ -36,21 +37,37 @@ enum {
     KMAX = 1024, /* taps (qconv.c: at most 514) */
 };
 
+/* VW output positions q.. of a channel (or fewer: n) that are the sums at
+ * flat indices base[q + i] of a segment: where those indices span at most
+ * 2 VW from src (relative to the segment), idx[i] = base[q + i] - base[q]
+ * picks them from two blocks in one permute */
+typedef struct {
+    int64_t q;
+    int32_t n, src, perm;
+    int32_t idx[VW];
+} piece;
+
 typedef struct {
     const cft__qdirect *g;
-    const float *wf;       /* [ceil(O / OB)][K][OB], zero past O */
-    const int64_t *off;    /* [K] each tap's flat offset in the padded sample */
-    const int64_t *base;   /* [P] each output position's flat index */
-    const int64_t *rowdst; /* [rows] where each row of x starts in the padded sample */
-    int64_t rows;          /* rows of x: C times its sizes but the last */
-    int64_t S, K, L, P;    /* padded sample, taps, flat span, positions */
-    int64_t per;           /* values of a sample */
+    const float *wf;     /* [ceil(O / OB)][K][OB], zero past O */
+    const int64_t *off;  /* [K] each tap's flat offset in the padded sample */
+    const int64_t *base; /* [P] each output position's flat index */
+    const int64_t *run;  /* [2 runs]: where each run of x's values starts in x and in
+                            the padded sample (rows adjacent in both, merged) */
+    const int64_t *rlen; /* [runs] its values */
+    int64_t runs;
+    const piece *pc;      /* how each segment's sums reach y */
+    const int64_t *segpc; /* [segments + 1] each segment's first piece */
+    int64_t S, K, L, P;   /* padded sample, taps, flat span, positions */
+    int64_t per;          /* values of a sample */
 } direct;
 
 /* a block of VW floats (GCC's and clang's vector extension: one register
  * in the AVX-512 clone, two in the AVX2 one, four SSE ones otherwise),
  * and of VW doubles */
 typedef float vblock __attribute__((vector_size(VW * sizeof(float))));
+typedef uint8_t vbyte __attribute__((vector_size(VW)));
+typedef int32_t vidx __attribute__((vector_size(VW * sizeof(int32_t))));
 typedef double vdouble __attribute__((vector_size(VW * sizeof(double))));
 
 /* The sums of OB output channels over VW flat positions from x, each
@@ -59,9 +76,11 @@ typedef double vdouble __attribute__((vector_size(VW * sizeof(double))));
  * s is given, as they are otherwise */
 static CFT_VEC_FMA void block(const float *x, const int64_t *off, const float *w, int64_t K,
                               const double *s, float *acc, int64_t lda) {
-    vblock a[OB] = {0};
-    for (int64_t t = 0; t < K; t++) {
-        vblock v;
+    vblock a[OB], v; /* the first tap sets the sums (K >= 1): no zeroing through memory */
+    memcpy(&v, x + off[0], sizeof v);
+    for (int o = 0; o < OB; o++)
+        a[o] = w[o] * v;
+    for (int64_t t = 1; t < K; t++) {
         memcpy(&v, x + off[t], sizeof v);
         const float *wt = w + t * OB;
         for (int o = 0; o < OB; o++)
@@ -78,54 +97,98 @@ static CFT_VEC_FMA void block(const float *x, const int64_t *off, const float *w
 static CFT_VEC CFT_NO_DISTRIBUTE void direct_body(void *ctx, int64_t lo, int64_t hi) {
     const direct *c = ctx;
     const cft__qdirect *g = c->g;
-    const int nsp = g->nsp;
     const int64_t C = g->C, O = g->O, S = c->S, P = c->P, per = c->per;
     const float zp = (float)g->zp;
-    float x[XMAX + VW], acc[OB][SEG + VW];
+    float x[XMAX + VW], acc[OB][SEG + 2 * VW];
     for (int64_t n = lo; n < hi; n++) {
         /* the padded sample */
         memset(x, 0, sizeof(float) * (size_t)(C * S + VW));
         const uint8_t *xs = g->xq + n * per;
-        const int64_t w = g->in[nsp - 1];
-        for (int64_t r = 0; r < c->rows; r++) {
-            const uint8_t *src = xs + r * w;
-            float *dst = x + c->rowdst[r];
-            for (int64_t j = 0; j < w; j++)
+        const vblock vzp = (vblock){0} + zp;
+        for (int64_t r = 0; r < c->runs; r++) { /* VW at once: rows are short */
+            const uint8_t *src = xs + c->run[2 * r];
+            float *dst = x + c->run[2 * r + 1];
+            int64_t len = c->rlen[r], j = 0;
+            for (; j + VW <= len; j += VW) {
+                vbyte b;
+                memcpy(&b, src + j, sizeof b);
+                vblock v = __builtin_convertvector(b, vblock) - vzp;
+                memcpy(dst + j, &v, sizeof v);
+            }
+            for (; j < len; j++)
                 dst[j] = (float)src[j] - zp;
         }
         double f = g->nan[n] ? NAN : g->xs;
         for (int64_t o0 = 0; o0 < O; o0 += OB) {
             const float *wb = c->wf + o0 * c->K;
-            int64_t no = O - o0 < OB ? O - o0 : OB, q = 0;
+            int64_t no = O - o0 < OB ? O - o0 : OB;
             double s[OB] = {0};
             for (int64_t o = 0; o < no; o++)
                 s[o] = f * g->sc[o0 + o];
             /* segments of flat indices summed by blocks; then the output
-             * positions among them (base ascends), by runs of consecutive
-             * indices (an output row, or its part in the segment) */
-            for (int64_t j0 = 0; j0 < c->L; j0 += SEG) {
+             * positions among them, by pieces (setup below) */
+            for (int64_t j0 = 0, sg = 0; j0 < c->L; j0 += SEG, sg++) {
                 int64_t j1 = j0 + SEG < c->L ? j0 + SEG : c->L;
                 for (int64_t b = j0; b < j1; b += VW) /* f32: scaled here */
-                    block(x + b, c->off, wb, c->K, g->dbl ? NULL : s, &acc[0][b - j0], SEG + VW);
-                while (q < P && c->base[q] < j1) {
-                    int64_t r = q + 1;
-                    while (r < P && c->base[r] == c->base[r - 1] + 1 && c->base[r] < j1)
-                        r++;
+                    block(x + b, c->off, wb, c->K, g->dbl ? NULL : s, &acc[0][b - j0],
+                          SEG + 2 * VW);
+                for (int64_t k = c->segpc[sg]; k < c->segpc[sg + 1]; k++) {
+                    const piece *pk = &c->pc[k];
                     for (int64_t o = 0; o < no; o++) {
-                        const float *src = &acc[o][c->base[q] - j0];
-                        int64_t at = (n * O + o0 + o) * P + q;
-                        if (g->dbl)
-                            for (int64_t i = 0; i < r - q; i++)
-                                ((double *)g->y)[at + i] = s[o] * (double)src[i];
-                        else
-                            for (int64_t i = 0; i < r - q; i++)
-                                ((float *)g->y)[at + i] = src[i];
+                        const float *a = acc[o];
+                        int64_t at = (n * O + o0 + o) * P + pk->q;
+                        const int64_t *bq = c->base + pk->q;
+                        if (g->dbl) {
+                            for (int64_t i = 0; i < pk->n; i++)
+                                ((double *)g->y)[at + i] = s[o] * (double)a[bq[i] - j0];
+                            continue;
+                        }
+                        float *yf = (float *)g->y + at;
+#if defined(__GNUC__) && !defined(__clang__)
+                        if (pk->perm) {
+                            vblock v0, v1;
+                            vidx ix;
+                            memcpy(&v0, a + pk->src, sizeof v0);
+                            memcpy(&v1, a + pk->src + VW, sizeof v1);
+                            memcpy(&ix, pk->idx, sizeof ix);
+                            vblock r = __builtin_shuffle(v0, v1, ix);
+                            memcpy(yf, &r, sizeof r);
+                            continue;
+                        }
+#endif
+                        for (int64_t i = 0; i < pk->n; i++)
+                            yf[i] = a[bq[i] - j0];
                     }
-                    q = r;
                 }
             }
         }
     }
+}
+
+/* The pieces of each segment's output positions (base ascends): VW at a
+ * time, the last VW of the segment's positions overlapping the one before
+ * (writing the same values twice) rather than a short piece; fewer than VW
+ * positions, or VW whose indices spread past 2 VW, are copied one by one */
+static int64_t pieces(const int64_t *base, int64_t P, int64_t L, piece *pc, int64_t *segpc) {
+    int64_t np = 0, q = 0, sg = 0;
+    for (int64_t j0 = 0; j0 < L; j0 += SEG, sg++) {
+        int64_t qe = q;
+        while (qe < P && base[qe] < j0 + SEG)
+            qe++;
+        segpc[sg] = np;
+        for (int64_t a = q; a < qe; a += VW) {
+            piece *p = &pc[np++];
+            p->q = qe - a >= VW ? a : (qe - q >= VW ? qe - VW : a);
+            p->n = (int32_t)(qe - p->q < VW ? qe - p->q : VW);
+            p->src = (int32_t)(base[p->q] - j0);
+            p->perm = p->n == VW && base[p->q + VW - 1] - base[p->q] < 2 * VW;
+            for (int i = 0; i < VW; i++)
+                p->idx[i] = i < p->n ? (int32_t)(base[p->q + i] - base[p->q]) : 0;
+        }
+        q = qe;
+    }
+    segpc[sg] = np;
+    return np;
 }
 
 bool cft__qconv_direct(const cft__qdirect *g) {
@@ -156,17 +219,22 @@ bool cft__qconv_direct(const cft__qdirect *g) {
     int64_t OP = (g->O + OB - 1) / OB * OB;
     float *wf = calloc((size_t)(OP * K), sizeof(float));
     int64_t rows = per / g->in[nsp - 1];
-    int64_t *off = malloc(sizeof(int64_t) * (size_t)(K + P + rows));
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)(K + P + 3 * rows));
     if (!wf || !off) {
         free(wf), free(off);
         return false;
     }
-    int64_t *base = off + K, *rowdst = base + P;
+    int64_t *base = off + K, *run = base + P, *rlen = run + 2 * rows, runs = 0;
+    const int64_t w = g->in[nsp - 1];
     for (int64_t r = 0; r < rows; r++) {
         int64_t rem = r, v = g->pad[2 * (nsp - 1)];
         for (int i = nsp - 2; i >= 0; i--)
             v += (rem % g->in[i] + g->pad[2 * i]) * pst[i], rem /= g->in[i];
-        rowdst[r] = v + rem * S; /* rem: the channel */
+        v += rem * S; /* rem: the channel */
+        if (runs && run[2 * (runs - 1) + 1] + rlen[runs - 1] == v)
+            rlen[runs - 1] += w; /* adjacent in the padded sample too: no padding between */
+        else
+            run[2 * runs] = r * w, run[2 * runs + 1] = v, rlen[runs++] = w;
     }
     for (int64_t o = 0; o < g->O; o++)
         for (int64_t t = 0; t < K; t++)
@@ -184,8 +252,16 @@ bool cft__qconv_direct(const cft__qdirect *g) {
             v += (rem % g->out[i]) * pst[i], rem /= g->out[i];
         base[pos] = v;
     }
-    direct c = {g, wf, off, base, rowdst, rows, S, K, L, P, per};
+    int64_t nseg = (L + SEG - 1) / SEG;
+    piece *pc = malloc(sizeof(piece) * (size_t)(P / VW + 2 * nseg));
+    int64_t *segpc = malloc(sizeof(int64_t) * (size_t)(nseg + 1));
+    if (!pc || !segpc) {
+        free(wf), free(off), free(pc), free(segpc);
+        return false;
+    }
+    pieces(base, P, L, pc, segpc);
+    direct c = {g, wf, off, base, run, rlen, runs, pc, segpc, S, K, L, P, per};
     cft__par_for(g->N, 2.0 * (double)(OP * K * L), direct_body, &c);
-    free(wf), free(off);
+    free(wf), free(off), free(pc), free(segpc);
     return true;
 }
