@@ -39,7 +39,8 @@ enum {
 
 /* VW output positions q.. of a channel (or fewer: n) that are the sums at
  * flat indices base[q + i] of a segment: where those indices span at most
- * 2 VW from src (relative to the segment), idx[i] = base[q + i] - base[q]
+ * 2 VW from src (the start of the block of base[q], relative to the
+ * segment), idx[i] = base[q + i] - segment - src
  * picks them from two blocks in one permute */
 typedef struct {
     int64_t q;
@@ -180,10 +181,13 @@ static int64_t pieces(const int64_t *base, int64_t P, int64_t L, piece *pc, int6
             piece *p = &pc[np++];
             p->q = qe - a >= VW ? a : (qe - q >= VW ? qe - VW : a);
             p->n = (int32_t)(qe - p->q < VW ? qe - p->q : VW);
-            p->src = (int32_t)(base[p->q] - j0);
-            p->perm = p->n == VW && base[p->q + VW - 1] - base[p->q] < 2 * VW;
+            /* from the block the first index is in: loads of whole blocks
+             * just stored, which the CPU forwards from its store buffer
+             * (a load across two stores waits for both to reach the cache) */
+            p->src = (int32_t)((base[p->q] - j0) / VW * VW);
+            p->perm = p->n == VW && base[p->q + VW - 1] - j0 - p->src < 2 * VW;
             for (int i = 0; i < VW; i++)
-                p->idx[i] = i < p->n ? (int32_t)(base[p->q + i] - base[p->q]) : 0;
+                p->idx[i] = i < p->n ? (int32_t)(base[p->q + i] - j0 - p->src) : 0;
         }
         q = qe;
     }
