@@ -23,9 +23,11 @@
  * pruned to 2:4 (all three weights, along their reduction dims) before and
  * after fine-tuning with the mask fixed.
  *
- *   build/bench/lowbits [--rounds R] [--epochs E] [--threads N] [--speed]
+ *   build/bench/lowbits [--rounds R] [--epochs E] [--threads N] [--shuffles S] [--speed]
  *
  * --speed prints the int8 forward lines alone (the CNN untrained).
+ * --shuffles: the accuracy lines over S orders of the data (10, the
+ * most), each line's config naming its order ("shuffle").
  *
  * bf16 products pay only where the CPU has bf16 arithmetic (AVX512-BF16,
  * AMX: oneDNN's kernels); elsewhere every bf16 product is computed in f32
@@ -130,6 +132,7 @@ static void line(const char *config, const char *method, const char *baseline, d
 #define BATCH 32
 #define NTRAIN 1500
 static double LR = 0.1;
+static int SHUFFLE = 7; /* the data order of the accuracy lines (digits_shuffle's seed) */
 
 /* one SGD step: (params[6], masks[6] or none, x, y) -> params'; the loss
  * sees params * masks (the pruning parametrization) */
@@ -338,9 +341,9 @@ static double cnn_acc(cft_fn *lf, const digits *d, cft_array **p) {
 
 static void cnn_line(const char *method, double acc, double base) {
     printf("{\"bench\": \"lowbits\", \"config\": {\"model\": \"digits cnn conv3x3(1->8)-288-10\", "
-           "\"train\": %d}, \"method\": \"%s\", \"test_accuracy\": %.4f, \"baseline\": "
-           "\"f32\", \"points_vs_baseline\": %.2f}\n",
-           NTRAIN, method, acc, 100 * (acc - base));
+           "\"train\": %d, \"shuffle\": %d}, \"method\": \"%s\", \"test_accuracy\": %.4f, "
+           "\"baseline\": \"f32\", \"points_vs_baseline\": %.2f}\n",
+           NTRAIN, SHUFFLE, method, acc, 100 * (acc - base));
     fflush(stdout);
 }
 
@@ -355,7 +358,7 @@ static cft_status cnn_closed(void *env, int nin, cft_array *const *in, int nout,
 static void cnn_speed(cft_array **p, cft_array *x, int rounds);
 static void conv_speed(cft_fn *closed, cft_array *x, const char *what, int rounds);
 
-static void cnn_lines(const digits *d, int epochs, int rounds) {
+static void cnn_lines(const digits *d, int epochs, int rounds, bool speed) {
     cft_array *p[CNN_NPARAMS], *pb[CNN_NPARAMS];
     cnn_init(p);
     memcpy(pb, p, sizeof pb);
@@ -386,7 +389,8 @@ static void cnn_lines(const digits *d, int epochs, int rounds) {
     memcpy(w, p, sizeof w);
     cnn_train(lf, true, d, w, 2, 0.02);
     cnn_line("f32_finetuned_as_qat", cnn_acc(lf, d, w), a32);
-    cnn_speed(p, images(d, 0, 256), rounds);
+    if (speed)
+        cnn_speed(p, images(d, 0, 256), rounds);
 }
 
 /* the CNN p's forward at batch 256 (x), weights constant: f32 against the
@@ -437,15 +441,15 @@ static void conv_speed(cft_fn *closed, cft_array *x, const char *what, int round
 
 static void acc_line(const char *method, double acc, double base) {
     printf("{\"bench\": \"lowbits\", \"config\": {\"model\": \"digits mlp 64-128-128-10\", "
-           "\"train\": %d}, \"method\": \"%s\", \"test_accuracy\": %.4f, \"baseline\": "
-           "\"f32\", \"points_vs_baseline\": %.2f}\n",
-           NTRAIN, method, acc, 100 * (acc - base));
+           "\"train\": %d, \"shuffle\": %d}, \"method\": \"%s\", \"test_accuracy\": %.4f, "
+           "\"baseline\": \"f32\", \"points_vs_baseline\": %.2f}\n",
+           NTRAIN, SHUFFLE, method, acc, 100 * (acc - base));
     fflush(stdout);
 }
 
 int main(int argc, char **argv) {
     bench_threads(argc, argv);
-    int rounds = 15, epochs = 10;
+    int rounds = 15, epochs = 10, shuffles = 10;
     bool speed = false; /* --speed: the int8 forward lines alone (the CNN untrained) */
     for (int i = 1; i < argc; i++)
         speed |= !strcmp(argv[i], "--speed");
@@ -454,6 +458,10 @@ int main(int argc, char **argv) {
             rounds = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : rounds;
         if (!strcmp(argv[i], "--epochs"))
             epochs = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : epochs;
+        if (!strcmp(argv[i], "--shuffles")) {
+            int v = atoi(argv[i + 1]);
+            shuffles = v < 1 ? 1 : v > 10 ? 10 : v;
+        }
     }
 
     /* the big MLP's training step, f32 and bf16 autocast */
@@ -546,31 +554,42 @@ int main(int argc, char **argv) {
         conv_layer_speed(rounds);
         return 0;
     }
-    /* digits accuracies */
-    digits d;
-    if (digits_load(&d) != 0)
-        return 1;
-    digits_shuffle(&d, 7);
-    cft_array *p0[MLP_NPARAMS], *p[MLP_NPARAMS], *pb[MLP_NPARAMS], *ones[MLP_NPARAMS],
-        *masks[MLP_NPARAMS];
-    mlp_init(3, p0);
-    for (int l = 0; l < MLP_NPARAMS; l++)
-        ones[l] = cft_ones_like(p0[l]), p[l] = pb[l] = p0[l];
-    train(make_step(CFT_F32), &d, p, ones, epochs);
-    double a32 = test_acc(&d, p);
-    acc_line("f32", a32, a32);
-    train(make_step(CFT_BF16), &d, pb, ones, epochs);
-    acc_line("bf16_autocast", test_acc(&d, pb), a32);
-    quant_lines(&d, p, a32);
-    for (int l = 0; l < MLP_NPARAMS; l++) {
-        masks[l] = l % 2 == 0 ? mask24(p[l]) : ones[l];
-        p[l] = cft_mul(p[l], masks[l]);
+    /* digits accuracies, over several orders of the data (the split into
+     * training and test rows moves with it): one order's test set is 297
+     * images, a point is 3 of them, and fine-tuning alone moves an order's
+     * accuracy by a point either way (the QAT control); the first order
+     * (7) is the peer's (bench/peers/quant_torch.py), and the CNN's int8
+     * forward is timed on its trained weights */
+    static const int order[] = {7, 1, 2, 3, 4, 5, 6, 8, 9, 10};
+    for (int k = 0; k < shuffles; k++) {
+        digits d;
+        if (digits_load(&d) != 0)
+            return 1;
+        SHUFFLE = order[k];
+        digits_shuffle(&d, (uint64_t)SHUFFLE);
+        LR = 0.1;
+        cft_array *p0[MLP_NPARAMS], *p[MLP_NPARAMS], *pb[MLP_NPARAMS], *ones[MLP_NPARAMS],
+            *masks[MLP_NPARAMS];
+        mlp_init(3, p0);
+        for (int l = 0; l < MLP_NPARAMS; l++)
+            ones[l] = cft_ones_like(p0[l]), p[l] = pb[l] = p0[l];
+        train(make_step(CFT_F32), &d, p, ones, epochs);
+        double a32 = test_acc(&d, p);
+        acc_line("f32", a32, a32);
+        train(make_step(CFT_BF16), &d, pb, ones, epochs);
+        acc_line("bf16_autocast", test_acc(&d, pb), a32);
+        quant_lines(&d, p, a32);
+        for (int l = 0; l < MLP_NPARAMS; l++) {
+            masks[l] = l % 2 == 0 ? mask24(p[l]) : ones[l];
+            p[l] = cft_mul(p[l], masks[l]);
+        }
+        acc_line("sparse24_pruned", test_acc(&d, p), a32);
+        LR = 0.05;
+        train(make_step(CFT_F32), &d, p, masks, epochs);
+        acc_line("sparse24_finetuned", test_acc(&d, p), a32);
+        cnn_lines(&d, epochs, rounds, k == 0);
+        free(d.x), free(d.y);
     }
-    acc_line("sparse24_pruned", test_acc(&d, p), a32);
-    LR = 0.05;
-    train(make_step(CFT_F32), &d, p, masks, epochs);
-    acc_line("sparse24_finetuned", test_acc(&d, p), a32);
-    cnn_lines(&d, epochs, rounds);
     conv_layer_speed(rounds);
     return 0;
 }

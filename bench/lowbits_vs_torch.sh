@@ -18,7 +18,7 @@ trap 'rm -f "$out"' EXIT
 "$build/bench/lowbits" --threads "$threads" | tee -a "$out"
 py=/usr/bin/python3
 if $py -c "import torch" 2>/dev/null; then
-    $py "$src/bench/peers/quant_torch.py" --threads "$threads"
+    $py "$src/bench/peers/quant_torch.py" --threads "$threads" | tee -a "$out"
 else
     echo "lowbits_vs_torch: no torch for $py (apt-get install python3-torch); nothing compared"
 fi

@@ -3,7 +3,8 @@ of bench/autocast and bench/lowbits (read from the files named, or stdin):
 bf16 autocast >= 2x faster than f32 where the GEMMs dominate (on a CPU with
 AMX), int8 linear / conv layers >= 2x faster than f32, and the digits
 examples' accuracies (PTQ within 1 point of f32, QAT within 0.5, bf16 and
-2:4 fine-tuned within 1). Prints the CPU's low-precision features, then a
+2:4 fine-tuned within 1), judged on their mean over the data orders
+bench/lowbits measured. Prints the CPU's low-precision features, then a
 line per target: the measured value, the goal, met or not. Reads only what
 the benches printed; runs nothing. Plain Python, no dependency."""
 import json
@@ -50,12 +51,25 @@ def speed(label, r, goal=0.5, applies=True):
     print(f"  {label:58s} {v:6.3f}x f32's time (speed-up {1 / v:4.2f}; goal <= {goal}): {verdict}")
 
 
-def acc(label, r, floor):
-    if not r:
+def find_all(bench, method, **cfg):
+    return [r for r in rows
+            if r.get("bench") == bench and r.get("method") == method and all(
+                str(r.get("config", {}).get(k)) == str(v) for k, v in cfg.items())]
+
+
+def acc(label, rs, floor=None):
+    """The mean of the points over the data orders measured (the goal is
+    judged on it: one order's test set is 297 images, a point 3 of them),
+    with their spread and the first order's (the peer's) value."""
+    if not rs:
         print(f"  {label:58s} not measured")
         return
-    v = r["points_vs_baseline"]
-    print(f"  {label:58s} {v:+6.2f} points (goal >= {floor}): {'met' if v >= floor else 'not met'}")
+    v = [r["points_vs_baseline"] for r in rs]
+    m = sum(v) / len(v)
+    spread = f"mean of {len(v)} data orders, {min(v):+.2f} to {max(v):+.2f}; order {rs[0]['config'].get('shuffle', 7)}: {v[0]:+.2f}"
+    goal = "" if floor is None else f" (goal >= {floor}): {'met' if m >= floor else 'not met'}"
+    print(f"  {label:58s} {m:+6.2f} points{goal}")
+    print(f"  {'':58s} ({spread})")
 
 
 print("bf16 autocast, GEMM-dominated steps (the goal assumes AMX):")
@@ -80,11 +94,20 @@ speed("dynamic, mlp 256-512-512-10 fwd", find("lowbits", "int8_dynamic", model="
 speed("dynamic, linear 256-512-512", find("lowbits", "int8_dynamic", layer="linear 256-512-512"))
 print("accuracy (digits, points against f32):")
 for model in ("digits mlp 64-128-128-10", "digits cnn conv3x3(1->8)-288-10"):
-    acc(f"{model}: PTQ", find("lowbits", "int8_ptq", model=model), -1.0)
-    acc(f"{model}: QAT", find("lowbits", "int8_qat", model=model), -0.5)
-    ctl = find("lowbits", "f32_finetuned_as_qat", model=model)
-    if ctl:  # the same fine-tuning in f32: what QAT's epochs cost without quantization
-        print(f"  {'  (control: f32 fine-tuned as QAT was)':58s} {ctl['points_vs_baseline']:+6.2f} points")
-    acc(f"{model}: bf16 autocast", find("lowbits", "bf16_autocast", model=model), -1.0)
+    for method, what, floor in (("int8_ptq", "PTQ", -1.0), ("int8_qat", "QAT", -0.5)):
+        acc(f"{model}: {what}", find_all("lowbits", method, model=model), floor)
+        t = find("quant_torch", method + "_mean", model=model)
+        if t:  # the peer on the same orders of the data (bench/peers/quant_torch.py)
+            print(f"  {'  (torch ' + t['config']['torch'] + ' FX, the same data orders)':58s} "
+                  f"{t['points_vs_f32']:+6.2f} points ({t['min']:+.2f} to {t['max']:+.2f})")
+    # the same fine-tuning in f32: what QAT's epochs cost without quantization
+    ctl = find_all("lowbits", "f32_finetuned_as_qat", model=model)
+    acc("  (control: f32 fine-tuned as QAT was)", ctl)
+    by = {r["config"].get("shuffle"): r["points_vs_baseline"] for r in ctl}
+    d = [r["points_vs_baseline"] - by[r["config"].get("shuffle")]
+         for r in find_all("lowbits", "int8_qat", model=model) if r["config"].get("shuffle") in by]
+    if d:  # QAT's points beyond the control's, order by order: quantization's own cost
+        print(f"  {'  (QAT beyond its control, order by order)':58s} {sum(d) / len(d):+6.2f} points")
+    acc(f"{model}: bf16 autocast", find_all("lowbits", "bf16_autocast", model=model), -1.0)
 acc("digits mlp: 2:4 pruned and fine-tuned",
-    find("lowbits", "sparse24_finetuned", model="digits mlp 64-128-128-10"), -1.0)
+    find_all("lowbits", "sparse24_finetuned", model="digits mlp 64-128-128-10"), -1.0)
