@@ -25,11 +25,19 @@
 #define CFT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 
-/* gcc: keep a copy loop a loop (not a memcpy call per row) */
+/* CFT_VEC_NO_DISTRIBUTE: CFT_VEC that also keeps a copy loop a loop (gcc:
+ * not a memcpy call per short row). One optimize attribute for both: a
+ * second one replaces the first's options, and the function fell back to
+ * the command line's -O2, whose cheap vectorizer left a u8 -> f32 loop
+ * of unknown length scalar ("no vectype") */
 #if defined(__clang__)
-#define CFT_NO_DISTRIBUTE
+#define CFT_VEC_NO_DISTRIBUTE
+#elif defined(__SANITIZE_THREAD__)
+#define CFT_VEC_NO_DISTRIBUTE __attribute__((optimize("O3", "no-tree-loop-distribute-patterns")))
 #else
-#define CFT_NO_DISTRIBUTE __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#define CFT_VEC_NO_DISTRIBUTE                                                                      \
+    __attribute__((optimize("O3", "no-tree-loop-distribute-patterns"),                             \
+                   target_clones("avx512f", "avx2", "default")))
 #endif
 
 #endif

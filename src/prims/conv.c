@@ -372,7 +372,7 @@ DEF_IM2COL_MAP(im2col_map_f64, double)
 
 /* [Oq, m, P] (the GEMM's result) -> the rows of [m, O, P] at channel o0 */
 #define DEF_UNPACK(NAME, T)                                                                        \
-    VEC CFT_NO_DISTRIBUTE static void NAME(const T *restrict src, T *restrict y, int64_t Oq,       \
+    CFT_VEC_NO_DISTRIBUTE static void NAME(const T *restrict src, T *restrict y, int64_t Oq,       \
                                            int64_t m, int64_t P, int64_t O, int64_t o0) {          \
         for (int64_t n = 0; n < m; n++)                                                            \
             for (int64_t o = 0; o < Oq; o++) {                                                     \

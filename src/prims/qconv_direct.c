@@ -67,7 +67,6 @@ typedef struct {
  * in the AVX-512 clone, two in the AVX2 one, four SSE ones otherwise),
  * and of VW doubles */
 typedef float vblock __attribute__((vector_size(VW * sizeof(float))));
-typedef uint8_t vbyte __attribute__((vector_size(VW)));
 typedef int32_t vidx __attribute__((vector_size(VW * sizeof(int32_t))));
 typedef double vdouble __attribute__((vector_size(VW * sizeof(double))));
 
@@ -95,28 +94,24 @@ static CFT_VEC_FMA void block(const float *x, const int64_t *off, const float *w
     }
 }
 
-static CFT_VEC CFT_NO_DISTRIBUTE void direct_body(void *ctx, int64_t lo, int64_t hi) {
+static CFT_VEC_NO_DISTRIBUTE void direct_body(void *ctx, int64_t lo, int64_t hi) {
     const direct *c = ctx;
     const cft__qdirect *g = c->g;
     const int64_t C = g->C, O = g->O, S = c->S, P = c->P, per = c->per;
     const float zp = (float)g->zp;
+    const bool dbl = g->dbl;
+    float *const yf = dbl ? NULL : (float *)g->y;
+    double *const yd = dbl ? (double *)g->y : NULL;
     float x[XMAX + VW], acc[OB][SEG + 2 * VW];
     for (int64_t n = lo; n < hi; n++) {
         /* the padded sample */
         memset(x, 0, sizeof(float) * (size_t)(C * S + VW));
         const uint8_t *xs = g->xq + n * per;
-        const vblock vzp = (vblock){0} + zp;
-        for (int64_t r = 0; r < c->runs; r++) { /* VW at once: rows are short */
-            const uint8_t *src = xs + c->run[2 * r];
-            float *dst = x + c->run[2 * r + 1];
-            int64_t len = c->rlen[r], j = 0;
-            for (; j + VW <= len; j += VW) {
-                vbyte b;
-                memcpy(&b, src + j, sizeof b);
-                vblock v = __builtin_convertvector(b, vblock) - vzp;
-                memcpy(dst + j, &v, sizeof v);
-            }
-            for (; j < len; j++)
+        for (int64_t r = 0; r < c->runs; r++) { /* adjacent rows: one run */
+            const uint8_t *restrict src = xs + c->run[2 * r];
+            float *restrict dst = x + c->run[2 * r + 1];
+            const int64_t len = c->rlen[r];
+            for (int64_t j = 0; j < len; j++) /* vpmovzxbd, vcvtdq2ps */
                 dst[j] = (float)src[j] - zp;
         }
         double f = g->nan[n] ? NAN : g->xs;
@@ -131,35 +126,34 @@ static CFT_VEC CFT_NO_DISTRIBUTE void direct_body(void *ctx, int64_t lo, int64_t
             for (int64_t j0 = 0, sg = 0; j0 < c->L; j0 += SEG, sg++) {
                 int64_t j1 = j0 + SEG < c->L ? j0 + SEG : c->L;
                 for (int64_t b = j0; b < j1; b += VW) /* f32: scaled here */
-                    block(x + b, c->off, wb, c->K, g->dbl ? NULL : s, &acc[0][b - j0],
-                          SEG + 2 * VW);
+                    block(x + b, c->off, wb, c->K, dbl ? NULL : s, &acc[0][b - j0], SEG + 2 * VW);
                 for (int64_t k = c->segpc[sg]; k < c->segpc[sg + 1]; k++) {
-                    const piece *pk = &c->pc[k];
-                    for (int64_t o = 0; o < no; o++) {
-                        const float *a = acc[o];
-                        int64_t at = (n * O + o0 + o) * P + pk->q;
-                        const int64_t *bq = c->base + pk->q;
-                        if (g->dbl) {
-                            for (int64_t i = 0; i < pk->n; i++)
-                                ((double *)g->y)[at + i] = s[o] * (double)a[bq[i] - j0];
-                            continue;
-                        }
-                        float *yf = (float *)g->y + at;
-#if defined(__GNUC__) && !defined(__clang__)
-                        if (pk->perm) {
-                            vblock v0, v1;
-                            vidx ix;
-                            memcpy(&v0, a + pk->src, sizeof v0);
-                            memcpy(&v1, a + pk->src + VW, sizeof v1);
-                            memcpy(&ix, pk->idx, sizeof ix);
-                            vblock r = __builtin_shuffle(v0, v1, ix);
-                            memcpy(yf, &r, sizeof r);
-                            continue;
-                        }
-#endif
-                        for (int64_t i = 0; i < pk->n; i++)
-                            yf[i] = a[bq[i] - j0];
+                    const piece pk = c->pc[k]; /* locals: not reloaded after each store */
+                    const int64_t *bq = c->base + pk.q;
+                    const int64_t at0 = (n * O + o0) * P + pk.q;
+                    if (dbl) {
+                        for (int64_t o = 0; o < no; o++)
+                            for (int64_t i = 0; i < pk.n; i++)
+                                yd[at0 + o * P + i] = s[o] * (double)acc[o][bq[i] - j0];
+                        continue;
                     }
+#if defined(__GNUC__) && !defined(__clang__)
+                    if (pk.perm) {
+                        vidx ix;
+                        memcpy(&ix, pk.idx, sizeof ix);
+                        for (int64_t o = 0; o < no; o++) {
+                            vblock v0, v1;
+                            memcpy(&v0, &acc[o][pk.src], sizeof v0);
+                            memcpy(&v1, &acc[o][pk.src + VW], sizeof v1);
+                            vblock r = __builtin_shuffle(v0, v1, ix);
+                            memcpy(yf + at0 + o * P, &r, sizeof r);
+                        }
+                        continue;
+                    }
+#endif
+                    for (int64_t o = 0; o < no; o++)
+                        for (int64_t i = 0; i < pk.n; i++)
+                            yf[at0 + o * P + i] = acc[o][bq[i] - j0];
                 }
             }
         }
