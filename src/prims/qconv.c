@@ -12,7 +12,9 @@
  *       (padding holds the zero point, which stands for 0), and
  *       (rows - zp) W^T runs on cft__qgemm, the integer GEMM, or where that
  *       would saturate (8-bit x on a CPU without VNNI) on an f32 GEMM of
- *       the integers; y = xscale wscale[o] acc. Where it cannot saturate
+ *       the integers; y = xscale wscale[o] acc (an f32 y: g = xscale
+ *       wscale[o] in double rounded to f32 once, then g * acc in f32, by
+ *       every kernel below alike; an f64 y in double). Where it cannot saturate
  *       and x has 4 channels or more, oneDNN's own int8 convolution
  *       (conv_dnnl.c: VNNI or AMX where the CPU has them, no rows formed)
  *       computes the sums with padding read as 0; each output position's
@@ -226,13 +228,14 @@ static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
                 }
                 for (int64_t o = 0; o < no; o++) {
                     double g = f * c->sc[o0 + o];
+                    const float gf = (float)g;
                     int64_t base = ((c->n0 + n) * O + o0 + o) * P + p0;
                     if (c->dbl)
                         for (int64_t pos = 0; pos < np; pos++)
                             ((double *)c->y)[base + pos] = g * (double)t[o][pos];
                     else
                         for (int64_t pos = 0; pos < np; pos++)
-                            ((float *)c->y)[base + pos] = (float)(g * (double)t[o][pos]);
+                            ((float *)c->y)[base + pos] = gf * (float)t[o][pos];
                 }
             }
     }
@@ -247,6 +250,7 @@ static CFT_VEC void scale_rows_body(void *ctx, int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; r++) {
         int64_t n = r / O, o = r % O;
         double g = (c->nan[c->n0 + n] ? NAN : c->xs) * c->sc[o];
+        const float gf = (float)g; /* f32 y: the scale rounded once, then f32 products */
         const int32_t *a = c->acc ? c->acc + r * P : NULL;
         const int32_t *cp = c->comp ? c->comp + o * P : NULL;
         int64_t at = (c->n0 * O + r) * P;
@@ -257,7 +261,7 @@ static CFT_VEC void scale_rows_body(void *ctx, int64_t lo, int64_t hi) {
                     ((double *)c->y)[at + pos] = g * (double)af[pos];
             else
                 for (int64_t pos = 0; pos < P; pos++)
-                    ((float *)c->y)[at + pos] = (float)(g * (double)af[pos]);
+                    ((float *)c->y)[at + pos] = gf * af[pos];
         } else if (c->dbl) {
             double *y = (double *)c->y + at;
             for (int64_t pos = 0; pos < P; pos++)
@@ -265,11 +269,11 @@ static CFT_VEC void scale_rows_body(void *ctx, int64_t lo, int64_t hi) {
         } else if (cp) {
             float *y = (float *)c->y + at;
             for (int64_t pos = 0; pos < P; pos++)
-                y[pos] = (float)(g * (double)(a[pos] - cp[pos]));
+                y[pos] = gf * (float)(a[pos] - cp[pos]);
         } else {
             float *y = (float *)c->y + at;
             for (int64_t pos = 0; pos < P; pos++)
-                y[pos] = (float)(g * (double)a[pos]);
+                y[pos] = gf * (float)a[pos];
         }
     }
 }

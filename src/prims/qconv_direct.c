@@ -15,11 +15,13 @@
  * which gives the multiply-adds eight independent chains. Every partial
  * sum is an integer below 2^24 (qconv.c keeps C * taps within
  * F32_EXACT_K), so the sums are exact and the bits of y are those of the
- * window gather on the integer GEMM: y = (xs sc[o]) acc, in double,
- * rounded once. The digits CNN's 1 -> 8 channels at batch 256 (the
- * convolution alone in the jit, 2 threads, Zen 4, fastest of 20 rounds):
- * 58-62 us with the kept sums copied one by one, 51-52 us with the
- * permute and the rows of x converted VW at a time (docs/implementation.md). */
+ * window gather on the integer GEMM: an f32 y is g * acc in f32, g = xs
+ * sc[o] rounded to f32 once (qconv.c's rule; an f64 y is computed in
+ * double). The digits CNN's 1 -> 8 channels at batch 256, the kernel
+ * alone on one thread (fastest of 2000 calls, Zen 4): 88 us with the kept
+ * sums copied one by one, 54 us with the permute, 42 us once its loops
+ * were vectorized at O3 (core/vec.h's CFT_VEC_NO_DISTRIBUTE), 33 us with
+ * the f32 scaling rule (docs/implementation.md). */
 #include "prims/qconv_direct.h"
 
 #include <math.h>
@@ -64,18 +66,16 @@ typedef struct {
 } direct;
 
 /* a block of VW floats (GCC's and clang's vector extension: one register
- * in the AVX-512 clone, two in the AVX2 one, four SSE ones otherwise),
- * and of VW doubles */
+ * in the AVX-512 clone, two in the AVX2 one, four SSE ones otherwise) */
 typedef float vblock __attribute__((vector_size(VW * sizeof(float))));
 typedef int32_t vidx __attribute__((vector_size(VW * sizeof(int32_t))));
-typedef double vdouble __attribute__((vector_size(VW * sizeof(double))));
 
 /* The sums of OB output channels over VW flat positions from x, each
  * tap's slice loaded once for OB independent chains of multiply-adds,
- * stored at acc[o * lda]: scaled by s[o] in double and rounded once where
- * s is given, as they are otherwise */
+ * stored at acc[o * lda]: times s[o] (the scale rounded to f32) where s
+ * is given, as they are otherwise */
 static CFT_VEC_FMA void block(const float *x, const int64_t *off, const float *w, int64_t K,
-                              const double *s, float *acc, int64_t lda) {
+                              const float *s, float *acc, int64_t lda) {
     vblock a[OB], v; /* the first tap sets the sums (K >= 1): no zeroing through memory */
     memcpy(&v, x + off[0], sizeof v);
     for (int o = 0; o < OB; o++)
@@ -89,7 +89,7 @@ static CFT_VEC_FMA void block(const float *x, const int64_t *off, const float *w
     for (int o = 0; o < OB; o++) {
         vblock r = a[o];
         if (s)
-            r = __builtin_convertvector(__builtin_convertvector(r, vdouble) * s[o], vblock);
+            r = r * s[o];
         memcpy(acc + o * lda, &r, sizeof r);
     }
 }
@@ -119,14 +119,15 @@ static CFT_VEC_NO_DISTRIBUTE void direct_body(void *ctx, int64_t lo, int64_t hi)
             const float *wb = c->wf + o0 * c->K;
             int64_t no = O - o0 < OB ? O - o0 : OB;
             double s[OB] = {0};
+            float sf[OB] = {0}; /* f32 y: the scale rounded once, then f32 products */
             for (int64_t o = 0; o < no; o++)
-                s[o] = f * g->sc[o0 + o];
+                s[o] = f * g->sc[o0 + o], sf[o] = (float)s[o];
             /* segments of flat indices summed by blocks; then the output
              * positions among them, by pieces (setup below) */
             for (int64_t j0 = 0, sg = 0; j0 < c->L; j0 += SEG, sg++) {
                 int64_t j1 = j0 + SEG < c->L ? j0 + SEG : c->L;
                 for (int64_t b = j0; b < j1; b += VW) /* f32: scaled here */
-                    block(x + b, c->off, wb, c->K, dbl ? NULL : s, &acc[0][b - j0], SEG + 2 * VW);
+                    block(x + b, c->off, wb, c->K, dbl ? NULL : sf, &acc[0][b - j0], SEG + 2 * VW);
                 for (int64_t k = c->segpc[sg]; k < c->segpc[sg + 1]; k++) {
                     const piece pk = c->pc[k]; /* locals: not reloaded after each store */
                     const int64_t *bq = c->base + pk.q;
