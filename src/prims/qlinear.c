@@ -27,6 +27,7 @@
 #include "core/par.h"
 #include "core/vec.h"
 #include "prims/qlinear.h"
+#include "prims/qmatmul_dnnl.h"
 #include "prims/rules.h"
 
 #ifdef CFT_HAVE_DNNL
@@ -181,9 +182,17 @@ static CFT_VEC void scale_body(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
+_Atomic bool cft__qmatmul_dnnl_on = true;
+#define QMATMUL_MAX_N 64
+
 void cft__qgemm(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao, const int8_t *wq,
                 int64_t ldw, int32_t *acc) {
 #ifdef CFT_HAVE_DNNL
+    /* few outputs (a classifier): oneDNN's matmul primitive, faster
+     * there (qmatmul_dnnl.c); the GEMM call where it declines */
+    if (cft__qmatmul_dnnl_on && N <= QMATMUL_MAX_N && ao >= 0 && ao <= 255 &&
+        cft__qmatmul_dnnl(M, N, K, xq, ao, wq, ldw, acc))
+        return;
     const int32_t co = 0;
     if (ao >= 0 && ao <= 255 &&
         dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.0f, xq, K, (uint8_t)ao, wq, ldw, 0, 0.0f, acc,

@@ -39,6 +39,10 @@ cft_array *cft__qunpack(cft_array *q, cft_array *s, int64_t k);
 void cft__qgemm(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao, const int8_t *wq,
                 int64_t ldw, int32_t *acc);
 bool cft__qgemm_exact_u8(void);
+/* Whether cft__qgemm may send products of few outputs to oneDNN's matmul
+ * primitive (qmatmul_dnnl.c) before its GEMM call: true unless a test
+ * turns it off to compare the two */
+extern _Atomic bool cft__qmatmul_dnnl_on;
 /* the same integers through an f32 GEMM (qkernels.c), exact while sums
  * stay below 2^24: where cft__qgemm would saturate. False when out of
  * memory. */
