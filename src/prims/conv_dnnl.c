@@ -56,14 +56,6 @@ static const dnnl_data_type_t dtypes[4][3] = {{dnnl_f32, dnnl_f32, dnnl_f32},
                                               {dnnl_f16, dnnl_f16, dnnl_f16},
                                               {dnnl_u8, dnnl_s8, dnnl_s32}};
 
-/* oneDNN's scalar reference kernel (int8 declines it: the gather on the
- * integer GEMM is faster) */
-static bool reference(const_dnnl_primitive_desc_t pd) {
-    const char *impl = NULL;
-    return ok(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)) && impl &&
-           strncmp(impl, "ref", 3) == 0;
-}
-
 static void destroy(entry *e) {
     if (e->conv)
         dnnl_primitive_destroy(e->conv);
@@ -134,7 +126,9 @@ static cft__dnnl_entry *build(const int64_t *k) {
             ok(dnnl_primitive_desc_create(&pd, &bd, attr, eng, fpd));
     else if (good)
         good = ok(dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL));
-    good = good && !(q8 && reference(pd)) && ok(dnnl_primitive_create(&e->conv, pd));
+    good = good &&
+           !(q8 && cft__dnnl_reference(pd)) && /* int8: the gather on the integer GEMM is faster */
+           ok(dnnl_primitive_create(&e->conv, pd));
     if (good) {
         dnnl_query_t q[3] = {dnnl_query_src_md,
                              wgrad ? dnnl_query_diff_weights_md : dnnl_query_weights_md,

@@ -1,7 +1,8 @@
 /* dnnl_rt.c: the runtime cft's oneDNN kernels share (conv_dnnl.c,
- * matmul_dnnl.c): one CPU engine, and per thread a stream and scratch
+ * matmul_dnnl.c, qmatmul_dnnl.c): one CPU engine, and per thread a stream and scratch
  * buffers that only grow (blocked operands, scratchpads), freed when the
- * thread exits. oneDNN runs on OpenMP, the team of src/core/par.c, at
+ * thread exits; the end of a primitive's build and a run on the
+ * thread's stream. oneDNN runs on OpenMP, the team of src/core/par.c, at
  * cft_set_num_threads' count. */
 #include "prims/dnnl_rt.h"
 
@@ -84,6 +85,51 @@ cft__dnnl_entry *cft__dnnl_lookup(cft__dnnl_cache *c, const int64_t *key, bool *
         *owned = true; /* cache full: used once, then destroyed */
     pthread_mutex_unlock(&c->mu);
     return e;
+}
+
+bool cft__dnnl_reference(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    return cft__dnnl_ok(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)) &&
+           impl && strncmp(impl, "ref", 3) == 0;
+}
+
+void cft__dnnl_built(bool good, dnnl_primitive_desc_t pd, dnnl_primitive_attr_t attr,
+                     dnnl_primitive_t *prim, dnnl_memory_desc_t *scratch) {
+    if (good)
+        *scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    else if (*prim)
+        dnnl_primitive_destroy(*prim), *prim = NULL;
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+}
+
+enum { RUN_MAX_ARGS = 8 };
+
+bool cft__dnnl_run(dnnl_primitive_t prim, int n, const int *arg, const dnnl_memory_desc_t *md,
+                   void *const *buf, const dnnl_memory_desc_t *scratch, int slot) {
+    dnnl_stream_t st = cft__dnnl_stream();
+    if (!st || n < 0 || n >= RUN_MAX_ARGS)
+        return false;
+    size_t sn = dnnl_memory_desc_get_size(scratch);
+    void *sp = sn ? cft__dnnl_buffer(slot, sn) : DNNL_MEMORY_NONE;
+    if (sn && !sp)
+        return false;
+    dnnl_memory_t m[RUN_MAX_ARGS];
+    dnnl_exec_arg_t args[RUN_MAX_ARGS];
+    bool good = true;
+    for (int i = 0; i <= n; i++) { /* the last one: the scratchpad */
+        m[i] = i < n ? cft__dnnl_mem(&md[i], buf[i]) : cft__dnnl_mem(scratch, sp);
+        args[i] = (dnnl_exec_arg_t){i < n ? arg[i] : DNNL_ARG_SCRATCHPAD, m[i]};
+        good = good && m[i];
+    }
+    good = good && cft__dnnl_ok(dnnl_primitive_execute(prim, st, n + 1, args)) &&
+           cft__dnnl_ok(dnnl_stream_wait(st));
+    for (int i = 0; i <= n; i++)
+        if (m[i])
+            dnnl_memory_destroy(m[i]);
+    return good;
 }
 
 int cft__dnnl_threads_begin(int *nth, double work) {

@@ -60,6 +60,22 @@ cft__dnnl_entry *cft__dnnl_lookup(cft__dnnl_cache *c, const int64_t *key, bool *
 static inline bool cft__dnnl_ok(dnnl_status_t s) {
     return s == dnnl_success;
 }
+
+/* Whether pd is oneDNN's scalar reference kernel (slower than cft's own
+ * paths, so the kernels decline it). */
+bool cft__dnnl_reference(const_dnnl_primitive_desc_t pd);
+
+/* The end of a primitive's build: where good, *prim (made from pd) stays
+ * and *scratch is its scratchpad's desc; else *prim is destroyed and set
+ * to NULL. pd and attr (either may be NULL) are destroyed. */
+void cft__dnnl_built(bool good, dnnl_primitive_desc_t pd, dnnl_primitive_attr_t attr,
+                     dnnl_primitive_t *prim, dnnl_memory_desc_t *scratch);
+
+/* Runs prim on this thread's stream with n arguments (arg[i] over buf[i],
+ * described by md[i]) and its scratchpad (scratch, in this thread's buffer
+ * `slot`), and waits; false on any failure. */
+bool cft__dnnl_run(dnnl_primitive_t prim, int n, const int *arg, const dnnl_memory_desc_t *md,
+                   void *const *buf, const dnnl_memory_desc_t *scratch, int slot);
 #endif
 
 #endif

@@ -37,13 +37,6 @@ static bool desc(dnnl_memory_desc_t *md, dnnl_data_type_t dt, int64_t batch, int
                                    : dnnl_memory_desc_init_by_tag(md, 3, d3, dt, dnnl_abc));
 }
 
-/* oneDNN's scalar reference kernel: slower than widening to f32 */
-static bool reference(const_dnnl_primitive_desc_t pd) {
-    const char *impl = NULL;
-    return cft__dnnl_ok(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)) &&
-           impl && strncmp(impl, "ref", 3) == 0;
-}
-
 /* the primitive for one key; prim NULL when oneDNN declines; NULL when out
  * of memory */
 static cft__dnnl_entry *build(const int64_t *k) {
@@ -64,41 +57,18 @@ static cft__dnnl_entry *build(const int64_t *k) {
         cft__dnnl_ok(dnnl_primitive_attr_create(&attr)) &&
         cft__dnnl_ok(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) &&
         cft__dnnl_ok(dnnl_primitive_desc_create(&pd, &mdesc, attr, eng, NULL)) &&
-        (k[0] == 0 || !reference(pd)) && cft__dnnl_ok(dnnl_primitive_create(&e->prim, pd));
-    if (good)
-        e->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    else if (e->prim)
-        dnnl_primitive_destroy(e->prim), e->prim = NULL;
-    if (pd)
-        dnnl_primitive_desc_destroy(pd);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
+        (k[0] == 0 || !cft__dnnl_reference(pd)) &&
+        cft__dnnl_ok(dnnl_primitive_create(&e->prim, pd));
+    cft__dnnl_built(good, pd, attr, &e->prim, &e->scratch);
     return &e->head;
 }
 
 static cft__dnnl_cache cache = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, build};
 
 static bool run(const entry *e, const void *a, const void *b, void *c) {
-    dnnl_stream_t st = cft__dnnl_stream();
-    if (!st)
-        return false;
-    size_t sn = dnnl_memory_desc_get_size(&e->scratch);
-    void *sp = sn ? cft__dnnl_buffer(SCRATCH_SLOT, sn) : DNNL_MEMORY_NONE;
-    if (sn && !sp)
-        return false;
-    dnnl_memory_t m[4] = {cft__dnnl_mem(&e->md[0], (void *)a), cft__dnnl_mem(&e->md[1], (void *)b),
-                          cft__dnnl_mem(&e->md[2], c), cft__dnnl_mem(&e->scratch, sp)};
-    bool good = m[0] && m[1] && m[2] && m[3];
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m[0]},
-                               {DNNL_ARG_WEIGHTS, m[1]},
-                               {DNNL_ARG_DST, m[2]},
-                               {DNNL_ARG_SCRATCHPAD, m[3]}};
-    good = good && cft__dnnl_ok(dnnl_primitive_execute(e->prim, st, 4, args)) &&
-           cft__dnnl_ok(dnnl_stream_wait(st));
-    for (int i = 0; i < 4; i++)
-        if (m[i])
-            dnnl_memory_destroy(m[i]);
-    return good;
+    static const int arg[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+    void *const buf[3] = {(void *)a, (void *)b, c};
+    return cft__dnnl_run(e->prim, 3, arg, e->md, buf, &e->scratch, SCRATCH_SLOT);
 }
 
 static bool off(void) {

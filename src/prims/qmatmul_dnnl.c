@@ -33,13 +33,6 @@ typedef struct entry {
     dnnl_memory_desc_t md[4], scratch; /* x, w, acc, the zero point */
 } entry;
 
-/* oneDNN's scalar reference kernel: slower than the GEMM call */
-static bool reference(const_dnnl_primitive_desc_t pd) {
-    const char *impl = NULL;
-    return cft__dnnl_ok(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)) &&
-           impl && strncmp(impl, "ref", 3) == 0;
-}
-
 static cft__dnnl_entry *build(const int64_t *k) {
     entry *e = calloc(1, sizeof *e);
     if (!e)
@@ -66,44 +59,19 @@ static cft__dnnl_entry *build(const int64_t *k) {
         cft__dnnl_ok(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) &&
         cft__dnnl_ok(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0,
                                                          (int32_t[]){DNNL_RUNTIME_S32_VAL})) &&
-        cft__dnnl_ok(dnnl_primitive_desc_create(&pd, &mdesc, attr, eng, NULL)) && !reference(pd) &&
-        cft__dnnl_ok(dnnl_primitive_create(&e->prim, pd));
-    if (good)
-        e->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    else if (e->prim)
-        dnnl_primitive_destroy(e->prim), e->prim = NULL;
-    if (pd)
-        dnnl_primitive_desc_destroy(pd);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
+        cft__dnnl_ok(dnnl_primitive_desc_create(&pd, &mdesc, attr, eng, NULL)) &&
+        !cft__dnnl_reference(pd) && cft__dnnl_ok(dnnl_primitive_create(&e->prim, pd));
+    cft__dnnl_built(good, pd, attr, &e->prim, &e->scratch);
     return &e->head;
 }
 
 static cft__dnnl_cache cache = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, build};
 
 static bool run(const entry *e, const uint8_t *xq, int32_t ao, const int8_t *wq, int32_t *acc) {
-    dnnl_stream_t st = cft__dnnl_stream();
-    if (!st)
-        return false;
-    size_t sn = dnnl_memory_desc_get_size(&e->scratch);
-    void *sp = sn ? cft__dnnl_buffer(SCRATCH_SLOT, sn) : DNNL_MEMORY_NONE;
-    if (sn && !sp)
-        return false;
-    dnnl_memory_t m[5] = {cft__dnnl_mem(&e->md[0], (void *)xq),
-                          cft__dnnl_mem(&e->md[1], (void *)wq), cft__dnnl_mem(&e->md[2], acc),
-                          cft__dnnl_mem(&e->md[3], &ao), cft__dnnl_mem(&e->scratch, sp)};
-    bool good = m[0] && m[1] && m[2] && m[3] && m[4];
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m[0]},
-                               {DNNL_ARG_WEIGHTS, m[1]},
-                               {DNNL_ARG_DST, m[2]},
-                               {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, m[3]},
-                               {DNNL_ARG_SCRATCHPAD, m[4]}};
-    good = good && cft__dnnl_ok(dnnl_primitive_execute(e->prim, st, 5, args)) &&
-           cft__dnnl_ok(dnnl_stream_wait(st));
-    for (int i = 0; i < 5; i++)
-        if (m[i])
-            dnnl_memory_destroy(m[i]);
-    return good;
+    static const int arg[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST,
+                               DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC};
+    void *const buf[4] = {(void *)xq, (void *)wq, acc, &ao};
+    return cft__dnnl_run(e->prim, 4, arg, e->md, buf, &e->scratch, SCRATCH_SLOT);
 }
 
 bool cft__qmatmul_dnnl(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao,
