@@ -21,7 +21,8 @@
  * alone on one thread (fastest of 2000 calls, Zen 4): 88 us with the kept
  * sums copied one by one, 54 us with the permute, 42 us once its loops
  * were vectorized at O3 (core/vec.h's CFT_VEC_NO_DISTRIBUTE), 33 us with
- * the f32 scaling rule (docs/implementation.md). */
+ * the f32 scaling rule (42-44 us for the double one in the same runs;
+ * docs/implementation.md). */
 #include "prims/qconv_direct.h"
 
 #include <math.h>
