@@ -230,20 +230,24 @@ void cft__par_for(int64_t n, double work_per_item, cft__par_body body, void *ctx
          * a kernel thread or a shell takes a waiting thread's core for a
          * moment on a quiet machine too) */
         int64_t w0 = 0, c0 = 0;
-        if (watch) {
+        if (watch) { /* the clock first (vDSO): getrusage, a system call, only when late */
             w0 = mono_ns();
-            if (was_preempted() && t > 0 && w0 - t0 > LATE_NS)
+            if (t > 0 && w0 - t0 > LATE_NS && was_preempted())
                 atomic_fetch_add_explicit(&preempted, 1, memory_order_relaxed);
             c0 = cpu_ns();
         }
         if (lo < hi)
             body(ctx, lo, hi);
         if (watch) { /* kept off its core for a good part of its share */
-            int64_t wall = mono_ns() - w0, lost = wall - (cpu_ns() - c0);
+            int64_t wall = mono_ns() - w0;
             /* off the CPU by preemption, not by waiting (a lock, the GC's
-             * stop-the-world: voluntary switches) */
-            if (was_preempted() && lost > LATE_NS / 2 && lost * 4 > wall)
-                atomic_fetch_add_explicit(&preempted, 1, memory_order_relaxed);
+             * stop-the-world: voluntary switches); a share shorter than
+             * LATE_NS / 2 cannot have lost that much, and asks nothing */
+            if (wall > LATE_NS / 2) {
+                int64_t lost = wall - (cpu_ns() - c0);
+                if (lost > LATE_NS / 2 && lost * 4 > wall && was_preempted())
+                    atomic_fetch_add_explicit(&preempted, 1, memory_order_relaxed);
+            }
         }
     }
     if (watch)
