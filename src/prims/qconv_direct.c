@@ -166,7 +166,7 @@ static CFT_VEC_NO_DISTRIBUTE void direct_body(void *ctx, int64_t lo, int64_t hi)
  * time, the last VW of the segment's positions overlapping the one before
  * (writing the same values twice) rather than a short piece; fewer than VW
  * positions, or VW whose indices spread past 2 VW, are copied one by one */
-static int64_t pieces(const int64_t *base, int64_t P, int64_t L, piece *pc, int64_t *segpc) {
+static void pieces(const int64_t *base, int64_t P, int64_t L, piece *pc, int64_t *segpc) {
     int64_t np = 0, q = 0, sg = 0;
     for (int64_t j0 = 0; j0 < L; j0 += SEG, sg++) {
         int64_t qe = q;
@@ -188,7 +188,6 @@ static int64_t pieces(const int64_t *base, int64_t P, int64_t L, piece *pc, int6
         q = qe;
     }
     segpc[sg] = np;
-    return np;
 }
 
 bool cft__qconv_direct(const cft__qdirect *g) {

@@ -24,8 +24,10 @@ typedef struct {
 } cft__qdirect;
 
 /* y[n, o, pos] = (xs sc[o]) * sum (xq - zp) w, the sums exact in f32
- * (the caller keeps C * taps within F32_EXACT_K of qconv.c), so the bits
- * are those of the window gather on the integer GEMM; false (nothing
+ * (the caller keeps C * taps within F32_EXACT_K of qconv.c), scaled by
+ * qconv.c's rule (an f32 y: xs sc[o] rounded to f32 once, then f32
+ * products; an f64 y in double), so the bits are those of the window
+ * gather on the integer GEMM; false (nothing
  * written) where the geometry does not fit: 4 input channels or more
  * (where oneDNN's int8 kernel, or the f32 convolution's GEMM, does more
  * with each value it loads), a stride above 1, negative padding, or a
