@@ -963,29 +963,76 @@ FN(fn_qc_smooth) { /* the convolution of x (conv_qint: (x - zp) xs) with the deq
     out[0] = cft_conv_general_dilated(x, w, qc_one, qc_pad, NULL, qc_one, 1, 1);
     return CFT_OK;
 }
+/* the int32 sum of sample n, channel oc at position pos (of 5 x 5) of the
+ * 3 x 3 convolution with padding 1 of rows [2, 2, 5, 5]: x's grid value
+ * by grid(), clamped to [0, 255], less zp, times the weight's bytes */
+static double qc_acc(const row *r, double *const *x, int n, int oc, int pos, double zp,
+                     double (*grid)(const row *r, double v)) {
+    int i = pos / 5, j = pos % 5;
+    double acc = 0;
+    for (int c = 0; c < 2; c++)
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++) {
+                int ii = i - 1 + a, jj = j - 1 + b, t = c * 9 + a * 3 + b;
+                if (ii < 0 || ii >= 5 || jj < 0 || jj >= 5)
+                    continue;
+                double v = grid(r, x[0][((n * 2 + c) * 5 + ii) * 5 + jj]);
+                acc += (fmax(0, fmin(255, v)) - zp) * ql_byte(x[1][oc * 5 + t / 4], t % 4);
+            }
+    return acc;
+}
+
+/* conv_qact: fn_qc's convolution (x cast to f32: the primitive is f32's)
+ * with a bias per channel, a ReLU and the rounding onto an output grid
+ * (scale 0.05, zero point 3, [0, 200]) */
+static const float qa_bias[3] = {0.3f, -0.2f, 0.1f};
+FN(fn_qa) {
+    UNUSED_FN;
+    (void)env;
+    cft_array *a[9] = {
+        cft_astype(in[0], CFT_F32), in[1],
+        cft_astype(in[2], CFT_F32), cft_scalar(0.025, CFT_F32),
+        cft_scalar(120, CFT_I32),   cft_from_data(qa_bias, CFT_F32, (int64_t[]){3}, 1),
+        cft_scalar(0, CFT_F32),     cft_scalar(0.05, CFT_F32),
+        cft_scalar(3, CFT_F32)};
+    out[0] =
+        cft__qact_bind(a, (int64_t[]){0, 255, 0, 0, 200, 1}, qc_wshape, 2, qc_one, qc_pad, qc_one);
+    return CFT_OK;
+}
+/* each op in f32, as the kernel: x / xs rounded, the sums exact, y =
+ * (xs ws[o] rounded to f32) acc, then bias, ReLU, rounding, clamp */
+static double qa_grid(const row *r, double v) {
+    (void)r;
+    return nearbyintf((float)v / 0.025f) + 120.0f;
+}
+static void ref_qa(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                   double *y) {
+    (void)av, (void)o;
+    for (int n = 0; n < 2; n++)
+        for (int oc = 0; oc < 3; oc++)
+            for (int pos = 0; pos < 25; pos++) {
+                double acc = qc_acc(r, x, n, oc, pos, 120, qa_grid);
+                float g = (float)((double)0.025f * (double)(float)x[2][oc]);
+                float u = g * (float)acc + qa_bias[oc];
+                u = u > 0 ? u : 0;
+                float w = nearbyintf(u / 0.05f) + 3.0f;
+                w = w < 0 ? 0 : w;
+                y[(n * 3 + oc) * 25 + pos] = w > 200 ? 200 : w;
+            }
+}
+
 /* p[2]: x on the grid (conv_qint) */
+static double qc_grid(const row *r, double v) {
+    return r->p[2] ? nearbyint(v) : nearbyint(v / (r->p[0] / 1000.0)) + r->p[1];
+}
 static void ref_qc(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
                    double *y) {
     (void)av, (void)o;
-    double xs = r->p[0] / 1000.0, zp = r->p[1];
     for (int n = 0; n < 2; n++)
         for (int oc = 0; oc < 3; oc++)
-            for (int i = 0; i < 5; i++)
-                for (int j = 0; j < 5; j++) {
-                    double acc = 0;
-                    for (int c = 0; c < 2; c++)
-                        for (int a = 0; a < 3; a++)
-                            for (int b = 0; b < 3; b++) {
-                                int ii = i - 1 + a, jj = j - 1 + b, t = c * 9 + a * 3 + b;
-                                if (ii < 0 || ii >= 5 || jj < 0 || jj >= 5)
-                                    continue;
-                                double v = x[0][((n * 2 + c) * 5 + ii) * 5 + jj];
-                                v = r->p[2] ? nearbyint(v) : nearbyint(v / xs) + zp;
-                                acc += (fmax(0, fmin(255, v)) - zp) *
-                                       ql_byte(x[1][oc * 5 + t / 4], t % 4);
-                            }
-                    y[((n * 3 + oc) * 5 + i) * 5 + j] = xs * x[2][oc] * acc;
-                }
+            for (int pos = 0; pos < 25; pos++)
+                y[(n * 3 + oc) * 25 + pos] =
+                    r->p[0] / 1000.0 * x[2][oc] * qc_acc(r, x, n, oc, pos, r->p[1], qc_grid);
 }
 
 /* ---- indexing (index.c): gather, scatter, scatter_add, dynamic_slice,
@@ -1635,6 +1682,10 @@ static const row rows[] = {
             {F, 1, {3}, 0.01, 0.1, 0}},
      .out_nd = 4, .out_shape = {2, 3, 5, 5}, .ref = ref_qc, .p = {25, 120, 1},
      .flags = STE | BLAS_SHAPES, .ste = fn_qc_smooth},
+    {.prim = "conv_qact", .fn = fn_qa, .nin = 3,
+     .in = {{F, 4, {2, 2, 5, 5}, -2, 2, 0}, {I, 2, {3, 5}, -2147483648.0, 2147483647.0, 0},
+            {F, 1, {3}, 0.01, 0.1, 0}},
+     .out_nd = 4, .out_shape = {2, 3, 5, 5}, .ref = ref_qa, .flags = NONDIFF | ANY_DTYPE},
     /* 2:4 sparsity: metadata words span all of i32 (every word is valid) */
     {.prim = "sparse24_meta", .fn = fn_s24_meta, .nin = 1, .in = {{F, 2, {3, 40}, -2, 2, 0}},
      .out_nd = 2, .out_shape = {3, 2}, .ref = ref_s24_meta, .flags = NONDIFF | ANY_DTYPE},

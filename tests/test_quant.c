@@ -757,9 +757,10 @@ int main(int argc, char **argv) {
         unsetenv("CFT_JIT_REWRITE");
     }
 
-    TEST("static int8 CNN under the jit: conv, ReLU, conv, ReLU, flatten, linear; the second "
-         "conv and the linear read grid values written by the ReLU kernels (conv_qint, dot_qint "
-         "through the reshape); the interpreter's bits, twice") {
+    TEST("static int8 CNN under the jit: conv, ReLU, conv, ReLU, flatten, linear; each conv "
+         "and its ReLU fused with the rounding onto the next product's grid (conv_qact), the "
+         "second reading the first's grid, the linear the second's (dot_qint through the "
+         "reshape); the interpreter's bits, twice") {
         cft_array *w1 = cft_mul_s(
             cft_random_normal(cft_random_key(80), CFT_F32, (int64_t[]){4, 2, 3, 3}, 4), 0.3);
         cft_array *w2 = cft_mul_s(
@@ -777,8 +778,10 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 4; i++)
             av[i] = cft_array_aval(in[i]);
         cft_ir *rw = cft_ir_rewrite(cft_make_ir(c, av));
-        CHECK_EQ(count_prim(rw, "conv_qstatic"), 1);
-        CHECK_EQ(count_prim(rw, "conv_qint"), 1);
+        CHECK_EQ(count_prim(rw, "conv_qact"), 2);
+        CHECK_EQ(count_prim(rw, "conv_qstatic"), 0);
+        CHECK_EQ(count_prim(rw, "conv_qint"), 0);
+        CHECK_EQ(count_prim(rw, "select"), 0);
         CHECK_EQ(count_prim(rw, "dot_qint"), 1);
         CHECK_EQ(count_prim(rw, "dot_qstatic"), 0);
         cft_array *y = cft_fn_call1(c, in);

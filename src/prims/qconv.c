@@ -36,7 +36,10 @@
  *       straight-through estimator, as dot_qstatic's.
  *   conv_qint(xq, ...)[same]: the same convolution with x already on the
  *       grid (xq = clamp(round(x / xs) + zp)), written so by the jit's
- *       rewrite into the elementwise kernel before it, as dot_qint. */
+ *       rewrite into the elementwise kernel before it, as dot_qint; where
+ *       that kernel is a bias and a ReLU after another of these
+ *       convolutions, the rewrite fuses the three into conv_qact
+ *       (qconv_act.c), whose epilogue runs in these kernels (cft__qepi). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -93,8 +96,8 @@ static int64_t taps_of(const cft_params *p) {
 }
 
 /* the two convolutions' shape rule, its errors naming op */
-static cft_array *qconv_check(const char *op, const cft_aval *in, const cft_params *p,
-                              cft_aval *out) {
+cft_array *cft__qconv_check(const char *op, const cft_aval *in, const cft_params *p,
+                            cft_aval *out) {
     const cft_aval *x = &in[0];
     int nsp = x->ndim - 2;
     if (x->ndim < 3 || x->ndim > 5 || !cft__qreal_float(x->dtype) || in[1].ndim != 2 ||
@@ -135,11 +138,11 @@ static cft_array *qconv_check(const char *op, const cft_aval *in, const cft_para
 
 static cft_array *qconv_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
-    return qconv_check("conv_qstatic", in, p, out);
+    return cft__qconv_check("conv_qstatic", in, p, out);
 }
 static cft_array *qint_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
-    return qconv_check("conv_qint", in, p, out);
+    return cft__qconv_check("conv_qint", in, p, out);
 }
 
 /* ---- the kernel ---- */
@@ -205,6 +208,7 @@ typedef struct {
     int64_t n0, P, O;
     double xs;
     bool dbl;
+    const cft__qepi *ep; /* conv_qact's epilogue on each row of an f32 y, or NULL */
 } scale_rows;
 
 /* y[n0 + n, o, pos] = xs sc[o] acc[n P + pos, o] (the gather's sums,
@@ -239,6 +243,8 @@ static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
                             ((float *)c->y)[base + pos] = gf * (float)t[o][pos];
                 }
             }
+        if (c->ep)
+            cft__qepi_span(c->ep, 0, (float *)c->y + (c->n0 + n) * O * P, O * P);
     }
 }
 
@@ -276,6 +282,8 @@ static CFT_VEC void scale_rows_body(void *ctx, int64_t lo, int64_t hi) {
             for (int64_t pos = 0; pos < P; pos++)
                 y[pos] = gf * (float)a[pos];
         }
+        if (c->ep)
+            cft__qepi_span(c->ep, o * P, (float *)c->y + at, P);
     }
 }
 
@@ -338,7 +346,8 @@ static CFT_VEC void to_f32_body(void *ctx, int64_t lo, int64_t hi) {
  * rows of windows */
 static cft_array *qconv_f32(const cft_aval *xa, const cft_aval *wa, const uint8_t *xq,
                             const uint8_t *nan, const int8_t *wq, int64_t ldw, const double *sc,
-                            double xs, double zp, const cft_params *p, cft_array *y) {
+                            double xs, double zp, const cft_params *p, const cft__qepi *ep,
+                            cft_array *y) {
     int64_t N = xa->shape[0], O = wa->shape[0], K = cft__numel(wa->shape + 1, wa->ndim - 1);
     cft_array *xf = cft__alloc(CFT_F32, xa->shape, xa->ndim),
               *wf = cft__alloc(CFT_F32, wa->shape, wa->ndim);
@@ -354,8 +363,8 @@ static cft_array *qconv_f32(const cft_aval *xa, const cft_aval *wa, const uint8_
     if (cft_failed(acc))
         return acc;
     int64_t P = cft__numel(y->aval.shape + 2, y->aval.ndim - 2);
-    scale_rows sr = {NULL, cft__ptr(acc),           NULL, sc, nan, cft__ptr(y), 0, P, O,
-                     xs,   y->aval.dtype == CFT_F64};
+    scale_rows sr = {
+        NULL, cft__ptr(acc), NULL, sc, nan, cft__ptr(y), 0, P, O, xs, y->aval.dtype == CFT_F64, ep};
     cft__par_for(N * O, 2.0 * (double)P, scale_rows_body, &sr);
     return NULL;
 }
@@ -376,7 +385,7 @@ static void dnnl_key(const cft_aval *x, int64_t O, const cft_params *p, int64_t 
 
 /* conv_qstatic, and conv_qint where x is on the grid */
 static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_array *const *in,
-                            const cft_params *p, cft_array **out) {
+                            const cft_params *p, const cft__qepi *ep, cft_array **out) {
     cft_array *xqs[3];
     cft_aval oa;
     double xs, zp, lo = (double)p->v[QX][0], hi = (double)p->v[QX][1];
@@ -453,7 +462,7 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
                 dn = false; /* declined, or out of memory in oneDNN: the gather below */
                 break;
             }
-            scale_rows sr = {a, NULL, comp, sc, nan, cft__ptr(y), n0, P, O, xs, dbl};
+            scale_rows sr = {a, NULL, comp, sc, nan, cft__ptr(y), n0, P, O, xs, dbl, ep};
             cft__par_for(nc * O, 2.0 * (double)P, scale_rows_body, &sr);
         }
         if (dn) {
@@ -463,7 +472,7 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
         /* declined (a geometry oneDNN has no int8 kernel for: remembered
          * per geometry), or oneDNN short of memory: the whole convolution
          * by the gather, with its own scratch */
-        return qconv_run(prim, grid, false, in, p, out);
+        return qconv_run(prim, grid, false, in, p, ep, out);
     }
     if (f32) {
         cft__qdirect dg = {.nsp = nsp,
@@ -484,13 +493,14 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
                            .sc = sc,
                            .xs = xs,
                            .y = cft__ptr(y),
-                           .dbl = dbl};
+                           .dbl = dbl,
+                           .ep = ep};
         if (cft__qconv_direct(&dg)) {
             cft__qconv_direct_runs++;
             return out[0] = y, NULL;
         }
         cft_aval wa = weight_aval(p, &q->aval);
-        cft_array *r = qconv_f32(&x->aval, &wa, xq, nan, wq, ldw, sc, xs, zp, p, y);
+        cft_array *r = qconv_f32(&x->aval, &wa, xq, nan, wq, ldw, sc, xs, zp, p, ep, y);
         if (r)
             return r;
         cft__qconv_f32_runs++;
@@ -504,7 +514,7 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
         cft__par_for(M, (double)K, im2row_body, &ir);
         if (!cft__qgemm_exact(M, O, K, rows, (int32_t)zp, wq, ldw, acc, hi))
             return cft__oom();
-        scale_rows sg = {acc, NULL, NULL, sc, nan, cft__ptr(y), n0, P, O, xs, dbl};
+        scale_rows sg = {acc, NULL, NULL, sc, nan, cft__ptr(y), n0, P, O, xs, dbl, ep};
         cft__par_for(nc, 2.0 * (double)(P * O), scatter_body, &sg);
     }
     out[0] = y;
@@ -512,11 +522,15 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
 }
 static cft_array *qconv_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin;
-    return qconv_run(&cft_p_conv_qstatic, false, true, in, p, out);
+    return qconv_run(&cft_p_conv_qstatic, false, true, in, p, NULL, out);
 }
 static cft_array *qint_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin;
-    return qconv_run(&cft_p_conv_qint, true, true, in, p, out);
+    return qconv_run(&cft_p_conv_qint, true, true, in, p, NULL, out);
+}
+cft_array *cft__qconv_run(bool grid, cft_array *const *in, const cft_params *p, const cft__qepi *ep,
+                          cft_array **out) {
+    return qconv_run(grid ? &cft_p_conv_qint : &cft_p_conv_qstatic, grid, true, in, p, ep, out);
 }
 
 /* ---- rules ---- */
@@ -571,19 +585,25 @@ static cft_array *bind5(const cft_prim *prim, cft_array *const *x, const cft_par
 }
 
 /* x batched alone: its batch joins the samples; anything else batched:
- * the product per example, stacked */
-static cft_array *vmap_of(const cft_prim *prim, int64_t size, cft_array *const *x, const int *bdim,
-                          const cft_params *p, cft_array **y, int *ybdim) {
+ * the product per example, stacked (conv_qact's too: its nin inputs) */
+cft_array *cft__qconv_vmap(const cft_prim *prim, int nin, int64_t size, cft_array *const *x,
+                           const int *bdim, const cft_params *p, cft_array **y, int *ybdim) {
     ybdim[0] = 0;
     cft_array *xb = bdim[0] < 0 ? x[0] : cft__moveaxis_b(x[0], bdim[0], 0);
-    if (bdim[1] < 0 && bdim[2] < 0 && bdim[3] < 0 && bdim[4] < 0) {
+    bool alone = true;
+    for (int j = 1; j < nin; j++)
+        alone &= bdim[j] < 0;
+    if (alone) {
         const cft_aval *a = &xb->aval;
         int64_t fold[CFT_MAX_NDIM];
         fold[0] = a->shape[0] * a->shape[1];
         for (int i = 2; i < a->ndim; i++)
             fold[i - 1] = a->shape[i];
-        cft_array *r = bind5(
-            prim, (cft_array *[]){cft_reshape(xb, fold, a->ndim - 1), x[1], x[2], x[3], x[4]}, p);
+        cft_array *xs[nin];
+        xs[0] = cft_reshape(xb, fold, a->ndim - 1);
+        for (int j = 1; j < nin; j++)
+            xs[j] = x[j];
+        cft_array *r = cft__bind1(prim, p, nin, xs);
         if (cft_failed(r))
             return y[0] = r;
         int64_t un[CFT_MAX_NDIM];
@@ -597,10 +617,10 @@ static cft_array *vmap_of(const cft_prim *prim, int64_t size, cft_array *const *
     if (!each)
         return y[0] = cft__oom();
     for (int64_t i = 0; i < size; i++) {
-        cft_array *a[5];
-        for (int j = 0; j < 5; j++)
+        cft_array *a[nin];
+        for (int j = 0; j < nin; j++)
             a[j] = bdim[j] < 0 ? x[j] : cft_index(cft__moveaxis_b(x[j], bdim[j], 0), i);
-        each[i] = bind5(prim, a, p);
+        each[i] = cft__bind1(prim, p, nin, a);
     }
     y[0] = cft_stack(each, (int)size, 0);
     return cft_failed(y[0]) ? y[0] : NULL;
@@ -608,28 +628,42 @@ static cft_array *vmap_of(const cft_prim *prim, int64_t size, cft_array *const *
 static cft_array *qconv_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
                              const cft_params *p, cft_array **y, int *ybdim) {
     (void)nin;
-    return vmap_of(&cft_p_conv_qstatic, size, x, bdim, p, y, ybdim);
+    return cft__qconv_vmap(&cft_p_conv_qstatic, 5, size, x, bdim, p, y, ybdim);
 }
 static cft_array *qint_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
                             const cft_params *p, cft_array **y, int *ybdim) {
     (void)nin;
-    return vmap_of(&cft_p_conv_qint, size, x, bdim, p, y, ybdim);
+    return cft__qconv_vmap(&cft_p_conv_qint, 5, size, x, bdim, p, y, ybdim);
 }
 
 /* the jit's rewrite, as dot_qstatic's (qstatic.c): x from an elementwise
- * kernel is rounded onto the grid in that kernel, and conv_qint reads it */
+ * kernel is rounded onto the grid in that kernel (or in a conv_qact's
+ * epilogue: cft__qact_grid), and conv_qint reads it */
+cft_array *cft__qconv_x(const cft_eqn *q, const cft_rewrite_ctx *c, bool *grid) {
+    cft_array *x = c->value(c, q->in[0]->id);
+    int src = q->prim == &cft_p_conv_qstatic ? cft__qgrid_source(q, c) : -1;
+    *grid = q->prim == &cft_p_conv_qint;
+    if (src < 0)
+        return x;
+    cft_array *xs = c->value(c, q->in[3]->id), *zp = c->value(c, q->in[4]->id);
+    const int64_t lo = q->params.v[QX][0], hi = q->params.v[QX][1];
+    cft_array *g = cft__qact_grid(c, src, xs, zp, lo, hi);
+    if (!g)
+        cft__qgrid_of(c->value(c, src), xs, zp, false, lo, hi, &g, NULL);
+    *grid = true;
+    return cft_reshape(g, x->aval.shape, x->aval.ndim);
+}
+
 static bool qconv_rewrite(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **out) {
     int src = cft__qgrid_source(q, c);
     if (src < 0 || !c->value)
         return src >= 0;
     cft_array *x[5];
-    for (int i = 0; i < 5; i++)
+    bool grid;
+    x[0] = cft__qconv_x(q, c, &grid);
+    for (int i = 1; i < 5; i++)
         x[i] = c->value(c, q->in[i]->id);
-    cft_array *g;
-    cft__qgrid_of(c->value(c, src), x[3], x[4], false, q->params.v[QX][0], q->params.v[QX][1], &g,
-                  NULL);
-    g = cft_reshape(g, x[0]->aval.shape, x[0]->aval.ndim);
-    out[0] = bind5(&cft_p_conv_qint, (cft_array *[]){g, x[1], x[2], x[3], x[4]}, &q->params);
+    out[0] = bind5(&cft_p_conv_qint, x, &q->params);
     return true;
 }
 

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "prims/qepi.h"
+
 typedef struct {
     int nsp;                 /* spatial dims, 1 to 3 */
     int64_t N, C, O;         /* samples, input and output channels */
@@ -21,6 +23,7 @@ typedef struct {
     double xs;        /* the activation's scale */
     void *y;          /* [N, O, out...] f32, or f64 where dbl */
     bool dbl;
+    const cft__qepi *ep; /* conv_qact's epilogue on each sample's f32 rows, or NULL */
 } cft__qdirect;
 
 /* y[n, o, pos] = (xs sc[o]) * sum (xq - zp) w, the sums exact in f32

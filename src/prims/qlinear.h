@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "array/array.h"
+#include "prims/qepi.h"
 #include "trace/prim.h"
 
 /* the longest reduction of u8 by s8 products whose int32 sum cannot
@@ -143,5 +144,33 @@ bool cft__qconv_fits(const struct cft_prim *p, const cft_params *par, const cft_
 cft_array *cft__qstatic_conv(cft_array *x, cft_array *w, cft_array *ws, int64_t wlo, int64_t whi,
                              cft_array *xs, cft_array *zp, int64_t xlo, int64_t xhi,
                              const cft_params *conv);
+
+/* qconv.c's pieces conv_qact (qconv_act.c) is made of: the shape rule of
+ * conv_qstatic / conv_qint (errors naming op); their kernels (x on the
+ * grid where grid) with the epilogue ep on each f32 output row (NULL:
+ * none); their vmap rule for prim of nin inputs, x the first */
+cft_array *cft__qconv_check(const char *op, const cft_aval *in, const cft_params *p, cft_aval *out);
+cft_array *cft__qconv_run(bool grid, cft_array *const *in, const cft_params *p, const cft__qepi *ep,
+                          cft_array **out);
+cft_array *cft__qconv_vmap(const struct cft_prim *prim, int nin, int64_t size, cft_array *const *x,
+                           const int *bdim, const cft_params *p, cft_array **y, int *ybdim);
+/* The jit's rewrite of a product whose x is the grid of var src (an
+ * elementwise equation's value: cft__qgrid_source): where src is a
+ * conv_qstatic or conv_qint, then a bias per output channel, then a ReLU
+ * (each optional, each read by the next alone), one conv_qact computing
+ * clamp(round(src / xs) + zp, lo, hi) in the convolution's epilogue
+ * (qconv_act.c); NULL where the chain is another */
+cft_array *cft__qact_grid(const struct cft_rewrite_ctx *c, int src, cft_array *xs, cft_array *zp,
+                          int64_t lo, int64_t hi);
+/* conv_qact bound on in = (x, words, wscale, xscale, xzp, bias, floor,
+ * oscale, ozp) with ranges (xlo, xhi, grid, ylo, yhi, act) and the
+ * geometry of cft__qconv_bind (for the tests) */
+cft_array *cft__qact_bind(cft_array *const *in, const int64_t *ranges, const int64_t *wshape,
+                          int nsp, const int64_t *strides, const int64_t *padding,
+                          const int64_t *rhs_dilation);
+/* the x a conv_qstatic or conv_qint equation q reads once the jit has
+ * rewritten it: the grid of an elementwise x (*grid true: conv_qint's),
+ * else x's value */
+cft_array *cft__qconv_x(const struct cft_eqn *q, const struct cft_rewrite_ctx *c, bool *grid);
 
 #endif

@@ -309,9 +309,10 @@ static bool dot_rewrite(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **
     cft_array *x[5];
     for (int i = 0; i < 5; i++)
         x[i] = c->value(c, q->in[i]->id);
-    cft_array *g;
-    cft__qgrid_of(c->value(c, src), x[3], x[4], false, q->params.v[XLO][0], q->params.v[XHI][0], &g,
-                  NULL);
+    cft_array *g = cft__qact_grid(c, src, x[3], x[4], q->params.v[XLO][0], q->params.v[XHI][0]);
+    if (!g)
+        cft__qgrid_of(c->value(c, src), x[3], x[4], false, q->params.v[XLO][0], q->params.v[XHI][0],
+                      &g, NULL);
     g = cft_reshape(g, x[0]->aval.shape, x[0]->aval.ndim);
     out[0] = cft__bind1(&cft_p_dot_qint, &q->params, 5, (cft_array *[]){g, x[1], x[2], x[3], x[4]});
     return true;

@@ -66,6 +66,8 @@ typedef const struct cft_eqn *(*cft_producer_fn)(void *ctx, int var);
 typedef struct cft_rewrite_ctx {
     const struct cft_eqn *(*producer)(const struct cft_rewrite_ctx *c, int var);
     cft_array *(*value)(const struct cft_rewrite_ctx *c, int var);
+    /* how many times the old IR reads var (equation inputs and outputs) */
+    int (*uses)(const struct cft_rewrite_ctx *c, int var);
     void *impl;
 } cft_rewrite_ctx;
 

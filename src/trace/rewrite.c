@@ -18,6 +18,7 @@
 typedef struct {
     const cft_ir *ir;
     int *producer;   /* var -> eqn index, -1 */
+    int *uses;       /* var -> reads by equations and the outputs */
     cft_array **val; /* var -> value in the new IR; NULL while checking */
 } rw_impl;
 
@@ -25,6 +26,11 @@ static const cft_eqn *producer_of(const cft_rewrite_ctx *c, int var) {
     const rw_impl *r = c->impl;
     return var >= 0 && var < r->ir->nvars && r->producer[var] >= 0 ? &r->ir->eqns[r->producer[var]]
                                                                    : NULL;
+}
+
+static int uses_of(const cft_rewrite_ctx *c, int var) {
+    const rw_impl *r = c->impl;
+    return var >= 0 && var < r->ir->nvars ? r->uses[var] : 0;
 }
 
 static cft_array *value_of(const cft_rewrite_ctx *c, int var) {
@@ -64,13 +70,18 @@ static bool enabled(void) {
 }
 
 static cft_ir *rewrite(const cft_ir *ir) {
-    rw_impl r = {ir, CFT_NEWN(int, ir->nvars + 1), NULL};
-    cft_rewrite_ctx c = {producer_of, NULL, &r}; /* value NULL: only checking */
+    rw_impl r = {ir, CFT_NEWN(int, ir->nvars + 1), CFT_NEWN(int, ir->nvars + 1), NULL};
+    cft_rewrite_ctx c = {producer_of, NULL, uses_of, &r}; /* value NULL: only checking */
     bool *apply = CFT_NEWN(bool, ir->neqn + 1), any = false;
-    if (!r.producer || !apply)
+    if (!r.producer || !r.uses || !apply)
         return (cft_ir *)ir;
     for (int v = 0; v < ir->nvars; v++)
-        r.producer[v] = -1;
+        r.producer[v] = -1, r.uses[v] = 0;
+    for (int k = 0; k < ir->neqn; k++)
+        for (int i = 0; i < ir->eqns[k].nin; i++)
+            r.uses[ir->eqns[k].in[i]->id]++;
+    for (int i = 0; i < ir->nout; i++)
+        r.uses[ir->outvars[i]->id]++;
     for (int k = 0; k < ir->neqn; k++) {
         const cft_eqn *q = &ir->eqns[k];
         for (int o = 0; o < q->nout; o++)

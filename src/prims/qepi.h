@@ -1,0 +1,28 @@
+/* Internal: the epilogue of conv_qact (qconv_act.c), the int8
+ * convolution fused with the bias, the ReLU and the requantisation that
+ * follow it; the convolution kernels (qconv.c, qconv_direct.c) run it on
+ * each output row while the row is in cache. */
+#ifndef CFT_QEPI_H
+#define CFT_QEPI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct {
+    const float *bias; /* [O, P]: the bias of each output row laid out over it */
+    float floor;       /* act: u > floor ? u : floor (a ReLU's 0) */
+    bool act;
+    float os, ozp; /* the next product's activation scale and zero point */
+    float lo, hi;  /* its range */
+    float rcp;     /* 1 / os in f32 where that and os are normal, else 0 */
+} cft__qepi;
+
+/* n consecutive values y of the output, from position `at` of a sample's
+ * [O, P] (a whole sample, or one row), in f32 as the elementwise kernel
+ * it replaces: u = y + bias[at + i]; u = act ? (u > floor ? u : floor) :
+ * u; y = clamp(rint(u / os) + ozp, lo, hi) (rint: half to even); the
+ * division by a multiplication wherever that rounds to the same integer
+ * (the quotient's bits are not kept, only its rounding) */
+void cft__qepi_span(const cft__qepi *e, int64_t at, float *y, int64_t n);
+
+#endif
