@@ -433,7 +433,11 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
         return cft__oom();
     uint8_t *xq = (uint8_t *)buf, *nan = xq + N * per, *rows = (uint8_t *)(buf + orows);
     int32_t *tab = (int32_t *)(buf + otab), *acc = (int32_t *)(buf + oacc);
-    cft__qrows(cft__ptr(x), x->aval.dtype == CFT_F64, N, per, xs, zp, lo, hi, grid, xq, nan);
+    /* the direct kernel rounds an f32 x itself, sample by sample (no pass
+     * over x before it, no u8 copy); the others read xq */
+    const bool xraw = f32 && x->aval.dtype == CFT_F32;
+    if (!xraw)
+        cft__qrows(cft__ptr(x), x->aval.dtype == CFT_F64, N, per, xs, zp, lo, hi, grid, xq, nan);
     cft__cast(cft__ptr(s), s->aval.dtype, sc, CFT_F64, O);
     int64_t in_[MAXSP], out_[MAXSP], k_[MAXSP], s_[MAXSP], lo_[MAXSP], d_[MAXSP];
     for (int i = 0; i < nsp; i++) {
@@ -485,8 +489,12 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
                            .d = d_,
                            .s = s_,
                            .pad = p->v[QP],
-                           .xq = xq,
+                           .xq = xraw ? NULL : xq,
                            .nan = nan,
+                           .xf = xraw ? cft__ptr(x) : NULL,
+                           .grid = grid,
+                           .lo = lo,
+                           .hi = hi,
                            .zp = zp,
                            .wq = wq,
                            .ldw = ldw,
@@ -499,6 +507,8 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
             cft__qconv_direct_runs++;
             return out[0] = y, NULL;
         }
+        if (xraw)
+            cft__qrows(cft__ptr(x), false, N, per, xs, zp, lo, hi, grid, xq, nan);
         cft_aval wa = weight_aval(p, &q->aval);
         cft_array *r = qconv_f32(&x->aval, &wa, xq, nan, wq, ldw, sc, xs, zp, p, ep, y);
         if (r)

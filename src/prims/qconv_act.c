@@ -17,12 +17,11 @@
  *       elementwise kernel it replaces, so the bits are that kernel's.
  *       ranges = (xlo, xhi, x on its grid, ylo, yhi, act).
  *
- * The division u / oscale is the kernel's slowest op (about 5 cycles a
- * vector of 16 on Zen 4). Only its rounding to an integer is kept, so the
- * epilogue multiplies by r = 1 / oscale: q = u r lies within 3 * 2^-24 |q|
- * of the rounded quotient, so where q is farther than 2^-20 |q| from every
- * half-integer both round to the same integer; a chunk holding a value
- * nearer (a tie, a NaN, |q| >= 2^21) is computed again with the division.
+ * The kernel it replaces spent its time on rows of 36 (a scalar tail and
+ * the row's offsets each), not on its ops: with the bias laid out over
+ * each channel's row, a sample is one loop of whole vectors (division
+ * included: multiplying by 1 / oscale, with a check near ties, measured
+ * 12.7 us over the digits CNN's 256 samples against the division's 7.9).
  * Its output is piecewise constant: no derivative (NONDIFF), as rint's. */
 #include <math.h>
 #include <string.h>
@@ -38,37 +37,26 @@ extern const cft_prim cft_p_conv_qact, cft_p_conv_qstatic, cft_p_conv_qint, cft_
 
 enum { QR = 4 }; /* the ranges slot; the others as conv_qstatic's */
 enum { RXLO, RXHI, RGRID, RYLO, RYHI, RACT, NR }; /* its entries */
-enum { EPI_CHUNK = 128 };
 
 /* ---- the epilogue ---- */
 
 void CFT_VEC cft__qepi_span(const cft__qepi *e, int64_t at, float *restrict y, int64_t n) {
-    const float fl = e->floor, os = e->os, z = e->ozp, lo = e->lo, hi = e->hi, r = e->rcp;
+    const float fl = e->floor, os = e->os, z = e->ozp, lo = e->lo, hi = e->hi;
     const float *restrict bias = e->bias + at;
-    const bool act = e->act;
-    float u[EPI_CHUNK];
-    for (int64_t i0 = 0; i0 < n; i0 += EPI_CHUNK) {
-        const int64_t m = n - i0 < EPI_CHUNK ? n - i0 : EPI_CHUNK;
-        float *restrict yy = y + i0;
-        const float *restrict bb = bias + i0;
-        int near = r == 0;
-        for (int64_t i = 0; i < m; i++) {
-            float v = yy[i] + bb[i];
-            v = act ? (v > fl ? v : fl) : v;
-            u[i] = v;
-            const float q = v * r, t = nearbyintf(q);
-            near |= !(fabsf(q - t) < 0.5f - fabsf(q) * 0x1p-20f);
-            float w = t + z;
+    if (e->act)
+        for (int64_t i = 0; i < n; i++) {
+            float u = y[i] + bias[i];
+            u = u > fl ? u : fl;
+            float w = nearbyintf(u / os) + z;
             w = w < lo ? lo : w;
-            yy[i] = w > hi ? hi : w;
+            y[i] = w > hi ? hi : w;
         }
-        if (near)
-            for (int64_t i = 0; i < m; i++) {
-                float w = nearbyintf(u[i] / os) + z;
-                w = w < lo ? lo : w;
-                yy[i] = w > hi ? hi : w;
-            }
-    }
+    else
+        for (int64_t i = 0; i < n; i++) {
+            float w = nearbyintf((y[i] + bias[i]) / os) + z;
+            w = w < lo ? lo : w;
+            y[i] = w > hi ? hi : w;
+        }
 }
 
 /* ---- the primitive ---- */
@@ -146,8 +134,6 @@ static cft_array *qact_impl(cft_array *const *in, int nin, const cft_params *p, 
         .lo = (float)r[RYLO],
         .hi = (float)r[RYHI],
     };
-    const float rc = 1.0f / ep.os;
-    ep.rcp = isnormal(rc) && isnormal(ep.os) ? rc : 0;
     return cft__qconv_run(r[RGRID] != 0, in, &c, &ep, out);
 }
 

@@ -99,7 +99,7 @@ static CFT_VEC_NO_DISTRIBUTE void direct_body(void *ctx, int64_t lo, int64_t hi)
     const direct *c = ctx;
     const cft__qdirect *g = c->g;
     const int64_t C = g->C, O = g->O, S = c->S, P = c->P, per = c->per;
-    const float zp = (float)g->zp;
+    const float zp = (float)g->zp, xsf = (float)g->xs, xlo = (float)g->lo, xhi = (float)g->hi;
     const bool dbl = g->dbl;
     float *const yf = dbl ? NULL : (float *)g->y;
     double *const yd = dbl ? (double *)g->y : NULL;
@@ -107,15 +107,32 @@ static CFT_VEC_NO_DISTRIBUTE void direct_body(void *ctx, int64_t lo, int64_t hi)
     for (int64_t n = lo; n < hi; n++) {
         /* the padded sample */
         memset(x, 0, sizeof(float) * (size_t)(C * S + VW));
-        const uint8_t *xs = g->xq + n * per;
-        for (int64_t r = 0; r < c->runs; r++) { /* adjacent rows: one run */
-            const uint8_t *restrict src = xs + c->run[2 * r];
-            float *restrict dst = x + c->run[2 * r + 1];
-            const int64_t len = c->rlen[r];
-            for (int64_t j = 0; j < len; j++) /* vpmovzxbd, vcvtdq2ps */
-                dst[j] = (float)src[j] - zp;
+        int bad = 0;
+        if (g->xf) /* x in f32: rounded onto the grid here (qkernels.c's arithmetic) */
+            for (int64_t r = 0; r < c->runs; r++) {
+                const float *restrict src = g->xf + n * per + c->run[2 * r];
+                float *restrict dst = x + c->run[2 * r + 1];
+                const int64_t len = c->rlen[r];
+                for (int64_t j = 0; j < len; j++) {
+                    float v = g->grid ? nearbyintf(src[j]) : nearbyintf(src[j] / xsf) + zp;
+                    bad |= v != v;
+                    v = v < xhi ? v : xhi;
+                    v = v > xlo ? v : xlo;
+                    dst[j] = v - zp;
+                }
+            }
+        else {
+            const uint8_t *xs = g->xq + n * per;
+            for (int64_t r = 0; r < c->runs; r++) { /* adjacent rows: one run */
+                const uint8_t *restrict src = xs + c->run[2 * r];
+                float *restrict dst = x + c->run[2 * r + 1];
+                const int64_t len = c->rlen[r];
+                for (int64_t j = 0; j < len; j++) /* vpmovzxbd, vcvtdq2ps */
+                    dst[j] = (float)src[j] - zp;
+            }
+            bad = g->nan[n];
         }
-        double f = g->nan[n] ? NAN : g->xs;
+        double f = bad ? NAN : g->xs;
         for (int64_t o0 = 0; o0 < O; o0 += OB) {
             const float *wb = c->wf + o0 * c->K;
             int64_t no = O - o0 < OB ? O - o0 : OB;

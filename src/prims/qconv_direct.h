@@ -14,10 +14,15 @@ typedef struct {
     const int64_t *in, *out; /* [nsp] spatial sizes of x and y */
     const int64_t *k, *d;    /* [nsp] kernel sizes, rhs dilation */
     const int64_t *s, *pad;  /* [nsp] strides; [2 nsp] padding lo, hi */
-    const uint8_t *xq;       /* [N, C, in...] on the grid */
+    const uint8_t *xq;       /* [N, C, in...] on the grid, or NULL: */
     const uint8_t *nan;      /* [N]: the sample held a NaN */
-    double zp;               /* the zero point: xq - zp is the integer */
-    const int8_t *wq;        /* rows of C * taps weights, ldw bytes apart */
+    const float *xf;         /* x [N, C, in...] in f32, rounded here sample by sample as
+                                cft__qrows rounds it (clamp(round(x / xs) + zp, lo, hi), or
+                                clamp(round(x), lo, hi) where grid); nan unused */
+    bool grid;
+    double lo, hi;    /* the activation's range */
+    double zp;        /* the zero point: xq - zp is the integer */
+    const int8_t *wq; /* rows of C * taps weights, ldw bytes apart */
     int64_t ldw;
     const double *sc; /* [O] the weights' scales */
     double xs;        /* the activation's scale */

@@ -14,15 +14,12 @@ typedef struct {
     bool act;
     float os, ozp; /* the next product's activation scale and zero point */
     float lo, hi;  /* its range */
-    float rcp;     /* 1 / os in f32 where that and os are normal, else 0 */
 } cft__qepi;
 
 /* n consecutive values y of the output, from position `at` of a sample's
  * [O, P] (a whole sample, or one row), in f32 as the elementwise kernel
  * it replaces: u = y + bias[at + i]; u = act ? (u > floor ? u : floor) :
- * u; y = clamp(rint(u / os) + ozp, lo, hi) (rint: half to even); the
- * division by a multiplication wherever that rounds to the same integer
- * (the quotient's bits are not kept, only its rounding) */
+ * u; y = clamp(rint(u / os) + ozp, lo, hi) (rint: half to even) */
 void cft__qepi_span(const cft__qepi *e, int64_t at, float *y, int64_t n);
 
 #endif
