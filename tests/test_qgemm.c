@@ -9,7 +9,9 @@
  * points 0, 128 and 255, and u8 values up to 255 where oneDNN's sums are
  * exact for them (VNNI, AMX: cft__qgemm_exact_u8), below 128 elsewhere;
  * and from four threads at once, each call the serial bits. Without
- * oneDNN both paths are the C loop. */
+ * oneDNN both paths are the C loop. Also dot_qstatic / dot_qint of few
+ * outputs, whose rows qstatic.c rounds, multiplies and scales by blocks in
+ * one parallel region: the bits of its three passes. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -124,6 +126,32 @@ int main(int argc, char **argv) {
                 CHECK_EQ(jobs[t].bad, 0);
                 free(jobs[t].x), free(jobs[t].w), free(jobs[t].want);
             }
+        }
+    }
+    TEST("dot_qint / dot_qstatic of few outputs in one region (each thread's rows rounded, "
+         "multiplied and scaled: qstatic.c's blocks) give the three passes' bits, NaN rows "
+         "included") {
+        cft_array *x = cft_mul_s(
+            cft_random_uniform(cft_random_key(3), CFT_F32, (int64_t[]){256, 288}, 2, 0, 1), 200);
+        static float xv[256 * 288];
+        cft_copy_to(x, CFT_F32, xv);
+        xv[5 * 288 + 7] = NAN, xv[200 * 288] = NAN; /* rows 5 and 200 */
+        x = cft_from_data(xv, CFT_F32, (int64_t[]){256, 288}, 2);
+        cft_array *w = cft_random_normal(cft_random_key(4), CFT_F32, (int64_t[]){10, 288}, 2);
+        cft_array *ws = cft_mul_s(cft_max(cft_abs(w), (int[]){1}, 1, false), 1.0 / 127);
+        cft_array *words = cft__qstatic_quantize(w, ws, -127, 127);
+        cft_array *xs = cft_scalar(0.8, CFT_F32), *zp = cft_scalar(7, CFT_F32);
+        int64_t xhi = xmax;
+        for (int grid = 0; grid < 2; grid++) {
+            cft_array *xg = grid ? cft_rint(cft_mul_s(x, 1.0 / 0.8)) : x;
+            cft__qmatmul_dnnl_on = false; /* the three passes on the GEMM call */
+            cft_array *want = cft__qdot_bind(xg, words, ws, xs, zp, 288, 0, xhi, grid != 0);
+            cft__qmatmul_dnnl_on = true;
+            cft_array *got = cft__qdot_bind(xg, words, ws, xs, zp, 288, 0, xhi, grid != 0);
+            CHECK_ARRAY_CLOSE(got, want, 0, 0);
+            CHECK(isnan(cft_item(cft_sum(cft_index(got, 5), NULL, 0, false))));
+            CHECK(isnan(cft_item(cft_sum(cft_index(got, 200), NULL, 0, false))));
+            CHECK(!isnan(cft_item(cft_sum(cft_index(got, 6), NULL, 0, false))));
         }
     }
     return check_summary();

@@ -385,7 +385,8 @@ static void dnnl_key(const cft_aval *x, int64_t O, const cft_params *p, int64_t 
 
 /* conv_qstatic, and conv_qint where x is on the grid */
 static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_array *const *in,
-                            const cft_params *p, const cft__qepi *ep, cft_array **out) {
+                            const cft_params *p, const cft__qepi *ep, cft_array *into,
+                            cft_array **out) {
     cft_array *xqs[3];
     cft_aval oa;
     double xs, zp, lo = (double)p->v[QX][0], hi = (double)p->v[QX][1];
@@ -393,7 +394,8 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
     if (e)
         return e;
     cft_array *x = xqs[0], *q = xqs[1], *s = xqs[2];
-    cft_array *y = cft__alloc(oa.dtype, oa.shape, oa.ndim);
+    /* into: the jit's arena (impl_into), contiguous, of y's aval */
+    cft_array *y = into ? into : cft__alloc(oa.dtype, oa.shape, oa.ndim);
     if (cft_failed(y))
         return y;
     int nsp = x->aval.ndim - 2;
@@ -476,7 +478,7 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
         /* declined (a geometry oneDNN has no int8 kernel for: remembered
          * per geometry), or oneDNN short of memory: the whole convolution
          * by the gather, with its own scratch */
-        return qconv_run(prim, grid, false, in, p, ep, out);
+        return qconv_run(prim, grid, false, in, p, ep, into, out);
     }
     if (f32) {
         cft__qdirect dg = {.nsp = nsp,
@@ -532,15 +534,26 @@ static cft_array *qconv_run(const cft_prim *prim, bool grid, bool try_dnnl, cft_
 }
 static cft_array *qconv_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin;
-    return qconv_run(&cft_p_conv_qstatic, false, true, in, p, NULL, out);
+    return qconv_run(&cft_p_conv_qstatic, false, true, in, p, NULL, NULL, out);
+}
+static cft_array *qconv_into(cft_array *const *in, int nin, const cft_params *p, cft_array *out) {
+    (void)nin;
+    cft_array *y;
+    return qconv_run(&cft_p_conv_qstatic, false, true, in, p, NULL, out, &y);
 }
 static cft_array *qint_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin;
-    return qconv_run(&cft_p_conv_qint, true, true, in, p, NULL, out);
+    return qconv_run(&cft_p_conv_qint, true, true, in, p, NULL, NULL, out);
+}
+static cft_array *qint_into(cft_array *const *in, int nin, const cft_params *p, cft_array *out) {
+    (void)nin;
+    cft_array *y;
+    return qconv_run(&cft_p_conv_qint, true, true, in, p, NULL, out, &y);
 }
 cft_array *cft__qconv_run(bool grid, cft_array *const *in, const cft_params *p, const cft__qepi *ep,
-                          cft_array **out) {
-    return qconv_run(grid ? &cft_p_conv_qint : &cft_p_conv_qstatic, grid, true, in, p, ep, out);
+                          cft_array *into, cft_array **out) {
+    return qconv_run(grid ? &cft_p_conv_qint : &cft_p_conv_qstatic, grid, true, in, p, ep, into,
+                     out);
 }
 
 /* ---- rules ---- */
@@ -685,6 +698,7 @@ const cft_prim cft_p_conv_qstatic = {
     .pnames = {"strides", "padding", "lhs_dilation", "rhs_dilation", "xrange", "wshape"},
     .shape = qconv_shape,
     .impl = qconv_impl,
+    .impl_into = qconv_into,
     .jvp = qconv_jvp,
     .vmap = qconv_vmap,
     .rewrite = qconv_rewrite,
@@ -697,6 +711,7 @@ const cft_prim cft_p_conv_qint = {
     .pnames = {"strides", "padding", "lhs_dilation", "rhs_dilation", "xrange", "wshape"},
     .shape = qint_shape,
     .impl = qint_impl,
+    .impl_into = qint_into,
     .jvp = qint_jvp,
     .vmap = qint_vmap,
 };

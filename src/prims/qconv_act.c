@@ -103,8 +103,8 @@ static cft_array *qact_shape(const cft_aval *in, int nin, const cft_params *p, c
     return NULL;
 }
 
-static cft_array *qact_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
-    (void)nin;
+static cft_array *qact_run(cft_array *const *in, const cft_params *p, cft_array *into,
+                           cft_array **out) {
     cft_array *bias = cft__contig(in[5]);
     if (cft_failed(bias))
         return bias;
@@ -134,7 +134,16 @@ static cft_array *qact_impl(cft_array *const *in, int nin, const cft_params *p, 
         .lo = (float)r[RYLO],
         .hi = (float)r[RYHI],
     };
-    return cft__qconv_run(r[RGRID] != 0, in, &c, &ep, out);
+    return cft__qconv_run(r[RGRID] != 0, in, &c, &ep, into, out);
+}
+static cft_array *qact_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    (void)nin;
+    return qact_run(in, p, NULL, out);
+}
+static cft_array *qact_into(cft_array *const *in, int nin, const cft_params *p, cft_array *out) {
+    (void)nin;
+    cft_array *y;
+    return qact_run(in, p, out, &y);
 }
 
 static cft_array *qact_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
@@ -151,6 +160,7 @@ const cft_prim cft_p_conv_qact = {
     .pnames = {"strides", "padding", "lhs_dilation", "rhs_dilation", "ranges", "wshape"},
     .shape = qact_shape,
     .impl = qact_impl,
+    .impl_into = qact_into,
     .vmap = qact_vmap,
 };
 

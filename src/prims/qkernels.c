@@ -159,6 +159,11 @@ void cft__qrows(const void *x, bool dbl, int64_t rows, int64_t k, double xs, dou
     qrows qr = {x, dbl, k, xs, zp, lo, hi, grid, xq, nan};
     cft__par_for(rows, 4.0 * (double)k, qrows_body, &qr);
 }
+void cft__qrows_range(const void *x, bool dbl, int64_t k, double xs, double zp, double lo,
+                      double hi, bool grid, uint8_t *xq, uint8_t *nan, int64_t r0, int64_t r1) {
+    qrows qr = {x, dbl, k, xs, zp, lo, hi, grid, xq, nan};
+    qrows_body(&qr, r0, r1);
+}
 
 cft_array *cft__qoperands(const cft_prim *prim, cft_array *const *in, const cft_params *p,
                           double lo, double hi, cft_array **xqs, cft_aval *oa, double *xs,

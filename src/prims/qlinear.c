@@ -183,14 +183,13 @@ static CFT_VEC void scale_body(void *ctx, int64_t lo, int64_t hi) {
 }
 
 _Atomic bool cft__qmatmul_dnnl_on = true;
-#define QMATMUL_MAX_N 64
 
 void cft__qgemm(int64_t M, int64_t N, int64_t K, const uint8_t *xq, int32_t ao, const int8_t *wq,
                 int64_t ldw, int32_t *acc) {
 #ifdef CFT_HAVE_DNNL
     /* few outputs (a classifier): oneDNN's matmul primitive, faster
      * there (qmatmul_dnnl.c); the GEMM call where it declines */
-    if (cft__qmatmul_dnnl_on && N <= QMATMUL_MAX_N && ao >= 0 && ao <= 255 &&
+    if (cft__qmatmul_dnnl_on && N <= CFT_QMATMUL_MAX_N && ao >= 0 && ao <= 255 &&
         cft__qmatmul_dnnl(M, N, K, xq, ao, wq, ldw, acc))
         return;
     const int32_t co = 0;
@@ -226,6 +225,11 @@ void cft__qscale_rows(const int32_t *acc, const double *xs, const double *sc, vo
                       int64_t N, bool dbl) {
     scale_rows sr = {acc, xs, sc, y, N, dbl};
     cft__par_for(M, 2.0 * (double)N, scale_body, &sr);
+}
+void cft__qscale_range(const int32_t *acc, const double *xs, const double *sc, void *y, int64_t N,
+                       bool dbl, int64_t lo, int64_t hi) {
+    scale_rows sr = {acc, xs, sc, y, N, dbl};
+    scale_body(&sr, lo, hi);
 }
 
 static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {

@@ -44,6 +44,8 @@ bool cft__qgemm_exact_u8(void);
  * primitive (qmatmul_dnnl.c) before its GEMM call: true unless a test
  * turns it off to compare the two */
 extern _Atomic bool cft__qmatmul_dnnl_on;
+/* the most outputs cft__qgemm sends to oneDNN's matmul primitive */
+#define CFT_QMATMUL_MAX_N 64
 /* the same integers through an f32 GEMM (qkernels.c), exact while sums
  * stay below 2^24: where cft__qgemm would saturate. False when out of
  * memory. */
@@ -76,6 +78,9 @@ void cft__qdyn_rows(const void *x, bool dbl, int64_t M, int64_t K, uint8_t *xq, 
  * among threads */
 void cft__qscale_rows(const int32_t *acc, const double *xs, const double *sc, void *y, int64_t M,
                       int64_t N, bool dbl);
+/* the same for rows [lo, hi) on the calling thread */
+void cft__qscale_range(const int32_t *acc, const double *xs, const double *sc, void *y, int64_t N,
+                       bool dbl, int64_t lo, int64_t hi);
 
 /* x [..., K] times W [N, K]^T as cft_quant_convert's int8 product
  * (qstatic.c): W quantized with per-row scales ws [N] to [wlo, whi]
@@ -104,6 +109,9 @@ cft_array *cft__qact(const char *op, const cft_array *xs_a, const cft_array *zp_
  * NaN. Rows shared among threads. */
 void cft__qrows(const void *x, bool dbl, int64_t rows, int64_t k, double xs, double zp, double lo,
                 double hi, bool grid, uint8_t *xq, uint8_t *nan);
+/* the same for rows [r0, r1) on the calling thread */
+void cft__qrows_range(const void *x, bool dbl, int64_t k, double xs, double zp, double lo,
+                      double hi, bool grid, uint8_t *xq, uint8_t *nan, int64_t r0, int64_t r1);
 
 /* the primitives of qstatic.c, bound (for the above, and tests):
  * dot_qstatic, or dot_qint where grid (x on the activation's grid:
@@ -148,10 +156,11 @@ cft_array *cft__qstatic_conv(cft_array *x, cft_array *w, cft_array *ws, int64_t 
 /* qconv.c's pieces conv_qact (qconv_act.c) is made of: the shape rule of
  * conv_qstatic / conv_qint (errors naming op); their kernels (x on the
  * grid where grid) with the epilogue ep on each f32 output row (NULL:
- * none); their vmap rule for prim of nin inputs, x the first */
+ * none), into the contiguous array `into` of y's aval (the jit's arena;
+ * NULL: a fresh one); their vmap rule for prim of nin inputs, x the first */
 cft_array *cft__qconv_check(const char *op, const cft_aval *in, const cft_params *p, cft_aval *out);
 cft_array *cft__qconv_run(bool grid, cft_array *const *in, const cft_params *p, const cft__qepi *ep,
-                          cft_array **out);
+                          cft_array *into, cft_array **out);
 cft_array *cft__qconv_vmap(const struct cft_prim *prim, int nin, int64_t size, cft_array *const *x,
                            const int *bdim, const cft_params *p, cft_array **y, int *ybdim);
 /* The jit's rewrite of a product whose x is the grid of var src (an

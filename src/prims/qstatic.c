@@ -35,6 +35,7 @@
 #include "core/par.h"
 #include "core/vec.h"
 #include "prims/qlinear.h"
+#include "prims/qmatmul_dnnl.h"
 #include "prims/rules.h"
 #include "trace/ir.h"
 
@@ -186,6 +187,53 @@ static cft_array *quantize_impl(cft_array *const *in, int nin, const cft_params 
 }
 
 /* dot_qstatic, and dot_qint where x is on the grid */
+/* A product of few outputs (a classifier: N <= CFT_QMATMUL_MAX_N) in
+ * one parallel region rather than three: each thread rounds its block of
+ * rows to u8, multiplies it on oneDNN's matmul primitive (run inside the
+ * region, on that thread) and scales it, while the rows are in its cache.
+ * The same integers and scaling as the three passes. */
+typedef struct {
+    const void *x;
+    bool dbl, grid;
+    int64_t M, N, K, rows, ldw;
+    double xs, zp, lo, hi;
+    uint8_t *xq, *nan;
+    const int8_t *wq;
+    int32_t *acc;
+    double *xsr;
+    const double *sc;
+    void *y;
+    _Atomic bool fail;
+} qblocks;
+
+static void qblocks_body(void *ctx, int64_t lo, int64_t hi) {
+    qblocks *c = ctx;
+    for (int64_t b = lo; b < hi; b++) {
+        int64_t m0 = b * c->rows, m1 = m0 + c->rows < c->M ? m0 + c->rows : c->M;
+        cft__qrows_range(c->x, c->dbl, c->K, c->xs, c->zp, c->lo, c->hi, c->grid, c->xq, c->nan, m0,
+                         m1);
+        if (!cft__qmatmul_dnnl(m1 - m0, c->N, c->K, c->xq + m0 * c->K, (int32_t)c->zp, c->wq,
+                               c->ldw, c->acc + m0 * c->N)) {
+            c->fail = true; /* declined: the caller runs the three passes */
+            continue;
+        }
+        for (int64_t m = m0; m < m1; m++)
+            c->xsr[m] = c->nan[m] ? NAN : c->xs;
+        cft__qscale_range(c->acc, c->xsr, c->sc, c->y, c->N, c->dbl, m0, m1);
+    }
+}
+
+static bool qblocks_run(qblocks *c) {
+    int nth = cft__par_threads(c->M, 4.0 * (double)(c->N * c->K));
+    if (!cft__qmatmul_dnnl_on || c->N > CFT_QMATMUL_MAX_N || nth < 2 ||
+        !(c->hi <= 127 || cft__qgemm_exact_u8()))
+        return false;
+    c->rows = (c->M + nth - 1) / nth;
+    cft__par_for((c->M + c->rows - 1) / c->rows, 4.0 * (double)(c->rows * c->N * c->K),
+                 qblocks_body, c);
+    return !c->fail;
+}
+
 static cft_array *dot_run(const cft_prim *prim, bool grid, cft_array *const *in,
                           const cft_params *p, cft_array **out) {
     cft_array *xqs[3];
@@ -209,6 +257,29 @@ static cft_array *dot_run(const cft_prim *prim, bool grid, cft_array *const *in,
     double *xsr = (double *)(buf + oxs);
     uint8_t *xq = (uint8_t *)(buf + oxq), *nan = (uint8_t *)(buf + onan);
     if (good) {
+        cft__cast(cft__ptr(s), s->aval.dtype, sc, CFT_F64, N);
+        qblocks qb = {.x = cft__ptr(x),
+                      .dbl = oa.dtype == CFT_F64,
+                      .grid = grid,
+                      .M = M,
+                      .N = N,
+                      .K = K,
+                      .ldw = q->aval.shape[1] * 4,
+                      .xs = xs,
+                      .zp = zp,
+                      .lo = lo,
+                      .hi = hi,
+                      .xq = xq,
+                      .nan = nan,
+                      .wq = cft__ptr(q),
+                      .acc = acc,
+                      .xsr = xsr,
+                      .sc = sc,
+                      .y = cft__ptr(y)};
+        if (qblocks_run(&qb)) {
+            out[0] = y;
+            return NULL;
+        }
         cft__qrows(cft__ptr(x), oa.dtype == CFT_F64, M, K, xs, zp, lo, hi, grid, xq, nan);
         good =
             cft__qgemm_exact(M, N, K, xq, (int32_t)zp, cft__ptr(q), q->aval.shape[1] * 4, acc, hi);
