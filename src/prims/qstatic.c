@@ -234,8 +234,10 @@ static bool qblocks_run(qblocks *c) {
     return !c->fail;
 }
 
+/* into: the jit's arena (impl_into), contiguous, of y's aval; NULL: a
+ * fresh y */
 static cft_array *dot_run(const cft_prim *prim, bool grid, cft_array *const *in,
-                          const cft_params *p, cft_array **out) {
+                          const cft_params *p, cft_array *into, cft_array **out) {
     cft_array *xqs[3];
     cft_aval oa;
     double xs, zp, lo = (double)p->v[XLO][0], hi = (double)p->v[XHI][0];
@@ -244,7 +246,7 @@ static cft_array *dot_run(const cft_prim *prim, bool grid, cft_array *const *in,
         return e;
     cft_array *x = xqs[0], *q = xqs[1], *s = xqs[2];
     int64_t M = x->aval.shape[0], K = x->aval.shape[1], N = q->aval.shape[0];
-    cft_array *y = cft__alloc(oa.dtype, oa.shape, 2);
+    cft_array *y = into ? into : cft__alloc(oa.dtype, oa.shape, 2);
     if (cft_failed(y))
         return y;
     /* scratch: acc [M, N] | xsr [M] | xq [M, K] | nan [M] */
@@ -297,11 +299,21 @@ static cft_array *dot_run(const cft_prim *prim, bool grid, cft_array *const *in,
 }
 static cft_array *dot_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin;
-    return dot_run(&cft_p_dot_qstatic, false, in, p, out);
+    return dot_run(&cft_p_dot_qstatic, false, in, p, NULL, out);
+}
+static cft_array *dot_into(cft_array *const *in, int nin, const cft_params *p, cft_array *out) {
+    (void)nin;
+    cft_array *y;
+    return dot_run(&cft_p_dot_qstatic, false, in, p, out, &y);
 }
 static cft_array *qint_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin;
-    return dot_run(&cft_p_dot_qint, true, in, p, out);
+    return dot_run(&cft_p_dot_qint, true, in, p, NULL, out);
+}
+static cft_array *qint_into(cft_array *const *in, int nin, const cft_params *p, cft_array *out) {
+    (void)nin;
+    cft_array *y;
+    return dot_run(&cft_p_dot_qint, true, in, p, out, &y);
 }
 
 /* ---- rules ---- */
@@ -454,6 +466,7 @@ const cft_prim cft_p_dot_qstatic = {
     .pnames = {"#k", "#xlo", "#xhi"},
     .shape = dot_shape,
     .impl = dot_impl,
+    .impl_into = dot_into,
     .jvp = dot_jvp,
     .vmap = dot_vmap,
     .rewrite = dot_rewrite,
@@ -466,6 +479,7 @@ const cft_prim cft_p_dot_qint = {
     .pnames = {"#k", "#xlo", "#xhi"},
     .shape = qint_shape,
     .impl = qint_impl,
+    .impl_into = qint_into,
     .jvp = qint_jvp,
     .vmap = qint_vmap,
 };
