@@ -935,6 +935,28 @@ static void ref_qs_dot(const row *r, double *const *x, const cft_aval *av, const
             y[i * n + c] = xs * x[2][c] * acc;
         }
 }
+/* dot_qwords: x [m, 2] words of 6 u8 values (the last word's top two
+ * bytes past K), read as they are; the output in xscale's dtype (ws's) */
+FN(fn_qw) {
+    UNUSED_FN;
+    (void)env;
+    out[0] = cft__qdot_bind(in[0], in[1], in[2], cft_scalar(0.025, cft_array_dtype(in[2])),
+                            cft_scalar(120, CFT_I32), 6, 0, 255, true);
+    return CFT_OK;
+}
+static void ref_qw(const row *r, double *const *x, const cft_aval *av, const cft_aval *o,
+                   double *y) {
+    (void)r, (void)o;
+    int64_t m = av[0].shape[0], n = av[1].shape[0];
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t c = 0; c < n; c++) {
+            double acc = 0;
+            for (int j = 0; j < 6; j++)
+                acc += ((double)(uint8_t)ql_byte(x[0][i * 2 + j / 4], j % 4) - 120) *
+                       ql_byte(x[1][c * 2 + j / 4], j % 4);
+            y[i * n + c] = (av[2].dtype == CFT_F64 ? 0.025 : (double)0.025f) * x[2][c] * acc;
+        }
+}
 FN(fn_qi_smooth) { /* dot_qint: (x - zp) xs times the unpacked weight, x not rounded */
     UNUSED_FN;
     ENV_ROW;
@@ -995,8 +1017,8 @@ FN(fn_qa) {
         cft_scalar(120, CFT_I32),   cft_from_data(qa_bias, CFT_F32, (int64_t[]){3}, 1),
         cft_scalar(0, CFT_F32),     cft_scalar(0.05, CFT_F32),
         cft_scalar(3, CFT_F32)};
-    out[0] =
-        cft__qact_bind(a, (int64_t[]){0, 255, 0, 0, 200, 1}, qc_wshape, 2, qc_one, qc_pad, qc_one);
+    out[0] = cft__qact_bind(a, (int64_t[]){0, 255, 0, 0, 200, 1, 0}, qc_wshape, 2, qc_one, qc_pad,
+                            qc_one);
     return CFT_OK;
 }
 /* each op in f32, as the kernel: x / xs rounded, the sums exact, y =
@@ -1672,6 +1694,10 @@ static const row rows[] = {
             {F, 1, {3}, 0.01, 0.1, 0}},
      .out_nd = 2, .out_shape = {5, 3}, .ref = ref_qs_dot, .p = {25, 120, 1},
      .flags = STE | BLAS_SHAPES, .ste = fn_qi_smooth},
+    {.prim = "dot_qwords", .fn = fn_qw, .nin = 3,
+     .in = {{I, 2, {5, 2}, -2147483648.0, 2147483647.0, 0},
+            {I, 2, {3, 2}, -2147483648.0, 2147483647.0, 0}, {F, 1, {3}, 0.01, 0.1, 0}},
+     .out_nd = 2, .out_shape = {5, 3}, .ref = ref_qw, .flags = BLAS_SHAPES},
     {.prim = "conv_qstatic", .fn = fn_qc, .nin = 3,
      .in = {{F, 4, {2, 2, 5, 5}, -2, 2, 0}, {I, 2, {3, 5}, -2147483648.0, 2147483647.0, 0},
             {F, 1, {3}, 0.01, 0.1, 0}},

@@ -7,8 +7,11 @@
  *   - the primitive on each of the convolution kernels (the direct one,
  *     the f32 convolution of the integers, oneDNN's int8 one, the gather)
  *     against conv_qstatic followed by the ops, with and without the ReLU;
+ *   - the packed output (u8 values four to an i32 word, for dot_qwords):
+ *     the same values as bytes, the words' padding zero;
  *   - the jit's rewrite of a CNN with its bias as an input (a traced
- *     broadcast) and closed over (a constant): one conv_qact, the
+ *     broadcast) and closed over (a constant): one conv_qact, packed, read
+ *     by dot_qwords, the
  *     interpreter's bits and the unrewritten jit's, twice; a ReLU whose
  *     value is also returned keeps its kernel (nothing fused). */
 #include <math.h>
@@ -107,8 +110,8 @@ int main(int argc, char **argv) {
                 for (int i = 0; i < n; i++)
                     bias[i] = (i % 7 == 0) ? 0.0f : 0.25f * (float)(i % 3) - 0.25f;
                 memcpy(y0, y, sizeof(float) * (size_t)n);
-                cft__qepi ep = {bias, 0.0f, act, os, 128.0f, 0.0f, 255.0f};
-                cft__qepi_span(&ep, 0, y, n);
+                cft__qepi ep = {bias, 0.0f, act, os, 128.0f, 0.0f, 255.0f, NULL, 0};
+                cft__qepi_span(&ep, 0, 0, y, n);
                 int bad = 0;
                 for (int i = 0; i < n; i++) {
                     float w = want(y0[i], bias[i], act, 0.0f, os, 128.0f, 0.0f, 255.0f);
@@ -122,10 +125,15 @@ int main(int argc, char **argv) {
 
     TEST("conv_qact on each convolution kernel (direct, f32, oneDNN, gather): conv_qstatic "
          "then bias, ReLU, rounding, clamp as ops, bitwise; with and without the ReLU, x on "
-         "its grid or not") {
+         "its grid or not; packed (after the ReLU) the same values as bytes, zero past a "
+         "sample's") {
         static const geom gs[] = {
-            {1, 8, {8, 8}, {1, 1}, {0, 0, 0, 0}},  /* the digits CNN's: the direct kernel */
-            {2, 5, {9, 7}, {2, 1}, {1, 0, 1, 1}},  /* stride 2: the f32 convolution */
+            {1, 8, {8, 8}, {1, 1}, {0, 0, 0, 0}}, /* the digits CNN's: the direct kernel */
+            {2,
+             5,
+             {7, 7},
+             {2, 1},
+             {0, 0, 1, 1}}, /* stride 2: the f32 convolution; 105 bytes a sample */
             {8, 12, {7, 7}, {1, 1}, {1, 1, 1, 1}}, /* 8 channels: oneDNN (or the gather) */
         };
         for (size_t c = 0; c < sizeof gs / sizeof gs[0]; c++)
@@ -157,10 +165,37 @@ int main(int argc, char **argv) {
                     cft_array *ref = cft_clamp(cft_add(cft_rint(cft_div(u, os)), oz),
                                                cft_scalar(0, CFT_F32), cft_scalar(255, CFT_F32));
                     cft_array *in[9] = {x, words, ws, xs, zp, bias, cft_scalar(0, CFT_F32), os, oz};
-                    cft_array *got = cft__qact_bind(in, (int64_t[]){0, 127, grid, 0, 255, act}, wsh,
-                                                    2, g->s, g->pad, one);
+                    cft_array *got = cft__qact_bind(in, (int64_t[]){0, 127, grid, 0, 255, act, 0},
+                                                    wsh, 2, g->s, g->pad, one);
                     CHECK_MSG(!cft_failed(got), "case %zu: %s", c, cft_error_message(got));
                     CHECK_ARRAY_CLOSE(got, ref, 0, 0);
+                    if (!act)
+                        continue;
+                    /* packed: the same values as bytes, four to an i32 word */
+                    cft_array *pk = cft__qact_bind(in, (int64_t[]){0, 127, grid, 0, 255, 1, 1}, wsh,
+                                                   2, g->s, g->pad, one);
+                    int64_t n = cft_array_size(ref), W = (n / N + 3) / 4;
+                    CHECK_EQ(cft_array_dtype(pk), CFT_I32);
+                    CHECK(cft_array_ndim(pk) == 2 && cft_array_shape(pk)[0] == N &&
+                          cft_array_shape(pk)[1] == W);
+                    float *rv = malloc(sizeof(float) * (size_t)n);
+                    int32_t *pv = malloc(sizeof(int32_t) * (size_t)(N * W));
+                    cft_copy_to(ref, CFT_F32, rv);
+                    cft_copy_to(pk, CFT_I32, pv);
+                    int64_t bad = 0, per = n / N;
+                    for (int64_t s = 0; s < N; s++)
+                        for (int64_t i = 0; i < 4 * W; i++) {
+                            uint8_t b = ((const uint8_t *)(pv + s * W))[i];
+                            bad += b != (i < per ? (uint8_t)rv[s * per + i] : 0);
+                        }
+                    CHECK_MSG(bad == 0, "case %zu: %lld packed bytes differ", c, (long long)bad);
+                    free(rv), free(pv);
+                    /* a NaN floor would reach the bytes: a clear error */
+                    in[6] = cft_scalar(NAN, CFT_F32);
+                    cft_array *e = cft__qact_bind(in, (int64_t[]){0, 127, grid, 0, 255, 1, 1}, wsh,
+                                                  2, g->s, g->pad, one);
+                    CHECK(cft_failed(e) && strstr(cft_error_message(e), "conv_qact") &&
+                          strstr(cft_error_message(e), "floor"));
                 }
                 cft__qconv_dnnl_on = true;
             }
@@ -191,7 +226,8 @@ int main(int argc, char **argv) {
             CHECK_EQ(count_prim(rw, "conv_qact"), 1);
             CHECK_EQ(count_prim(rw, "conv_qstatic"), 0);
             CHECK_EQ(count_prim(rw, "select"), 0);
-            CHECK_EQ(count_prim(rw, "dot_qint"), 1);
+            CHECK_EQ(count_prim(rw, "dot_qwords"), 1);
+            CHECK_EQ(count_prim(rw, "dot_qint"), 0);
             cft_array *y = cft_fn_call1(c, args);
             cft_fn *j = cft_jit(c);
             for (int r = 0; r < 2; r++)

@@ -782,7 +782,8 @@ int main(int argc, char **argv) {
         CHECK_EQ(count_prim(rw, "conv_qstatic"), 0);
         CHECK_EQ(count_prim(rw, "conv_qint"), 0);
         CHECK_EQ(count_prim(rw, "select"), 0);
-        CHECK_EQ(count_prim(rw, "dot_qint"), 1);
+        CHECK_EQ(count_prim(rw, "dot_qwords"), 1);
+        CHECK_EQ(count_prim(rw, "dot_qint"), 0);
         CHECK_EQ(count_prim(rw, "dot_qstatic"), 0);
         cft_array *y = cft_fn_call1(c, in);
         CHECK(rel(y, cft_fn_call1(cft_fn_new(cnn2, NULL, 4, 1), in)) < 0.1);

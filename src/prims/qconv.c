@@ -244,7 +244,7 @@ static CFT_VEC void scatter_body(void *ctx, int64_t lo, int64_t hi) {
                 }
             }
         if (c->ep)
-            cft__qepi_span(c->ep, 0, (float *)c->y + (c->n0 + n) * O * P, O * P);
+            cft__qepi_span(c->ep, c->n0 + n, 0, (float *)c->y + (c->n0 + n) * O * P, O * P);
     }
 }
 
@@ -283,7 +283,7 @@ static CFT_VEC void scale_rows_body(void *ctx, int64_t lo, int64_t hi) {
                 y[pos] = gf * (float)a[pos];
         }
         if (c->ep)
-            cft__qepi_span(c->ep, o * P, (float *)c->y + at, P);
+            cft__qepi_span(c->ep, c->n0 + n, o * P, (float *)c->y + at, P);
     }
 }
 

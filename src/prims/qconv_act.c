@@ -36,27 +36,39 @@ extern const cft_prim cft_p_conv_qact, cft_p_conv_qstatic, cft_p_conv_qint, cft_
     cft_p_broadcast_in_dim;
 
 enum { QR = 4 }; /* the ranges slot; the others as conv_qstatic's */
-enum { RXLO, RXHI, RGRID, RYLO, RYHI, RACT, NR }; /* its entries */
+enum { RXLO, RXHI, RGRID, RYLO, RYHI, RACT, RPACK, NR }; /* its entries */
 
 /* ---- the epilogue ---- */
 
-void CFT_VEC cft__qepi_span(const cft__qepi *e, int64_t at, float *restrict y, int64_t n) {
+/* the values w of y [n] from `at` of sample `sample`, stored by store */
+#define EPI_LOOP(STORE)                                                                            \
+    if (e->act)                                                                                    \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            float u = y[i] + bias[i];                                                              \
+            u = u > fl ? u : fl;                                                                   \
+            float w = nearbyintf(u / os) + z;                                                      \
+            w = w < lo ? lo : w;                                                                   \
+            w = w > hi ? hi : w;                                                                   \
+            STORE;                                                                                 \
+        }                                                                                          \
+    else                                                                                           \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            float w = nearbyintf((y[i] + bias[i]) / os) + z;                                       \
+            w = w < lo ? lo : w;                                                                   \
+            w = w > hi ? hi : w;                                                                   \
+            STORE;                                                                                 \
+        }
+
+void CFT_VEC cft__qepi_span(const cft__qepi *e, int64_t sample, int64_t at, float *restrict y,
+                            int64_t n) {
     const float fl = e->floor, os = e->os, z = e->ozp, lo = e->lo, hi = e->hi;
     const float *restrict bias = e->bias + at;
-    if (e->act)
-        for (int64_t i = 0; i < n; i++) {
-            float u = y[i] + bias[i];
-            u = u > fl ? u : fl;
-            float w = nearbyintf(u / os) + z;
-            w = w < lo ? lo : w;
-            y[i] = w > hi ? hi : w;
-        }
-    else
-        for (int64_t i = 0; i < n; i++) {
-            float w = nearbyintf((y[i] + bias[i]) / os) + z;
-            w = w < lo ? lo : w;
-            y[i] = w > hi ? hi : w;
-        }
+    if (e->q8) { /* packed: w in [lo, hi] within u8 (no NaN: the rewrite's floor is a number) */
+        uint8_t *restrict q = e->q8 + sample * e->q8_stride + at;
+        EPI_LOOP(q[i] = (uint8_t)(int32_t)w)
+    } else {
+        EPI_LOOP(y[i] = w)
+    }
 }
 
 /* ---- the primitive ---- */
@@ -77,17 +89,18 @@ static cft_array *qact_shape(const cft_aval *in, int nin, const cft_params *p, c
     (void)nin;
     if (p->n[QR] != NR)
         return cft__fail(CFT_E_ARG,
-                         "conv_qact: ranges must be (xlo, xhi, grid, ylo, yhi, act), got %d "
-                         "entries",
+                         "conv_qact: ranges must be (xlo, xhi, grid, ylo, yhi, act, packed), "
+                         "got %d entries",
                          p->n[QR]);
     const int64_t *r = p->v[QR];
-    if ((r[RGRID] != 0 && r[RGRID] != 1) || (r[RACT] != 0 && r[RACT] != 1) || r[RYLO] < 0 ||
-        r[RYHI] > 255 || r[RYLO] > r[RYHI])
+    if ((r[RGRID] != 0 && r[RGRID] != 1) || (r[RACT] != 0 && r[RACT] != 1) ||
+        (r[RPACK] != 0 && r[RPACK] != r[RACT]) || r[RYLO] < 0 || r[RYHI] > 255 || r[RYLO] > r[RYHI])
         return cft__fail(CFT_E_ARG,
-                         "conv_qact: grid %lld and act %lld must be 0 or 1 and the output range "
-                         "[%lld, %lld] within u8",
-                         (long long)r[RGRID], (long long)r[RACT], (long long)r[RYLO],
-                         (long long)r[RYHI]);
+                         "conv_qact: grid %lld and act %lld must be 0 or 1, packed %lld 0 or act "
+                         "(a packed output holds no NaN), and the output range [%lld, %lld] "
+                         "within u8",
+                         (long long)r[RGRID], (long long)r[RACT], (long long)r[RPACK],
+                         (long long)r[RYLO], (long long)r[RYHI]);
     cft_params c = conv_of(p);
     cft_array *e = cft__qconv_check("conv_qact", in, &c, out);
     if (e)
@@ -100,6 +113,12 @@ static cft_array *qact_shape(const cft_aval *in, int nin, const cft_params *p, c
                          "f32 scalar, the output's scale %s and zero point %s scalars",
                          cft__av(&in[0]), cft__av(&in[5]), (long long)out->shape[1],
                          cft__av(&in[6]), cft__av(&in[7]), cft__av(&in[8]));
+    if (r[RPACK]) { /* [N, words of a sample's O * P bytes] */
+        int64_t n = cft__numel(out->shape + 1, out->ndim - 1);
+        if (cft__dim_maybe_sym(n))
+            return cft__fail(CFT_E_SHAPE, "conv_qact: a packed output needs concrete sizes");
+        *out = cft__aval(CFT_I32, (int64_t[]){out->shape[0], cft__qwords(n)}, 2);
+    }
     return NULL;
 }
 
@@ -125,16 +144,45 @@ static cft_array *qact_run(cft_array *const *in, const cft_params *p, cft_array 
         for (int64_t i = 0; i < P; i++)
             bl[o * P + i] = b[o];
     const int64_t *r = p->v[QR];
+    /* packed: the convolution's f32 values in scratch, the epilogue's bytes
+     * in words [N, W] (zero past a sample's O * P bytes) */
+    int64_t N = oa.shape[0], W = cft__qwords(O * P);
+    cft_array *words = NULL, *yf = into;
+    if (r[RPACK]) {
+        words = into ? into : cft__alloc(CFT_I32, (int64_t[]){N, W}, 2);
+        if (cft_failed(words))
+            return words;
+        if (W * 4 != O * P)
+            memset(cft__ptr(words), 0, (size_t)(N * W) * 4);
+        float *buf = cft__qscratch(CFT_SCRATCH_QY, sizeof(float) * (size_t)(N * O * P + 1));
+        if (!buf)
+            return cft__oom();
+        int64_t st[CFT_MAX_NDIM];
+        cft__row_major(oa.shape, oa.ndim, st);
+        cft_array scratch = {.kind = CFT_K_CONCRETE, .aval = oa, .data = (char *)buf};
+        yf = cft__view(&scratch, oa.shape, oa.ndim, st, 0);
+        if (cft_failed(yf))
+            return yf;
+    }
+    const float floor = (float)cft__get(cft__ptr(in[6]), CFT_F32, 0);
+    if (r[RPACK] && isnan(floor))
+        return cft__fail(CFT_E_ARG, "conv_qact: a packed output needs a floor that is a number "
+                                    "(a NaN would reach its bytes)");
     cft__qepi ep = {
         .bias = bl,
-        .floor = (float)cft__get(cft__ptr(in[6]), CFT_F32, 0),
+        .floor = floor,
         .act = r[RACT] != 0,
         .os = (float)cft__get(cft__ptr(in[7]), in[7]->aval.dtype, 0),
         .ozp = (float)cft__get(cft__ptr(in[8]), in[8]->aval.dtype, 0),
         .lo = (float)r[RYLO],
         .hi = (float)r[RYHI],
+        .q8 = words ? cft__ptr(words) : NULL,
+        .q8_stride = 4 * W,
     };
-    return cft__qconv_run(r[RGRID] != 0, in, &c, &ep, into, out);
+    e = cft__qconv_run(r[RGRID] != 0, in, &c, &ep, yf, out);
+    if (!e && words)
+        out[0] = words;
+    return e;
 }
 static cft_array *qact_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
     (void)nin;
@@ -199,8 +247,11 @@ static bool is_qconv(const cft_eqn *q) {
            q->out[0]->aval.dtype == CFT_F32;
 }
 
-cft_array *cft__qact_grid(const cft_rewrite_ctx *c, int src, cft_array *xs, cft_array *zp,
-                          int64_t lo, int64_t hi) {
+/* the chain's conv_qact, packed where px (the product's x [N, O * P]) is
+ * given and the chain allows it (a ReLU whose floor is a number: no NaN
+ * can reach the bytes) */
+static cft_array *qact_chain(const cft_rewrite_ctx *c, int src, cft_array *xs, cft_array *zp,
+                             int64_t lo, int64_t hi, const cft_aval *px) {
     if (!c->value || !c->uses || c->uses(c, src) != 1)
         return NULL;
     const cft_eqn *e = c->producer(c, src);
@@ -235,6 +286,15 @@ cft_array *cft__qact_grid(const cft_rewrite_ctx *c, int src, cft_array *xs, cft_
               *floor = floor_var >= 0 ? along(c, floor_var, av, -1) : cft_scalar(0, CFT_F32);
     if (!bias || !floor || cft_failed(bias) || cft_failed(floor))
         return NULL;
+    bool packed = false;
+    if (px) {
+        int64_t n = cft__numel(av->shape + 1, av->ndim - 1);
+        if (floor_var < 0 || floor->kind != CFT_K_CONCRETE || isnan(cft_item(floor)) ||
+            px->ndim != 2 || px->dtype != CFT_F32 || px->shape[0] != av->shape[0] ||
+            px->shape[1] != n || cft__dim_maybe_sym(n))
+            return NULL;
+        packed = true;
+    }
     cft_params p = e->params;
     const int64_t *xr = e->params.v[QR];
     cft_array *in[9];
@@ -242,7 +302,7 @@ cft_array *cft__qact_grid(const cft_rewrite_ctx *c, int src, cft_array *xs, cft_
     in[0] = cft__qconv_x(e, c, &grid); /* a chain before it fused as well */
     for (int i = 1; i < 5; i++)
         in[i] = c->value(c, e->in[i]->id);
-    int64_t ranges[NR] = {xr[0], xr[1], grid, lo, hi, floor_var >= 0};
+    int64_t ranges[NR] = {xr[0], xr[1], grid, lo, hi, floor_var >= 0, packed};
     cft__param_set(&p, QR, ranges, NR);
     in[5] = bias, in[6] = floor, in[7] = xs, in[8] = zp;
     cft_array *y = cft__bind1(&cft_p_conv_qact, &p, 9, in);
@@ -263,4 +323,14 @@ cft_array *cft__qact_bind(cft_array *const *in, const int64_t *ranges, const int
     cft__param_set(&p, QR, ranges, NR);
     cft__param_set(&p, 5, wshape, nsp + 1);
     return cft__bind1(&cft_p_conv_qact, &p, 9, in);
+}
+
+cft_array *cft__qact_grid(const cft_rewrite_ctx *c, int src, cft_array *xs, cft_array *zp,
+                          int64_t lo, int64_t hi) {
+    return qact_chain(c, src, xs, zp, lo, hi, NULL);
+}
+
+cft_array *cft__qact_words(const cft_rewrite_ctx *c, int src, cft_array *xs, cft_array *zp,
+                           int64_t lo, int64_t hi, const cft_aval *x) {
+    return qact_chain(c, src, xs, zp, lo, hi, x);
 }

@@ -177,7 +177,7 @@ static CFT_VEC_NO_DISTRIBUTE void direct_body(void *ctx, int64_t lo, int64_t hi)
             }
         }
         if (g->ep) /* the sample's rows, still in cache */
-            cft__qepi_span(g->ep, 0, yf + n * O * P, O * P);
+            cft__qepi_span(g->ep, n, 0, yf + n * O * P, O * P);
     }
 }
 

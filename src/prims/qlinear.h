@@ -115,7 +115,9 @@ void cft__qrows_range(const void *x, bool dbl, int64_t k, double xs, double zp, 
 
 /* the primitives of qstatic.c, bound (for the above, and tests):
  * dot_qstatic, or dot_qint where grid (x on the activation's grid:
- * clamp(round(x / xs) + zp, xlo, xhi) computed by the kernel before it) */
+ * clamp(round(x / xs) + zp, xlo, xhi) computed by the kernel before it),
+ * or dot_qwords where x is i32 (x's u8 grid values four to a word, as
+ * conv_qact packs them, read as they are) */
 cft_array *cft__qdot_bind(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
                           cft_array *zp, int64_t k, int64_t xlo, int64_t xhi, bool grid);
 cft_array *cft__qstatic_quantize(cft_array *w, cft_array *ws, int64_t lo, int64_t hi);
@@ -177,6 +179,13 @@ cft_array *cft__qact_grid(const struct cft_rewrite_ctx *c, int src, cft_array *x
 cft_array *cft__qact_bind(cft_array *const *in, const int64_t *ranges, const int64_t *wshape,
                           int nsp, const int64_t *strides, const int64_t *padding,
                           const int64_t *rhs_dilation);
+/* The same chain as cft__qact_grid's, for a product whose x (aval x, f32
+ * [N, O * P]) flattens the convolution's output, where the chain ends in
+ * a ReLU whose floor is a number: one conv_qact whose output is the grid
+ * values as u8, four to an i32 word ([N, ceil(O P / 4)], as
+ * qlinear_quantize packs weights), for dot_qwords; NULL otherwise */
+cft_array *cft__qact_words(const struct cft_rewrite_ctx *c, int src, cft_array *xs, cft_array *zp,
+                           int64_t lo, int64_t hi, const cft_aval *x);
 /* the x a conv_qstatic or conv_qint equation q reads once the jit has
  * rewritten it: the grid of an elementwise x (*grid true: conv_qint's),
  * else x's value */

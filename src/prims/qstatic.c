@@ -39,7 +39,8 @@
 #include "prims/rules.h"
 #include "trace/ir.h"
 
-extern const cft_prim cft_p_qlinear_quantize, cft_p_dot_qstatic, cft_p_dot_qint, cft_p_reshape;
+extern const cft_prim cft_p_qlinear_quantize, cft_p_dot_qstatic, cft_p_dot_qint, cft_p_dot_qwords,
+    cft_p_reshape;
 
 enum { K_, XLO, XHI };
 
@@ -109,6 +110,21 @@ static cft_array *dot_shape(const cft_aval *in, int nin, const cft_params *p, cf
 static cft_array *qint_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
     (void)nin;
     return dot_check("dot_qint", in, p, out);
+}
+/* dot_qwords: x the u8 grid values, four to an i32 word */
+static cft_array *qwords_shape(const cft_aval *in, int nin, const cft_params *p, cft_aval *out) {
+    (void)nin;
+    const cft_aval *x = &in[0];
+    int64_t k = p->v[K_][0];
+    if (x->ndim != 2 || x->dtype != CFT_I32 || k < 1 || x->shape[1] != cft__qwords(k))
+        return cft__fail(CFT_E_SHAPE,
+                         "dot_qwords: x %s must be i32 [M, %lld]: K = %lld u8 values, four a "
+                         "word",
+                         cft__av(x), (long long)cft__qwords(k > 0 ? k : 0), (long long)k);
+    /* the output in xscale's dtype (f32 or f64) */
+    cft_dtype dt = cft__qreal_float(in[3].dtype) ? in[3].dtype : CFT_F32;
+    cft_aval a[5] = {cft__aval(dt, (int64_t[]){x->shape[0], k}, 2), in[1], in[2], in[3], in[4]};
+    return dot_check("dot_qwords", a, p, out);
 }
 
 /* ---- kernels ---- */
@@ -203,6 +219,7 @@ typedef struct {
     double *xsr;
     const double *sc;
     void *y;
+    bool rows_ready; /* xq and nan hold the u8 rows already (dot_qwords) */
     _Atomic bool fail;
 } qblocks;
 
@@ -210,8 +227,9 @@ static void qblocks_body(void *ctx, int64_t lo, int64_t hi) {
     qblocks *c = ctx;
     for (int64_t b = lo; b < hi; b++) {
         int64_t m0 = b * c->rows, m1 = m0 + c->rows < c->M ? m0 + c->rows : c->M;
-        cft__qrows_range(c->x, c->dbl, c->K, c->xs, c->zp, c->lo, c->hi, c->grid, c->xq, c->nan, m0,
-                         m1);
+        if (!c->rows_ready)
+            cft__qrows_range(c->x, c->dbl, c->K, c->xs, c->zp, c->lo, c->hi, c->grid, c->xq, c->nan,
+                             m0, m1);
         if (!cft__qmatmul_dnnl(m1 - m0, c->N, c->K, c->xq + m0 * c->K, (int32_t)c->zp, c->wq,
                                c->ldw, c->acc + m0 * c->N)) {
             c->fail = true; /* declined: the caller runs the three passes */
@@ -245,7 +263,9 @@ static cft_array *dot_run(const cft_prim *prim, bool grid, cft_array *const *in,
     if (e)
         return e;
     cft_array *x = xqs[0], *q = xqs[1], *s = xqs[2];
-    int64_t M = x->aval.shape[0], K = x->aval.shape[1], N = q->aval.shape[0];
+    /* dot_qwords: x's rows are the u8 values themselves (i32 words) */
+    const bool words = x->aval.dtype == CFT_I32;
+    int64_t M = x->aval.shape[0], K = words ? p->v[K_][0] : x->aval.shape[1], N = q->aval.shape[0];
     cft_array *y = into ? into : cft__alloc(oa.dtype, oa.shape, 2);
     if (cft_failed(y))
         return y;
@@ -258,6 +278,16 @@ static cft_array *dot_run(const cft_prim *prim, bool grid, cft_array *const *in,
     int32_t *acc = (int32_t *)buf;
     double *xsr = (double *)(buf + oxs);
     uint8_t *xq = (uint8_t *)(buf + oxq), *nan = (uint8_t *)(buf + onan);
+    if (good && words) { /* rows of K bytes (a word's padding dropped), no NaN */
+        const uint8_t *xb = cft__ptr(x);
+        int64_t ld = 4 * x->aval.shape[1];
+        if (ld == K)
+            xq = (uint8_t *)xb;
+        else
+            for (int64_t m = 0; m < M; m++)
+                memcpy(xq + m * K, xb + m * ld, (size_t)K);
+        memset(nan, 0, (size_t)M);
+    }
     if (good) {
         cft__cast(cft__ptr(s), s->aval.dtype, sc, CFT_F64, N);
         qblocks qb = {.x = cft__ptr(x),
@@ -277,12 +307,14 @@ static cft_array *dot_run(const cft_prim *prim, bool grid, cft_array *const *in,
                       .acc = acc,
                       .xsr = xsr,
                       .sc = sc,
-                      .y = cft__ptr(y)};
+                      .y = cft__ptr(y),
+                      .rows_ready = words};
         if (qblocks_run(&qb)) {
             out[0] = y;
             return NULL;
         }
-        cft__qrows(cft__ptr(x), oa.dtype == CFT_F64, M, K, xs, zp, lo, hi, grid, xq, nan);
+        if (!words)
+            cft__qrows(cft__ptr(x), oa.dtype == CFT_F64, M, K, xs, zp, lo, hi, grid, xq, nan);
         good =
             cft__qgemm_exact(M, N, K, xq, (int32_t)zp, cft__ptr(q), q->aval.shape[1] * 4, acc, hi);
     }
@@ -314,6 +346,15 @@ static cft_array *qint_into(cft_array *const *in, int nin, const cft_params *p, 
     (void)nin;
     cft_array *y;
     return dot_run(&cft_p_dot_qint, true, in, p, out, &y);
+}
+static cft_array *qwords_impl(cft_array *const *in, int nin, const cft_params *p, cft_array **out) {
+    (void)nin;
+    return dot_run(&cft_p_dot_qwords, true, in, p, NULL, out);
+}
+static cft_array *qwords_into(cft_array *const *in, int nin, const cft_params *p, cft_array *out) {
+    (void)nin;
+    cft_array *y;
+    return dot_run(&cft_p_dot_qwords, true, in, p, out, &y);
 }
 
 /* ---- rules ---- */
@@ -392,7 +433,15 @@ static bool dot_rewrite(const cft_eqn *q, const cft_rewrite_ctx *c, cft_array **
     cft_array *x[5];
     for (int i = 0; i < 5; i++)
         x[i] = c->value(c, q->in[i]->id);
-    cft_array *g = cft__qact_grid(c, src, x[3], x[4], q->params.v[XLO][0], q->params.v[XHI][0]);
+    const int64_t lo = q->params.v[XLO][0], hi = q->params.v[XHI][0];
+    /* a flattened conv_qact whose bytes the product reads as they are */
+    cft_array *w = cft__qact_words(c, src, x[3], x[4], lo, hi, &x[0]->aval);
+    if (w) {
+        out[0] = cft__bind1(&cft_p_dot_qwords, &q->params, 5,
+                            (cft_array *[]){w, x[1], x[2], x[3], x[4]});
+        return true;
+    }
+    cft_array *g = cft__qact_grid(c, src, x[3], x[4], lo, hi);
     if (!g)
         cft__qgrid_of(c->value(c, src), x[3], x[4], false, q->params.v[XLO][0], q->params.v[XHI][0],
                       &g, NULL);
@@ -471,6 +520,33 @@ const cft_prim cft_p_dot_qstatic = {
     .vmap = dot_vmap,
     .rewrite = dot_rewrite,
 };
+/* dot_qwords' output is linear in wscale: its tangent is x's values (the
+ * words' bytes as u8: qlinear_unpack reads them as s8) less zp, times xs,
+ * times the weight's integers scaled by the tangent, in public ops (so
+ * reverse mode transposes them); the words and the activation's constants
+ * carry none */
+static cft_array *qwords_jvp(cft_array *const *x, cft_array *const *y, cft_array *const *t, int nin,
+                             const cft_params *p, cft_array **ty) {
+    (void)y, (void)nin;
+    ty[0] = NULL;
+    if (!t[2])
+        return NULL;
+    int64_t k = p->v[K_][0], m = x[0]->aval.shape[0];
+    cft_dtype dt = x[3]->aval.dtype;
+    cft_array *s8 = cft__qunpack(x[0], cft_ones(dt, &m, 1), k);
+    cft_array *u8 = cft_add(s8, cft_mul_s(cft_astype(cft_lt(s8, cft_scalar(0, dt)), dt), 256));
+    cft_array *xd = cft_mul(cft_sub(u8, cft_astype(x[4], dt)), x[3]);
+    ty[0] = cft_matmul(xd, cft_mT(cft__qunpack(x[1], cft_astype(t[2], dt), k)));
+    return cft_failed(ty[0]) ? ty[0] : NULL;
+}
+/* x batched alone: its batch joins the rows; else the product per example
+ * (the int8 convolutions' rule, which folds x's first two dims) */
+static cft_array *qwords_vmap(int64_t size, cft_array *const *x, const int *bdim, int nin,
+                              const cft_params *p, cft_array **y, int *ybdim) {
+    (void)nin;
+    return cft__qconv_vmap(&cft_p_dot_qwords, 5, size, x, bdim, p, y, ybdim);
+}
+
 const cft_prim cft_p_dot_qint = {
     .name = "dot_qint",
     .nin = 5,
@@ -483,6 +559,18 @@ const cft_prim cft_p_dot_qint = {
     .jvp = qint_jvp,
     .vmap = qint_vmap,
 };
+const cft_prim cft_p_dot_qwords = {
+    .name = "dot_qwords",
+    .nin = 5,
+    .nout = 1,
+    .flags = CFT_PRIM_CONTRACTION,
+    .pnames = {"#k", "#xlo", "#xhi"},
+    .shape = qwords_shape,
+    .impl = qwords_impl,
+    .impl_into = qwords_into,
+    .jvp = qwords_jvp,
+    .vmap = qwords_vmap,
+};
 
 /* ---- for cft_quant_convert ---- */
 
@@ -492,8 +580,10 @@ cft_array *cft__qdot_bind(cft_array *x, cft_array *words, cft_array *ws, cft_arr
     cft__param_set1(&p, K_, k);
     cft__param_set1(&p, XLO, xlo);
     cft__param_set1(&p, XHI, xhi);
-    return cft__bind1(grid ? &cft_p_dot_qint : &cft_p_dot_qstatic, &p, 5,
-                      (cft_array *[]){x, words, ws, xs, zp});
+    const cft_prim *prim = cft_array_dtype(x) == CFT_I32 ? &cft_p_dot_qwords
+                           : grid                        ? &cft_p_dot_qint
+                                                         : &cft_p_dot_qstatic;
+    return cft__bind1(prim, &p, 5, (cft_array *[]){x, words, ws, xs, zp});
 }
 
 cft_array *cft__qstatic_quantize(cft_array *w, cft_array *ws, int64_t lo, int64_t hi) {

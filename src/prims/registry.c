@@ -15,7 +15,7 @@ extern const cft_prim cft_p_real, cft_p_imag, cft_p_conj, cft_p_complex, cft_p_c
 extern const cft_prim cft_p_sparse24_meta, cft_p_sparse24_gather, cft_p_sparse24_densify,
     cft_p_dot_sparse24, cft_p_qlinear_pack, cft_p_qlinear_unpack, cft_p_dot_qlinear,
     cft_p_qlinear_quantize, cft_p_dot_qstatic, cft_p_dot_qint, cft_p_conv_qstatic, cft_p_conv_qint,
-    cft_p_conv_qact;
+    cft_p_conv_qact, cft_p_dot_qwords;
 
 const cft_prim *const cft__prims[] = {
 #define CFT_UNARY(NAME, ...) &cft_p_##NAME,
@@ -98,5 +98,6 @@ const cft_prim *const cft__prims[] = {
     &cft_p_conv_qstatic,
     &cft_p_conv_qint,
     &cft_p_conv_qact,
+    &cft_p_dot_qwords,
     NULL,
 };
