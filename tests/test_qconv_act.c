@@ -202,8 +202,8 @@ int main(int argc, char **argv) {
     }
 
     TEST("the jit fuses conv, bias (an input, or closed over) and ReLU into one conv_qact; the "
-         "interpreter's bits and the unrewritten jit's, twice; a ReLU also returned is not "
-         "fused") {
+         "interpreter's bits and the unrewritten jit's, twice and on new inputs; a ReLU also "
+         "returned is not fused") {
         cft_array *w[3] = {
             cft_mul_s(cft_random_normal(cft_random_key(1), CFT_F32, (int64_t[]){8, 1, 3, 3}, 4),
                       0.3),
@@ -232,6 +232,12 @@ int main(int argc, char **argv) {
             cft_fn *j = cft_jit(c);
             for (int r = 0; r < 2; r++)
                 CHECK_ARRAY_CLOSE(cft_fn_call1(j, args), y, 0, 0);
+            /* new inputs through the same plan: another x (and bias) */
+            cft_array *in2[4] = {w[0], cft_mul_s(w[1], -1.5), w[2],
+                                 cft_random_uniform(cft_random_key(5), CFT_F32,
+                                                    (int64_t[]){17, 1, 8, 8}, 4, -2, 18)};
+            cft_array *const *args2 = closed ? &in2[3] : in2;
+            CHECK_ARRAY_CLOSE(cft_fn_call1(j, args2), cft_fn_call1(c, args2), 0, 0);
             setenv("CFT_JIT_REWRITE", "0", 1);
             cft_fn *j0 = cft_jit(c);
             CHECK_ARRAY_CLOSE(cft_fn_call1(j0, args), y, 0, 0);

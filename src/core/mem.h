@@ -27,7 +27,7 @@ enum {
     CFT_SCRATCH_QOBS, /* quant/observe.c: an observed operand as doubles */
     CFT_SCRATCH_HALF, /* dot.c: a half product's operands and result widened to f32 */
     CFT_SCRATCH_HACC, /* lower/plan_ops.c: a half reduction's f32 accumulator */
-    CFT_SCRATCH_QY,   /* qconv_act.c: a packed convolution's f32 output before its epilogue */
+    CFT_SCRATCH_QY,   /* qconv_act.c: the bias laid out per row; a packed output's f32 values */
     CFT_NSCRATCH
 };
 void *cft__scratch(int slot, size_t bytes, size_t max);

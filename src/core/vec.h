@@ -24,7 +24,8 @@
 #else
 #define CFT_VEC __attribute__((optimize("O3"), target_clones("arch=x86-64-v4", "avx2", "default")))
 #define CFT_VEC_FMA                                                                                \
-    __attribute__((optimize("O3", "fp-contract=fast"), target_clones("arch=x86-64-v4", "avx2", "default")))
+    __attribute__((optimize("O3", "fp-contract=fast"),                                             \
+                   target_clones("arch=x86-64-v4", "avx2", "default")))
 /* the clones alone, for files compiled at -O3 (array/half_cast.c: under the
  * optimize attribute GCC 12 leaves mixed-width loops scalar) */
 #define CFT_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))

@@ -15,7 +15,11 @@
  *       u = v + bias[o]; u = act ? (u > floor ? u : floor) : u;
  *       y = clamp(rint(u / oscale) + ozp, ylo, yhi), each op in f32 as the
  *       elementwise kernel it replaces, so the bits are that kernel's.
- *       ranges = (xlo, xhi, x on its grid, ylo, yhi, act).
+ *       ranges = (xlo, xhi, x on its grid, ylo, yhi, act, packed).
+ *       Packed (after a ReLU whose floor is a number, so no NaN): y's
+ *       values as u8, four to an i32 word, [N, ceil(O * P / 4)], zero past
+ *       a sample's O * P bytes, for dot_qwords (qstatic.c); a NaN floor
+ *       there is an error.
  *
  * The kernel it replaces spent its time on rows of 36 (a scalar tail and
  * the row's offsets each), not on its ops: with the bias laid out over
@@ -135,18 +139,21 @@ static cft_array *qact_run(cft_array *const *in, const cft_params *p, cft_array 
         "conv_qact", (cft_aval[]){*x, in[1]->aval, in[2]->aval, in[3]->aval, in[4]->aval}, &c, &oa);
     if (e)
         return e;
-    int64_t O = oa.shape[1], P = cft__numel(oa.shape + 2, oa.ndim - 2);
-    float *bl = cft__new_data(sizeof(float) * (size_t)(O * P > 0 ? O * P : 1));
+    const int64_t *r = p->v[QR];
+    int64_t N = oa.shape[0], O = oa.shape[1], P = cft__numel(oa.shape + 2, oa.ndim - 2),
+            W = cft__qwords(O * P);
+    /* scratch (QY, the calling thread's, kept between calls): the bias
+     * [O, P] | packed: the convolution's f32 values [N, O, P] */
+    float *bl = cft__qscratch(CFT_SCRATCH_QY,
+                              sizeof(float) * (size_t)(O * P + (r[RPACK] ? N * O * P : 0) + 1));
     if (!bl)
         return cft__oom();
     const float *b = cft__ptr(bias);
     for (int64_t o = 0; o < O; o++)
         for (int64_t i = 0; i < P; i++)
             bl[o * P + i] = b[o];
-    const int64_t *r = p->v[QR];
     /* packed: the convolution's f32 values in scratch, the epilogue's bytes
      * in words [N, W] (zero past a sample's O * P bytes) */
-    int64_t N = oa.shape[0], W = cft__qwords(O * P);
     cft_array *words = NULL, *yf = into;
     if (r[RPACK]) {
         words = into ? into : cft__alloc(CFT_I32, (int64_t[]){N, W}, 2);
@@ -154,12 +161,9 @@ static cft_array *qact_run(cft_array *const *in, const cft_params *p, cft_array 
             return words;
         if (W * 4 != O * P)
             memset(cft__ptr(words), 0, (size_t)(N * W) * 4);
-        float *buf = cft__qscratch(CFT_SCRATCH_QY, sizeof(float) * (size_t)(N * O * P + 1));
-        if (!buf)
-            return cft__oom();
         int64_t st[CFT_MAX_NDIM];
         cft__row_major(oa.shape, oa.ndim, st);
-        cft_array scratch = {.kind = CFT_K_CONCRETE, .aval = oa, .data = (char *)buf};
+        cft_array scratch = {.kind = CFT_K_CONCRETE, .aval = oa, .data = (char *)(bl + O * P)};
         yf = cft__view(&scratch, oa.shape, oa.ndim, st, 0);
         if (cft_failed(yf))
             return yf;

@@ -174,7 +174,7 @@ cft_array *cft__qconv_vmap(const struct cft_prim *prim, int nin, int64_t size, c
 cft_array *cft__qact_grid(const struct cft_rewrite_ctx *c, int src, cft_array *xs, cft_array *zp,
                           int64_t lo, int64_t hi);
 /* conv_qact bound on in = (x, words, wscale, xscale, xzp, bias, floor,
- * oscale, ozp) with ranges (xlo, xhi, grid, ylo, yhi, act) and the
+ * oscale, ozp) with ranges (xlo, xhi, grid, ylo, yhi, act, packed) and the
  * geometry of cft__qconv_bind (for the tests) */
 cft_array *cft__qact_bind(cft_array *const *in, const int64_t *ranges, const int64_t *wshape,
                           int nsp, const int64_t *strides, const int64_t *padding,

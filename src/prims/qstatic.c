@@ -25,7 +25,14 @@
  *       x already on the grid (xq = clamp(round(x / xscale) + xzp)),
  *       written so by the jit's rewrite of dot_qstatic into the
  *       elementwise kernel before it; the kernel rounds and clamps xq
- *       again (nothing changes for such xq; any float stays defined). */
+ *       again (nothing changes for such xq; any float stays defined).
+ *   dot_qwords(xw, words, wscale, xscale, xzp)[same] -> y [M, N] in
+ *       xscale's dtype: xw [M, ceil(k / 4)] i32 holds x's u8 grid values
+ *       four to a word (as conv_qact packs them, qconv_act.c), read as
+ *       they are (no rounding, no NaN rows). Linear in wscale (its jvp in
+ *       public ops); the words carry no tangent.
+ * Products of up to CFT_QMATMUL_MAX_N outputs round, multiply and scale
+ * each thread's block of rows in one parallel region (qblocks). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,7 +209,6 @@ static cft_array *quantize_impl(cft_array *const *in, int nin, const cft_params 
     return NULL;
 }
 
-/* dot_qstatic, and dot_qint where x is on the grid */
 /* A product of few outputs (a classifier: N <= CFT_QMATMUL_MAX_N) in
  * one parallel region rather than three: each thread rounds its block of
  * rows to u8, multiplies it on oneDNN's matmul primitive (run inside the
@@ -252,8 +258,9 @@ static bool qblocks_run(qblocks *c) {
     return !c->fail;
 }
 
-/* into: the jit's arena (impl_into), contiguous, of y's aval; NULL: a
- * fresh y */
+/* dot_qstatic, dot_qint where x is on the grid, dot_qwords where x is
+ * its u8 values in words; into: the jit's arena (impl_into), contiguous,
+ * of y's aval; NULL: a fresh y */
 static cft_array *dot_run(const cft_prim *prim, bool grid, cft_array *const *in,
                           const cft_params *p, cft_array *into, cft_array **out) {
     cft_array *xqs[3];
@@ -321,7 +328,6 @@ static cft_array *dot_run(const cft_prim *prim, bool grid, cft_array *const *in,
     if (good) {
         for (int64_t m = 0; m < M; m++)
             xsr[m] = nan[m] ? NAN : xs;
-        cft__cast(cft__ptr(s), s->aval.dtype, sc, CFT_F64, N);
         cft__qscale_rows(acc, xsr, sc, cft__ptr(y), M, N, oa.dtype == CFT_F64);
     }
     if (!good)
