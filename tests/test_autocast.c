@@ -311,6 +311,28 @@ int main(int argc, char **argv) {
             cft_array *got4 =
                 cft_dot_general(xt, y, (int[]){2}, (int[]){1}, 1, (int[]){1}, (int[]){0}, 1);
             CHECK_ARRAY_CLOSE(got4, want, 0, 0);
+            /* two rows of 3 (short rows, no store of 16 lanes fits) */
+            cft_array *xs = cft_slice(x, (int64_t[]){0, 0, 0}, (int64_t[]){5, 2, 1}, NULL),
+                      *ys = cft_slice(y, (int64_t[]){0, 0, 0}, (int64_t[]){5, 1, 3}, NULL);
+            CHECK_ARRAY_CLOSE(
+                cft_matmul(xs, ys),
+                cft_astype(cft_matmul(cft_astype(xs, CFT_F32), cft_astype(ys, CFT_F32)), dts[d]), 0,
+                0);
+        }
+        /* f32 outer products (dot.c's loop) with rows of 1, 9, 15, 16 and
+         * 17: each element the one product that a broadcast multiply
+         * forms, bitwise; and two rows alone */
+        const int64_t ns[5] = {1, 9, 15, 16, 17};
+        for (int k = 0; k < 5; k++) {
+            cft_array *x = cft_random_normal(cft_random_key(72), CFT_F32, (int64_t[]){5, 7, 1}, 3);
+            cft_array *y =
+                cft_random_normal(cft_random_key(73), CFT_F32, (int64_t[]){5, 1, ns[k]}, 3);
+            CHECK_ARRAY_CLOSE(cft_matmul(x, y), cft_mul(x, y), 0, 0);
+            cft_array *z = cft_matmul(
+                cft_slice(x, (int64_t[]){0, 0, 0}, (int64_t[]){5, 2, 1}, NULL), y); /* [5, 2, N] */
+            CHECK_ARRAY_CLOSE(
+                z, cft_mul(cft_slice(x, (int64_t[]){0, 0, 0}, (int64_t[]){5, 2, 1}, NULL), y), 0,
+                0);
         }
         /* the per-sample gradients of an autocast loss: jitted twice, the
          * interpreter's bits for the products, f32 tolerance for the rest */

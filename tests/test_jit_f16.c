@@ -213,6 +213,25 @@ int main(int argc, char **argv) {
                   (unsigned long long)bad_r, (unsigned long long)bad_p);
     }
 
+    TEST(
+        "the kernels' bf16 rounding (cft_bfr, in 32-bit lanes) is the packing and widening "
+        "(cft_bf2f(cft_f2bf)) on 2^32 / 251 f32 bit patterns and every tie (CFT_TEST_EXHAUSTIVE=1: "
+        "all 2^32)") {
+        const char *ex = getenv("CFT_TEST_EXHAUSTIVE");
+        const uint64_t step = ex && *ex && strcmp(ex, "0") ? 1 : 251;
+        uint64_t bad = 0;
+        for (uint64_t i = 0; i < (1ull << 32); i += step) {
+            float x = u2f((uint32_t)i);
+            bad += f2u(cft_bfr(x)) != f2u(cft_bf2f(cft_f2bf(x)));
+        }
+        for (uint32_t hi = 0; hi < 65536; hi++) /* each high half's tie and its neighbours */
+            for (uint32_t lo = 0x7fff; lo <= 0x8001; lo++) {
+                float x = u2f(hi << 16 | lo);
+                bad += f2u(cft_bfr(x)) != f2u(cft_bf2f(cft_f2bf(x)));
+            }
+        CHECK_MSG(bad == 0, "%llu roundings differ", (unsigned long long)bad);
+    }
+
     TEST("f32 to f16 in a kernel: ties to even (normal and subnormal), overflow, NaNs, random "
          "bits") {
         float *v = f32_cases();

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "array/array.h"
 #include "array/half_fns.h"
@@ -138,6 +139,20 @@ CFT_CLONES void cft__bf16_to_f32(const uint16_t *s, float *d, int64_t n) {
 #define OUTER(NAME, ZT, TO, FROM)                                                                  \
     CFT_CLONES static void NAME(const uint16_t *restrict x, const uint16_t *restrict y,            \
                                 ZT *restrict z, int64_t M, int64_t N) {                            \
+        if (N < CFT_OUTER_LANES && M > 1) { /* short rows (core/vec.h) */                          \
+            float yf[CFT_OUTER_LANES] = {0};                                                       \
+            for (int64_t j = 0; j < N; j++)                                                        \
+                yf[j] = FROM(y[j]);                                                                \
+            for (int64_t i = 0; i < M; i++) {                                                      \
+                float a = FROM(x[i]);                                                              \
+                ZT t[CFT_OUTER_LANES];                                                             \
+                CFT_OUTER_LOOP                                                                     \
+                for (int l = 0; l < CFT_OUTER_LANES; l++)                                          \
+                    t[l] = TO(a * yf[l]);                                                          \
+                CFT_OUTER_STORE(z, t, i, M, N);                                                    \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
         for (int64_t i = 0; i < M; i++) {                                                          \
             float a = FROM(x[i]);                                                                  \
             for (int64_t j = 0; j < N; j++)                                                        \
