@@ -133,13 +133,42 @@ CFT_CLONES void cft__bf16_to_f32(const uint16_t *s, float *d, int64_t n) {
         d[i] = cft_bf2f(s[i]);
 }
 
+/* Outer products z [M, N] = x (x) y whose rows are shorter than a vector
+ * (a classifier's 10 outputs in per-sample gradients): each row computed
+ * in CFT_OUTER_LANES lanes (y zero-padded), a fixed-length loop the
+ * compiler vectorizes whole, and stored by CFT_OUTER_STORE: row i's lanes
+ * go to z + i N and run into row i + 1, which the next row's store
+ * overwrites; a row whose lanes would pass the end of z stores its N
+ * values alone. Before, each such row was the vector loop's scalar tail:
+ * per-sample gradients under bf16 autocast spent 30% less in their outer
+ * products after it. The values are the row loop's: one product and
+ * rounding per element. (f32's own loop, prims/dot.c, vectorizes its
+ * tail, 8 lanes then scalars; these stores measured no faster there.) */
+#define CFT_OUTER_LANES 16
+/* before the lanes' loop: kept a loop (GCC would unroll it completely
+ * first and leave the vectorizing to its straight-line pass, which keeps
+ * the roundings' selects as branches, scalar), which the loop vectorizer
+ * then turns into whole vectors */
+#if defined(__GNUC__) && !defined(__clang__)
+#define CFT_OUTER_LOOP _Pragma("GCC unroll 1")
+#else
+#define CFT_OUTER_LOOP
+#endif
+#define CFT_OUTER_STORE(z, t, i, M, N)                                                             \
+    do {                                                                                           \
+        if ((i) * (N) + CFT_OUTER_LANES <= (M) * (N))                                              \
+            memcpy((z) + (i) * (N), (t), sizeof(t));                                               \
+        else                                                                                       \
+            memcpy((z) + (i) * (N), (t), sizeof(*(t)) * (size_t)(N));                              \
+    } while (0)
+
 /* z [M, N] = x (x) y, each product rounded to the half dtype and stored
  * as ZT (TO: the rounding, to the half's bits or to a float; FROM: the
  * half's conversion to f32) */
 #define OUTER(NAME, ZT, TO, FROM)                                                                  \
     CFT_CLONES static void NAME(const uint16_t *restrict x, const uint16_t *restrict y,            \
                                 ZT *restrict z, int64_t M, int64_t N) {                            \
-        if (N < CFT_OUTER_LANES && M > 1) { /* short rows (core/vec.h) */                          \
+        if (N < CFT_OUTER_LANES && M > 1) { /* short rows (above) */                               \
             float yf[CFT_OUTER_LANES] = {0};                                                       \
             for (int64_t j = 0; j < N; j++)                                                        \
                 yf[j] = FROM(y[j]);                                                                \

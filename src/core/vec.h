@@ -46,34 +46,4 @@
                    target_clones("arch=x86-64-v4", "avx2", "default")))
 #endif
 
-/* Outer products z [M, N] = x (x) y whose rows are shorter than a vector
- * (a classifier's 10 outputs in per-sample gradients): each row computed
- * in CFT_OUTER_LANES lanes (y zero-padded), a fixed-length loop the
- * compiler vectorizes whole, and stored by CFT_OUTER_STORE: row i's lanes
- * go to z + i N and run into row i + 1, which the next row's store
- * overwrites; a row whose lanes would pass the end of z stores its N
- * values alone. Before, each such row of a bf16 product was the vector
- * loop's scalar tail (array/half_cast.c's OUTER): per-sample gradients
- * under bf16 autocast spent 30% less in their outer products after it.
- * The values are the row loop's: one product and rounding per element.
- * (f32's own loop, dot.c, vectorizes its tail: 8 lanes, then scalars;
- * these stores measured no faster there.) */
-#define CFT_OUTER_LANES 16
-/* before the lanes' loop: kept a loop (GCC would unroll it completely
- * first and leave the vectorizing to its straight-line pass, which keeps
- * the roundings' selects as branches, scalar), which the loop vectorizer
- * then turns into whole vectors */
-#if defined(__GNUC__) && !defined(__clang__)
-#define CFT_OUTER_LOOP _Pragma("GCC unroll 1")
-#else
-#define CFT_OUTER_LOOP
-#endif
-#define CFT_OUTER_STORE(z, t, i, M, N)                                                             \
-    do {                                                                                           \
-        if ((i) * (N) + CFT_OUTER_LANES <= (M) * (N))                                              \
-            memcpy((z) + (i) * (N), (t), sizeof(t));                                               \
-        else                                                                                       \
-            memcpy((z) + (i) * (N), (t), sizeof(*(t)) * (size_t)(N));                              \
-    } while (0)
-
 #endif

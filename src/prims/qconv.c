@@ -716,22 +716,31 @@ const cft_prim cft_p_conv_qint = {
     .vmap = qint_vmap,
 };
 
+cft_array *cft__qconv_params(const char *name, cft_params *p, const int64_t *ranges, int nranges,
+                             const int64_t *wshape, int nsp, const int64_t *strides,
+                             const int64_t *padding, const int64_t *rhs_dilation) {
+    int64_t ones[MAXSP] = {1, 1, 1};
+    if (nsp < 1 || nsp > MAXSP)
+        return cft__fail(CFT_E_SHAPE, "%s: %d spatial dims (1 to 3)", name, nsp);
+    *p = (cft_params){0};
+    cft__param_set(p, QS, strides, nsp);
+    cft__param_set(p, QP, padding, 2 * nsp);
+    cft__param_set(p, QLD, ones, nsp);
+    cft__param_set(p, QRD, rhs_dilation, nsp);
+    cft__param_set(p, QX, ranges, nranges);
+    cft__param_set(p, QW, wshape, nsp + 1);
+    return NULL;
+}
+
 cft_array *cft__qconv_bind(cft_array *x, cft_array *words, cft_array *ws, cft_array *xs,
                            cft_array *zp, int64_t xlo, int64_t xhi, const int64_t *wshape, int nsp,
                            const int64_t *strides, const int64_t *padding,
                            const int64_t *rhs_dilation, bool grid) {
-    cft_params p = {0};
-    int64_t ones[MAXSP] = {1, 1, 1};
+    cft_params p;
     const cft_prim *prim = grid ? &cft_p_conv_qint : &cft_p_conv_qstatic;
-    if (nsp < 1 || nsp > MAXSP)
-        return cft__fail(CFT_E_SHAPE, "%s: %d spatial dims (1 to 3)", prim->name, nsp);
-    cft__param_set(&p, QS, strides, nsp);
-    cft__param_set(&p, QP, padding, 2 * nsp);
-    cft__param_set(&p, QLD, ones, nsp);
-    cft__param_set(&p, QRD, rhs_dilation, nsp);
-    cft__param_set(&p, QX, (int64_t[]){xlo, xhi}, 2);
-    cft__param_set(&p, QW, wshape, nsp + 1);
-    return bind5(prim, (cft_array *[]){x, words, ws, xs, zp}, &p);
+    cft_array *e = cft__qconv_params(prim->name, &p, (int64_t[]){xlo, xhi}, 2, wshape, nsp, strides,
+                                     padding, rhs_dilation);
+    return e ? e : bind5(prim, (cft_array *[]){x, words, ws, xs, zp}, &p);
 }
 
 bool cft__qconv_fits(const cft_prim *p, const cft_params *par, const cft_aval *x,

@@ -316,17 +316,10 @@ static cft_array *qact_chain(const cft_rewrite_ctx *c, int src, cft_array *xs, c
 cft_array *cft__qact_bind(cft_array *const *in, const int64_t *ranges, const int64_t *wshape,
                           int nsp, const int64_t *strides, const int64_t *padding,
                           const int64_t *rhs_dilation) {
-    cft_params p = {0};
-    int64_t ones[3] = {1, 1, 1};
-    if (nsp < 1 || nsp > 3)
-        return cft__fail(CFT_E_SHAPE, "conv_qact: %d spatial dims (1 to 3)", nsp);
-    cft__param_set(&p, 0, strides, nsp);
-    cft__param_set(&p, 1, padding, 2 * nsp);
-    cft__param_set(&p, 2, ones, nsp);
-    cft__param_set(&p, 3, rhs_dilation, nsp);
-    cft__param_set(&p, QR, ranges, NR);
-    cft__param_set(&p, 5, wshape, nsp + 1);
-    return cft__bind1(&cft_p_conv_qact, &p, 9, in);
+    cft_params p;
+    cft_array *e =
+        cft__qconv_params("conv_qact", &p, ranges, NR, wshape, nsp, strides, padding, rhs_dilation);
+    return e ? e : cft__bind1(&cft_p_conv_qact, &p, 9, in);
 }
 
 cft_array *cft__qact_grid(const cft_rewrite_ctx *c, int src, cft_array *xs, cft_array *zp,

@@ -135,6 +135,13 @@ int cft__qgrid_source(const struct cft_eqn *q, const cft_rewrite_ctx *c);
 void cft__qgrid_of(cft_array *x, cft_array *xs, cft_array *zp, bool grid, int64_t lo, int64_t hi,
                    cft_array **q, cft_array **inside);
 
+/* The params of an int8 convolution (conv_qstatic, conv_qint, conv_qact)
+ * into p: the geometry as conv_general_dilated's (lhs dilation 1), the
+ * nranges ranges, the weight's shape [O, wshape...]; an error naming
+ * `name` where nsp is not 1 to 3, else NULL */
+cft_array *cft__qconv_params(const char *name, cft_params *p, const int64_t *ranges, int nranges,
+                             const int64_t *wshape, int nsp, const int64_t *strides,
+                             const int64_t *padding, const int64_t *rhs_dilation);
 /* conv_qstatic (conv_qint where grid: x on the activation's grid) bound
  * on words (qlinear_quantize's, of W's rows flattened) for a weight of
  * shape [O, wshape...] with nsp spatial dims */
