@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "prims/qconv_direct.h"
 #include "prims/qlinear.h"
 
 typedef struct {
@@ -51,6 +52,10 @@ static const geom cases[] = {
     {3, 2, 2, 5, {4, 5, 6}, {2, 3, 2}, {1, 1, 1}, {0, 1, 2, 0, 1, 1}, {1, 2, 1}},
     /* rows of 31 across the kernel's segments of 512 sums */
     {2, 2, 1, 9, {30, 30}, {3, 3}, {1, 1}, {1, 0, 1, 0}, {1, 1}},
+    /* rows of 62: the VNNI form's groups of four taps spread past one
+     * 64-byte load (its four-load gather); 5x5 taps, 25 (a group of one) */
+    {2, 2, 1, 8, {7, 60}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
+    {2, 3, 2, 4, {9, 9}, {5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 
@@ -140,6 +145,14 @@ static cft_array *both(const geom *g, const operands *o, cft_array *x, int64_t x
     runs32 = cft__qconv_f32_runs - before32;
     runsd = cft__qconv_direct_runs - befored;
     CHECK_ARRAY_CLOSE(y, gather, 0, 0);
+    if (runsd) { /* the direct kernel: its f32 sums too, where it took the VNNI form */
+        cft__qdirect_vnni = 0;
+        long bv = cft__qdirect_vnni_runs;
+        cft_array *f = qconv(g, o, x, xhi, grid);
+        cft__qdirect_vnni = 1;
+        CHECK_EQ(cft__qdirect_vnni_runs, bv);
+        CHECK_ARRAY_CLOSE(f, gather, 0, 0);
+    }
     return y;
 }
 
@@ -184,6 +197,20 @@ int main(int argc, char **argv) {
                 check_kernel(g, true, runs, c);
                 near_reference(g, &o, y, 127);
             }
+    }
+
+    TEST("the direct kernel's VNNI form runs where the CPU has AVX512-VNNI and VBMI") {
+        bool cpu = false;
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+        cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
+#endif
+        const geom *g = &cases[2];
+        operands o = make(g, 30, 61);
+        long runs, bv = cft__qdirect_vnni_runs;
+        both(g, &o, o.x, 127, false, &runs);
+        printf("VNNI form here: %s\n", cpu ? "yes" : "no");
+        CHECK_EQ(cft__qdirect_vnni_runs - bv, (long)cpu);
     }
 
     TEST("8-bit activations: oneDNN only where it cannot saturate (VNNI, AMX), else the f32 "

@@ -42,4 +42,10 @@ typedef struct {
  * padded sample too large for the per-thread buffer (16 KiB). */
 bool cft__qconv_direct(const cft__qdirect *g);
 
+/* 1 (the default): the VNNI form where the CPU has AVX512-VNNI and VBMI
+ * and x's integers are bytes; 0: the f32 sums everywhere (tests compare
+ * the two). cft__qdirect_vnni_runs counts the calls that took it. */
+extern _Atomic int cft__qdirect_vnni;
+extern _Atomic long cft__qdirect_vnni_runs;
+
 #endif
