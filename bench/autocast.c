@@ -1,8 +1,8 @@
 /* autocast.c (bench): the flagship programs under bf16 (or f16) autocast
  * against f32, in one run. Each pair is jitted and timed in alternation
- * (bench_alternate: rounds of 5 calls a side), so a busy machine falls on
- * both alike; ratio_to_baseline = autocast / f32 (below 1: autocast is
- * faster). Programs:
+ * (bench_alternate: each side warmed up, then rounds of about 1 ms a
+ * side), so a busy machine falls on both alike; ratio_to_baseline =
+ * autocast / f32 (below 1: autocast is faster). Programs:
  *   - per-sample gradients: vmap(grad(loss)) of the MLP 64-128-128-10,
  *     B = 256;
  *   - DP-SGD: cft_dp_clipped_grad_sum of the same loss (clip 1), B = 256,

@@ -114,21 +114,39 @@ static inline void timeit(work_fn w, void *arg, double *median, double *min) {
     }
 }
 
-/* median time per call of a and b, `rounds` rounds alternating, each round
- * 5 calls after one untimed call */
+/* median time per call of a and b, `rounds` rounds alternating. Each
+ * side is first warmed up (alternately, 50 ms or 1000 calls each: a
+ * process's first few hundred calls of a small program run slower while
+ * the collector's heap grows, which 5-call rounds from the start counted:
+ * the digits CNN's int8 forward read 0.52-0.64x f32 there against
+ * 0.46-0.51 in steady state). Each round is one untimed call, then enough
+ * calls for about 1 ms (5 at least), timed */
 static inline void bench_alternate(work_fn a, void *pa, work_fn b, void *pb, int rounds, double *ma,
                                    double *mb) {
     double *ta = malloc(sizeof(double) * (size_t)rounds),
-           *tb = malloc(sizeof(double) * (size_t)rounds);
+           *tb = malloc(sizeof(double) * (size_t)rounds), per[2] = {0, 0};
+    int calls[2];
+    for (int side = 0; side < 2; side++) {
+        work_fn w = side ? b : a;
+        void *p = side ? pb : pa;
+        w(p); /* a first call: compiling, first allocations */
+        double t0 = now_ms();
+        int n = 0;
+        while (n < 1000 && now_ms() - t0 < 50)
+            w(p), n++;
+        per[side] = (now_ms() - t0) / (n ? n : 1);
+        double c = per[side] > 0 ? 1.0 / per[side] : 1000;
+        calls[side] = c < 5 ? 5 : c > 1000 ? 1000 : (int)c;
+    }
     for (int r = 0; r < rounds; r++)
         for (int side = 0; side < 2; side++) {
             work_fn w = side ? b : a;
             void *p = side ? pb : pa;
             w(p);
             double t0 = now_ms();
-            for (int i = 0; i < 5; i++)
+            for (int i = 0; i < calls[side]; i++)
                 w(p);
-            (side ? tb : ta)[r] = (now_ms() - t0) / 5;
+            (side ? tb : ta)[r] = (now_ms() - t0) / calls[side];
         }
     double mn;
     bench_stats(ta, rounds, ma, &mn);
