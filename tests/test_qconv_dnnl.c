@@ -226,6 +226,39 @@ int main(int argc, char **argv) {
         }
     }
 
+    TEST("80 random geometries under 4 channels at stride 1 (the direct kernel, its VNNI "
+         "form and its f32 sums): the gather's bits; 7- and 8-bit x, x on the grid") {
+        uint64_t r = 0x9e3779b97f4a7c15u;
+#define NEXT() (r = r * 6364136223846793005u + 1442695040888963407u, (int64_t)(r >> 33))
+        for (int it = 0; it < 80; it++) {
+            geom g = {0};
+            g.nsp = 1 + (int)(NEXT() % 3);
+            g.N = 1 + NEXT() % 3, g.C = 1 + NEXT() % 3, g.O = 1 + NEXT() % 12;
+            for (int i = 0; i < 3; i++) {
+                g.k[i] = g.d[i] = g.s[i] = 1, g.in[i] = 1;
+                if (i >= g.nsp)
+                    continue;
+                g.k[i] = 1 + NEXT() % (g.nsp == 3 ? 3 : 5), g.d[i] = 1 + NEXT() % 2;
+                g.pad[2 * i] = NEXT() % 3, g.pad[2 * i + 1] = NEXT() % 3;
+                int64_t span = (g.k[i] - 1) * g.d[i] + 1,
+                        need = span - g.pad[2 * i] - g.pad[2 * i + 1];
+                g.in[i] = (need > 1 ? need : 1) + NEXT() % (g.nsp == 1 ? 70 : g.nsp == 2 ? 16 : 6);
+            }
+            int bits8 = (int)(NEXT() % 2), grid = NEXT() % 4 == 0;
+            double zp = NEXT() % 3 ? (double)(NEXT() % (bits8 ? 200 : 100)) : 0;
+            operands o = make(&g, 300 + (uint64_t)it, zp);
+            int64_t xhi = bits8 ? 255 : 127;
+            cft_array *x = bits8 ? cft_mul_s(o.x, 2) : o.x;
+            if (grid)
+                x = clampv(cft_add(cft_rint(cft_div(x, o.xs)), o.zp), 0, (double)xhi);
+            long runs;
+            both(&g, &o, x, xhi, grid, &runs);
+            CHECK_MSG(runsd == 1, "geometry %d: nsp %d C %lld, the direct kernel did not run", it,
+                      g.nsp, (long long)g.C);
+        }
+#undef NEXT
+    }
+
     TEST("conv_qint (x on the grid), a NaN in one sample, x in f64: the gather's bits") {
         const geom *g = &cases[1];
         operands o = make(g, 70, 61);
