@@ -107,6 +107,18 @@ int main(int argc, char **argv) {
             cft_array *y1 = cft_sparse24_linear(cft_index(cft_index(x, 1), 4), s); /* a vector */
             CHECK(cft_array_ndim(y1) == 1 && cft_array_shape(y1)[0] == 40);
             CHECK_ARRAY_CLOSE(y1, cft_index(cft_index(y, 1), 4), 0, 0);
+            /* outputs past the kernel's blocks of four (10, 7, 1, 5), rows
+             * past its blocks of 16 (37) */
+            for (int n = 0; n < 4; n++) {
+                const int64_t on[4] = {10, 7, 1, 5};
+                cft_array *wn = rnd(20 + (uint64_t)n, dt, (int64_t[]){on[n], 64}, 2);
+                cft_array *xn = rnd(30 + (uint64_t)n, dt, (int64_t[]){37, 64}, 2);
+                cft_array *yn = cft_sparse24_linear(xn, cft_sparse24_compress(wn));
+                cft_array *rn = cft_matmul(cft_astype(xn, CFT_F64),
+                                           cft_mT(cft_astype(cft_prune_24(wn), CFT_F64)));
+                CHECK_ARRAY_CLOSE(yn, rn, dt == CFT_BF16 ? 8e-3 : tol(dt),
+                                  dt == CFT_BF16 ? 2e-2 : 1e-6);
+            }
         }
     }
 
