@@ -124,7 +124,7 @@ static inline void timeit(work_fn w, void *arg, double *median, double *min) {
 static inline void bench_alternate(work_fn a, void *pa, work_fn b, void *pb, int rounds, double *ma,
                                    double *mb) {
     double *ta = malloc(sizeof(double) * (size_t)rounds),
-           *tb = malloc(sizeof(double) * (size_t)rounds), per[2] = {0, 0};
+           *tb = malloc(sizeof(double) * (size_t)rounds);
     int calls[2];
     for (int side = 0; side < 2; side++) {
         work_fn w = side ? b : a;
@@ -134,8 +134,7 @@ static inline void bench_alternate(work_fn a, void *pa, work_fn b, void *pb, int
         int n = 0;
         while (n < 1000 && now_ms() - t0 < 50)
             w(p), n++;
-        per[side] = (now_ms() - t0) / (n ? n : 1);
-        double c = per[side] > 0 ? 1.0 / per[side] : 1000;
+        double per = (now_ms() - t0) / (n ? n : 1), c = per > 0 ? 1.0 / per : 1000;
         calls[side] = c < 5 ? 5 : c > 1000 ? 1000 : (int)c;
     }
     for (int r = 0; r < rounds; r++)
