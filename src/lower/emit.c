@@ -560,7 +560,7 @@ void cft__emit_group(const cft_ir *ir, const cft_group *g, const cft_loop *lp, i
     if (nan_apart && inner_reduced)
         cft__emit_put(b, l, c, "        if (nan_) acc = NAN;\n");
     if (inner_reduced) /* a row its own output starts from the identity (the executor does not
-                          fill it: jit.c run_group), else from what the output holds */
+                          fill it: jit_exec.c run_group), else from what the output holds */
         cft__emit_put(b, l, c,
                       "        { const double x = acc; { const double acc = own ? (double)(%s) : "
                       "o%d[f%d]; o%d[f%d] = (%s); } }\n",

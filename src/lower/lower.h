@@ -96,9 +96,9 @@ cft_dtype cft__emit_var_dtype(const cft_ir *ir, int v);
 void cft__emit_chain(char **b, size_t *l, size_t *c, const cft_ir *ir, const cft_group *g,
                      char **name);
 
-/* equation q on the values in env (its outputs stored there); NULL or the error (jit.c) */
+/* equation q on the values in env (its outputs stored there); NULL or the error (plan_ops.c) */
 cft_array *cft__run_eqn(const struct cft_eqn *q, cft_array **env);
-/* operand strides over the group's iteration shape (jit.c) */
+/* operand strides over the group's iteration shape (plan_ops.c) */
 void cft__group_strides(const cft_ir *ir, const cft_group *g, cft_array *const *ops,
                         int64_t (*st)[CFT_MAX_NDIM]);
 /* whether equation q reads or writes halves (f16, bf16: those run through

@@ -1,5 +1,5 @@
 /* plan_ops.c: what running a lowered plan's steps needs, on the host
- * (jit.c) or on a device (jit_device.c): an equation on the values of an
+ * (jit_exec.c) or on a device (jit_device.c): an equation on the values of an
  * environment, a group's operand strides over its iteration shape, a
  * reduction's output pre-filled with its identity, and the f32 array a C
  * kernel accumulates a half reduction in. */

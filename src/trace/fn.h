@@ -23,7 +23,7 @@ struct cft_fn {
     /* set by vmap: this function is `mapped` over axis 0 of the inputs
      * marked in map_batched (the others shared), its outputs stacked along
      * axis 0, one random key for all lanes; cft_jit may then run it as a
-     * loop over the batch (lower/jit.c) */
+     * loop over the batch (lower/jit_lanes.c) */
     cft_fn *mapped;
     bool *map_batched;
 };

@@ -236,7 +236,7 @@ static cft_fn *vmap_make(cft_fn *f, const int *in_axes, const int *out_axes, int
     env->randomness = randomness;
     cft_fn *v = cft_fn_named(cft_fn_new(vmap_cb, env, f->nin, f->nout), "vmap");
     /* f mapped over leading axes with the same key in every lane: what
-     * cft_jit may run as a loop over the batch (lower/jit.c) */
+     * cft_jit may run as a loop over the batch (lower/jit_lanes.c) */
     bool plain = !cft_fn_failed(v) && randomness == CFT_RANDOMNESS_SAME;
     for (int i = 0; plain && in_axes && i < f->nin; i++)
         plain = in_axes[i] == 0 || in_axes[i] == CFT_NOT_BATCHED;
