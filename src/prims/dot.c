@@ -689,10 +689,36 @@ static cft_array *ordered(cft_array *x, const int64_t *const g[3], const int n[3
     return cft__contig(cft__view(x, shape, k, st, x->offset));
 }
 
+/* x's dims in the order of the lists g[0], g[1], g[2] as they lie, when
+ * that is contiguous, or, when the order g[0], g[2], g[1] is (each matrix
+ * turned: a transposed operand of a backward pass), as they lie in that
+ * order with *turned set; else a contiguous copy in the first order */
+static cft_array *ordered_or_turned(cft_array *x, const int64_t *const g[3], const int n[3],
+                                    bool *turned) {
+    int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
+    static const int turn[3] = {0, 2, 1};
+    *turned = false;
+    for (int t = 0; t < 2; t++) {
+        int k = 0;
+        for (int m = 0; m < 3; m++) {
+            int l = t ? turn[m] : m;
+            for (int i = 0; i < n[l]; i++, k++)
+                shape[k] = x->aval.shape[g[l][i]], st[k] = x->strides[g[l][i]];
+        }
+        cft_array *v = cft__view(x, shape, k, st, x->offset);
+        if (cft_failed(v) || cft__is_contig(v)) {
+            *turned = t == 1;
+            return v;
+        }
+    }
+    return ordered(x, g, n);
+}
+
 /* the product into dst (contiguous, the output's shape, a's dtype):
  * false where oneDNN declines or each matrix product (M N K) is under
- * min_work multiply-adds; nothing allocated but the operands' copies where they are
- * not already [batch, M, K] and [batch, K, N] */
+ * min_work multiply-adds; nothing allocated but the operands' copies where
+ * they lie neither as [batch, M, K] and [batch, K, N] nor with their
+ * matrices turned */
 static bool dnnl_to(cft_array *a, cft_array *b, const cft_params *p, int code, double min_work,
                     void *dst) {
     int fa[CFT_MAX_NDIM], fb[CFT_MAX_NDIM], na, nb, nbt = p->n[LB], nc = p->n[LC];
@@ -709,12 +735,13 @@ static bool dnnl_to(cft_array *a, cft_array *b, const cft_params *p, int code, d
         K *= a->aval.shape[p->v[LC][i]];
     if (a->conj || b->conj || (double)M * (double)N * (double)K < min_work)
         return false;
-    cft_array *ac = ordered(a, (const int64_t *const[3]){p->v[LB], fa64, p->v[LC]},
-                            (const int[3]){nbt, na, nc});
-    cft_array *bc = ordered(b, (const int64_t *const[3]){p->v[RB], p->v[RC], fb64},
-                            (const int[3]){nbt, nc, nb});
+    bool ta, tb;
+    cft_array *ac = ordered_or_turned(a, (const int64_t *const[3]){p->v[LB], fa64, p->v[LC]},
+                                      (const int[3]){nbt, na, nc}, &ta);
+    cft_array *bc = ordered_or_turned(b, (const int64_t *const[3]){p->v[RB], p->v[RC], fb64},
+                                      (const int[3]){nbt, nc, nb}, &tb);
     if (cft_failed(ac) || cft_failed(bc) ||
-        !cft__matmul_dnnl(code, Bt, M, N, K, cft__ptr(ac), cft__ptr(bc), dst))
+        !cft__matmul_dnnl(code, Bt, M, N, K, cft__ptr(ac), ta, cft__ptr(bc), tb, dst))
         return false;
     cft__keep(ac);
     cft__keep(bc);

@@ -2,9 +2,12 @@
  * primitive (AMX or AVX512-BF16 where the CPU has them, AVX-512 otherwise),
  * accumulating in f32 and rounding the result once, as the f32 path that
  * cft__run_impl falls back to does. Operands arrive as contiguous
- * [batch, M, K] and [batch, K, N] (dot.c copies other layouts there), so
- * one geometry is one primitive and one order of sums, whatever the
- * operands' strides were: the jit and the interpreter get the same bits.
+ * [batch, M, K] and [batch, K, N], or with each matrix turned (stored
+ * [batch, K, M], [batch, N, K]: the transposed operands of a backward
+ * pass, which oneDNN reads as they lie); dot.c copies other layouts to
+ * the plain ones. So one geometry and layout is one primitive and one
+ * order of sums: the jit and the interpreter, which hand a product the
+ * same layouts, get the same bits.
  * Primitives are built once per geometry, dtype and thread count, kept in
  * a bounded cache (built under a lock; geometries oneDNN declines are kept
  * too, so they are asked once) and run concurrently, each thread with its
@@ -31,10 +34,13 @@ typedef struct entry {
 static const dnnl_data_type_t dtypes[3] = {dnnl_f32, dnnl_bf16, dnnl_f16};
 static const char *const names[3] = {"f32", "bf16", "f16"};
 
-static bool desc(dnnl_memory_desc_t *md, dnnl_data_type_t dt, int64_t batch, int64_t r, int64_t c) {
+/* [batch, r, c], each matrix stored row-major or (turned) column-major */
+static bool desc(dnnl_memory_desc_t *md, dnnl_data_type_t dt, int64_t batch, int64_t r, int64_t c,
+                 bool turned) {
     dnnl_dims_t d3 = {batch, r, c}, d2 = {r, c};
-    return cft__dnnl_ok(batch == 1 ? dnnl_memory_desc_init_by_tag(md, 2, d2, dt, dnnl_ab)
-                                   : dnnl_memory_desc_init_by_tag(md, 3, d3, dt, dnnl_abc));
+    return cft__dnnl_ok(
+        batch == 1 ? dnnl_memory_desc_init_by_tag(md, 2, d2, dt, turned ? dnnl_ba : dnnl_ab)
+                   : dnnl_memory_desc_init_by_tag(md, 3, d3, dt, turned ? dnnl_acb : dnnl_abc));
 }
 
 /* the primitive for one key; prim NULL when oneDNN declines; NULL when out
@@ -44,15 +50,16 @@ static cft__dnnl_entry *build(const int64_t *k) {
     if (!e)
         return NULL;
     memcpy(e->head.key, k, sizeof e->head.key);
-    dnnl_data_type_t dt = dtypes[k[0]];
+    dnnl_data_type_t dt = dtypes[k[0] & 3];
+    bool ta = k[0] & 4, tb = k[0] & 8;
     int64_t batch = k[1], M = k[2], N = k[3], K = k[4];
     dnnl_engine_t eng = cft__dnnl_engine();
     dnnl_matmul_desc_t mdesc;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
     bool good =
-        eng && desc(&e->md[0], dt, batch, M, K) && desc(&e->md[1], dt, batch, K, N) &&
-        desc(&e->md[2], dt, batch, M, N) &&
+        eng && desc(&e->md[0], dt, batch, M, K, ta) && desc(&e->md[1], dt, batch, K, N, tb) &&
+        desc(&e->md[2], dt, batch, M, N, false) &&
         cft__dnnl_ok(dnnl_matmul_desc_init(&mdesc, &e->md[0], &e->md[1], NULL, &e->md[2])) &&
         cft__dnnl_ok(dnnl_primitive_attr_create(&attr)) &&
         cft__dnnl_ok(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) &&
@@ -64,6 +71,7 @@ static cft__dnnl_entry *build(const int64_t *k) {
 }
 
 static cft__dnnl_cache cache = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, build};
+_Atomic long cft__dnnl_turned_runs;
 
 static bool run(const entry *e, const void *a, const void *b, void *c) {
     static const int arg[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
@@ -77,17 +85,19 @@ static bool off(void) {
 }
 
 bool cft__matmul_dnnl(int dtype, int64_t batch, int64_t M, int64_t N, int64_t K, const void *a,
-                      const void *b, void *c) {
+                      bool ta, const void *b, bool tb, void *c) {
     if (dtype < 0 || dtype > 2 || batch < 1 || M < 1 || N < 1 || K < 1 || off() ||
         (dtype && !cft__dnnl_low_ok(dtype)))
         return false;
     int nth,
         before = cft__dnnl_threads_begin(&nth, (double)batch * (double)M * (double)N * (double)K);
-    int64_t key[CFT_DNNL_NKEY] = {dtype, batch, M, N, K, nth};
+    int64_t key[CFT_DNNL_NKEY] = {dtype | (ta ? 4 : 0) | (tb ? 8 : 0), batch, M, N, K, nth};
     bool owned, good = false;
     entry *e = (entry *)cft__dnnl_lookup(&cache, key, &owned);
     if (e && e->prim)
         good = run(e, a, b, c);
+    if (good && (ta || tb))
+        cft__dnnl_turned_runs++;
     cft__dnnl_threads_end(before);
     if (owned) {
         if (e->prim)
@@ -136,9 +146,12 @@ bool cft__dnnl_low_ok(int dtype) {
 
 #else
 
+_Atomic long cft__dnnl_turned_runs;
+
 bool cft__matmul_dnnl(int dtype, int64_t batch, int64_t M, int64_t N, int64_t K, const void *a,
-                      const void *b, void *c) {
-    (void)dtype, (void)batch, (void)M, (void)N, (void)K, (void)a, (void)b, (void)c;
+                      bool ta, const void *b, bool tb, void *c) {
+    (void)dtype, (void)batch, (void)M, (void)N, (void)K, (void)a, (void)ta, (void)b, (void)tb,
+        (void)c;
     return false;
 }
 
