@@ -3,7 +3,10 @@
  * them), plus a few hostile headers that once broke the loader.
  * Usage: make_seeds <corpus-dir-for-safetensors> <corpus-dir-for-bool>
  *        [<corpus-dir-for-rpc-headers> [<corpus-dir-for-checkpoint-metadata>
- *        [<corpus-dir-for-ir-texts>]]] */
+ *        [<corpus-dir-for-ir-texts> [<corpus-dir-for-exported-programs>
+ *        [<corpus-dir-for-whole-checkpoints>]]]]]
+ * The IR texts and exported programs include those of the low-bit
+ * transforms (int8, QAT, dynamic int8, 2:4 sparse, bf16 autocast). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,11 +119,76 @@ static cft_status seed_conv(void *env, int nin, cft_array *const *in, int nout, 
     out[0] = cft_sum(cft_relu(y), NULL, 0, false);
     return CFT_OK;
 }
+/* the low-bit programs' ingredients: a matrix product and a convolution
+ * over closed-over weights (quantized, 2:4 sparse, under autocast) */
+static cft_array *seed_w, *seed_k;
+static cft_sparse24 seed_s;
+static cft_status seed_qnet(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    cft_array *y = cft_relu(cft_matmul(in[0], seed_w));
+    cft_array *z = cft_conv2d(in[1], seed_k, (int64_t[]){1, 1}, (int64_t[]){1, 1}, NULL, 1);
+    out[0] = cft_add(cft_sum(y, NULL, 0, false), cft_sum(cft_relu(z), NULL, 0, false));
+    return CFT_OK;
+}
+static cft_status seed_linear(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_matmul(in[0], seed_w);
+    return CFT_OK;
+}
+static cft_status seed_sparse(void *env, int nin, cft_array *const *in, int nout, cft_array **out) {
+    (void)env, (void)nin, (void)nout;
+    out[0] = cft_sum(cft_square(cft_sparse24_linear(in[0], seed_s)), NULL, 0, false);
+    return CFT_OK;
+}
+
 static void ir_seed(const char *dir, const char *name, cft_fn *f, const cft_aval *av) {
     cft_ir *ir = cft_make_ir(f, av);
     if (ir) {
         const char *t = cft_ir_str(ir);
         put(dir, name, t, strlen(t));
+    }
+}
+
+/* exported programs of the low-bit transforms, and their IR texts: int8
+ * products and convolutions (cft_quant_convert), their QAT form
+ * (fake-quantized), dynamic int8, a 2:4 sparse product and its gradient,
+ * bf16 autocast and its gradient */
+static void lowbit_seeds(const char *irdir, const char *exdir) {
+    seed_w = cft_random_normal(cft_random_key(31), CFT_F32, (int64_t[]){4, 6}, 2);
+    seed_k = cft_random_normal(cft_random_key(32), CFT_F32, (int64_t[]){3, 2, 3, 3}, 4);
+    seed_s =
+        cft_sparse24_compress(cft_random_normal(cft_random_key(33), CFT_F32, (int64_t[]){6, 8}, 2));
+    cft_aval av[2] = {{CFT_F32, 2, {2, 4}}, {CFT_F32, 4, {1, 2, 5, 5}}};
+    cft_array *data[2] = {cft_random_normal(cft_random_key(34), CFT_F32, av[0].shape, 2),
+                          cft_random_normal(cft_random_key(35), CFT_F32, av[1].shape, 4)};
+    cft_fn *net = cft_fn_new(seed_qnet, NULL, 2, 1);
+    cft_quantizer qz = cft_quantizer_x86();
+    cft_quant *q = cft_quant_prepare(net, &qz);
+    cft_array *r[1];
+    if (!q || cft_fn_call(cft_quant_observer_fn(q), data, r) != CFT_OK)
+        return;
+    cft_aval a8[1] = {{CFT_F32, 2, {3, 8}}};
+    struct {
+        const char *name;
+        cft_fn *f;
+        const cft_aval *av;
+    } progs[] = {
+        {"quant-int8", cft_quant_convert(q), av},
+        {"quant-qat", cft_quant_qat_fn(q), av},
+        {"quant-qat-grad", cft_grad(cft_quant_qat_fn(q), (int[]){0, 1}, 2), av},
+        {"quant-dynamic", cft_quant_dynamic(cft_fn_new(seed_linear, NULL, 1, 1)), av},
+        {"sparse24", cft_fn_new(seed_sparse, NULL, 1, 1), a8},
+        {"sparse24-grad", cft_grad(cft_fn_new(seed_sparse, NULL, 1, 1), NULL, 0), a8},
+        {"autocast-bf16", cft_autocast(net, CFT_BF16), av},
+        {"autocast-bf16-grad", cft_grad(cft_autocast(net, CFT_BF16), (int[]){0, 1}, 2), av},
+    };
+    for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+        ir_seed(irdir, progs[i].name, progs[i].f, progs[i].av);
+        if (exdir) {
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s.cftx", exdir, progs[i].name);
+            cft_export(progs[i].f, progs[i].av, path);
+        }
     }
 }
 
@@ -287,6 +355,7 @@ int main(int argc, char **argv) {
             snprintf(path, sizeof path, "%s/dtypes.cftx", argv[6]);
             cft_export(cft_fn_new(seed_dtypes, NULL, 1, 1), a5, path);
         }
+        lowbit_seeds(argv[5], argc > 6 && argv[6][0] ? argv[6] : NULL);
     }
     return 0;
 }
