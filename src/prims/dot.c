@@ -678,15 +678,17 @@ static bool dot_batch_wsum(const cft_eqn *q, const cft_rewrite_ctx *c, int axis,
     return true;
 }
 
-/* x's dims in the order of the lists g[0], g[1], g[2] (n[k] dims each), as
- * a contiguous array: x itself when it already is, else a copy */
-static cft_array *ordered(cft_array *x, const int64_t *const g[3], const int n[3]) {
+/* a view of x with its dims in the order of the lists g[0], g[1], g[2]
+ * (n[k] dims each), or, turned, g[0], g[2], g[1] */
+static cft_array *in_order(cft_array *x, const int64_t *const g[3], const int n[3], bool turned) {
     int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
     int k = 0;
-    for (int l = 0; l < 3; l++)
+    for (int m = 0; m < 3; m++) {
+        int l = turned && m ? 3 - m : m;
         for (int i = 0; i < n[l]; i++, k++)
             shape[k] = x->aval.shape[g[l][i]], st[k] = x->strides[g[l][i]];
-    return cft__contig(cft__view(x, shape, k, st, x->offset));
+    }
+    return cft__view(x, shape, k, st, x->offset);
 }
 
 /* x's dims in the order of the lists g[0], g[1], g[2] as they lie, when
@@ -695,23 +697,16 @@ static cft_array *ordered(cft_array *x, const int64_t *const g[3], const int n[3
  * order with *turned set; else a contiguous copy in the first order */
 static cft_array *ordered_or_turned(cft_array *x, const int64_t *const g[3], const int n[3],
                                     bool *turned) {
-    int64_t shape[CFT_MAX_NDIM], st[CFT_MAX_NDIM];
-    static const int turn[3] = {0, 2, 1};
+    cft_array *v = in_order(x, g, n, false);
     *turned = false;
-    for (int t = 0; t < 2; t++) {
-        int k = 0;
-        for (int m = 0; m < 3; m++) {
-            int l = t ? turn[m] : m;
-            for (int i = 0; i < n[l]; i++, k++)
-                shape[k] = x->aval.shape[g[l][i]], st[k] = x->strides[g[l][i]];
-        }
-        cft_array *v = cft__view(x, shape, k, st, x->offset);
-        if (cft_failed(v) || cft__is_contig(v)) {
-            *turned = t == 1;
-            return v;
-        }
+    if (cft_failed(v) || cft__is_contig(v))
+        return v;
+    cft_array *w = in_order(x, g, n, true);
+    if (cft_failed(w) || cft__is_contig(w)) {
+        *turned = !cft_failed(w);
+        return w;
     }
-    return ordered(x, g, n);
+    return cft__contig(v);
 }
 
 /* the product into dst (contiguous, the output's shape, a's dtype):
